@@ -1,0 +1,32 @@
+"""tritonpy: a Triton-compatible inference server in Python, built from plugins.
+
+The in-process API::
+
+    import tritonpy
+    with tritonpy.Server(model_repository="models") as server:
+        outputs = server.model("simple").predict({"INPUT0": a, "INPUT1": b})
+"""
+
+from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, Tensor, TritonError
+
+from ._version import __version__
+from .model import ModelState
+from .options import ServerOptions
+from .server import ModelHandle, Server
+
+#: ``tritonserver``-style alias: ``tritonpy.Options(model_repository=...)``.
+Options = ServerOptions
+
+__all__ = [
+    "DataType",
+    "InferenceRequest",
+    "InferenceResponse",
+    "ModelHandle",
+    "ModelState",
+    "Options",
+    "Server",
+    "ServerOptions",
+    "Tensor",
+    "TritonError",
+    "__version__",
+]

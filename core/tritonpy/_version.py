@@ -1,0 +1,3 @@
+"""The version of the tritonpy distribution."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,154 @@
+"""``tritonpy`` command line: ``serve`` with tritonserver's flag names, ``backends``.
+
+The CLI only parses flags into ``ServerOptions``; everything else lives in the
+server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from ._version import __version__
+from .options import ServerOptions
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got '{text}'")
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, help: str, **kw: object) -> None:
+    """A tritonserver-style boolean: ``--x``, ``--x=true`` or ``--x=false``."""
+    parser.add_argument(name, type=_bool, nargs="?", const=True, help=help, **kw)  # type: ignore[arg-type]
+
+
+def _backend_config(values: list[str]) -> dict[str, dict[str, str]]:
+    """``<backend>,<key>=<value>`` (or global ``<key>=<value>``) → nested dict."""
+    result: dict[str, dict[str, str]] = {}
+    for item in values:
+        backend, _, setting = item.rpartition(",") if "," in item else ("", "", item)
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise SystemExit(
+                f"error: --backend-config expects <backend>,<key>=<value> or <key>=<value>, got '{item}'"
+            )
+        result.setdefault(backend, {})[key] = value
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tritonpy", description="Triton-compatible inference server")
+    parser.add_argument("--version", action="version", version=f"tritonpy {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve a model repository")
+    serve.add_argument(
+        "--model-repository", "--model-store", action="append", required=True, dest="model_repository",
+        help="path of a model repository; repeat for several",
+    )
+    serve.add_argument("--model-control-mode", default="none", choices=["none"],
+                       help="model control mode (only 'none': load everything at start)")
+    _flag(serve, "--allow-http", "enable the HTTP front end (default true)", default=True)
+    serve.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
+    serve.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
+    serve.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024,
+                       help="largest HTTP request body in bytes (default 64 MiB)")
+    _flag(serve, "--disable-auto-complete-config",
+          "do not let backends fill in missing config.pbtxt fields", default=False)
+    _flag(serve, "--strict-model-config",
+          "same as --disable-auto-complete-config (the older flag)", default=None)
+    _flag(serve, "--strict-readiness", "not ready while any model failed (default true)", default=True)
+    _flag(serve, "--exit-on-error", "exit at start if a model fails to load (default true)",
+          default=True)
+    serve.add_argument("--backend-config", action="append", default=[],
+                       help="<backend>,<setting>=<value> (or <setting>=<value> for all backends)")
+    serve.add_argument("--log-verbose", type=int, default=0, help="verbose logging level (0 = off)")
+    serve.add_argument("--exit-timeout-secs", type=float, default=30.0,
+                       help="seconds shutdown waits for in-flight requests (default 30)")
+    serve.add_argument("--id", dest="server_id", default="tritonpy",
+                       help="server name reported by server metadata")
+
+    backends = sub.add_parser("backends", help="list the installed backends")
+    backends.add_argument("--check", action="store_true",
+                          help="also import and validate each backend")
+    return parser
+
+
+def options_from_args(args: argparse.Namespace) -> ServerOptions:
+    disable = bool(args.disable_auto_complete_config)
+    if args.strict_model_config is not None:
+        disable = bool(args.strict_model_config)
+    return ServerOptions(
+        model_repository=[Path(p) for p in args.model_repository],
+        model_control_mode=args.model_control_mode,
+        disable_auto_complete_config=disable,
+        strict_readiness=args.strict_readiness,
+        exit_on_error=args.exit_on_error,
+        backend_config=_backend_config(args.backend_config),
+        exit_timeout_secs=args.exit_timeout_secs,
+        log_verbose=args.log_verbose,
+        allow_http=args.allow_http,
+        http_address=args.http_address,
+        http_port=args.http_port,
+        http_max_input_size=args.http_max_input_size,
+        server_id=args.server_id,
+    )
+
+
+def _list_backends(check: bool) -> int:
+    from .plugins import BackendRegistry
+    from .service import format_table
+
+    registry = BackendRegistry()
+    rows = [("Backend", "Package", "Version", "Status")]
+    for entry in registry.entries():
+        status = "discovered"
+        if check:
+            try:
+                registry.hooks(entry.name)
+                status = "ok"
+            except Exception as exc:  # report any failure as a row, keep listing
+                status = f"error: {exc}"
+        rows.append((entry.name, entry.distribution, entry.version, status))
+    if len(rows) == 1:
+        print("no backends installed (pip install tritonpy-backend-onnx, ...)")
+        return 0
+    print(format_table(rows))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "backends":
+        return _list_backends(args.check)
+    options = options_from_args(args)
+    logging.basicConfig(
+        level=logging.DEBUG if options.log_verbose > 0 else logging.INFO,
+        format="%(levelname).1s%(asctime)s %(process)d %(name)s] %(message)s",
+        datefmt="%m%d %H:%M:%S",
+        stream=sys.stderr,
+    )
+    from .server import Server
+    from .service import serve
+
+    for path in options.model_repository:
+        if not path.is_dir():
+            print(f"error: failed to stat model repository path '{path}'", file=sys.stderr)
+            return 1
+    server = Server(options)
+    try:
+        return asyncio.run(serve(server))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

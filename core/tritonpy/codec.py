@@ -1,0 +1,134 @@
+"""Tensor data to and from the wire, shared by every front end.
+
+Binary data becomes a numpy array with ``numpy.frombuffer`` (a view of the
+request body, no copy); JSON data is checked for its element count. Messages
+use Triton's wording so that users' searches find answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from tritonpy_sdk import DataType, TritonError, deserialize_bytes_tensor, serialize_bytes_tensor
+
+
+def element_count(name: str, shape: Sequence[int]) -> int:
+    """Elements in a tensor of ``shape``; negative dims are a client error."""
+    for d in shape:
+        if d < 0:
+            raise TritonError.invalid_arg(
+                f"input '{name}' has a negative dimension in shape {list(shape)}"
+            )
+    return math.prod(shape)
+
+
+def array_from_buffer(
+    name: str, datatype: DataType, shape: Sequence[int], buffer: bytes | memoryview
+) -> np.ndarray[Any, Any]:
+    """The array that ``buffer`` holds for an input of ``datatype`` and ``shape``.
+
+    Fixed-size types are a read-only view of ``buffer``; BYTES are decoded.
+    """
+    count = element_count(name, shape)
+    if datatype is DataType.BYTES:
+        flat = deserialize_bytes_tensor(buffer)
+        if flat.size != count:
+            raise TritonError.invalid_arg(
+                f"unexpected number of string elements {flat.size} for inference input "
+                f"'{name}', expecting {count}"
+            )
+        return flat.reshape(shape)
+    expected = count * datatype.itemsize
+    if len(buffer) != expected:
+        raise TritonError.invalid_arg(
+            f"input byte size mismatch for input '{name}'. Expected {expected}, got {len(buffer)}"
+        )
+    return np.frombuffer(buffer, dtype=datatype.numpy_dtype, count=count).reshape(shape)
+
+
+def _flatten(data: Any, out: list[Any]) -> None:
+    for item in data:
+        if isinstance(item, list):
+            _flatten(item, out)
+        else:
+            out.append(item)
+
+
+def array_from_json(
+    name: str, datatype: DataType, shape: Sequence[int], data: Any
+) -> np.ndarray[Any, Any]:
+    """The array for JSON ``data`` (flat or nested lists) of ``datatype`` and ``shape``."""
+    count = element_count(name, shape)
+    if not isinstance(data, list):
+        data = [data]
+    flat: list[Any] = []
+    _flatten(data, flat)
+    if len(flat) != count:
+        raise TritonError.invalid_arg(
+            f"unexpected number of elements for input '{name}': shape {list(shape)} "
+            f"needs {count}, got {len(flat)}"
+        )
+    if datatype is DataType.BYTES:
+        arr = np.empty(count, dtype=np.object_)
+        for i, v in enumerate(flat):
+            if isinstance(v, str):
+                arr[i] = v.encode("utf-8")
+            elif isinstance(v, bool | int | float):
+                arr[i] = str(v).encode("utf-8")
+            else:
+                raise TritonError.invalid_arg(
+                    f"unable to parse 'data' of input '{name}': expected strings for BYTES"
+                )
+        return arr.reshape(shape)
+    for v in flat:
+        if isinstance(v, str | list | dict) or v is None:
+            raise TritonError.invalid_arg(
+                f"unable to parse 'data' of input '{name}': expected {datatype.value} "
+                f"numbers, got {type(v).__name__}"
+            )
+    try:
+        if datatype is DataType.BOOL:
+            if not all(isinstance(v, bool) for v in flat):
+                raise ValueError("expected true/false")
+            arr = np.array(flat, dtype=np.bool_)
+        elif datatype in (DataType.FP16, DataType.FP32, DataType.FP64, DataType.BF16):
+            arr = np.array(flat, dtype=np.float64).astype(datatype.numpy_dtype)
+        else:
+            if not all(isinstance(v, int) or float(v).is_integer() for v in flat):
+                raise ValueError("expected integers")
+            info = np.iinfo(datatype.numpy_dtype)
+            ints = [int(v) for v in flat]
+            if ints and (min(ints) < info.min or max(ints) > info.max):
+                raise ValueError(f"value out of range for {datatype.value}")
+            arr = np.array(ints, dtype=datatype.numpy_dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise TritonError.invalid_arg(
+            f"unable to parse 'data' of input '{name}' as {datatype.value}: {exc}"
+        ) from None
+    return arr.reshape(shape)
+
+
+def array_to_buffer(array: np.ndarray[Any, Any], datatype: DataType) -> bytes | memoryview:
+    """The wire bytes of ``array``: a view of its memory when it is contiguous."""
+    if datatype is DataType.BYTES:
+        return serialize_bytes_tensor(array)
+    arr = np.ascontiguousarray(array)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    return memoryview(arr.reshape(-1).view(np.uint8))
+
+
+def array_to_json(array: np.ndarray[Any, Any], datatype: DataType) -> list[Any]:
+    """``array`` as a flat JSON list (BYTES as UTF-8 text, BF16 as floats)."""
+    flat = array.reshape(-1)
+    if datatype is DataType.BYTES:
+        return [
+            (v if isinstance(v, bytes) else str(v).encode()).decode("utf-8", errors="replace")
+            for v in flat
+        ]
+    if datatype is DataType.BF16:
+        return flat.astype(np.float32).tolist()  # type: ignore[no-any-return]
+    return flat.tolist()  # type: ignore[no-any-return]

@@ -1,0 +1,253 @@
+"""Load a model folder: config, backend, auto-complete, validation, instances.
+
+Everything that can go wrong becomes a reason on the model (or the version),
+which is then UNAVAILABLE; the server goes on with the others. Runs on loader
+threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonpy_sdk import Backend, BackendHooks, Model, ModelInstance, TritonError, call_hook
+
+from .config import (
+    ConfigError,
+    ModelConfig,
+    config_from_dict,
+    config_to_dict,
+    fill_defaults,
+    load_config_file,
+    validate_config,
+)
+from .devices import gpu_count
+from .model import ModelState, ModelVersion, finalize_quietly
+from .options import ServerOptions
+from .plugins import BackendRegistry
+from .repository import ModelDir, read_labels, select_versions, version_dirs
+from .spec import ModelSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class ModelRecord:
+    """A model folder and what became of each of its versions."""
+
+    name: str
+    path: Path
+    versions: dict[int, ModelVersion] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def state_rows(self) -> list[tuple[str, str, str]]:
+        """``(version, state, reason)`` rows, as the repository index shows them."""
+        if self.error is not None and not self.versions and not self.failed:
+            return [("", ModelState.UNAVAILABLE.value, self.error)]
+        rows = [(str(v), mv.state.value, mv.reason) for v, mv in self.versions.items()]
+        rows += [(str(v), ModelState.UNAVAILABLE.value, r) for v, r in self.failed.items()]
+        return sorted(rows, key=lambda r: int(r[0]))
+
+
+class ModelLoader:
+    """Turns model folders into ``ModelRecord`` objects for one server."""
+
+    def __init__(self, options: ServerOptions, registry: BackendRegistry) -> None:
+        self._options = options
+        self._registry = registry
+
+    def load(self, mdir: ModelDir) -> ModelRecord:
+        record = ModelRecord(mdir.name, mdir.path)
+        if mdir.error is not None:
+            record.error = mdir.error
+            return record
+        try:
+            config, hooks, backend, versions = self._prepare(mdir)
+        except TritonError as exc:
+            record.error = exc.message
+            log.error("failed to load '%s': %s", mdir.name, exc.message)
+            return record
+        for version in versions:
+            started = time.monotonic()
+            try:
+                mv = self._load_version(mdir, config, hooks, backend, version)
+            except TritonError as exc:
+                record.failed[version] = exc.message
+                log.error("failed to load '%s' version %d: %s", mdir.name, version, exc.message)
+                continue
+            mv.load_seconds = time.monotonic() - started
+            record.versions[version] = mv
+        return record
+
+    def _prepare(
+        self, mdir: ModelDir
+    ) -> tuple[ModelConfig, BackendHooks, Backend, list[int]]:
+        """Read the config, pick the backend and the versions to load."""
+        path = mdir.path / "config.pbtxt"
+        if path.exists():
+            config = load_config_file(path)
+        elif self._options.disable_auto_complete_config:
+            raise ConfigError(
+                f"failed to load model '{mdir.name}': {path} is missing and "
+                "auto-complete is disabled (--disable-auto-complete-config)"
+            )
+        else:
+            config = ModelConfig()
+        if not config.name:
+            config.name = mdir.name
+        available = version_dirs(mdir.path)
+        backend_name = self._backend_name(config, mdir, list(available.values()))
+        hooks, backend = self._registry.initialized(backend_name)
+        config.backend = backend_name
+        if not config.platform and len(hooks.info.platforms) == 1:
+            config.platform = hooks.info.platforms[0]
+        if not config.default_model_filename and hooks.info.default_model_filename:
+            config.default_model_filename = hooks.info.default_model_filename
+        policy = config_to_dict(config).get("version_policy") or {"latest": {"num_versions": 1}}
+        versions, missing = select_versions(policy, list(available))
+        if missing:
+            log.warning("model '%s': version(s) %s of the version policy have no folder", mdir.name, missing)
+        if not versions:
+            raise TritonError.unavailable(
+                f"at least one version must be available under the version policy of model "
+                f"'{mdir.name}'"
+            )
+        return config, hooks, backend, versions
+
+    def _backend_name(self, config: ModelConfig, mdir: ModelDir, dirs: list[Path]) -> str:
+        if config.backend:
+            return config.backend
+        if config.platform:
+            return self._registry.backend_for_platform(config.platform)
+        found = self._registry.backend_for_files(dirs)
+        if found is None:
+            raise TritonError.invalid_arg(
+                f"unable to determine the backend of model '{mdir.name}': set 'backend' or "
+                "'platform' in its config.pbtxt, or install the backend whose model file "
+                "(model.onnx, model.pt, model.plan, model.py ...) its version folders hold"
+            )
+        return found
+
+    def _load_version(
+        self,
+        mdir: ModelDir,
+        base: ModelConfig,
+        hooks: BackendHooks,
+        backend: Backend,
+        version: int,
+    ) -> ModelVersion:
+        source = str(mdir.path / "config.pbtxt")
+        cfg_dict: dict[str, Any] = config_to_dict(base)
+        model = Model(mdir.name, version, cfg_dict, mdir.path, backend)
+        if not self._options.disable_auto_complete_config and hooks.has_auto_complete:
+            call_hook(hooks, "auto_complete_config", model=model)
+            config = config_from_dict(model.config)
+        else:
+            config = ModelConfig()
+            config.CopyFrom(base)
+        info = hooks.info
+        gpus = gpu_count()
+        fill_defaults(
+            config,
+            default_kind=info.default_instance_kind,
+            default_count=info.default_instance_count,
+            gpu_count=gpus,
+        )
+        validate_config(config, source=source, folder_name=mdir.name)
+        model.config = config_to_dict(config)
+        spec = ModelSpec.from_config(model.config, version)
+        labels = self._labels(mdir, version, model.config)
+        instances = self._instances(model, config, gpus)
+        call_hook(hooks, "model_initialize", model=model)
+        started: list[ModelInstance] = []
+        try:
+            self._init_instances(hooks, instances, started, info.parallel_instance_init)
+        except TritonError:
+            for inst in started:
+                finalize_quietly(hooks, "instance_finalize", instance=inst)
+            finalize_quietly(hooks, "model_finalize", model=model)
+            raise
+        mv = ModelVersion(
+            name=mdir.name,
+            version=version,
+            config=config,
+            config_dict=model.config,
+            spec=spec,
+            hooks=hooks,
+            model=model,
+            instances=instances,
+            labels=labels,
+        )
+        mv.start()
+        return mv
+
+    @staticmethod
+    def _labels(mdir: ModelDir, version: int, cfg: dict[str, Any]) -> dict[str, list[str]]:
+        labels: dict[str, list[str]] = {}
+        for out in cfg.get("output", []):
+            filename = out.get("label_filename")
+            if not filename:
+                continue
+            candidates = [mdir.path / filename, mdir.path / str(version) / filename]
+            path = next((p for p in candidates if p.is_file()), None)
+            if path is None:
+                raise TritonError.invalid_arg(
+                    f"label file '{filename}' of output '{out['name']}' of model "
+                    f"'{mdir.name}' does not exist in {mdir.path}"
+                )
+            labels[out["name"]] = read_labels(path)
+        return labels
+
+    @staticmethod
+    def _instances(model: Model, config: ModelConfig, gpus: int) -> list[ModelInstance]:
+        instances: list[ModelInstance] = []
+        for group in config.instance_group:
+            kind = group.Kind.Name(group.kind)
+            if kind == "KIND_GPU":
+                for gpu in group.gpus:
+                    if gpu < 0 or gpu >= gpus:
+                        raise TritonError.invalid_arg(
+                            f"instance group {group.name} of model {model.name} specifies invalid "
+                            f"or unsupported gpu id {gpu}. GPUs available: {gpus}"
+                        )
+                devices = list(group.gpus)
+            else:
+                devices = [0]
+            index = 0
+            for device in devices:
+                for _ in range(group.count):
+                    instances.append(ModelInstance(f"{group.name}_{index}", kind, device, model))
+                    index += 1
+        if not instances:
+            raise TritonError.invalid_arg(f"model '{model.name}' has no instances to run")
+        return instances
+
+    @staticmethod
+    def _init_instances(
+        hooks: BackendHooks,
+        instances: list[ModelInstance],
+        started: list[ModelInstance],
+        parallel: bool,
+    ) -> None:
+        if not parallel or len(instances) == 1:
+            for inst in instances:
+                call_hook(hooks, "instance_initialize", instance=inst)
+                started.append(inst)
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(instances))) as pool:
+            futures = {pool.submit(call_hook, hooks, "instance_initialize", instance=i): i for i in instances}
+            first_error: TritonError | None = None
+            for fut, inst in futures.items():
+                try:
+                    fut.result()
+                    started.append(inst)
+                except TritonError as exc:
+                    first_error = first_error or exc
+            if first_error is not None:
+                raise first_error
+

@@ -1,0 +1,135 @@
+"""A loaded model version: its final config, backend hooks, instances and scheduler.
+
+``submit`` is the hot path shared by every front end: validate the request
+against the config, then queue it. ``run`` executes a batch of jobs on one
+instance (on that instance's worker thread) and answers each job.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tritonpy_sdk import (
+    BackendHooks,
+    InferenceRequest,
+    InferenceResponse,
+    Model,
+    ModelInstance,
+    TritonError,
+    call_hook,
+)
+
+from .config import ModelConfig
+from .responses import finish_response
+from .scheduler import DefaultScheduler, Job
+from .spec import ModelSpec
+from .validation import validate_request
+
+log = logging.getLogger(__name__)
+
+
+class ModelState(enum.Enum):
+    """Triton's model readiness states."""
+
+    UNKNOWN = "UNKNOWN"
+    LOADING = "LOADING"
+    READY = "READY"
+    UNLOADING = "UNLOADING"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+@dataclass(eq=False)
+class ModelVersion:
+    """One version of one model, ready to serve once ``start`` ran."""
+
+    name: str
+    version: int
+    config: ModelConfig
+    config_dict: dict[str, Any]
+    spec: ModelSpec
+    hooks: BackendHooks
+    model: Model
+    instances: list[ModelInstance]
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    state: ModelState = ModelState.LOADING
+    reason: str = ""
+    load_seconds: float = 0.0
+    _scheduler: DefaultScheduler | None = None
+
+    def start(self) -> None:
+        self._scheduler = DefaultScheduler(self.name, self.instances, self.run)
+        self._scheduler.start()
+        self.state = ModelState.READY
+
+    @property
+    def ready(self) -> bool:
+        return self.state is ModelState.READY
+
+    def submit(self, request: InferenceRequest, done: Callable[[InferenceResponse], None]) -> None:
+        """Validate ``request`` and queue it; ``done`` gets the response.
+
+        Raises ``TritonError`` for an invalid request (before anything is
+        queued); every queued request gets exactly one response through ``done``.
+        """
+        if self._scheduler is None or self.state is not ModelState.READY:
+            raise TritonError.unavailable(
+                f"Request for unknown model: '{self.name}' version {self.version} is not at ready state"
+            )
+        validate_request(self.spec, request)
+        self._scheduler.enqueue(Job(request, done))
+
+    def run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
+        """Execute ``jobs`` on ``instance`` and answer every one of them."""
+        requests = [j.request for j in jobs]
+        try:
+            responses = self.hooks.execute(instance, requests)
+            if responses is None or len(responses) != len(requests):
+                got = "None" if responses is None else str(len(responses))
+                raise TritonError.internal(
+                    f"backend '{self.hooks.name}' returned {got} responses for "
+                    f"{len(requests)} requests of model '{self.name}'"
+                )
+        except TritonError as exc:
+            self._fail(jobs, exc)
+            return
+        except Exception as exc:  # a backend bug must not kill the worker or the server
+            log.exception("execute of model '%s' raised", self.name)
+            self._fail(jobs, TritonError.internal(f"{type(exc).__name__}: {exc}"))
+            return
+        for job, response in zip(jobs, responses):
+            try:
+                out = finish_response(self.spec, self.labels, job.request, response)
+            except TritonError as exc:
+                out = InferenceResponse.from_error(exc)
+            job.done(out)
+
+    def _fail(self, jobs: Sequence[Job], error: TritonError) -> None:
+        for job in jobs:
+            resp = InferenceResponse.from_error(error)
+            resp.model_name, resp.model_version, resp.id = self.name, self.version, job.request.id
+            job.done(resp)
+
+    def unload(self, timeout: float | None = None) -> None:
+        """Stop the scheduler (queued work finishes) and finalize instances and model."""
+        if self.state is ModelState.UNAVAILABLE and self._scheduler is None:
+            return
+        self.state = ModelState.UNLOADING
+        if self._scheduler is not None:
+            self._scheduler.stop(timeout)
+            self._scheduler = None
+        for inst in self.instances:
+            finalize_quietly(self.hooks, "instance_finalize", instance=inst)
+        finalize_quietly(self.hooks, "model_finalize", model=self.model)
+        self.state = ModelState.UNAVAILABLE
+        self.reason = "unloaded"
+
+
+def finalize_quietly(hooks: BackendHooks, name: str, **kwargs: Any) -> None:
+    try:
+        call_hook(hooks, name, **kwargs)
+    except TritonError as exc:
+        log.warning("%s failed: %s", name, exc.message)

@@ -1,0 +1,7 @@
+"""Model repositories on disk: model folders, version folders, version policies, labels."""
+
+from ._labels import read_labels
+from ._layout import ModelDir, scan_repositories, version_dirs
+from ._versions import select_versions
+
+__all__ = ["ModelDir", "read_labels", "scan_repositories", "select_versions", "version_dirs"]

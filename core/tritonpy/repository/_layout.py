@@ -1,0 +1,65 @@
+"""Find model folders in one or more repository roots, and their version folders.
+
+A repository root holds one folder per model; a model folder holds an optional
+``config.pbtxt`` and numeric version folders (``1/``, ``2/`` ...). Hidden
+entries are ignored, as are non-numeric folders and plain files.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDir:
+    """A model folder found in a repository. ``error`` is set for a clash."""
+
+    name: str
+    path: Path
+    error: str | None = None
+
+
+def scan_repositories(roots: list[Path]) -> list[ModelDir]:
+    """All model folders under ``roots``, sorted by name.
+
+    A model name found in two roots is an error for that model (Triton refuses
+    ambiguous names); a missing root raises ``FileNotFoundError``.
+    """
+    found: dict[str, list[Path]] = {}
+    for root in roots:
+        if not root.is_dir():
+            raise FileNotFoundError(f"failed to stat model repository path '{root}'")
+        for child in sorted(root.iterdir()):
+            if child.name.startswith(".") or not child.is_dir():
+                continue
+            found.setdefault(child.name, []).append(child)
+    result: list[ModelDir] = []
+    for name in sorted(found):
+        paths = found[name]
+        if len(paths) > 1:
+            where = ", ".join(str(p.parent) for p in paths)
+            result.append(
+                ModelDir(name, paths[0], f"model '{name}' exists in multiple model repositories: {where}")
+            )
+        else:
+            result.append(ModelDir(name, paths[0]))
+    return result
+
+
+def version_dirs(model_path: Path) -> dict[int, Path]:
+    """The numeric version folders of a model: ``{version: path}``."""
+    versions: dict[int, Path] = {}
+    for child in model_path.iterdir():
+        if not child.is_dir() or child.name.startswith("."):
+            continue
+        if not child.name.isdigit():
+            log.debug("ignoring non-numeric folder %s in model %s", child.name, model_path.name)
+            continue
+        version = int(child.name)
+        if version > 0:
+            versions[version] = child
+    return versions

@@ -1,0 +1,11 @@
+"""Schedulers decide which instance runs which requests, and when.
+
+Every scheduler takes ``Job`` objects from any thread and hands lists of them
+to a ``Runner`` on an instance's worker thread. The default scheduler runs one
+request per execution on the first free instance.
+"""
+
+from ._job import Job, Runner
+from .default import DefaultScheduler
+
+__all__ = ["DefaultScheduler", "Job", "Runner"]

@@ -1,0 +1,24 @@
+"""What a scheduler queues: a request and where its response goes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tritonpy_sdk import InferenceRequest, InferenceResponse, ModelInstance
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    """One request waiting for an instance; ``done`` receives its response.
+
+    ``done`` is called exactly once, on the worker thread that ran the job (or
+    on the caller's thread if the job is refused), and must not block.
+    """
+
+    request: InferenceRequest
+    done: Callable[[InferenceResponse], None]
+
+
+#: Runs a batch of jobs on an instance and calls each job's ``done``.
+Runner = Callable[[ModelInstance, Sequence[Job]], None]

@@ -1,0 +1,75 @@
+"""The default scheduler: each request goes to the first free instance.
+
+Each instance owns a worker thread; all of a model's workers take jobs from one
+queue, so a request waits only while every instance is busy. ``execute`` runs
+on the worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Sequence
+
+from tritonpy_sdk import InferenceResponse, ModelInstance, TritonError
+
+from ._job import Job, Runner
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+class DefaultScheduler:
+    """One shared queue, one worker thread per instance, one request per execute."""
+
+    def __init__(self, model_name: str, instances: Sequence[ModelInstance], runner: Runner) -> None:
+        self._model_name = model_name
+        self._queue: queue.SimpleQueue[Job | object] = queue.SimpleQueue()
+        self._runner = runner
+        self._threads = [
+            threading.Thread(
+                target=self._work, args=(inst,), name=f"tritonpy-{inst.name}", daemon=True
+            )
+            for inst in instances
+        ]
+        self._open = False
+
+    def start(self) -> None:
+        self._open = True
+        for t in self._threads:
+            t.start()
+
+    def enqueue(self, job: Job) -> None:
+        """Queue ``job``; if the scheduler is stopped, answer it UNAVAILABLE at once."""
+        if not self._open:
+            job.done(
+                InferenceResponse.from_error(
+                    TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
+                )
+            )
+            return
+        self._queue.put(job)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop taking jobs, let the workers finish what is queued, join them."""
+        self._open = False
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout)
+
+    def _work(self, instance: ModelInstance) -> None:
+        get = self._queue.get
+        run = self._runner
+        while True:
+            job = get()
+            if job is _STOP:
+                return
+            assert isinstance(job, Job)
+            try:
+                run(instance, (job,))
+            except BaseException:  # the runner answers jobs itself; never lose a worker
+                log.exception("scheduler worker for %s failed", instance.name)

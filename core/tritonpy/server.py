@@ -1,0 +1,390 @@
+"""The in-process API: ``Server`` and its model handles.
+
+Shaped like Triton's own in-process Python API (the ``tritonserver``
+package), so code written for it ports with an import change::
+
+    server = tritonpy.Server(model_repository="models").start(wait_until_ready=True)
+    model = server.model("simple")
+    for response in model.infer(inputs={"INPUT0": a, "INPUT1": b}):
+        print(response.outputs["OUTPUT0"].to_numpy())
+    server.stop()
+
+The HTTP and gRPC front ends are thin layers over ``Server.infer_async``,
+``Server.model_metadata``, ``Server.model_config`` and friends: every
+semantic lives here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+from tritonpy_sdk import (
+    InferenceRequest,
+    InferenceResponse,
+    ParameterValue,
+    RequestedOutput,
+    Tensor,
+    TritonError,
+)
+
+from ._version import __version__
+from .loading import ModelLoader, ModelRecord
+from .model import ModelState, ModelVersion
+from .options import ServerOptions
+from .plugins import BackendRegistry
+from .repository import scan_repositories
+
+log = logging.getLogger("tritonpy")
+
+#: Protocol extensions this server implements, as server metadata reports them.
+EXTENSIONS = ("classification", "model_configuration", "binary_tensor_data", "parameters")
+
+
+class Server:
+    """A tritonpy server: a model repository loaded in this process.
+
+    Takes a ``ServerOptions`` or the same fields as keyword arguments
+    (``Server(model_repository="models")``). Use ``start`` / ``stop`` or a
+    ``with`` block. Thread-safe; ``infer_async`` must be awaited on an event loop.
+    """
+
+    def __init__(self, options: ServerOptions | None = None, **kwargs: Any) -> None:
+        options = options or ServerOptions()
+        for key, value in kwargs.items():
+            if not hasattr(options, key):
+                raise TypeError(f"unknown server option '{key}'")
+            setattr(options, key, value)
+        repos = options.model_repository
+        if isinstance(repos, str | Path):
+            repos = [repos]
+        options.model_repository = [Path(p) for p in repos]
+        self.options = options
+        self.backends = BackendRegistry(options.backend_config)
+        self._loader = ModelLoader(options, self.backends)
+        self._records: dict[str, ModelRecord] = {}
+        self._started = False
+        self._stopping = False
+        self._inflight = 0
+        self._idle = threading.Condition()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self, wait_until_ready: bool = True) -> Server:
+        """Load every model of the repositories (control mode ``none``).
+
+        Models that fail are UNAVAILABLE with their reason. With
+        ``exit_on_error`` a failure raises ``TritonError`` after the others
+        loaded; the caller decides whether to stop. ``wait_until_ready`` is
+        accepted for API compatibility: loading finishes before ``start`` returns.
+        """
+        if self._started:
+            return self
+        if self.options.model_control_mode != "none":
+            raise TritonError.unsupported(
+                f"model control mode '{self.options.model_control_mode}' is not supported yet; "
+                "use 'none'"
+            )
+        dirs = scan_repositories(self.options.model_repository)
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="tritonpy-load") as pool:
+            records = list(pool.map(self._loader.load, dirs))
+        self._records = {r.name: r for r in records}
+        self._started = True
+        return self
+
+    def failed_models(self) -> list[tuple[str, str, str]]:
+        """``(model, version, reason)`` for everything that failed to load."""
+        return [
+            (r.name, v, reason)
+            for r in self._records.values()
+            for v, state, reason in r.state_rows()
+            if state != ModelState.READY.value
+        ]
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop accepting requests, wait for in-flight ones (up to
+        ``exit_timeout_secs``), then unload every model and finalize backends."""
+        if not self._started:
+            return
+        self._stopping = True
+        limit = self.options.exit_timeout_secs if timeout is None else timeout
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._inflight == 0, timeout=limit):
+                log.warning("timed out waiting for %d in-flight request(s)", self._inflight)
+        for record in self._records.values():
+            for mv in record.versions.values():
+                mv.unload(timeout=limit)
+        self.backends.finalize()
+        self._started = False
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- health and metadata -------------------------------------------------------------
+
+    def live(self) -> bool:
+        return self._started and not self._stopping
+
+    def ready(self) -> bool:
+        """Live, and (with strict readiness) every model loaded."""
+        if not self.live():
+            return False
+        if self.options.strict_readiness:
+            return not self.failed_models()
+        return True
+
+    def metadata(self) -> dict[str, Any]:
+        return {"name": self.options.server_id, "version": __version__, "extensions": list(EXTENSIONS)}
+
+    def models(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """Every model version known: ``{(name, version): {name, version, state}}``."""
+        out: dict[tuple[str, int], dict[str, Any]] = {}
+        for r in self._records.values():
+            for v, state, _ in r.state_rows():
+                ver = int(v) if v else -1
+                out[(r.name, ver)] = {"name": r.name, "version": ver, "state": state}
+        return out
+
+    def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
+        """The repository index extension: name, version, state, reason per version."""
+        index: list[dict[str, str]] = []
+        for name in sorted(self._records):
+            for version, state, reason in self._records[name].state_rows():
+                if ready and state != ModelState.READY.value:
+                    continue
+                entry = {"name": name}
+                if version:
+                    entry["version"] = version
+                entry["state"] = state
+                entry["reason"] = reason
+                index.append(entry)
+        return index
+
+    def get_version(self, name: str, version: int | str | None = None) -> ModelVersion:
+        """The ready model version ``name``/``version`` (latest when none), or TritonError."""
+        record = self._records.get(name)
+        if record is None:
+            raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
+        v = _parse_version(name, version)
+        if v <= 0:
+            ready = [mv for mv in record.versions.values() if mv.ready]
+            if not ready:
+                raise TritonError.unavailable(
+                    f"Request for unknown model: '{name}' has no available versions"
+                )
+            return max(ready, key=lambda mv: mv.version)
+        mv = record.versions.get(v)
+        if mv is None:
+            if v in record.failed:
+                raise TritonError.unavailable(
+                    f"Request for unknown model: '{name}' version {v} is not at ready state"
+                )
+            raise TritonError.not_found(f"Request for unknown model: '{name}' version {v} is not found")
+        if not mv.ready:
+            raise TritonError.unavailable(
+                f"Request for unknown model: '{name}' version {v} is not at ready state"
+            )
+        return mv
+
+    def model_ready(self, name: str, version: int | str | None = None) -> bool:
+        try:
+            return self.get_version(name, version).ready
+        except TritonError:
+            return False
+
+    def model_metadata(self, name: str, version: int | str | None = None) -> dict[str, Any]:
+        mv = self.get_version(name, version)
+        record = self._records[name]
+        spec = mv.spec
+        versions = [str(mv.version)] if version not in (None, "", -1, 0) else [
+            str(v) for v in sorted(record.versions) if record.versions[v].ready
+        ]
+        return {
+            "name": name,
+            "versions": versions,
+            "platform": mv.config.platform or mv.config.backend,
+            "inputs": [
+                {"name": t.name, "datatype": t.datatype.value, "shape": t.full_shape(spec.batching)}
+                for t in spec.inputs.values()
+            ],
+            "outputs": [
+                {"name": t.name, "datatype": t.datatype.value, "shape": t.full_shape(spec.batching)}
+                for t in spec.outputs.values()
+            ],
+        }
+
+    def model_config(self, name: str, version: int | str | None = None) -> dict[str, Any]:
+        return self.get_version(name, version).config_dict
+
+    def model(self, name: str, version: int = -1) -> ModelHandle:
+        """A handle on model ``name`` (latest ready version when ``version`` is -1)."""
+        if name not in self._records:
+            raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
+        return ModelHandle(self, name, version)
+
+    # -- inference --------------------------------------------------------------------------
+
+    def _admit(self, request: InferenceRequest) -> ModelVersion:
+        if self._stopping or not self._started:
+            raise TritonError.unavailable("Server is stopping" if self._stopping else "Server is not started")
+        mv = self.get_version(request.model_name, request.model_version)
+        request.model_version = mv.version
+        return mv
+
+    def _enter(self) -> None:
+        with self._idle:
+            self._inflight += 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.notify_all()
+
+    def submit(self, request: InferenceRequest, done: Any) -> None:
+        """Queue ``request``; ``done(response)`` is called once from a worker thread.
+
+        Raises ``TritonError`` if the request is refused before queueing.
+        """
+        mv = self._admit(request)
+        self._enter()
+
+        def finished(response: InferenceResponse) -> None:
+            try:
+                done(response)
+            finally:
+                self._leave()
+
+        try:
+            mv.submit(request, finished)
+        except BaseException:
+            self._leave()
+            raise
+
+    async def infer_async(self, request: InferenceRequest) -> InferenceResponse:
+        """Run ``request``; raise ``TritonError`` if it fails, else return its response."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[InferenceResponse] = loop.create_future()
+
+        def done(response: InferenceResponse) -> None:
+            loop.call_soon_threadsafe(_resolve, fut, response)
+
+        self.submit(request, done)
+        response = await fut
+        if response.error is not None:
+            raise response.error
+        return response
+
+    def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
+        """Blocking ``infer_async`` for threads without an event loop."""
+        fut: Future[InferenceResponse] = Future()
+        self.submit(request, fut.set_result)
+        response = fut.result(timeout)
+        if response.error is not None:
+            raise response.error
+        return response
+
+
+def _resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse) -> None:
+    if not fut.done():  # the caller may have gone away (cancelled)
+        fut.set_result(response)
+
+
+def _parse_version(name: str, version: int | str | None) -> int:
+    if version is None or version == "":
+        return -1
+    try:
+        return int(version)
+    except ValueError:
+        raise TritonError.invalid_arg(
+            f"failed to parse version '{version}' of model '{name}': it must be an integer"
+        ) from None
+
+
+class ModelHandle:
+    """One model of a ``Server``, as ``tritonserver``'s ``Model`` object."""
+
+    def __init__(self, server: Server, name: str, version: int = -1) -> None:
+        self._server = server
+        self.name = name
+        self.version = version
+
+    def ready(self) -> bool:
+        return self._server.model_ready(self.name, self.version)
+
+    def metadata(self) -> dict[str, Any]:
+        return self._server.model_metadata(self.name, self.version)
+
+    def config(self) -> dict[str, Any]:
+        return self._server.model_config(self.name, self.version)
+
+    def create_request(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        requested_output_names: list[str] | None = None,
+        parameters: Mapping[str, ParameterValue] | None = None,
+        request_id: str = "",
+    ) -> InferenceRequest:
+        """Build a request from numpy arrays (or anything ``numpy.asarray`` takes)."""
+        tensors = {
+            n: v if isinstance(v, Tensor) else Tensor.from_numpy(n, np.asarray(v))
+            for n, v in (inputs or {}).items()
+        }
+        return InferenceRequest(
+            model_name=self.name,
+            model_version=self.version,
+            inputs=tensors,
+            requested_outputs=[RequestedOutput(n) for n in requested_output_names or []],
+            id=request_id,
+            parameters=dict(parameters or {}),
+        )
+
+    def infer(
+        self,
+        inputs: Mapping[str, Any] | InferenceRequest | None = None,
+        raise_on_error: bool = True,
+        **kwargs: Any,
+    ) -> Iterator[InferenceResponse]:
+        """Run one request; yields its response(s) (one for a non-decoupled model)."""
+        request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
+        try:
+            response = self._server.infer(request)
+        except TritonError as exc:
+            if raise_on_error:
+                raise
+            response = InferenceResponse.from_error(exc)
+        yield response
+
+    async def async_infer(
+        self,
+        inputs: Mapping[str, Any] | InferenceRequest | None = None,
+        raise_on_error: bool = True,
+        **kwargs: Any,
+    ) -> AsyncIterator[InferenceResponse]:
+        """``infer`` on an event loop: ``async for response in model.async_infer(...)``."""
+        request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
+        try:
+            response = await self._server.infer_async(request)
+        except TritonError as exc:
+            if raise_on_error:
+                raise
+            response = InferenceResponse.from_error(exc)
+        yield response
+
+    def predict(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
+        """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
+        (response,) = self.infer(inputs, **kwargs)
+        return {name: t.data for name, t in response.outputs.items()}

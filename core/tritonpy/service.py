@@ -1,0 +1,90 @@
+"""Run a ``Server`` behind its network front ends on one event loop.
+
+Loads the repository, prints the model table as Triton does, serves HTTP
+until SIGINT/SIGTERM, then drains: the front ends stop taking connections,
+in-flight requests finish (up to ``exit_timeout_secs``), models unload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import TextIO
+
+import uvicorn
+
+from .server import Server
+
+log = logging.getLogger("tritonpy")
+
+
+def model_table(server: Server) -> str:
+    """The table of models, versions and states Triton prints at start."""
+    rows = [("Model", "Version", "Status")]
+    for entry in server.repository_index():
+        status = entry["state"]
+        if entry.get("reason") and status != "READY":
+            status += ": " + entry["reason"].replace("\n", " ")
+        rows.append((entry["name"], entry.get("version", "-"), status))
+    return format_table(rows)
+
+
+def format_table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [line]
+    for n, row in enumerate(rows):
+        out.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        if n == 0:
+            out.append(line)
+    out.append(line)
+    return "\n".join(out)
+
+
+async def serve(server: Server, out: TextIO = sys.stdout) -> int:
+    """Start ``server``, serve until a signal, shut down cleanly. Returns the exit code."""
+    options = server.options
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, server.start)
+    print(model_table(server), file=out, flush=True)
+    failed = server.failed_models()
+    if failed and options.exit_on_error:
+        print(
+            "error: model(s) failed to load and --exit-on-error is set: "
+            + ", ".join(sorted({name for name, _, _ in failed})),
+            file=out,
+            flush=True,
+        )
+        await loop.run_in_executor(None, server.stop)
+        return 1
+    if not options.allow_http:
+        print("error: no front end enabled (--allow-http=false)", file=out, flush=True)
+        await loop.run_in_executor(None, server.stop)
+        return 1
+    from .http import create_app  # the front end imports starlette: only when serving
+
+    config = uvicorn.Config(
+        create_app(server),
+        host=options.http_address,
+        port=options.http_port,
+        log_level="warning" if options.log_verbose == 0 else "info",
+        access_log=options.log_verbose > 0,
+        timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
+        lifespan="off",
+    )
+    http = uvicorn.Server(config)
+    serving = asyncio.create_task(http.serve())
+    while not http.started and not serving.done():
+        await asyncio.sleep(0.01)
+    code = 0
+    if http.started:
+        print(f"Started HTTPService at {options.http_address}:{options.http_port}", file=out, flush=True)
+        await serving  # returns after SIGINT/SIGTERM and uvicorn's graceful drain
+    else:
+        code = 1
+        exc = serving.exception() if serving.done() else None
+        print(f"error: failed to start HTTP service: {exc or 'unknown error'}", file=out, flush=True)
+    await loop.run_in_executor(None, server.stop)
+    print("Server stopped", file=out, flush=True)
+    return code

@@ -1,0 +1,109 @@
+"""Check an inference request against its model's config, once, for every front end.
+
+``validate_request`` runs before a request is queued. It checks input names,
+data types, shapes and batch size, sets ``request.batch_size``, and applies
+input ``reshape`` so backends see tensors in the model's own shape. Messages
+follow Triton's wording.
+"""
+
+from __future__ import annotations
+
+from tritonpy_sdk import InferenceRequest, Tensor, TritonError
+
+from .spec import ModelSpec, TensorSpec
+
+
+def _fmt(shape: tuple[int, ...] | list[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def validate_request(spec: ModelSpec, request: InferenceRequest) -> None:
+    """Raise ``TritonError`` (INVALID_ARG) unless ``request`` fits ``spec``."""
+    model = spec.name
+    inputs = request.inputs
+    missing = spec.required_inputs.difference(inputs)
+    if missing:
+        given = sorted(inputs)
+        raise TritonError.invalid_arg(
+            f"expected {len(spec.inputs)} inputs but got {len(inputs)} inputs for model "
+            f"'{model}'. Got input(s) {given}, but missing required input(s) "
+            f"{sorted(missing)}. Please provide all required input(s)."
+        )
+    batch = 0
+    for name, tensor in inputs.items():
+        ispec = spec.inputs.get(name)
+        if ispec is None:
+            raise TritonError.invalid_arg(
+                f"unexpected inference input '{name}' for model '{model}'"
+            )
+        if tensor.datatype is not ispec.datatype:
+            raise TritonError.invalid_arg(
+                f"inference input '{name}' data-type is '{tensor.datatype.value}', but model "
+                f"'{model}' expects '{ispec.datatype.value}'"
+            )
+        shape = tensor.data.shape
+        if spec.batching:
+            if len(shape) == 0:
+                raise TritonError.invalid_arg(
+                    f"unexpected shape for input '{name}' for model '{model}'. "
+                    f"Expected {_fmt(ispec.full_shape(True))}, got []"
+                )
+            b = shape[0]
+            if batch == 0:
+                batch = b
+            elif b != batch:
+                raise TritonError.invalid_arg(
+                    f"input '{name}' batch size does not match other inputs for '{model}'"
+                )
+            dims = shape[1:]
+        else:
+            dims = shape
+        _check_dims(model, ispec, shape, dims)
+    if spec.batching:
+        if batch < 1 or batch > spec.max_batch_size:
+            raise TritonError.invalid_arg(
+                f"inference request batch-size must be <= {spec.max_batch_size} for '{model}'"
+                if batch > spec.max_batch_size
+                else f"inference request batch-size must be >= 1 for '{model}'"
+            )
+        request.batch_size = batch
+    else:
+        request.batch_size = 1
+    for out in request.requested_outputs:
+        if out.name not in spec.outputs:
+            raise TritonError.invalid_arg(
+                f"unexpected inference output '{out.name}' for model '{model}'"
+            )
+    _apply_reshape(spec, request)
+
+
+def _check_dims(model: str, ispec: TensorSpec, shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
+    expected = ispec.dims
+    ok = len(dims) == len(expected) and all(e == -1 or e == d for e, d in zip(expected, dims))
+    if not ok:
+        raise TritonError.invalid_arg(
+            f"unexpected shape for input '{ispec.name}' for model '{model}'. "
+            f"Expected {_fmt(ispec.full_shape(len(shape) != len(dims)))}, got {_fmt(shape)}"
+        )
+
+
+def _apply_reshape(spec: ModelSpec, request: InferenceRequest) -> None:
+    for name, tensor in request.inputs.items():
+        target = spec.inputs[name].reshape
+        if target is None:
+            continue
+        dims = tensor.data.shape[1:] if spec.batching else tensor.data.shape
+        new = fill_variable_dims(target, spec.inputs[name].dims, dims)
+        shape = (tensor.data.shape[0], *new) if spec.batching else new
+        request.inputs[name] = Tensor(name, tensor.data.reshape(shape), tensor.datatype)
+
+
+def fill_variable_dims(
+    target: tuple[int, ...], declared: tuple[int, ...], actual: tuple[int, ...]
+) -> tuple[int, ...]:
+    """``target`` with its -1 dims taken, in order, from ``actual``'s variable dims."""
+    if -1 not in target:
+        return target
+    variable = [a for d, a in zip(declared, actual) if d == -1]
+    it = iter(variable)
+    return tuple(next(it, -1) if t == -1 else t for t in target)

@@ -1,0 +1,50 @@
+"""tritonpy-sdk: the contract between the tritonpy server and its backends.
+
+A backend is a small package that implements the hooks in
+:mod:`tritonpy_sdk.hookspecs` (marked with :data:`hookimpl`) and declares
+itself under the entry-point group ``tritonpy.backends``. It depends on this
+package only, never on the server.
+"""
+
+from ._backend_info import BackendInfo
+from ._batching import batch_sizes, gather_inputs, scatter_output
+from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
+from ._datatype import DataType
+from ._errors import ErrorCode, TritonError
+from ._hookspecs import PROJECT_NAME, hookimpl, hookspec
+from ._inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput
+from ._objects import Backend, Model, ModelInstance
+from ._plugin import BackendHooks, PluginError, call_hook, validate_backend
+from ._tensor import Tensor, as_bytes_array
+
+#: The entry-point group under which backend packages declare themselves.
+ENTRY_POINT_GROUP = "tritonpy.backends"
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PROJECT_NAME",
+    "Backend",
+    "BackendHooks",
+    "BackendInfo",
+    "DataType",
+    "ErrorCode",
+    "InferenceRequest",
+    "InferenceResponse",
+    "Model",
+    "ModelInstance",
+    "ParameterValue",
+    "PluginError",
+    "RequestedOutput",
+    "Tensor",
+    "TritonError",
+    "as_bytes_array",
+    "batch_sizes",
+    "call_hook",
+    "deserialize_bytes_tensor",
+    "gather_inputs",
+    "hookimpl",
+    "hookspec",
+    "scatter_output",
+    "serialize_bytes_tensor",
+    "validate_backend",
+]

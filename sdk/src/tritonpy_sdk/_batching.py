@@ -1,0 +1,78 @@
+"""Helpers to run a batch of requests as one framework call.
+
+``gather_inputs`` concatenates one input of every request along the batch
+dimension with one copy (none for a single request); ``scatter_output`` cuts a
+batched output back into per-request views without copying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._errors import TritonError
+from ._inference import InferenceRequest
+
+Allocator = Callable[[tuple[int, ...], np.dtype[Any]], np.ndarray[Any, Any]]
+
+
+def batch_sizes(requests: Sequence[InferenceRequest]) -> list[int]:
+    """Each request's batch size, in order."""
+    return [r.batch_size for r in requests]
+
+
+def gather_inputs(
+    requests: Sequence[InferenceRequest],
+    name: str,
+    *,
+    allocator: Allocator | None = None,
+) -> np.ndarray[Any, Any]:
+    """Input ``name`` of all ``requests`` as one array batched on axis 0.
+
+    A single request's array is returned as it is (no copy). Otherwise the
+    arrays are copied once into a buffer from ``allocator`` (default
+    ``numpy.empty``; pass a pinned-memory allocator for GPU instances). All
+    requests must carry the input with equal non-batch shapes and dtypes —
+    the core's scheduler only batches such requests together.
+    """
+    if not requests:
+        raise TritonError.internal("gather_inputs called with no requests")
+    try:
+        arrays = [r.inputs[name].data for r in requests]
+    except KeyError:
+        raise TritonError.invalid_arg(f"input '{name}' is missing from a request in the batch") from None
+    if len(arrays) == 1:
+        return arrays[0]
+    first = arrays[0]
+    tail = first.shape[1:]
+    total = 0
+    for a in arrays:
+        if a.shape[1:] != tail or a.dtype != first.dtype:
+            raise TritonError.internal(
+                f"cannot batch input '{name}': shapes {first.shape} and {a.shape} "
+                f"(or dtypes {first.dtype}, {a.dtype}) differ beyond the batch dimension"
+            )
+        total += a.shape[0]
+    shape = (total, *tail)
+    out = allocator(shape, first.dtype) if allocator else np.empty(shape, first.dtype)
+    np.concatenate(arrays, axis=0, out=out)
+    return out
+
+
+def scatter_output(array: np.ndarray[Any, Any], sizes: Sequence[int]) -> list[np.ndarray[Any, Any]]:
+    """Split a batched output along axis 0 into views of ``sizes`` rows each."""
+    if len(sizes) == 1:
+        return [array]
+    expected = sum(sizes)
+    if array.ndim == 0 or array.shape[0] != expected:
+        raise TritonError.internal(
+            f"batched output has shape {list(array.shape)}; expected first dimension {expected}"
+        )
+    views: list[np.ndarray[Any, Any]] = []
+    start = 0
+    for n in sizes:
+        views.append(array[start : start + n])
+        start += n
+    return views

@@ -1,0 +1,160 @@
+"""Hook specifications of a tritonpy backend.
+
+A backend is a Python module (or object) registered under the entry-point
+group ``tritonpy.backends``; the entry point's name is the backend name that
+``backend: "..."`` in ``config.pbtxt`` refers to. It implements some of the
+hooks below, each marked with ``@tritonpy_sdk.hookimpl``. Only ``backend_info``
+and ``execute`` are required.
+
+Call order, mirroring Triton's backend API::
+
+    backend_info()                      discovery: before any model uses the backend
+    initialize(backend)                 once, when the first model needs the backend
+      auto_complete_config(model)       per model version, before validation
+      model_initialize(model)           per model version
+        instance_initialize(instance)   per instance (instance_group count x kind)
+          execute(instance, requests)   many times
+        instance_finalize(instance)     per instance, at unload
+      model_finalize(model)             per model version, at unload
+    finalize(backend)                   at server shutdown
+
+Threads: lifecycle hooks run on the core's loader thread, never on the event
+loop. ``execute`` runs on the instance's own worker thread: it is never called
+concurrently for one instance, but different instances (of the same model or
+others) execute at the same time, so a backend that releases the GIL runs its
+instances in parallel. Model-level ``state`` shared by instances must be
+thread-safe for reading.
+
+Errors: a hook signals failure by raising ``TritonError`` (any other exception
+is wrapped as INTERNAL with its message). A failing load-time hook makes that
+model UNAVAILABLE with the message as the reason; the server keeps serving the
+other models. A failing ``execute`` fails the requests it was given, nothing
+else.
+
+Hooks receive their arguments by name; an implementation may accept fewer
+arguments than the specification lists (pluggy's rule), never others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pluggy
+
+from ._backend_info import BackendInfo
+from ._inference import InferenceRequest, InferenceResponse
+from ._objects import Backend, Model, ModelInstance
+
+PROJECT_NAME = "tritonpy"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# -- discovery -----------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def backend_info() -> BackendInfo:
+    """Describe the backend: platforms, default model file, default instances.
+
+    Called once, right after the backend's module is imported, on the loader
+    thread. Must be cheap and must not import the backend's framework. Return a
+    :class:`BackendInfo`. Required.
+    """
+    raise NotImplementedError
+
+
+# -- backend lifecycle -----------------------------------------------------------
+
+
+@hookspec
+def initialize(backend: Backend) -> None:
+    """Set the backend up; called once before its first model loads.
+
+    ``backend.config`` holds the ``--backend-config`` settings for this backend.
+    Import the framework here and keep what you need in ``backend.state``.
+    Raising makes every model using this backend UNAVAILABLE with the message.
+    """
+
+
+@hookspec
+def finalize(backend: Backend) -> None:
+    """Release what ``initialize`` acquired; called once at server shutdown.
+
+    Called only if ``initialize`` succeeded, after every model of this backend
+    was finalized. Exceptions are logged and otherwise ignored.
+    """
+
+
+# -- model lifecycle ---------------------------------------------------------------
+
+
+@hookspec
+def auto_complete_config(model: Model) -> None:
+    """Fill in what ``config.pbtxt`` leaves out, from the model file.
+
+    Called for each model version before its config is validated, unless the
+    server runs with ``--disable-auto-complete-config``. ``model.config`` is a
+    mutable dict in Triton's JSON form: add missing ``input``/``output``
+    entries and ``max_batch_size`` (use ``model.backend.default_max_batch_size``
+    when the model can batch and the config sets none), but never change what
+    the user wrote. Raise ``TritonError`` when the file cannot be read or
+    contradicts the config.
+    """
+
+
+@hookspec
+def model_initialize(model: Model) -> None:
+    """Load the model version (shared state of its instances) into ``model.state``.
+
+    Called after the config is final and validated. Raising makes this model
+    version UNAVAILABLE with the message as the reason.
+    """
+
+
+@hookspec
+def model_finalize(model: Model) -> None:
+    """Release ``model.state``; called once at unload, after every instance finalized."""
+
+
+# -- instance lifecycle -----------------------------------------------------------
+
+
+@hookspec
+def instance_initialize(instance: ModelInstance) -> None:
+    """Create one instance (e.g. an inference session) into ``instance.state``.
+
+    Called once per instance after ``model_initialize``. Instances of one model
+    are initialised one at a time unless ``BackendInfo.parallel_instance_init``
+    is true. ``instance.kind`` and ``instance.device_id`` say where it runs.
+    """
+
+
+@hookspec
+def instance_finalize(instance: ModelInstance) -> None:
+    """Release ``instance.state``; called once at unload, never during ``execute``."""
+
+
+# -- execution ------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def execute(
+    instance: ModelInstance, requests: Sequence[InferenceRequest]
+) -> Sequence[InferenceResponse]:
+    """Run a batch of requests on one instance; return one response per request.
+
+    Called on the instance's worker thread, never concurrently for the same
+    instance. ``requests`` are already validated against the config (names,
+    data types, shapes, batch size); there may be several when the model
+    batches (use :func:`gather_inputs` / :func:`scatter_output`). Return the
+    responses in request order; a response may carry an ``error`` to fail just
+    that request. Raising ``TritonError`` fails every request of the call.
+    Output tensors may include outputs the client did not request: the core
+    drops them, applies ``reshape`` and encodes BYTES.
+    """
+    raise NotImplementedError
+
+
+REQUIRED_HOOKS = ("backend_info", "execute")

@@ -1,0 +1,71 @@
+"""Inference requests and responses as backends see them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._errors import TritonError
+from ._tensor import Tensor
+
+#: Parameter values allowed by the protocol (KServe v2 parameters / gRPC InferParameter).
+ParameterValue = bool | int | float | str
+
+
+@dataclass(slots=True)
+class RequestedOutput:
+    """An output the client asked for, with its per-output parameters."""
+
+    name: str
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class InferenceRequest:
+    """One inference request, already validated against the model config.
+
+    ``inputs`` maps input name to tensor; a tensor's shape includes the batch
+    dimension when the model batches (``max_batch_size > 0``). BYTES inputs
+    are object arrays of ``bytes``. ``requested_outputs`` is empty when the
+    client wants every output. ``parameters`` are the request's parameters as
+    the client sent them, minus those the core consumes itself.
+    """
+
+    model_name: str
+    model_version: int
+    inputs: dict[str, Tensor]
+    requested_outputs: list[RequestedOutput] = field(default_factory=list)
+    id: str = ""
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    correlation_id: int | str = 0
+    flags: int = 0
+    priority: int = 0
+    timeout_us: int = 0
+
+    #: The first dim of the inputs when the model batches, else 1 (set by the core).
+    batch_size: int = 1
+
+    def output_requested(self, name: str) -> bool:
+        """Whether the client wants output ``name`` (all outputs when it named none)."""
+        if not self.requested_outputs:
+            return True
+        return any(o.name == name for o in self.requested_outputs)
+
+
+@dataclass(slots=True, eq=False)
+class InferenceResponse:
+    """The response to one request: output tensors, or an error.
+
+    A backend may return all of its outputs; the core drops those the client
+    did not request.
+    """
+
+    outputs: dict[str, Tensor] = field(default_factory=dict)
+    error: TritonError | None = None
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    model_name: str = ""
+    model_version: int = 0
+    id: str = ""
+
+    @classmethod
+    def from_error(cls, error: TritonError) -> InferenceResponse:
+        return cls(error=error)

@@ -1,0 +1,90 @@
+"""The objects the core passes to backend hooks: Backend, Model, ModelInstance.
+
+Each carries a ``state`` slot that belongs to the backend (Triton's
+``TRITONBACKEND_*SetState``): hooks keep no state of their own and store what
+they need there.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(eq=False)
+class Backend:
+    """A loaded backend. One per backend name per server.
+
+    ``config`` holds the ``--backend-config=<name>,<key>=<value>`` settings for
+    this backend plus the global ones (``default-max-batch-size`` ...), as
+    strings, the way Triton passes them.
+    """
+
+    name: str
+    config: dict[str, str] = field(default_factory=dict)
+    state: Any = None
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("tritonpy.backend"))
+
+    @property
+    def default_max_batch_size(self) -> int:
+        """``--backend-config=default-max-batch-size=N`` (Triton's default: 4)."""
+        try:
+            return int(self.config.get("default-max-batch-size", "4"))
+        except ValueError:
+            return 4
+
+
+@dataclass(eq=False)
+class Model:
+    """One version of a model, as its backend sees it.
+
+    ``config`` is the model configuration in the JSON form Triton gives
+    backends (field names as in ``model_config.proto``). During
+    ``auto_complete_config`` the backend may change it; afterwards it is to be
+    treated as read-only. ``version_path`` is ``<repository>/<model>/<version>``
+    and ``model_path`` the model file in it (``default_model_filename``).
+    """
+
+    name: str
+    version: int
+    config: dict[str, Any]
+    repository_path: Path
+    backend: Backend
+    state: Any = None
+
+    @property
+    def version_path(self) -> Path:
+        return self.repository_path / str(self.version)
+
+    @property
+    def model_path(self) -> Path:
+        """The model file or folder named by ``default_model_filename``."""
+        filename = self.config.get("default_model_filename") or ""
+        return self.version_path / filename if filename else self.version_path
+
+    @property
+    def max_batch_size(self) -> int:
+        return int(self.config.get("max_batch_size", 0))
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        """The config's ``parameters`` as a plain ``{key: string_value}`` dict."""
+        params = self.config.get("parameters") or {}
+        return {k: str(v.get("string_value", "")) for k, v in params.items()}
+
+
+@dataclass(eq=False)
+class ModelInstance:
+    """One instance of a model (an ``instance_group`` member).
+
+    ``kind`` is ``"KIND_CPU"``, ``"KIND_GPU"`` or ``"KIND_MODEL"``;
+    ``device_id`` is the GPU for KIND_GPU instances, else 0.
+    """
+
+    name: str
+    kind: str
+    device_id: int
+    model: Model
+    state: Any = None

@@ -1,0 +1,145 @@
+"""Run a backend on a model folder without a server.
+
+For backend authors' tests::
+
+    from tritonpy_sdk.testing import BackendHarness
+    import my_backend
+
+    with BackendHarness(my_backend, tmp_path / "my_model") as h:
+        out = h.infer({"INPUT0": np.ones((1, 4), np.float32)})
+        assert out["OUTPUT0"].shape == (1, 4)
+
+The harness calls the hooks in the server's order (backend_info, initialize,
+auto_complete_config, model_initialize, instance_initialize ... finalize) on
+one instance. It does not validate requests against the config the way the
+server does; it is for testing a backend, not the core.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from ._inference import InferenceRequest, InferenceResponse, ParameterValue
+from ._objects import Backend, Model, ModelInstance
+from ._plugin import BackendHooks, call_hook, validate_backend
+from ._tensor import Tensor
+
+__all__ = ["BackendHarness"]
+
+
+def _read_config(model_dir: Path) -> dict[str, Any]:
+    path = model_dir / "config.pbtxt"
+    if not path.exists():
+        return {"name": model_dir.name}
+    try:  # the core parses config.pbtxt; the SDK itself has no protobuf
+        from tritonpy.config import config_to_dict, load_config_file
+    except ImportError as exc:
+        raise RuntimeError(
+            f"reading {path} needs the 'tritonpy' package; install it or pass config=..."
+        ) from exc
+    return config_to_dict(load_config_file(path))
+
+
+class BackendHarness:
+    """One backend, one model version, one instance, no server."""
+
+    def __init__(
+        self,
+        plugin: object,
+        model_dir: str | Path,
+        *,
+        version: int = 1,
+        config: Mapping[str, Any] | None = None,
+        backend_name: str = "test",
+        backend_config: Mapping[str, str] | None = None,
+        instance_kind: str = "KIND_CPU",
+        auto_complete: bool = True,
+    ) -> None:
+        self.hooks: BackendHooks = validate_backend(backend_name, plugin)
+        model_dir = Path(model_dir)
+        cfg = copy.deepcopy(dict(config)) if config is not None else _read_config(model_dir)
+        cfg.setdefault("name", model_dir.name)
+        cfg.setdefault("backend", backend_name)
+        if not cfg.get("default_model_filename"):
+            cfg["default_model_filename"] = self.hooks.info.default_model_filename
+        self.backend = Backend(backend_name, dict(backend_config or {}))
+        self.model = Model(cfg["name"], version, cfg, model_dir, self.backend)
+        self.instance = ModelInstance(f"{cfg['name']}_0_0", instance_kind, 0, self.model)
+        self._auto_complete = auto_complete
+        self._started = False
+
+    def start(self) -> BackendHarness:
+        call_hook(self.hooks, "initialize", backend=self.backend)
+        if self._auto_complete:
+            call_hook(self.hooks, "auto_complete_config", model=self.model)
+        call_hook(self.hooks, "model_initialize", model=self.model)
+        call_hook(self.hooks, "instance_initialize", instance=self.instance)
+        self._started = True
+        return self
+
+    def close(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        call_hook(self.hooks, "instance_finalize", instance=self.instance)
+        call_hook(self.hooks, "model_finalize", model=self.model)
+        call_hook(self.hooks, "finalize", backend=self.backend)
+
+    def __enter__(self) -> BackendHarness:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def request(
+        self,
+        inputs: Mapping[str, Any],
+        *,
+        parameters: Mapping[str, ParameterValue] | None = None,
+        request_id: str = "",
+    ) -> InferenceRequest:
+        """Build a request the way the core would hand it to ``execute``."""
+        tensors = {name: Tensor.from_numpy(name, value) for name, value in inputs.items()}
+        batch = 1
+        if self.model.max_batch_size > 0 and tensors:
+            batch = next(iter(tensors.values())).shape[0]
+        return InferenceRequest(
+            model_name=self.model.name,
+            model_version=self.model.version,
+            inputs=tensors,
+            id=request_id,
+            parameters=dict(parameters or {}),
+            batch_size=batch,
+        )
+
+    def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
+        """Call ``execute`` once with ``requests``; check one response per request."""
+        if not self._started:
+            raise RuntimeError("BackendHarness.start() (or `with`) first")
+        responses = list(self.hooks.execute(self.instance, requests))
+        if len(responses) != len(requests):
+            raise AssertionError(
+                f"execute returned {len(responses)} responses for {len(requests)} requests"
+            )
+        return responses
+
+    def infer(
+        self, inputs: Mapping[str, Any], **kwargs: Any
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """One request in, its outputs out as numpy arrays; raises its error."""
+        (response,) = self.execute([self.request(inputs, **kwargs)])
+        if response.error is not None:
+            raise response.error
+        return {name: t.data for name, t in response.outputs.items()}
+

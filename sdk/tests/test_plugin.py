@@ -1,0 +1,134 @@
+from collections.abc import Sequence
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from tritonpy_sdk import (
+    BackendInfo,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    PluginError,
+    Tensor,
+    hookimpl,
+    validate_backend,
+)
+from tritonpy_sdk.testing import BackendHarness
+
+
+class Doubler:
+    """A complete little backend: OUT = IN * 2, counting lifecycle calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(default_model_filename="model.txt")
+
+    @hookimpl
+    def initialize(self, backend: object) -> None:
+        self.calls.append("initialize")
+
+    @hookimpl
+    def model_initialize(self, model: object) -> None:
+        self.calls.append("model_initialize")
+
+    @hookimpl
+    def instance_initialize(self, instance: ModelInstance) -> None:
+        self.calls.append("instance_initialize")
+        instance.state = 2
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        return [
+            InferenceResponse({"OUT": Tensor.from_numpy("OUT", r.inputs["IN"].data * instance.state)})
+            for r in requests
+        ]
+
+    @hookimpl
+    def instance_finalize(self) -> None:  # fewer arguments than the spec is allowed
+        self.calls.append("instance_finalize")
+
+    @hookimpl
+    def finalize(self) -> None:
+        self.calls.append("finalize")
+
+
+def test_harness_runs_hooks_in_server_order(tmp_path: object) -> None:
+    backend = Doubler()
+    with BackendHarness(backend, tmp_path, config={"name": "m", "max_batch_size": 4}) as h:
+        out = h.infer({"IN": np.array([[1, 2]], np.int32)})
+        np.testing.assert_array_equal(out["OUT"], [[2, 4]])
+        assert h.model.config["default_model_filename"] == "model.txt"
+    assert backend.calls == [
+        "initialize", "model_initialize", "instance_initialize", "instance_finalize", "finalize"
+    ]
+
+
+def test_unknown_hook_is_rejected_with_backend_name() -> None:
+    class Typo:
+        @hookimpl
+        def backend_info(self) -> BackendInfo:
+            return BackendInfo()
+
+        @hookimpl
+        def exectue(self) -> None: ...
+
+    with pytest.raises(PluginError, match="backend 'typo'.*exectue"):
+        validate_backend("typo", Typo())
+
+
+def test_argument_not_in_spec_is_rejected() -> None:
+    class BadArgs:
+        @hookimpl
+        def backend_info(self) -> BackendInfo:
+            return BackendInfo()
+
+        @hookimpl
+        def execute(self, instance: object, requests: object, extra: object) -> None: ...
+
+    with pytest.raises(PluginError, match="extra"):
+        validate_backend("bad", BadArgs())
+
+
+def test_missing_required_hook() -> None:
+    plugin = SimpleNamespace()
+
+    @hookimpl
+    def backend_info() -> BackendInfo:
+        return BackendInfo()
+
+    plugin.backend_info = backend_info
+    with pytest.raises(PluginError, match=r"required hook\(s\) execute not implemented"):
+        validate_backend("noexec", plugin)
+
+
+def test_backend_info_must_return_backend_info() -> None:
+    class WrongInfo:
+        @hookimpl
+        def backend_info(self) -> dict[str, str]:
+            return {"platform": "x"}
+
+        @hookimpl
+        def execute(self, requests: object) -> None: ...
+
+    with pytest.raises(PluginError, match="returned dict, expected tritonpy_sdk.BackendInfo"):
+        validate_backend("wrong", WrongInfo())
+
+
+def test_execute_with_fewer_arguments_is_called_by_name() -> None:
+    class OnlyRequests:
+        @hookimpl
+        def backend_info(self) -> BackendInfo:
+            return BackendInfo()
+
+        @hookimpl
+        def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
+            return [InferenceResponse(id=str(len(requests)))]
+
+    hooks = validate_backend("only", OnlyRequests())
+    (resp,) = hooks.execute(None, [InferenceRequest("m", 1, {})])  # type: ignore[arg-type]
+    assert resp.id == "1"

@@ -1,0 +1,61 @@
+from pathlib import Path
+
+import pytest
+from tritonpy.repository import read_labels, scan_repositories, select_versions, version_dirs
+
+
+def _model(root: Path, name: str, versions: list[str]) -> Path:
+    path = root / name
+    path.mkdir(parents=True)
+    for v in versions:
+        (path / v).mkdir()
+    return path
+
+
+def test_scan_finds_models_across_roots_and_ignores_hidden(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _model(a, "m1", ["1"])
+    _model(b, "m2", ["1"])
+    _model(a, ".hidden", ["1"])
+    (a / "README.txt").parent.mkdir(exist_ok=True)
+    (a / "README.txt").write_text("not a model")
+    found = scan_repositories([a, b])
+    assert [(m.name, m.error) for m in found] == [("m1", None), ("m2", None)]
+
+
+def test_same_model_in_two_roots_is_an_error_for_that_model(tmp_path: Path) -> None:
+    _model(tmp_path / "a", "m", ["1"])
+    _model(tmp_path / "b", "m", ["1"])
+    (found,) = scan_repositories([tmp_path / "a", tmp_path / "b"])
+    assert found.error is not None and "exists in multiple model repositories" in found.error
+
+
+def test_missing_root(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="failed to stat model repository path"):
+        scan_repositories([tmp_path / "nope"])
+
+
+def test_version_dirs_are_positive_integers(tmp_path: Path) -> None:
+    path = _model(tmp_path, "m", ["1", "3", "10", "0", "abc", ".5"])
+    (path / "7").write_text("a file, not a folder")
+    assert sorted(version_dirs(path)) == [1, 3, 10]
+
+
+@pytest.mark.parametrize(
+    ("policy", "loaded", "missing"),
+    [
+        ({}, [10], []),
+        ({"latest": {"num_versions": 2}}, [3, 10], []),
+        ({"latest": {"num_versions": 9}}, [1, 3, 10], []),
+        ({"all": {}}, [1, 3, 10], []),
+        ({"specific": {"versions": [3, 1, 4]}}, [1, 3], [4]),
+    ],
+)
+def test_version_policies(policy: dict, loaded: list[int], missing: list[int]) -> None:
+    assert select_versions(policy, [10, 1, 3]) == (loaded, missing)
+
+
+def test_labels_one_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "labels.txt"
+    path.write_text("cat\ndog\n\nbird\n")
+    assert read_labels(path) == ["cat", "dog", "", "bird"]

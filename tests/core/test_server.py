@@ -1,0 +1,210 @@
+"""The in-process API with a backend registered in-process: no network."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonpy
+from tritonpy_sdk import (
+    BackendInfo,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    Tensor,
+    TritonError,
+    hookimpl,
+)
+
+
+class AddSub:
+    """OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1; can be told to block or raise."""
+
+    def __init__(self) -> None:
+        self.barrier: threading.Barrier | None = None
+        self.release = threading.Event()
+        self.release.set()
+        self.executing: list[str] = []
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(default_model_filename="model.txt", default_instance_kind="KIND_CPU")
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        self.executing.append(instance.name)
+        if self.barrier is not None:
+            self.barrier.wait(timeout=10)
+        self.release.wait(timeout=10)
+        if instance.model.parameters.get("raise") == "yes":
+            raise RuntimeError("model exploded")
+        out = []
+        for r in requests:
+            a, b = r.inputs["INPUT0"].data, r.inputs["INPUT1"].data
+            out.append(InferenceResponse({
+                "OUTPUT0": Tensor.from_numpy("OUTPUT0", a + b),
+                "OUTPUT1": Tensor.from_numpy("OUTPUT1", a - b),
+            }))
+        return out
+
+
+CONFIG = """
+backend: "addsub"
+max_batch_size: 8
+input [ {{ name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] }},
+        {{ name: "INPUT1" data_type: TYPE_INT32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 4 ] }},
+         {{ name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 4 ] }} ]
+instance_group [ {{ count: {count}, kind: {kind} }} ]
+{extra}
+"""
+
+
+def _model(repo: Path, name: str, count: int = 1, kind: str = "KIND_CPU", extra: str = "") -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "1" / "model.txt").write_text("")
+    (repo / name / "config.pbtxt").write_text(CONFIG.format(count=count, kind=kind, extra=extra))
+
+
+@pytest.fixture(scope="module")
+def backend() -> AddSub:
+    return AddSub()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, backend: AddSub) -> Iterator[tritonpy.Server]:
+    repo = tmp_path_factory.mktemp("repo")
+    _model(repo, "addsub", count=2)
+    _model(repo, "exploding", extra='parameters { key: "raise" value: { string_value: "yes" } }')
+    _model(repo, "on_gpu", kind="KIND_GPU")
+    server = tritonpy.Server(model_repository=repo, exit_on_error=False)
+    server.backends.register("addsub", backend)
+    with server:
+        yield server
+
+
+A = np.array([[1, 2, 3, 4]], np.int32)
+B = np.array([[4, 3, 2, 1]], np.int32)
+
+
+def test_infer_like_tritonserver(server: tritonpy.Server) -> None:
+    model = server.model("addsub")
+    (response,) = list(model.infer(inputs={"INPUT0": A, "INPUT1": B}, request_id="r1"))
+    np.testing.assert_array_equal(np.from_dlpack(response.outputs["OUTPUT0"]), A + B)
+    assert (response.id, response.model_name, response.model_version) == ("r1", "addsub", 1)
+
+
+def test_predict_and_requested_outputs(server: tritonpy.Server) -> None:
+    out = server.model("addsub").predict(
+        {"INPUT0": A, "INPUT1": B}, requested_output_names=["OUTPUT1"]
+    )
+    assert list(out) == ["OUTPUT1"]
+    np.testing.assert_array_equal(out["OUTPUT1"], A - B)
+
+
+async def test_async_infer(server: tritonpy.Server) -> None:
+    responses = [r async for r in server.model("addsub").async_infer(inputs={"INPUT0": A, "INPUT1": B})]
+    np.testing.assert_array_equal(responses[0].outputs["OUTPUT0"].to_numpy(), A + B)
+
+
+def test_metadata_and_readiness(server: tritonpy.Server) -> None:
+    assert server.live()
+    assert not server.ready()  # strict readiness: on_gpu failed on this GPU-less host
+    meta = server.model("addsub").metadata()
+    assert meta["inputs"][0] == {"name": "INPUT0", "datatype": "INT32", "shape": [-1, 4]}
+    assert server.model("addsub").config()["instance_group"][0]["count"] == 2
+
+
+def test_kind_gpu_without_gpu_is_a_clear_load_error(server: tritonpy.Server) -> None:
+    (entry,) = [e for e in server.repository_index() if e["name"] == "on_gpu"]
+    assert entry["state"] == "UNAVAILABLE"
+    assert "gpu" in entry["reason"].lower()
+    with pytest.raises(TritonError) as info:
+        server.model("on_gpu").predict({"INPUT0": A, "INPUT1": B})
+    assert info.value.code.name == "UNAVAILABLE"
+
+
+def test_errors(server: tritonpy.Server) -> None:
+    with pytest.raises(TritonError, match="unknown model: 'nope'") as info:
+        server.model("nope")
+    assert info.value.code.name == "NOT_FOUND"
+    with pytest.raises(TritonError, match="missing required input"):
+        server.model("addsub").predict({"INPUT0": A})
+    with pytest.raises(TritonError, match="model exploded") as boom:
+        server.model("exploding").predict({"INPUT0": A, "INPUT1": B})
+    assert boom.value.code.name == "INTERNAL"
+    (failed,) = server.model("exploding").infer({"INPUT0": A, "INPUT1": B}, raise_on_error=False)
+    assert failed.error is not None
+    # and the server still serves
+    assert server.model("addsub").predict({"INPUT0": A, "INPUT1": B})["OUTPUT0"].shape == (1, 4)
+
+
+def test_instances_execute_concurrently(server: tritonpy.Server, backend: AddSub) -> None:
+    """Two requests, two instances: both are inside execute at once (a barrier of 2)."""
+    backend.barrier = threading.Barrier(2)
+    backend.executing.clear()
+    try:
+        results: list[object] = []
+
+        def call() -> None:
+            results.append(server.model("addsub").predict({"INPUT0": A, "INPUT1": B}))
+
+        threads = [threading.Thread(target=call) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert len(results) == 2, "a barrier of 2 was never passed: instances ran one at a time"
+        assert sorted(backend.executing) == ["addsub_0_0", "addsub_0_1"]
+    finally:
+        backend.barrier = None
+
+
+async def test_event_loop_never_blocks_on_execute(server: tritonpy.Server, backend: AddSub) -> None:
+    backend.release.clear()
+    try:
+        task = asyncio.ensure_future(
+            server.infer_async(server.model("addsub").create_request({"INPUT0": A, "INPUT1": B}))
+        )
+        ticks = 0
+        for _ in range(5):  # the loop keeps running while execute is blocked
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert ticks == 5 and not task.done()
+        backend.release.set()
+        response = await asyncio.wait_for(task, 10)
+        np.testing.assert_array_equal(response.outputs["OUTPUT0"].data, A + B)
+    finally:
+        backend.release.set()
+
+
+def test_stop_waits_for_in_flight_requests(tmp_path: Path) -> None:
+    slow = AddSub()
+    slow.release.clear()
+    _model(tmp_path, "addsub")
+    server = tritonpy.Server(model_repository=tmp_path)
+    server.backends.register("addsub", slow)
+    server.start()
+    result: dict[str, object] = {}
+    caller = threading.Thread(
+        target=lambda: result.setdefault("out", server.model("addsub").predict({"INPUT0": A, "INPUT1": B}))
+    )
+    caller.start()
+    while not slow.executing:
+        threading.Event().wait(0.005)
+    stopper = threading.Thread(target=server.stop)
+    stopper.start()
+    stopper.join(0.2)
+    assert stopper.is_alive(), "stop returned while a request was in flight"
+    with pytest.raises(TritonError, match="Server is stopping"):
+        server.model("addsub").predict({"INPUT0": A, "INPUT1": B})
+    slow.release.set()
+    stopper.join(10)
+    caller.join(10)
+    np.testing.assert_array_equal(result["out"]["OUTPUT0"], A + B)  # type: ignore[index]

@@ -1,0 +1,96 @@
+"""Real servers for integration tests: ``python -m tritonpy serve`` in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A ``tritonpy serve`` process on a free loopback port."""
+
+    def __init__(
+        self,
+        repos: list[Path],
+        *flags: str,
+        log: Path,
+        env: dict[str, str] | None = None,
+        wait_ready: bool = True,
+    ) -> None:
+        self.port = free_port()
+        self.url = f"127.0.0.1:{self.port}"
+        self.log = log
+        cmd = [sys.executable, "-m", "tritonpy", "serve", "--http-address", "127.0.0.1",
+               "--http-port", str(self.port)]
+        for repo in repos:
+            cmd += ["--model-repository", str(repo)]
+        cmd += list(flags)
+        self._out = open(log, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+        )
+        if wait_ready:
+            self.wait_live()
+
+    def output(self) -> str:
+        self._out.flush()
+        return self.log.read_text()
+
+    def wait_live(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                with urllib.request.urlopen(f"http://{self.url}/v2/health/live", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"server not live after {timeout}s:\n{self.output()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[type]:
+    started: list[ServerProcess] = []
+    logs = tmp_path_factory.mktemp("logs")
+
+    def start(repos: list[Path], *flags: str, **kwargs: object) -> ServerProcess:
+        log = logs / f"server-{len(started)}.log"
+        server = ServerProcess(repos, *flags, log=log, **kwargs)  # type: ignore[arg-type]
+        started.append(server)
+        return server
+
+    yield start  # type: ignore[misc]
+    for server in started:
+        server.stop()

@@ -1,0 +1,169 @@
+"""Start-up, readiness, shutdown and third-party backends, through the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SLOW = """
+import time
+from pathlib import Path
+from tritonpy_sdk import BackendInfo, InferenceResponse, Tensor, hookimpl
+
+@hookimpl
+def backend_info():
+    return BackendInfo(default_model_filename="model.slow")
+
+@hookimpl
+def execute(instance, requests):
+    marker = Path(instance.model.parameters["marker"])
+    marker.write_text("executing")
+    time.sleep(float(instance.model.parameters.get("seconds", "1.5")))
+    return [InferenceResponse({"OUT": Tensor.from_numpy("OUT", r.inputs["IN"].data + 1)})
+            for r in requests]
+"""
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def _slow_repo(root: Path, marker: Path) -> Path:
+    repo = root / "repo"
+    (repo / "slow" / "1").mkdir(parents=True)
+    (repo / "slow" / "1" / "model.slow").write_text("")
+    (repo / "slow" / "config.pbtxt").write_text(
+        f"""
+backend: "slowbk"
+max_batch_size: 0
+input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ 2 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ 2 ] }} ]
+parameters {{ key: "marker" value: {{ string_value: "{marker}" }} }}
+"""
+    )
+    return repo
+
+
+@pytest.fixture(scope="module")
+def slow_env(tmp_path_factory: pytest.TempPathFactory, backend_dist: Callable[..., None]) -> dict[str, str]:
+    site = tmp_path_factory.mktemp("site")
+    backend_dist(site, "slowbk", SLOW)
+    backend_dist(site, "brokenbk", "import not_a_module_anywhere\n")
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_sigterm_drains_in_flight_requests(server_factory, slow_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "marker"
+    server = server_factory([_slow_repo(tmp_path, marker)], env=slow_env)
+    client = httpclient.InferenceServerClient(server.url, network_timeout=30)
+    result: dict[str, object] = {}
+
+    def call() -> None:
+        inp = httpclient.InferInput("IN", [2], "INT32")
+        inp.set_data_from_numpy(np.array([1, 2], np.int32))
+        try:
+            result["out"] = client.infer("slow", [inp]).as_numpy("OUT")
+        except Exception as exc:  # recorded and asserted on below
+            result["error"] = exc
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert marker.exists(), server.output()
+    code = server.stop()
+    worker.join(30)
+    assert "error" not in result, result.get("error")
+    np.testing.assert_array_equal(result["out"], [2, 3])
+    assert code == 0
+    assert "Server stopped" in server.output()
+
+
+def test_exit_on_error_is_the_default(tmp_path: Path, slow_env: dict[str, str]) -> None:
+    repo = tmp_path / "repo"
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "config.pbtxt").write_text('backend: "brokenbk"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "tritonpy", "serve", "--model-repository", str(repo),
+         "--http-port", "0", "--http-address", "127.0.0.1"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **slow_env},
+    )
+    assert proc.returncode == 1
+    assert "UNAVAILABLE" in proc.stdout
+    assert "tp-test-brokenbk" in proc.stdout and "not_a_module_anywhere" in proc.stdout
+    assert "--exit-on-error" in proc.stdout
+
+
+def test_strict_readiness(server_factory, slow_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = _slow_repo(tmp_path, tmp_path / "marker")
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "config.pbtxt").write_text('backend: "brokenbk"\n')
+    server = server_factory([repo], "--exit-on-error=false", env=slow_env)
+    base = f"http://{server.url}/v2"
+    assert _status(f"{base}/health/live") == 200
+    assert _status(f"{base}/health/ready") != 200  # strict readiness: a model failed
+    assert _status(f"{base}/models/slow/ready") == 200
+    relaxed = server_factory([repo], "--exit-on-error=false", "--strict-readiness=false", env=slow_env)
+    assert _status(f"http://{relaxed.url}/v2/health/ready") == 200
+
+
+@pytest.fixture(scope="module")
+def template_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """plugins/_template installed by pip, as a third party would install a backend."""
+    target = tmp_path_factory.mktemp("template-site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(ROOT / "plugins" / "_template")],
+        check=True, timeout=300,
+    )
+    return target
+
+
+def test_third_party_backend_package_is_discovered_and_serves(
+    server_factory, template_site: Path, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    env = {"PYTHONPATH": os.pathsep.join([str(template_site), os.environ.get("PYTHONPATH", "")])}
+    listing = subprocess.run(
+        [sys.executable, "-m", "tritonpy", "backends", "--check"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env}, check=True,
+    ).stdout
+    line = next(row for row in listing.splitlines() if "| template" in row)
+    assert "tritonpy-backend-template" in line and "ok" in line
+
+    repo = tmp_path / "repo"
+    (repo / "scaled" / "1").mkdir(parents=True)
+    (repo / "scaled" / "1" / "model.json").write_text('{"scale": 3.0}')
+    (repo / "scaled" / "config.pbtxt").write_text(
+        """
+backend: "template"
+max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+"""
+    )
+    server = server_factory([repo], env=env)
+    client = httpclient.InferenceServerClient(server.url)
+    inp = httpclient.InferInput("INPUT0", [1, 3], "FP32")
+    inp.set_data_from_numpy(np.array([[1, 2, 3]], np.float32))
+    out = client.infer("scaled", [inp]).as_numpy("OUTPUT0")
+    np.testing.assert_array_equal(out, [[3, 6, 9]])

@@ -1,0 +1,85 @@
+"""Each distribution builds alone, with the dependencies the design promises,
+and the package boundaries hold: SDK and backends never import the core; the
+core never imports a framework at module level."""
+
+from __future__ import annotations
+
+import ast
+import email
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FRAMEWORKS = {"onnxruntime", "onnx", "torch", "tensorrt", "xgboost", "treelite", "lightgbm", "tensorflow"}
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, email.message.Message]:
+    out = tmp_path_factory.mktemp("wheels")
+    for folder in ("sdk", ".", "plugins/onnx", "plugins/_template"):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+             "-w", str(out), str(ROOT / folder)],
+            check=True, timeout=300,
+        )
+    metas: dict[str, email.message.Message] = {}
+    for wheel in out.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            meta = email.message_from_bytes(zf.read(name))
+            metas[meta["Name"]] = meta
+    return metas
+
+
+def _requires(meta: email.message.Message) -> set[str]:
+    names = set()
+    for req in meta.get_all("Requires-Dist") or []:
+        if "extra ==" in req:
+            continue
+        names.add(req.split(";")[0].split("[")[0].strip().split(" ")[0].rstrip("<>=!~0123456789.,"))
+    return {n.lower() for n in names}
+
+
+@pytest.mark.slow
+def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Message]) -> None:
+    assert set(wheels) == {"tritonpy", "tritonpy-sdk", "tritonpy-backend-onnx", "tritonpy-backend-template"}
+    assert _requires(wheels["tritonpy-sdk"]) == {"numpy", "pluggy"}
+    core = _requires(wheels["tritonpy"])
+    assert "tritonpy-sdk" in core and not core & FRAMEWORKS
+    onnx = _requires(wheels["tritonpy-backend-onnx"])
+    assert {"tritonpy-sdk", "onnxruntime"} <= onnx and "tritonpy" not in onnx
+
+
+def _imports(path: Path, top_level_only: bool) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_sdk_and_plugins_never_import_the_core() -> None:
+    offenders = []
+    for folder in (ROOT / "sdk" / "src", *(p / "src" for p in (ROOT / "plugins").iterdir())):
+        for path in folder.rglob("*.py"):
+            if "tritonpy" in _imports(path, top_level_only=False) and path.name != "testing.py":
+                offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
+
+
+def test_core_and_backends_import_no_framework_at_module_level() -> None:
+    offenders = []
+    for folder in (ROOT / "core" / "tritonpy", *(p / "src" for p in (ROOT / "plugins").iterdir())):
+        for path in folder.rglob("*.py"):
+            bad = _imports(path, top_level_only=True) & FRAMEWORKS
+            if bad:
+                offenders.append(f"{path.relative_to(ROOT)}: {sorted(bad)}")
+    assert offenders == []
