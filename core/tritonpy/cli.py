@@ -7,7 +7,6 @@ server.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -137,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     from .server import Server
-    from .service import serve
+    from .service import run
 
     for path in options.model_repository:
         if not path.is_dir():
@@ -145,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     server = Server(options)
     try:
-        return asyncio.run(serve(server))
+        return run(server)
     except KeyboardInterrupt:
         return 130
 

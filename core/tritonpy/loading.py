@@ -68,17 +68,17 @@ class ModelLoader:
             return record
         try:
             config, hooks, backend, versions = self._prepare(mdir)
-        except TritonError as exc:
-            record.error = exc.message
-            log.error("failed to load '%s': %s", mdir.name, exc.message)
+        except Exception as exc:  # any failure is this model's reason, never the server's end
+            record.error = _reason(exc)
+            log.error("failed to load '%s': %s", mdir.name, record.error)
             return record
         for version in versions:
             started = time.monotonic()
             try:
                 mv = self._load_version(mdir, config, hooks, backend, version)
-            except TritonError as exc:
-                record.failed[version] = exc.message
-                log.error("failed to load '%s' version %d: %s", mdir.name, version, exc.message)
+            except Exception as exc:  # as above: the reason of this version only
+                record.failed[version] = _reason(exc)
+                log.error("failed to load '%s' version %d: %s", mdir.name, version, record.failed[version])
                 continue
             mv.load_seconds = time.monotonic() - started
             record.versions[version] = mv
@@ -251,3 +251,10 @@ class ModelLoader:
             if first_error is not None:
                 raise first_error
 
+
+def _reason(exc: Exception) -> str:
+    """The message for a load failure; unexpected exceptions keep their type and are logged."""
+    if isinstance(exc, TritonError):
+        return exc.message
+    log.exception("unexpected error while loading a model")
+    return f"{type(exc).__name__}: {exc}"

@@ -88,3 +88,14 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     await loop.run_in_executor(None, server.stop)
     print("Server stopped", file=out, flush=True)
     return code
+
+
+def run(server: Server) -> int:
+    """Run ``serve`` on uvloop when it is installed, else on asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        log.debug("event loop: asyncio (uvloop not installed)")
+        return asyncio.run(serve(server))
+    log.debug("event loop: uvloop %s", uvloop.__version__)
+    return uvloop.run(serve(server))
