@@ -1,0 +1,23 @@
+"""Model configuration: the ModelConfig protobuf, ``config.pbtxt`` parsing,
+the JSON form Triton reports, validation and Triton's default filling."""
+
+from ._defaults import fill_defaults
+from ._errors import ConfigError
+from ._json import config_from_dict, config_to_dict
+from ._load import load_config_file, parse_config_text
+from ._platforms import PLATFORM_BACKENDS, platform_backend
+from ._validate import validate_config
+from .model_config_pb2 import ModelConfig
+
+__all__ = [
+    "PLATFORM_BACKENDS",
+    "ConfigError",
+    "ModelConfig",
+    "config_from_dict",
+    "config_to_dict",
+    "fill_defaults",
+    "load_config_file",
+    "parse_config_text",
+    "platform_backend",
+    "validate_config",
+]

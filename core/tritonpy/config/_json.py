@@ -1,0 +1,66 @@
+"""The JSON form of a config, as Triton reports it and gives it to backends.
+
+Field names as in the proto, enums by name, fields without presence printed
+with their defaults, and 64-bit integers as JSON numbers (protobuf's own JSON
+mapping prints them as strings; Triton prints numbers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from ._errors import ConfigError
+from .model_config_pb2 import ModelConfig
+
+_INT64 = {
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+
+
+def config_to_dict(config: ModelConfig) -> dict[str, Any]:
+    """``config`` as Triton's JSON (what ``GET /v2/models/<m>/config`` returns)."""
+    data = json_format.MessageToDict(
+        config,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+    )
+    _numbers(config.DESCRIPTOR, data)
+    return data
+
+
+def _numbers(descriptor: Descriptor, data: dict[str, Any]) -> None:
+    """Turn int64 strings into ints, recursively, guided by the descriptor."""
+    for name, value in data.items():
+        field = descriptor.fields_by_name.get(name)
+        if field is None:
+            continue
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            for key, item in value.items():
+                if value_field.message_type is not None:
+                    _numbers(value_field.message_type, item)
+                elif value_field.type in _INT64:
+                    value[key] = int(item)
+        elif field.message_type is not None:
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                _numbers(field.message_type, item)
+        elif field.type in _INT64:
+            data[name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+
+
+def config_from_dict(data: dict[str, Any], source: str = "model configuration") -> ModelConfig:
+    """The ``ModelConfig`` for a JSON dict; ConfigError naming the bad field."""
+    config = ModelConfig()
+    try:
+        json_format.ParseDict(data, config)
+    except json_format.ParseError as exc:
+        raise ConfigError(f"invalid {source}: {exc}") from None
+    return config

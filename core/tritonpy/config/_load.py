@@ -1,0 +1,29 @@
+"""Read ``config.pbtxt`` with protobuf's text format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from google.protobuf import text_format
+
+from ._errors import ConfigError
+from .model_config_pb2 import ModelConfig
+
+
+def parse_config_text(text: str, source: str) -> ModelConfig:
+    """Parse protobuf text ``text``; ConfigError naming ``source`` and the spot."""
+    config = ModelConfig()
+    try:
+        text_format.Parse(text, config)
+    except text_format.ParseError as exc:
+        raise ConfigError(f"failed to parse {source}: {exc}") from None
+    return config
+
+
+def load_config_file(path: Path) -> ModelConfig:
+    """Parse the ``config.pbtxt`` at ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"failed to read {path}: {exc}") from None
+    return parse_config_text(text, str(path))

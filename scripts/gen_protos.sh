@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Regenerate the Python modules of the .proto files kept in the repository.
+# Needs grpcio-tools built against protobuf 6.x (e.g. `pip install 'grpcio-tools<1.77'`),
+# so the generated code imports with the protobuf<7 runtime tritonclient also needs.
+# The generated modules register into tritonpy's private descriptor pool
+# (core/tritonpy/_protos.py) so they never clash with tritonclient's copies.
+set -euo pipefail
+cd "$(dirname "$0")/../core"
+PROTOS=(tritonpy/config/model_config.proto)
+python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. "${PROTOS[@]}"
+for proto in "${PROTOS[@]}"; do
+  module="${proto%.proto}_pb2.py"
+  sed -i \
+    -e 's/^from google.protobuf import descriptor_pool as _descriptor_pool$/from tritonpy import _protos/' \
+    -e 's/_descriptor_pool\.Default()/_protos.POOL/' \
+    "$module"
+  grep -q "_protos.POOL" "$module" || { echo "failed to retarget $module" >&2; exit 1; }
+done
+echo "regenerated: ${PROTOS[*]}"
