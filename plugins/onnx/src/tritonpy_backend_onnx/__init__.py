@@ -1,0 +1,97 @@
+"""tritonpy-backend-onnx: ONNX models served with ONNX Runtime.
+
+Registered under the entry-point group ``tritonpy.backends`` as ``onnxruntime``.
+onnxruntime is imported in ``initialize``, not here, so listing backends stays
+cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tritonpy_sdk import (
+    Backend,
+    BackendInfo,
+    InferenceRequest,
+    InferenceResponse,
+    Model,
+    ModelInstance,
+    TritonError,
+    hookimpl,
+)
+
+from ._autocomplete import complete_config
+from ._session import InstanceSession, model_file, providers, session_options
+
+__all__ = ["__version__"]
+__version__ = "0.1.0"
+
+
+@hookimpl
+def backend_info() -> BackendInfo:
+    return BackendInfo(
+        platforms=("onnxruntime_onnx",),
+        default_model_filename="model.onnx",
+        default_instance_kind="KIND_AUTO",
+        default_instance_count=1,
+        parallel_instance_init=True,
+    )
+
+
+@hookimpl
+def initialize(backend: Backend) -> None:
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise TritonError.unavailable(
+            f"the onnxruntime backend needs the 'onnxruntime' package: {exc}"
+        ) from None
+    backend.state = onnxruntime
+
+
+@hookimpl
+def auto_complete_config(model: Model) -> None:
+    ort = model.backend.state
+    path = model_file(model.model_path)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # a corrupt or unsupported file
+        raise TritonError.invalid_arg(f"onnxruntime failed to load {path}: {exc}") from None
+    complete_config(model, session.get_inputs(), session.get_outputs(), model.backend.default_max_batch_size)
+
+
+@hookimpl
+def model_initialize(model: Model) -> None:
+    ort = model.backend.state
+    path = model_file(model.model_path)
+    session_options(ort, model.config, model.parameters)  # a bad parameter fails the load here
+    model.state = path
+
+
+@hookimpl
+def instance_initialize(instance: ModelInstance) -> None:
+    model = instance.model
+    ort = model.backend.state
+    path = model.state
+    options = session_options(ort, model.config, model.parameters)
+    instance.state = InstanceSession.create(
+        ort, path, options, providers(ort, instance), batching=model.max_batch_size > 0
+    )
+
+
+@hookimpl
+def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
+    state: InstanceSession = instance.state
+    return state.execute(requests)
+
+
+@hookimpl
+def instance_finalize(instance: ModelInstance) -> None:
+    instance.state = None
+
+
+@hookimpl
+def model_finalize(model: Model) -> None:
+    model.state = None
