@@ -79,7 +79,12 @@ class ModelVersion:
             raise TritonError.unavailable(
                 f"Request for unknown model: '{self.name}' version {self.version} is not at ready state"
             )
-        validate_request(self.spec, request)
+        try:
+            validate_request(self.spec, request)
+        except TritonError as exc:  # Triton prefixes request errors with the request id
+            exc.message = f"[request id: {request.id or '<id_unknown>'}] {exc.message}"
+            exc.args = (exc.message,)
+            raise
         self._scheduler.enqueue(Job(request, done))
 
     def run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:

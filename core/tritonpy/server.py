@@ -168,7 +168,8 @@ class Server:
                 if version:
                     entry["version"] = version
                 entry["state"] = state
-                entry["reason"] = reason
+                if reason:  # Triton leaves "reason" out for models without one
+                    entry["reason"] = reason
                 index.append(entry)
         return index
 
@@ -181,7 +182,7 @@ class Server:
         if v <= 0:
             ready = [mv for mv in record.versions.values() if mv.ready]
             if not ready:
-                raise TritonError.unavailable(
+                raise TritonError.not_found(
                     f"Request for unknown model: '{name}' has no available versions"
                 )
             return max(ready, key=lambda mv: mv.version)

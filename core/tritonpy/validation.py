@@ -46,7 +46,7 @@ def validate_request(spec: ModelSpec, request: InferenceRequest) -> None:
             if len(shape) == 0:
                 raise TritonError.invalid_arg(
                     f"unexpected shape for input '{name}' for model '{model}'. "
-                    f"Expected {_fmt(ispec.full_shape(True))}, got []"
+                    f"Expected {_fmt(ispec.full_shape(True))}, got [].{_BATCH_NOTE}"
                 )
             b = shape[0]
             if batch == 0:
@@ -77,13 +77,23 @@ def validate_request(spec: ModelSpec, request: InferenceRequest) -> None:
     _apply_reshape(spec, request)
 
 
+_BATCH_NOTE = (
+    " NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to "
+    "be prepended to each input shape. If you want to specify the full shape including the batch "
+    "dim in your input dims config, try setting max_batch_size to zero. See the model "
+    "configuration docs for more info on max_batch_size."
+)
+
+
 def _check_dims(model: str, ispec: TensorSpec, shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
     expected = ispec.dims
     ok = len(dims) == len(expected) and all(e == -1 or e == d for e, d in zip(expected, dims))
     if not ok:
+        batching = len(shape) != len(dims)
         raise TritonError.invalid_arg(
             f"unexpected shape for input '{ispec.name}' for model '{model}'. "
-            f"Expected {_fmt(ispec.full_shape(len(shape) != len(dims)))}, got {_fmt(shape)}"
+            f"Expected {_fmt(ispec.full_shape(batching))}, got {_fmt(shape)}."
+            + (_BATCH_NOTE if batching else "")
         )
 
 

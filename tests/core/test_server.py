@@ -127,7 +127,7 @@ def test_kind_gpu_without_gpu_is_a_clear_load_error(server: tritonpy.Server) -> 
     assert "gpu" in entry["reason"].lower()
     with pytest.raises(TritonError) as info:
         server.model("on_gpu").predict({"INPUT0": A, "INPUT1": B})
-    assert info.value.code.name == "UNAVAILABLE"
+    assert info.value.code.name == "NOT_FOUND"  # Triton: "has no available versions" is 404
 
 
 def test_errors(server: tritonpy.Server) -> None:

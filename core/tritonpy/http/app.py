@@ -1,0 +1,186 @@
+"""The KServe v2 REST routes (plus Triton's extensions) over a ``Server``.
+
+Every handler only translates: the server validates and runs. A TritonError
+becomes ``{"error": ...}`` with Triton's status; anything unexpected is logged
+and answered 500, and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from tritonpy_sdk import TritonError
+
+from ..server import Server
+from .compression import choose_encoding, compress, decompress
+from .errors import error_response, triton_error_response
+from .infer import HEADER_LENGTH, decode_raw, decode_request, encode_response
+
+log = logging.getLogger("tritonpy.http")
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    body = json.dumps(data, separators=(",", ":"))
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Turn TritonError into its HTTP error and any other exception into a logged 500."""
+
+    @functools.wraps(handler)
+    async def wrapper(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except TritonError as exc:
+            return triton_error_response(exc)
+        except Exception as exc:  # a bug must not take the server down; say what failed
+            log.exception("unhandled error in %s %s", request.method, request.url.path)
+            return error_response(f"internal error: {type(exc).__name__}: {exc}", 500)
+
+    return wrapper
+
+
+class HttpFrontend:
+    """Route handlers bound to one server."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.max_input = server.options.http_max_input_size
+
+    # -- health and metadata --------------------------------------------------------
+
+    async def live(self, request: Request) -> Response:
+        return Response(status_code=200 if self.server.live() else 400)
+
+    async def ready(self, request: Request) -> Response:
+        return Response(status_code=200 if self.server.ready() else 400)
+
+    async def server_metadata(self, request: Request) -> Response:
+        return _json(self.server.metadata())
+
+    async def model_metadata(self, request: Request) -> Response:
+        p = request.path_params
+        return _json(self.server.model_metadata(p["model"], p.get("version")))
+
+    async def model_ready(self, request: Request) -> Response:
+        p = request.path_params
+        return Response(status_code=200 if self.server.model_ready(p["model"], p.get("version")) else 400)
+
+    async def model_config(self, request: Request) -> Response:
+        p = request.path_params
+        return _json(self.server.model_config(p["model"], p.get("version")))
+
+    async def repository_index(self, request: Request) -> Response:
+        body = await self._body(request)
+        ready = False
+        if body.strip():
+            try:
+                doc = json.loads(body)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+            if not isinstance(doc, dict):
+                raise TritonError.invalid_arg("the repository index request must be a JSON object")
+            ready = bool(doc.get("ready", False))
+        return _json(self.server.repository_index(ready=ready))
+
+    # -- inference ---------------------------------------------------------------------
+
+    async def infer(self, request: Request) -> Response:
+        p = request.path_params
+        model, version = p["model"], p.get("version", "")
+        body = await self._body(request)
+        header_length = request.headers.get(HEADER_LENGTH)
+        view = memoryview(body)
+        binary_output, binary_flags = False, {}
+        if header_length is None:
+            core_request, binary_output, binary_flags = decode_request(model, version, view, view[len(view):])
+        else:
+            try:
+                n = int(header_length)
+            except ValueError:
+                raise TritonError.invalid_arg(
+                    f"invalid {HEADER_LENGTH} header '{header_length}': it must be an integer"
+                ) from None
+            if n < 0 or n > len(body):
+                raise TritonError.invalid_arg(
+                    f"{HEADER_LENGTH} is {n} but the request body has {len(body)} bytes"
+                )
+            if n == 0:
+                spec = self.server.get_version(model, version or None).spec
+                core_request = decode_raw(model, version, spec, view)
+            else:
+                core_request, binary_output, binary_flags = decode_request(model, version, view[:n], view[n:])
+        response = await self.server.infer_async(core_request)
+        payload, json_length = encode_response(response, binary_output, binary_flags)
+        headers: dict[str, str] = {}
+        media_type = "application/json"
+        if json_length is not None:
+            headers["Inference-Header-Content-Length"] = str(json_length)
+            media_type = "application/octet-stream"
+        encoding = choose_encoding(request.headers.get("accept-encoding", ""))
+        if encoding is not None:
+            payload = compress(payload, encoding)
+            headers["Content-Encoding"] = encoding
+        return Response(payload, media_type=media_type, headers=headers)
+
+    async def _body(self, request: Request) -> bytes:
+        """The request body, decompressed, never more than the maximum input size."""
+        limit = self.max_input
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise TritonError.invalid_arg(
+                f"request body of {declared} bytes exceeds the maximum input size of {limit} bytes "
+                "(--http-max-input-size)"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TritonError.invalid_arg(
+                    f"request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)"
+                )
+            chunks.append(chunk)
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        encoding = request.headers.get("content-encoding")
+        if encoding:
+            body = decompress(body, encoding, limit)
+        return body
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    messages = {404: "Not Found", 405: "Method Not Allowed"}
+    return error_response(messages.get(exc.status_code, exc.detail), exc.status_code)
+
+
+def create_app(server: Server) -> Starlette:
+    """The ASGI application of the HTTP front end for ``server``."""
+    f = HttpFrontend(server)
+    model = "/v2/models/{model}"
+    versioned = "/v2/models/{model}/versions/{version}"
+    routes = [
+        Route("/v2/health/live", _guarded(f.live), methods=["GET"]),
+        Route("/v2/health/ready", _guarded(f.ready), methods=["GET"]),
+        Route("/v2", _guarded(f.server_metadata), methods=["GET"]),
+        Route("/v2/repository/index", _guarded(f.repository_index), methods=["POST"]),
+    ]
+    for prefix in (model, versioned):
+        routes += [
+            Route(prefix, _guarded(f.model_metadata), methods=["GET"]),
+            Route(prefix + "/ready", _guarded(f.model_ready), methods=["GET"]),
+            Route(prefix + "/config", _guarded(f.model_config), methods=["GET"]),
+            Route(prefix + "/infer", _guarded(f.infer), methods=["POST"]),
+        ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
