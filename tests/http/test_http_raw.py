@@ -1,0 +1,227 @@
+"""Malformed and unusual requests, sent byte for byte with httpx."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+
+import httpx
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def http(live) -> httpx.Client:  # type: ignore[no-untyped-def]
+    with httpx.Client(base_url=f"http://{live.url}", timeout=10) as c:
+        yield c
+
+
+def _two_inputs(**over: object) -> dict:
+    doc = {
+        "inputs": [
+            {"name": "INPUT0", "shape": [1, 4], "datatype": "INT32", "data": [1, 2, 3, 4]},
+            {"name": "INPUT1", "shape": [1, 4], "datatype": "INT32", "data": [[1, 1, 1, 1]]},
+        ]
+    }
+    doc.update(over)
+    return doc
+
+
+def _error(resp: httpx.Response, status: int, text: str) -> None:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"] == "application/json"
+    assert text in resp.json()["error"]
+
+
+def test_json_infer_matches_triton_shape(http: httpx.Client) -> None:
+    resp = http.post("/v2/models/addsub/infer", json=_two_inputs(id="r7"))
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body == {
+        "model_name": "addsub",
+        "model_version": "1",
+        "id": "r7",
+        "outputs": [
+            {"name": "OUTPUT0", "datatype": "INT32", "shape": [1, 4], "data": [2, 3, 4, 5]},
+            {"name": "OUTPUT1", "datatype": "INT32", "shape": [1, 4], "data": [0, 1, 2, 3]},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (b"{bad", 400, "failed to parse the request JSON buffer"),
+        (b"[1, 2]", 400, "must be an object"),
+        (b'{"inputs": 3}', 400, "'inputs' array"),
+        (b'{"inputs": [{"shape": [1]}]}', 400, "'name' string"),
+        (
+            b'{"inputs": [{"name": "INPUT0", "shape": "x", "datatype": "INT32", "data": [1]}]}',
+            400,
+            "list of integers",
+        ),
+        (
+            b'{"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FLOAT", "data": [1]}]}',
+            400,
+            "invalid datatype 'FLOAT'",
+        ),
+        (
+            b'{"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "INT32"}]}',
+            400,
+            "neither 'data' nor",
+        ),
+        (
+            b'{"inputs": [{"name": "INPUT0", "shape": [9, 4], "datatype": "INT32", "data": [1]}]}',
+            400,
+            "needs 36, got 1",
+        ),
+        (
+            b'{"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "INT32", "data": ["x"]}]}',
+            400,
+            "expected INT32 numbers",
+        ),
+        (
+            json.dumps(_two_inputs(outputs=[{"name": "NOPE"}])).encode(),
+            400,
+            "unexpected inference output 'NOPE' for model 'addsub'",
+        ),
+    ],
+)
+def test_malformed_json_is_400(http: httpx.Client, body: bytes, status: int, message: str) -> None:
+    _error(http.post("/v2/models/addsub/infer", content=body), status, message)
+
+
+def _binary_request(declared: int, payload: bytes) -> tuple[bytes, dict[str, str]]:
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "shape": [1, 4],
+                    "datatype": "INT32",
+                    "parameters": {"binary_data_size": declared},
+                },
+                {"name": "INPUT1", "shape": [1, 4], "datatype": "INT32", "data": [0, 0, 0, 0]},
+            ],
+            "parameters": {"binary_data_output": True},
+        }
+    ).encode()
+    return header + payload, {"Inference-Header-Content-Length": str(len(header))}
+
+
+def test_binary_in_and_out(http: httpx.Client) -> None:
+    data = np.array([1, 2, 3, 4], np.int32).tobytes()
+    body, headers = _binary_request(16, data)
+    resp = http.post("/v2/models/addsub/infer", content=body, headers=headers)
+    assert resp.status_code == 200
+    n = int(resp.headers["inference-header-content-length"])
+    meta = json.loads(resp.content[:n])
+    assert meta["outputs"][0]["parameters"] == {"binary_data_size": 16}
+    assert np.frombuffer(resp.content[n : n + 16], np.int32).tolist() == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("declared", "payload", "message"),
+    [
+        (16, b"\0" * 8, "only 8 bytes of binary data remain"),
+        (12, b"\0" * 12, "input byte size mismatch for input 'INPUT0'. Expected 16, got 12"),
+        (16, b"\0" * 20, "4 bytes of binary data that no input claims"),
+    ],
+)
+def test_bad_binary_framing(http: httpx.Client, declared: int, payload: bytes, message: str) -> None:
+    body, headers = _binary_request(declared, payload)
+    _error(http.post("/v2/models/addsub/infer", content=body, headers=headers), 400, message)
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "999999"])
+def test_bad_header_length(http: httpx.Client, value: str) -> None:
+    resp = http.post(
+        "/v2/models/addsub/infer", content=b"{}", headers={"Inference-Header-Content-Length": value}
+    )
+    _error(resp, 400, "inference-header-content-length")
+
+
+def test_raw_single_input_body(http: httpx.Client) -> None:
+    data = np.arange(6, dtype=np.float32)
+    resp = http.post(
+        "/v2/models/one_input/infer",
+        content=data.tobytes(),
+        headers={"Inference-Header-Content-Length": "0", "Content-Type": "application/octet-stream"},
+    )
+    assert resp.status_code == 200, resp.text
+    out = resp.json()["outputs"][0]
+    assert out["shape"] == [1, 6] and out["data"] == (data * 2).tolist()
+    two_inputs = http.post(
+        "/v2/models/addsub/infer", content=b"\0" * 16, headers={"Inference-Header-Content-Length": "0"}
+    )
+    _error(two_inputs, 400, "exactly one input")
+
+
+def test_body_limits(http: httpx.Client) -> None:
+    _error(http.post("/v2/models/addsub/infer", content=b" " * ((1 << 20) + 1)), 400, "maximum input size")
+    bomb = gzip.compress(b" " * (4 << 20))
+    _error(
+        http.post("/v2/models/addsub/infer", content=bomb, headers={"Content-Encoding": "gzip"}),
+        400,
+        "exceeds the maximum input size",
+    )
+    _error(
+        http.post("/v2/models/addsub/infer", content=b"not gzip", headers={"Content-Encoding": "gzip"}),
+        400,
+        "failed to decompress",
+    )
+    _error(
+        http.post("/v2/models/addsub/infer", content=b"{}", headers={"Content-Encoding": "br"}),
+        501,
+        "unsupported Content-Encoding",
+    )
+
+
+def test_response_compression_follows_accept_encoding(http: httpx.Client) -> None:
+    resp = http.post("/v2/models/addsub/infer", json=_two_inputs(), headers={"Accept-Encoding": "gzip"})
+    assert resp.headers["content-encoding"] == "gzip"
+    assert resp.json()["outputs"][0]["data"] == [2, 3, 4, 5]  # httpx inflates it
+    plain = http.post("/v2/models/addsub/infer", json=_two_inputs(), headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+
+
+def test_routing_errors(http: httpx.Client) -> None:
+    _error(http.get("/v2/models/addsub/infer"), 405, "Method Not Allowed")
+    _error(http.post("/v2/health/live"), 405, "Method Not Allowed")
+    _error(http.get("/v2/nothing/here"), 404, "Not Found")
+    _error(http.get("/v2/models/addsub/versions/x"), 400, "failed to parse version 'x'")
+    assert http.get("/v2/models/nope/ready").status_code == 400
+
+
+def test_repository_index_ready_filter(http: httpx.Client) -> None:
+    every = http.post("/v2/repository/index").json()
+    ready = http.post("/v2/repository/index", json={"ready": True}).json()
+    assert {m["name"] for m in ready} <= {m["name"] for m in every}
+    assert all(m["state"] == "READY" for m in ready)
+    _error(http.post("/v2/repository/index", content=b"{nope"), 400, "failed to parse")
+
+
+def test_bytes_truncated_in_binary(http: httpx.Client) -> None:
+    payload = struct.pack("<I", 10) + b"abc"
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "shape": [1, 4],
+                    "datatype": "BYTES",
+                    "parameters": {"binary_data_size": len(payload)},
+                },
+                {"name": "INPUT1", "shape": [1, 4], "datatype": "BYTES", "data": ["a", "b", "c", "d"]},
+            ]
+        }
+    ).encode()
+    resp = http.post(
+        "/v2/models/addsub_string/infer",
+        content=header + payload,
+        headers={"Inference-Header-Content-Length": str(len(header))},
+    )
+    _error(resp, 400, "BYTES data is truncated")
