@@ -8,8 +8,11 @@ in-flight requests finish (up to ``exit_timeout_secs``), models unload.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 import uvicorn
@@ -40,6 +43,26 @@ def format_table(rows: list[tuple[str, ...]]) -> str:
             out.append(line)
     out.append(line)
     return "\n".join(out)
+
+
+class _FrontendServer(uvicorn.Server):
+    """uvicorn's server minus its signal handling: ``serve`` below owns the signals.
+
+    uvicorn re-raises a captured SIGTERM once it has drained, which would end the
+    process before the models are unloaded and the backends finalized.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no such support
+            return
 
 
 async def serve(server: Server, out: TextIO = sys.stdout) -> int:
@@ -73,14 +96,21 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
         lifespan="off",
     )
-    http = uvicorn.Server(config)
+    http = _FrontendServer(config)
+    stop = asyncio.Event()
+    _on_signals(loop, stop)
     serving = asyncio.create_task(http.serve())
     while not http.started and not serving.done():
         await asyncio.sleep(0.01)
     code = 0
     if http.started:
         print(f"Started HTTPService at {options.http_address}:{options.http_port}", file=out, flush=True)
-        await serving  # returns after SIGINT/SIGTERM and uvicorn's graceful drain
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        log.info("shutting down: draining in-flight requests")
+        http.should_exit = True  # uvicorn stops accepting, then waits for open requests
+        await serving
+        stopping.cancel()
     else:
         code = 1
         exc = serving.exception() if serving.done() else None

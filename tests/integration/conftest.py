@@ -51,7 +51,8 @@ class ServerProcess:
             self.wait_live()
 
     def output(self) -> str:
-        self._out.flush()
+        if not self._out.closed:
+            self._out.flush()
         return self.log.read_text()
 
     def wait_live(self, timeout: float = 60.0) -> None:

@@ -1,0 +1,47 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonpy_backend_template as backend
+from tritonpy_sdk import TritonError
+from tritonpy_sdk.testing import BackendHarness
+
+CONFIG = {"name": "scaled", "max_batch_size": 4}
+
+
+def _model(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "model.json").write_text(text)
+    return tmp_path
+
+
+def test_scales_numbers_and_passes_bytes(tmp_path: Path) -> None:
+    with BackendHarness(backend, _model(tmp_path, '{"scale": 3}'), config=CONFIG) as h:
+        out = h.infer({
+            "INPUT0": np.array([[1, 2]], np.float32),
+            "INPUT1": np.array([[b"x"]], dtype=object),
+        })
+    np.testing.assert_array_equal(out["OUTPUT0"], [[3, 6]])
+    assert out["OUTPUT0"].dtype == np.float32
+    assert out["OUTPUT1"].tolist() == [[b"x"]]
+
+
+def test_backend_config_gives_the_default_scale(tmp_path: Path) -> None:
+    harness = BackendHarness(
+        backend, _model(tmp_path, "{}"), config=CONFIG, backend_config={"default-scale": "5"}
+    )
+    with harness as h:
+        assert h.infer({"INPUT0": np.array([[2]], np.int64)})["OUTPUT0"].tolist() == [[10]]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [("{nope", "is not valid JSON"), ('{"scale": "x"}', "must be a number")]
+)
+def test_bad_model_files(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(TritonError, match=message):
+        BackendHarness(backend, _model(tmp_path, text), config=CONFIG).start()
+
+
+def test_missing_model_file(tmp_path: Path) -> None:
+    with pytest.raises(TritonError, match="does not exist"):
+        BackendHarness(backend, tmp_path, config=CONFIG).start()

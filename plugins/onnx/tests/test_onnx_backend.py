@@ -1,0 +1,194 @@
+"""The ONNX backend without a server (tritonpy_sdk.testing), against onnxruntime run directly."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import tritonpy_backend_onnx as backend
+from onnx import TensorProto, helper
+from tritonpy_sdk import RequestedOutput, TritonError
+from tritonpy_sdk.testing import BackendHarness
+
+
+def _save(path: Path, nodes: list, inputs: list, outputs: list, inits: list | None = None) -> Path:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, inits or [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (path / "1").mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path / "1" / "model.onnx")
+    return path
+
+
+def _add_sub(path: Path, shape: list[Any], elem: int = TensorProto.FLOAT) -> Path:
+    vi = helper.make_tensor_value_info
+    return _save(
+        path,
+        [helper.make_node("Add", ["A", "B"], ["SUM"]), helper.make_node("Sub", ["A", "B"], ["DIFF"])],
+        [vi("A", elem, shape), vi("B", elem, shape)],
+        [vi("SUM", elem, shape), vi("DIFF", elem, shape)],
+    )
+
+
+def test_auto_complete_of_a_batching_model(tmp_path: Path) -> None:
+    h = BackendHarness(
+        backend,
+        _add_sub(tmp_path / "m", ["N", 3]),
+        config={"name": "m"},
+        backend_config={"default-max-batch-size": "6"},
+    )
+    with h:
+        cfg = h.model.config
+        assert cfg["max_batch_size"] == 6
+        assert [(i["name"], i["data_type"], i["dims"]) for i in cfg["input"]] == [
+            ("A", "TYPE_FP32", [3]),
+            ("B", "TYPE_FP32", [3]),
+        ]
+        assert [o["name"] for o in cfg["output"]] == ["SUM", "DIFF"]
+
+
+def test_auto_complete_keeps_fixed_shapes_unbatched(tmp_path: Path) -> None:
+    with BackendHarness(backend, _add_sub(tmp_path / "m", [2, 3]), config={"name": "m"}) as h:
+        assert h.model.config.get("max_batch_size", 0) == 0
+        assert h.model.config["input"][0]["dims"] == [2, 3]
+
+
+def test_user_config_is_kept_and_checked(tmp_path: Path) -> None:
+    path = _add_sub(tmp_path / "m", ["N", 3])
+    user = {"name": "m", "max_batch_size": 2, "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [3]}]}
+    with BackendHarness(backend, path, config=user) as h:
+        assert h.model.config["max_batch_size"] == 2
+        assert {i["name"] for i in h.model.config["input"]} == {"A", "B"}
+    wrong_type = {"name": "m", "input": [{"name": "A", "data_type": "TYPE_INT32", "dims": [3]}]}
+    with pytest.raises(
+        TritonError, match="configuration expects datatype TYPE_INT32 for input 'A', model provides TYPE_FP32"
+    ):
+        BackendHarness(backend, path, config=wrong_type).start()
+    wrong_name = {"name": "m", "input": [{"name": "Z", "data_type": "TYPE_FP32", "dims": [3]}]}
+    with pytest.raises(TritonError, match="expects input 'Z' which the model does not have"):
+        BackendHarness(backend, path, config=wrong_name).start()
+    wrong_dims = {
+        "name": "m",
+        "max_batch_size": 2,
+        "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [4]}],
+    }
+    with pytest.raises(TritonError, match="input 'A' has shape"):
+        BackendHarness(backend, path, config=wrong_dims).start()
+
+
+def test_batched_execute_matches_onnxruntime(tmp_path: Path) -> None:
+    path = _add_sub(tmp_path / "m", ["N", 3])
+    session = ort.InferenceSession(str(path / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    with BackendHarness(backend, path, config={"name": "m"}) as h:
+        requests = []
+        feeds = []
+        for n in (1, 3, 2):
+            a, b = rng.normal(size=(n, 3)).astype(np.float32), rng.normal(size=(n, 3)).astype(np.float32)
+            feeds.append((a, b))
+            requests.append(h.request({"A": a, "B": b}))
+        responses = h.execute(requests)  # one session.run for the three requests
+        for (a, b), response in zip(feeds, responses):
+            expected = session.run(None, {"A": a, "B": b})
+            np.testing.assert_allclose(response.outputs["SUM"].data, expected[0])
+            np.testing.assert_allclose(response.outputs["DIFF"].data, expected[1])
+
+
+def test_only_requested_outputs_are_computed(tmp_path: Path) -> None:
+    with BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config={"name": "m"}) as h:
+        req = h.request({"A": np.ones((1, 3), np.float32), "B": np.ones((1, 3), np.float32)})
+        req.requested_outputs = [RequestedOutput("DIFF")]
+        (resp,) = h.execute([req])
+        assert list(resp.outputs) == ["DIFF"]
+
+
+@pytest.mark.parametrize(
+    ("elem", "dtype"),
+    [(TensorProto.FLOAT16, np.float16), (TensorProto.INT64, np.int64), (TensorProto.DOUBLE, np.float64)],
+)
+def test_dtypes(tmp_path: Path, elem: int, dtype: type) -> None:
+    with BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 2], elem), config={"name": "m"}) as h:
+        out = h.infer({"A": np.array([[1, 2]], dtype), "B": np.array([[3, 4]], dtype)})
+        assert out["SUM"].dtype == dtype and out["SUM"].tolist() == [[4, 6]]
+
+
+def test_strings(tmp_path: Path) -> None:
+    vi = helper.make_tensor_value_info
+    path = _save(
+        tmp_path / "s",
+        [helper.make_node("Identity", ["T"], ["U"])],
+        [vi("T", TensorProto.STRING, ["N", 2])],
+        [vi("U", TensorProto.STRING, ["N", 2])],
+    )
+    with BackendHarness(backend, path, config={"name": "s"}) as h:
+        assert h.model.config["input"][0]["data_type"] == "TYPE_STRING"
+        out = h.infer({"T": np.array([[b"x", "é".encode()]], dtype=object)})
+        assert out["U"].tolist() == [[b"x", "é".encode()]]
+
+
+def test_session_parameters_reach_onnxruntime(tmp_path: Path) -> None:
+    config = {
+        "name": "m",
+        "parameters": {
+            "intra_op_thread_count": {"string_value": "1"},
+            "inter_op_thread_count": {"string_value": "2"},
+            "execution_mode": {"string_value": "1"},
+            "enable_mem_arena": {"string_value": "false"},
+        },
+        "optimization": {"graph": {"level": 1}},
+    }
+    with BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config=config) as h:
+        options = h.instance.state.session.get_session_options()
+        assert options.intra_op_num_threads == 1
+        assert options.inter_op_num_threads == 2
+        assert options.execution_mode == ort.ExecutionMode.ORT_PARALLEL
+        assert options.enable_cpu_mem_arena is False
+        assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("intra_op_thread_count", "many", "'intra_op_thread_count' must be an integer"),
+        ("execution_mode", "3", "'execution_mode' must be 0 (sequential) or 1 (parallel)"),
+        ("enable_mem_arena", "maybe", "'enable_mem_arena' must be true or false"),
+    ],
+)
+def test_bad_parameters_fail_the_load(tmp_path: Path, key: str, value: str, message: str) -> None:
+    config = {"name": "m", "parameters": {key: {"string_value": value}}}
+    with pytest.raises(TritonError, match=re.escape(message)):
+        BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config=config).start()
+
+
+def test_missing_and_corrupt_model_files(tmp_path: Path) -> None:
+    (tmp_path / "empty" / "1").mkdir(parents=True)
+    with pytest.raises(TritonError, match="does not exist"):
+        BackendHarness(backend, tmp_path / "empty", config={"name": "empty"}).start()
+    (tmp_path / "bad" / "1").mkdir(parents=True)
+    (tmp_path / "bad" / "1" / "model.onnx").write_bytes(b"not an onnx file")
+    with pytest.raises(TritonError, match="onnxruntime failed to load"):
+        BackendHarness(backend, tmp_path / "bad", config={"name": "bad"}).start()
+
+
+@pytest.mark.gpu
+def test_cuda_provider(tmp_path: Path) -> None:
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("no CUDAExecutionProvider in this onnxruntime build")
+    path = _add_sub(tmp_path / "m", ["N", 3])
+    with BackendHarness(backend, path, config={"name": "m"}, instance_kind="KIND_GPU") as h:
+        assert h.instance.state.session.get_providers()[0] == "CUDAExecutionProvider"
+        out = h.infer({"A": np.ones((2, 3), np.float32), "B": np.ones((2, 3), np.float32)})
+        np.testing.assert_array_equal(out["SUM"], 2 * np.ones((2, 3)))
+
+
+def test_kind_gpu_without_cuda_is_a_clear_error(tmp_path: Path) -> None:
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has CUDA")
+    path = _add_sub(tmp_path / "m", ["N", 3])
+    with pytest.raises(TritonError, match="no CUDAExecutionProvider"):
+        BackendHarness(backend, path, config={"name": "m"}, instance_kind="KIND_GPU").start()
