@@ -28,7 +28,7 @@ from .config import (
 from .devices import gpu_count
 from .model import ModelState, ModelVersion, finalize_quietly
 from .options import ServerOptions
-from .plugins import BackendRegistry
+from .plugins import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
 from .repository import ModelDir, read_labels, select_versions, version_dirs
 from .spec import ModelSpec
 
@@ -126,6 +126,12 @@ class ModelLoader:
             return self._registry.backend_for_platform(config.platform)
         found = self._registry.backend_for_files(dirs)
         if found is None:
+            for filename, backend in KNOWN_FILES.items():
+                if any((d / filename).exists() for d in dirs):
+                    raise TritonError.unavailable(
+                        f"model '{mdir.name}' has a {filename} but backend '{backend}' is not "
+                        f"installed: install the package '{KNOWN_PACKAGES[backend]}'"
+                    )
             raise TritonError.invalid_arg(
                 f"unable to determine the backend of model '{mdir.name}': set 'backend' or "
                 "'platform' in its config.pbtxt, or install the backend whose model file "

@@ -37,6 +37,14 @@ KNOWN_PACKAGES = {
     "python": "tritonpy-backend-python",
 }
 
+#: Default model files of those backends, to name the package a repository needs.
+KNOWN_FILES = {
+    "model.onnx": "onnxruntime",
+    "model.pt": "pytorch",
+    "model.plan": "tensorrt",
+    "model.py": "python",
+}
+
 
 @dataclass
 class BackendEntry:
