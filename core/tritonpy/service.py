@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from typing import TextIO
@@ -57,6 +58,14 @@ class _FrontendServer(uvicorn.Server):
         yield
 
 
+def _listen(address: str, port: int) -> socket.socket:
+    """A listening socket, bound here so a busy port is a one-line error, not a traceback."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.create_server((address, port), family=family, backlog=2048)
+    sock.setblocking(False)
+    return sock
+
+
 def _on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -96,28 +105,33 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
         lifespan="off",
     )
+    try:
+        sock = _listen(options.http_address, options.http_port)
+    except OSError as exc:
+        print(
+            f"error: failed to start HTTP service at {options.http_address}:{options.http_port}: "
+            f"{exc.strerror or exc}",
+            file=out,
+            flush=True,
+        )
+        await loop.run_in_executor(None, server.stop)
+        return 1
     http = _FrontendServer(config)
     stop = asyncio.Event()
     _on_signals(loop, stop)
-    serving = asyncio.create_task(http.serve())
+    serving = asyncio.create_task(http.serve(sockets=[sock]))
     while not http.started and not serving.done():
         await asyncio.sleep(0.01)
-    code = 0
-    if http.started:
-        print(f"Started HTTPService at {options.http_address}:{options.http_port}", file=out, flush=True)
-        stopping = asyncio.create_task(stop.wait())
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        log.info("shutting down: draining in-flight requests")
-        http.should_exit = True  # uvicorn stops accepting, then waits for open requests
-        await serving
-        stopping.cancel()
-    else:
-        code = 1
-        exc = serving.exception() if serving.done() else None
-        print(f"error: failed to start HTTP service: {exc or 'unknown error'}", file=out, flush=True)
+    print(f"Started HTTPService at {options.http_address}:{options.http_port}", file=out, flush=True)
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    log.info("shutting down: draining in-flight requests")
+    http.should_exit = True  # uvicorn stops accepting, then waits for open requests
+    await serving
+    stopping.cancel()
     await loop.run_in_executor(None, server.stop)
     print("Server stopped", file=out, flush=True)
-    return code
+    return 0
 
 
 def run(server: Server) -> int:

@@ -104,9 +104,22 @@ def test_exit_on_error_is_the_default(tmp_path: Path, slow_env: dict[str, str]) 
     (repo / "broken" / "1").mkdir(parents=True)
     (repo / "broken" / "config.pbtxt").write_text('backend: "brokenbk"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "tritonpy", "serve", "--model-repository", str(repo),
-         "--http-port", "0", "--http-address", "127.0.0.1"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **slow_env},
+        [
+            sys.executable,
+            "-m",
+            "tritonpy",
+            "serve",
+            "--model-repository",
+            str(repo),
+            "--http-port",
+            "0",
+            "--http-address",
+            "127.0.0.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **slow_env},
     )
     assert proc.returncode == 1
     assert "UNAVAILABLE" in proc.stdout
@@ -132,20 +145,37 @@ def template_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """plugins/_template installed by pip, as a third party would install a backend."""
     target = tmp_path_factory.mktemp("template-site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(ROOT / "plugins" / "_template")],
-        check=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(ROOT / "plugins" / "_template"),
+        ],
+        check=True,
+        timeout=300,
     )
     return target
 
 
 def test_third_party_backend_package_is_discovered_and_serves(
-    server_factory, template_site: Path, tmp_path: Path  # type: ignore[no-untyped-def]
+    server_factory,
+    template_site: Path,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     env = {"PYTHONPATH": os.pathsep.join([str(template_site), os.environ.get("PYTHONPATH", "")])}
     listing = subprocess.run(
         [sys.executable, "-m", "tritonpy", "backends", "--check"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env}, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+        check=True,
     ).stdout
     line = next(row for row in listing.splitlines() if "| template" in row)
     assert "tritonpy-backend-template" in line and "ok" in line
@@ -167,3 +197,32 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
     inp.set_data_from_numpy(np.array([[1, 2, 3]], np.float32))
     out = client.infer("scaled", [inp]).as_numpy("OUTPUT0")
     np.testing.assert_array_equal(out, [[3, 6, 9]])
+
+
+def test_busy_port_is_a_one_line_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tritonpy",
+                "serve",
+                "--model-repository",
+                str(tmp_path),
+                "--http-port",
+                str(port),
+                "--http-address",
+                "127.0.0.1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 1
+    assert f"error: failed to start HTTP service at 127.0.0.1:{port}" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
