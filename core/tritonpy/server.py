@@ -45,7 +45,13 @@ from .repository import scan_repositories
 log = logging.getLogger("tritonpy")
 
 #: Protocol extensions this server implements, as server metadata reports them.
-EXTENSIONS = ("classification", "model_configuration", "binary_tensor_data", "parameters")
+EXTENSIONS = (
+    "classification",
+    "model_repository",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+)
 
 
 class Server:
@@ -172,6 +178,18 @@ class Server:
                     entry["reason"] = reason
                 index.append(entry)
         return index
+
+    def load_model(self, name: str) -> None:
+        """Load (or reload) model ``name``; only in control mode ``explicit``."""
+        self._refuse_model_control()
+
+    def unload_model(self, name: str) -> None:
+        """Unload model ``name``; only in control mode ``explicit``."""
+        self._refuse_model_control()
+
+    def _refuse_model_control(self) -> None:
+        # Triton's answer when the control mode does not allow explicit load/unload.
+        raise TritonError.unavailable("explicit model load / unload is not allowed if polling is enabled")
 
     def get_version(self, name: str, version: int | str | None = None) -> ModelVersion:
         """The ready model version ``name``/``version`` (latest when none), or TritonError."""

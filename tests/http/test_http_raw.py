@@ -157,7 +157,7 @@ def test_raw_single_input_body(http: httpx.Client) -> None:
     two_inputs = http.post(
         "/v2/models/addsub/infer", content=b"\0" * 16, headers={"Inference-Header-Content-Length": "0"}
     )
-    _error(two_inputs, 400, "exactly one input")
+    _error(two_inputs, 400, "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs")
 
 
 def test_body_limits(http: httpx.Client) -> None:
@@ -194,6 +194,13 @@ def test_routing_errors(http: httpx.Client) -> None:
     _error(http.get("/v2/nothing/here"), 404, "Not Found")
     _error(http.get("/v2/models/addsub/versions/x"), 400, "failed to parse version 'x'")
     assert http.get("/v2/models/nope/ready").status_code == 400
+
+
+def test_load_and_unload_are_refused_in_control_mode_none(http: httpx.Client) -> None:
+    for action in ("load", "unload"):
+        resp = http.post(f"/v2/repository/models/addsub/{action}")
+        _error(resp, 503, "explicit model load / unload is not allowed")
+    assert http.get("/v2/models/addsub/ready").status_code == 200
 
 
 def test_repository_index_ready_filter(http: httpx.Client) -> None:

@@ -94,6 +94,16 @@ class HttpFrontend:
             ready = bool(doc.get("ready", False))
         return _json(self.server.repository_index(ready=ready))
 
+    async def load(self, request: Request) -> Response:
+        await self._body(request)  # parameters of a load come with explicit mode
+        self.server.load_model(request.path_params["model"])
+        return Response(status_code=200)
+
+    async def unload(self, request: Request) -> Response:
+        await self._body(request)
+        self.server.unload_model(request.path_params["model"])
+        return Response(status_code=200)
+
     # -- inference ---------------------------------------------------------------------
 
     async def infer(self, request: Request) -> Response:
@@ -175,6 +185,8 @@ def create_app(server: Server) -> Starlette:
         Route("/v2/health/ready", _guarded(f.ready), methods=["GET"]),
         Route("/v2", _guarded(f.server_metadata), methods=["GET"]),
         Route("/v2/repository/index", _guarded(f.repository_index), methods=["POST"]),
+        Route("/v2/repository/models/{model}/load", _guarded(f.load), methods=["POST"]),
+        Route("/v2/repository/models/{model}/unload", _guarded(f.unload), methods=["POST"]),
     ]
     for prefix in (model, versioned):
         routes += [

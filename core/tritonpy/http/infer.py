@@ -155,8 +155,8 @@ def decode_raw(model: str, version: str, spec: ModelSpec, body: memoryview) -> I
     """
     if len(spec.inputs) != 1:
         raise _bad(
-            f"raw binary request body needs a model with exactly one input; model '{model}' "
-            f"has {len(spec.inputs)}"
+            f"Raw request must only have 1 input (found 1) to be deduced but got "
+            f"{len(spec.inputs)} inputs in '{model}' model configuration"
         )
     (ispec,) = spec.inputs.values()
     dims = list(ispec.dims)
