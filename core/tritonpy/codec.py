@@ -118,7 +118,7 @@ def array_to_buffer(array: np.ndarray[Any, Any], datatype: DataType) -> bytes | 
     arr = np.ascontiguousarray(array)
     if arr.ndim == 0:
         arr = arr.reshape(1)
-    return memoryview(arr.reshape(-1).view(np.uint8))
+    return memoryview(arr.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy arrays are buffers
 
 
 def array_to_json(array: np.ndarray[Any, Any], datatype: DataType) -> list[Any]:

@@ -13,7 +13,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 import uvicorn
@@ -34,7 +34,7 @@ def model_table(server: Server) -> str:
     return format_table(rows)
 
 
-def format_table(rows: list[tuple[str, ...]]) -> str:
+def format_table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     out = [line]
@@ -141,5 +141,5 @@ def run(server: Server) -> int:
     except ImportError:
         log.debug("event loop: asyncio (uvloop not installed)")
         return asyncio.run(serve(server))
-    log.debug("event loop: uvloop %s", uvloop.__version__)
+    log.debug("event loop: uvloop %s", getattr(uvloop, "__version__", "?"))
     return uvloop.run(serve(server))

@@ -26,7 +26,7 @@ _INT64 = {
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     """``config`` as Triton's JSON (what ``GET /v2/models/<m>/config`` returns)."""
-    data = json_format.MessageToDict(
+    data: dict[str, Any] = json_format.MessageToDict(
         config,
         preserving_proto_field_name=True,
         always_print_fields_with_no_presence=True,

@@ -112,7 +112,7 @@ class HttpFrontend:
         body = await self._body(request)
         header_length = request.headers.get(HEADER_LENGTH)
         view = memoryview(body)
-        binary_output, binary_flags = False, {}
+        binary_output, binary_flags = False, dict[str, bool]()
         if header_length is None:
             core_request, binary_output, binary_flags = decode_request(model, version, view, view[len(view):])
         else:

@@ -64,7 +64,7 @@ class Tensor:
         return self.data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return self.data.__dlpack_device__()  # type: ignore[no-any-return]
+        return self.data.__dlpack_device__()
 
 
 def as_bytes_array(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

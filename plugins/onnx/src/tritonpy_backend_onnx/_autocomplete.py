@@ -90,10 +90,10 @@ def _merge(
         data_type = config_type(ort_type)
         if data_type is None:
             raise _unsupported(model, kind, name, ort_type)
-        entry: dict[str, Any] = {"name": name, "data_type": data_type, "dims": dims[strip:] or [1]}
+        added: dict[str, Any] = {"name": name, "data_type": data_type, "dims": dims[strip:] or [1]}
         if not dims[strip:]:
-            entry["reshape"] = {"shape": []}
-        entries.append(entry)
+            added["reshape"] = {"shape": []}
+        entries.append(added)
 
 
 def _check_dims(model: str, kind: str, name: str, configured: list[int], graph: list[int]) -> None:
