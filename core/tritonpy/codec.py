@@ -65,7 +65,10 @@ def array_from_json(
     if not isinstance(data, list):
         data = [data]
     flat: list[Any] = []
-    _flatten(data, flat)
+    try:
+        _flatten(data, flat)
+    except RecursionError:
+        raise TritonError.invalid_arg(f"'data' of input '{name}' is nested too deeply") from None
     if len(flat) != count:
         raise TritonError.invalid_arg(
             f"unexpected number of elements for input '{name}': shape {list(shape)} "

@@ -55,6 +55,7 @@ def test_json_infer_matches_triton_shape(http: httpx.Client) -> None:
     ("body", "status", "message"),
     [
         (b"{bad", 400, "failed to parse the request JSON buffer"),
+        (b"[" * 100_000, 400, "nested too deeply"),
         (b"[1, 2]", 400, "must be an object"),
         (b'{"inputs": 3}', 400, "'inputs' array"),
         (b'{"inputs": [{"shape": [1]}]}', 400, "'name' string"),

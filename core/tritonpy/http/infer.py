@@ -74,6 +74,8 @@ def decode_request(
         doc = json.loads(bytes(header))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _bad(f"failed to parse the request JSON buffer: {exc}") from None
+    except RecursionError:
+        raise _bad("failed to parse the request JSON buffer: it is nested too deeply") from None
     if not isinstance(doc, dict):
         raise _bad("the request JSON must be an object")
     params = dict(_parameters(doc, "the request"))
