@@ -192,3 +192,24 @@ def test_kind_gpu_without_cuda_is_a_clear_error(tmp_path: Path) -> None:
     path = _add_sub(tmp_path / "m", ["N", 3])
     with pytest.raises(TritonError, match="no CUDAExecutionProvider"):
         BackendHarness(backend, path, config={"name": "m"}, instance_kind="KIND_GPU").start()
+
+
+def test_optional_input_with_a_default_in_the_graph(tmp_path: Path) -> None:
+    """An input with an initializer may be left out when the config marks it optional."""
+    vi = helper.make_tensor_value_info
+    bias = onnx.numpy_helper.from_array(np.full((1, 2), 10, np.float32), "BIAS")
+    path = _save(
+        tmp_path / "m",
+        [helper.make_node("Add", ["X", "BIAS"], ["Y"])],
+        [vi("X", TensorProto.FLOAT, [1, 2]), vi("BIAS", TensorProto.FLOAT, [1, 2])],
+        [vi("Y", TensorProto.FLOAT, [1, 2])],
+        [bias],
+    )
+    config = {
+        "name": "m",
+        "input": [{"name": "BIAS", "data_type": "TYPE_FP32", "dims": [1, 2], "optional": True}],
+    }
+    with BackendHarness(backend, path, config=config) as h:
+        assert h.infer({"X": np.ones((1, 2), np.float32)})["Y"].tolist() == [[11, 11]]
+        both = {"X": np.ones((1, 2), np.float32), "BIAS": np.zeros((1, 2), np.float32)}
+        assert h.infer(both)["Y"].tolist() == [[1, 1]]

@@ -59,7 +59,13 @@ def auto_complete_config(model: Model) -> None:
         session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # a corrupt or unsupported file
         raise TritonError.invalid_arg(f"onnxruntime failed to load {path}: {exc}") from None
-    complete_config(model, session.get_inputs(), session.get_outputs(), model.backend.default_max_batch_size)
+    complete_config(
+        model,
+        session.get_inputs(),
+        session.get_outputs(),
+        model.backend.default_max_batch_size,
+        session.get_overridable_initializers(),
+    )
 
 
 @hookimpl

@@ -9,6 +9,7 @@ against the graph.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tritonpy_sdk import Model, TritonError
@@ -21,10 +22,21 @@ def _dims(shape: list[Any]) -> list[int]:
     return [d if isinstance(d, int) and d >= 0 else -1 for d in shape]
 
 
-def complete_config(model: Model, inputs: list[Any], outputs: list[Any], default_max_batch: int) -> None:
-    """Complete ``model.config`` from ORT ``NodeArg`` lists of the graph."""
+def complete_config(
+    model: Model,
+    inputs: list[Any],
+    outputs: list[Any],
+    default_max_batch: int,
+    overridable: Sequence[Any] = (),
+) -> None:
+    """Complete ``model.config`` from ORT ``NodeArg`` lists of the graph.
+
+    ``overridable`` are initializers a request may replace: the config may name
+    them as (optional) inputs, but they are never added on its behalf.
+    """
     config = model.config
     graph = [(i.name, i.type, _dims(list(i.shape))) for i in inputs]
+    extra = [(i.name, i.type, _dims(list(i.shape))) for i in overridable]
     graph_out = [(o.name, o.type, _dims(list(o.shape))) for o in outputs]
     can_batch = all(len(d) > 0 and d[0] == -1 for _, _, d in graph + graph_out)
     max_batch = int(config.get("max_batch_size", 0) or 0)
@@ -38,7 +50,7 @@ def complete_config(model: Model, inputs: list[Any], outputs: list[Any], default
             "first dimension, so it cannot batch"
         )
     strip = 1 if max_batch > 0 else 0
-    _merge(model.name, "input", config.setdefault("input", []), graph, strip)
+    _merge(model.name, "input", config.setdefault("input", []), graph, strip, extra)
     _merge(model.name, "output", config.setdefault("output", []), graph_out, strip)
 
 
@@ -54,9 +66,14 @@ def _user_dims_rule_out_batching(config: dict[str, Any], graph: list[tuple[str, 
 
 
 def _merge(
-    model: str, kind: str, entries: list[dict[str, Any]], graph: list[tuple[str, str, list[int]]], strip: int
+    model: str,
+    kind: str,
+    entries: list[dict[str, Any]],
+    graph: list[tuple[str, str, list[int]]],
+    strip: int,
+    extra: list[tuple[str, str, list[int]]] | None = None,
 ) -> None:
-    known = {name: (ort_type, dims) for name, ort_type, dims in graph}
+    known = {name: (ort_type, dims) for name, ort_type, dims in graph + (extra or [])}
     for entry in entries:
         name = entry.get("name", "")
         if name not in known:

@@ -128,7 +128,8 @@ class InstanceSession:
             session = ort.InferenceSession(str(path), sess_options=options, providers=provider_list)
         except Exception as exc:  # ORT raises its own exception types for bad files
             raise TritonError.invalid_arg(f"onnxruntime failed to load {path.name}: {exc}") from None
-        inputs = session.get_inputs()
+        # Initializers a request may override are inputs too (optional ones).
+        inputs = session.get_inputs() + session.get_overridable_initializers()
         outputs = session.get_outputs()
         from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
