@@ -1,7 +1,7 @@
 """Query the example repository with the unmodified Triton client.
 
-    tritonpy serve --model-repository examples/model_repository   # in one shell
-    python examples/client_example.py                              # in another
+tritonpy serve --model-repository examples/model_repository   # in one shell
+python examples/client_example.py                              # in another
 """
 
 from __future__ import annotations

@@ -22,9 +22,20 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, email.message.
     out = tmp_path_factory.mktemp("wheels")
     for folder in ("sdk", ".", "plugins/onnx", "plugins/_template"):
         subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-             "-w", str(out), str(ROOT / folder)],
-            check=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(out),
+                str(ROOT / folder),
+            ],
+            check=True,
+            timeout=300,
         )
     metas: dict[str, email.message.Message] = {}
     for wheel in out.glob("*.whl"):

@@ -50,34 +50,61 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve a model repository")
     serve.add_argument(
-        "--model-repository", "--model-store", action="append", required=True, dest="model_repository",
+        "--model-repository",
+        "--model-store",
+        action="append",
+        required=True,
+        dest="model_repository",
         help="path of a model repository; repeat for several",
     )
-    serve.add_argument("--model-control-mode", default="none", choices=["none"],
-                       help="model control mode (only 'none': load everything at start)")
+    serve.add_argument(
+        "--model-control-mode",
+        default="none",
+        choices=["none"],
+        help="model control mode (only 'none': load everything at start)",
+    )
     _flag(serve, "--allow-http", "enable the HTTP front end (default true)", default=True)
     serve.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
     serve.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
-    serve.add_argument("--http-max-input-size", type=int, default=64 * 1024 * 1024,
-                       help="largest HTTP request body in bytes (default 64 MiB)")
-    _flag(serve, "--disable-auto-complete-config",
-          "do not let backends fill in missing config.pbtxt fields", default=False)
-    _flag(serve, "--strict-model-config",
-          "same as --disable-auto-complete-config (the older flag)", default=None)
+    serve.add_argument(
+        "--http-max-input-size",
+        type=int,
+        default=64 * 1024 * 1024,
+        help="largest HTTP request body in bytes (default 64 MiB)",
+    )
+    _flag(
+        serve,
+        "--disable-auto-complete-config",
+        "do not let backends fill in missing config.pbtxt fields",
+        default=False,
+    )
+    _flag(
+        serve,
+        "--strict-model-config",
+        "same as --disable-auto-complete-config (the older flag)",
+        default=None,
+    )
     _flag(serve, "--strict-readiness", "not ready while any model failed (default true)", default=True)
-    _flag(serve, "--exit-on-error", "exit at start if a model fails to load (default true)",
-          default=True)
-    serve.add_argument("--backend-config", action="append", default=[],
-                       help="<backend>,<setting>=<value> (or <setting>=<value> for all backends)")
+    _flag(serve, "--exit-on-error", "exit at start if a model fails to load (default true)", default=True)
+    serve.add_argument(
+        "--backend-config",
+        action="append",
+        default=[],
+        help="<backend>,<setting>=<value> (or <setting>=<value> for all backends)",
+    )
     serve.add_argument("--log-verbose", type=int, default=0, help="verbose logging level (0 = off)")
-    serve.add_argument("--exit-timeout-secs", type=float, default=30.0,
-                       help="seconds shutdown waits for in-flight requests (default 30)")
-    serve.add_argument("--id", dest="server_id", default="tritonpy",
-                       help="server name reported by server metadata")
+    serve.add_argument(
+        "--exit-timeout-secs",
+        type=float,
+        default=30.0,
+        help="seconds shutdown waits for in-flight requests (default 30)",
+    )
+    serve.add_argument(
+        "--id", dest="server_id", default="tritonpy", help="server name reported by server metadata"
+    )
 
     backends = sub.add_parser("backends", help="list the installed backends")
-    backends.add_argument("--check", action="store_true",
-                          help="also import and validate each backend")
+    backends.add_argument("--check", action="store_true", help="also import and validate each backend")
     return parser
 
 

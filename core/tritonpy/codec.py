@@ -19,9 +19,7 @@ def element_count(name: str, shape: Sequence[int]) -> int:
     """Elements in a tensor of ``shape``; negative dims are a client error."""
     for d in shape:
         if d < 0:
-            raise TritonError.invalid_arg(
-                f"input '{name}' has a negative dimension in shape {list(shape)}"
-            )
+            raise TritonError.invalid_arg(f"input '{name}' has a negative dimension in shape {list(shape)}")
     return math.prod(shape)
 
 
@@ -57,9 +55,7 @@ def _flatten(data: Any, out: list[Any]) -> None:
             out.append(item)
 
 
-def array_from_json(
-    name: str, datatype: DataType, shape: Sequence[int], data: Any
-) -> np.ndarray[Any, Any]:
+def array_from_json(name: str, datatype: DataType, shape: Sequence[int], data: Any) -> np.ndarray[Any, Any]:
     """The array for JSON ``data`` (flat or nested lists) of ``datatype`` and ``shape``."""
     count = element_count(name, shape)
     if not isinstance(data, list):
@@ -129,8 +125,7 @@ def array_to_json(array: np.ndarray[Any, Any], datatype: DataType) -> list[Any]:
     flat = array.reshape(-1)
     if datatype is DataType.BYTES:
         return [
-            (v if isinstance(v, bytes) else str(v).encode()).decode("utf-8", errors="replace")
-            for v in flat
+            (v if isinstance(v, bytes) else str(v).encode()).decode("utf-8", errors="replace") for v in flat
         ]
     if datatype is DataType.BF16:
         return flat.astype(np.float32).tolist()  # type: ignore[no-any-return]

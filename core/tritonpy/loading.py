@@ -84,9 +84,7 @@ class ModelLoader:
             record.versions[version] = mv
         return record
 
-    def _prepare(
-        self, mdir: ModelDir
-    ) -> tuple[ModelConfig, BackendHooks, Backend, list[int]]:
+    def _prepare(self, mdir: ModelDir) -> tuple[ModelConfig, BackendHooks, Backend, list[int]]:
         """Read the config, pick the backend and the versions to load."""
         path = mdir.path / "config.pbtxt"
         if path.exists():
@@ -114,8 +112,7 @@ class ModelLoader:
             log.warning("model '%s': version(s) %s of the version policy have no folder", mdir.name, missing)
         if not versions:
             raise TritonError.unavailable(
-                f"at least one version must be available under the version policy of model "
-                f"'{mdir.name}'"
+                f"at least one version must be available under the version policy of model '{mdir.name}'"
             )
         return config, hooks, backend, versions
 

@@ -83,7 +83,10 @@ class BackendRegistry:
                 other = self._entries[ep.name]
                 log.warning(
                     "backend '%s' is provided by both %s and %s; using %s",
-                    ep.name, other.distribution, entry.distribution, other.distribution,
+                    ep.name,
+                    other.distribution,
+                    entry.distribution,
+                    other.distribution,
                 )
                 continue
             self._entries[ep.name] = entry
@@ -140,9 +143,9 @@ class BackendRegistry:
             if entry.error is not None:
                 raise TritonError.unavailable(entry.error)
             if not entry.initialized:
-                backend = Backend(name, self._merged_settings(name), logger=logging.getLogger(
-                    f"tritonpy.backend.{name}"
-                ))
+                backend = Backend(
+                    name, self._merged_settings(name), logger=logging.getLogger(f"tritonpy.backend.{name}")
+                )
                 try:
                     call_hook(hooks, "initialize", backend=backend)
                 except TritonError as exc:

@@ -48,9 +48,7 @@ def finish_response(
     return response
 
 
-def _undo_reshape(
-    spec: ModelSpec, dims: tuple[int, ...], reshape: tuple[int, ...], tensor: Tensor
-) -> Tensor:
+def _undo_reshape(spec: ModelSpec, dims: tuple[int, ...], reshape: tuple[int, ...], tensor: Tensor) -> Tensor:
     data = tensor.data
     actual = data.shape[1:] if spec.batching else data.shape
     target = fill_variable_dims(dims, reshape, actual)

@@ -95,8 +95,7 @@ class Server:
             return self
         if self.options.model_control_mode != "none":
             raise TritonError.unsupported(
-                f"model control mode '{self.options.model_control_mode}' is not supported yet; "
-                "use 'none'"
+                f"model control mode '{self.options.model_control_mode}' is not supported yet; use 'none'"
             )
         dirs = scan_repositories(self.options.model_repository)
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="tritonpy-load") as pool:
@@ -200,9 +199,7 @@ class Server:
         if v <= 0:
             ready = [mv for mv in record.versions.values() if mv.ready]
             if not ready:
-                raise TritonError.not_found(
-                    f"Request for unknown model: '{name}' has no available versions"
-                )
+                raise TritonError.not_found(f"Request for unknown model: '{name}' has no available versions")
             return max(ready, key=lambda mv: mv.version)
         mv = record.versions.get(v)
         if mv is None:
@@ -227,9 +224,11 @@ class Server:
         mv = self.get_version(name, version)
         record = self._records[name]
         spec = mv.spec
-        versions = [str(mv.version)] if version not in (None, "", -1, 0) else [
-            str(v) for v in sorted(record.versions) if record.versions[v].ready
-        ]
+        versions = (
+            [str(mv.version)]
+            if version not in (None, "", -1, 0)
+            else [str(v) for v in sorted(record.versions) if record.versions[v].ready]
+        )
         return {
             "name": name,
             "versions": versions,

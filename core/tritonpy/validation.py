@@ -33,9 +33,7 @@ def validate_request(spec: ModelSpec, request: InferenceRequest) -> None:
     for name, tensor in inputs.items():
         ispec = spec.inputs.get(name)
         if ispec is None:
-            raise TritonError.invalid_arg(
-                f"unexpected inference input '{name}' for model '{model}'"
-            )
+            raise TritonError.invalid_arg(f"unexpected inference input '{name}' for model '{model}'")
         if tensor.datatype is not ispec.datatype:
             raise TritonError.invalid_arg(
                 f"inference input '{name}' data-type is '{tensor.datatype.value}', but model "
@@ -71,9 +69,7 @@ def validate_request(spec: ModelSpec, request: InferenceRequest) -> None:
         request.batch_size = 1
     for out in request.requested_outputs:
         if out.name not in spec.outputs:
-            raise TritonError.invalid_arg(
-                f"unexpected inference output '{out.name}' for model '{model}'"
-            )
+            raise TritonError.invalid_arg(f"unexpected inference output '{out.name}' for model '{model}'")
     _apply_reshape(spec, request)
 
 

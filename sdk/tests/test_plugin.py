@@ -64,7 +64,11 @@ def test_harness_runs_hooks_in_server_order(tmp_path: object) -> None:
         np.testing.assert_array_equal(out["OUT"], [[2, 4]])
         assert h.model.config["default_model_filename"] == "model.txt"
     assert backend.calls == [
-        "initialize", "model_initialize", "instance_initialize", "instance_finalize", "finalize"
+        "initialize",
+        "model_initialize",
+        "instance_initialize",
+        "instance_finalize",
+        "finalize",
     ]
 
 

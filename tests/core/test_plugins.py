@@ -33,9 +33,12 @@ def test_listing_imports_nothing(install_backend) -> None:  # type: ignore[no-un
 def test_broken_plugins_are_reported_and_do_not_stop_others(install_backend) -> None:  # type: ignore[no-untyped-def]
     install_backend("goodbk", dist="tp-test-good", version="1.0", code=GOOD)
     install_backend("crashbk", dist="tp-test-crash", version="0.1", code="raise RuntimeError('boom')\n")
-    install_backend("sigbk", dist="tp-test-sig", version="0.2", code=GOOD.replace(
-        "def execute(instance, requests):", "def execute(instance, requests, oops):"
-    ))
+    install_backend(
+        "sigbk",
+        dist="tp-test-sig",
+        version="0.2",
+        code=GOOD.replace("def execute(instance, requests):", "def execute(instance, requests, oops):"),
+    )
     registry = BackendRegistry()
     with pytest.raises(TritonError) as crash:
         registry.hooks("crashbk")

@@ -47,10 +47,14 @@ class AddSub:
         out = []
         for r in requests:
             a, b = r.inputs["INPUT0"].data, r.inputs["INPUT1"].data
-            out.append(InferenceResponse({
-                "OUTPUT0": Tensor.from_numpy("OUTPUT0", a + b),
-                "OUTPUT1": Tensor.from_numpy("OUTPUT1", a - b),
-            }))
+            out.append(
+                InferenceResponse(
+                    {
+                        "OUTPUT0": Tensor.from_numpy("OUTPUT0", a + b),
+                        "OUTPUT1": Tensor.from_numpy("OUTPUT1", a - b),
+                    }
+                )
+            )
         return out
 
 
@@ -101,9 +105,7 @@ def test_infer_like_tritonserver(server: tritonpy.Server) -> None:
 
 
 def test_predict_and_requested_outputs(server: tritonpy.Server) -> None:
-    out = server.model("addsub").predict(
-        {"INPUT0": A, "INPUT1": B}, requested_output_names=["OUTPUT1"]
-    )
+    out = server.model("addsub").predict({"INPUT0": A, "INPUT1": B}, requested_output_names=["OUTPUT1"])
     assert list(out) == ["OUTPUT1"]
     np.testing.assert_array_equal(out["OUTPUT1"], A - B)
 

@@ -18,8 +18,7 @@ CONFIG = {
     "input": [
         {"name": "A", "data_type": "TYPE_FP32", "dims": [4]},
         {"name": "B", "data_type": "TYPE_INT32", "dims": [-1, 2]},
-        {"name": "R", "data_type": "TYPE_FP32", "dims": [4], "reshape": {"shape": [2, 2]},
-         "optional": True},
+        {"name": "R", "data_type": "TYPE_FP32", "dims": [4], "reshape": {"shape": [2, 2]}, "optional": True},
     ],
     "output": [
         {"name": "Y", "data_type": "TYPE_FP32", "dims": [4], "reshape": {"shape": [2, 2]}},
@@ -52,20 +51,32 @@ def test_reshape_is_applied_before_execute() -> None:
 @pytest.mark.parametrize(
     ("arrays", "message"),
     [
-        ({"A": np.zeros((1, 4), np.float32)},
-         r"expected 3 inputs but got 1 inputs for model 'm'. Got input\(s\) \['A'\], but missing "
-         r"required input\(s\) \['B'\]"),
+        (
+            {"A": np.zeros((1, 4), np.float32)},
+            r"expected 3 inputs but got 1 inputs for model 'm'. Got input\(s\) \['A'\], but missing "
+            r"required input\(s\) \['B'\]",
+        ),
         ({**_ok(), "C": np.zeros((3, 1), np.float32)}, "unexpected inference input 'C' for model 'm'"),
-        ({**_ok(), "A": np.zeros((3, 4), np.float64)},
-         "inference input 'A' data-type is 'FP64', but model 'm' expects 'FP32'"),
-        ({**_ok(), "A": np.zeros((3, 5), np.float32)},
-         r"unexpected shape for input 'A' for model 'm'. Expected \[-1,4\], got \[3,5\]"),
-        ({"A": np.zeros((3, 4), np.float32), "B": np.zeros((2, 5, 2), np.int32)},
-         "input 'B' batch size does not match other inputs for 'm'"),
-        ({"A": np.zeros((9, 4), np.float32), "B": np.zeros((9, 1, 2), np.int32)},
-         "inference request batch-size must be <= 8 for 'm'"),
-        ({"A": np.zeros(4, np.float32), "B": np.zeros((1, 1, 2), np.int32)},
-         r"Expected \[-1,4\], got \[\]|Expected \[-1,4\], got \[4\]"),
+        (
+            {**_ok(), "A": np.zeros((3, 4), np.float64)},
+            "inference input 'A' data-type is 'FP64', but model 'm' expects 'FP32'",
+        ),
+        (
+            {**_ok(), "A": np.zeros((3, 5), np.float32)},
+            r"unexpected shape for input 'A' for model 'm'. Expected \[-1,4\], got \[3,5\]",
+        ),
+        (
+            {"A": np.zeros((3, 4), np.float32), "B": np.zeros((2, 5, 2), np.int32)},
+            "input 'B' batch size does not match other inputs for 'm'",
+        ),
+        (
+            {"A": np.zeros((9, 4), np.float32), "B": np.zeros((9, 1, 2), np.int32)},
+            "inference request batch-size must be <= 8 for 'm'",
+        ),
+        (
+            {"A": np.zeros(4, np.float32), "B": np.zeros((1, 1, 2), np.int32)},
+            r"Expected \[-1,4\], got \[\]|Expected \[-1,4\], got \[4\]",
+        ),
     ],
 )
 def test_invalid_requests(arrays: dict, message: str) -> None:
@@ -91,10 +102,12 @@ def test_non_batching_model_takes_full_shape() -> None:
 def test_finish_response_filters_and_undoes_output_reshape() -> None:
     req = _req(**_ok())
     req.requested_outputs = [RequestedOutput("Y")]
-    resp = InferenceResponse({
-        "Y": Tensor.from_numpy("Y", np.zeros((3, 2, 2), np.float32)),
-        "Z": Tensor.from_numpy("Z", np.zeros((3, 3), np.float32)),
-    })
+    resp = InferenceResponse(
+        {
+            "Y": Tensor.from_numpy("Y", np.zeros((3, 2, 2), np.float32)),
+            "Z": Tensor.from_numpy("Z", np.zeros((3, 3), np.float32)),
+        }
+    )
     out = finish_response(SPEC, {}, req, resp)
     assert list(out.outputs) == ["Y"]
     assert out.outputs["Y"].shape == (3, 4)

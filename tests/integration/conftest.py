@@ -38,14 +38,25 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"127.0.0.1:{self.port}"
         self.log = log
-        cmd = [sys.executable, "-m", "tritonpy", "serve", "--http-address", "127.0.0.1",
-               "--http-port", str(self.port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tritonpy",
+            "serve",
+            "--http-address",
+            "127.0.0.1",
+            "--http-port",
+            str(self.port),
+        ]
         for repo in repos:
             cmd += ["--model-repository", str(repo)]
         cmd += list(flags)
         self._out = open(log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+            cmd,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
         )
         if wait_ready:
             self.wait_live()

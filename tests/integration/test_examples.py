@@ -19,7 +19,9 @@ def test_example_repository_and_client(server_factory) -> None:  # type: ignore[
         assert f"| {model}" in server.output()
     run = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "client_example.py"), server.url],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 0, run.stderr
     assert "server ready: True" in run.stdout

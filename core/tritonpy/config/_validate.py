@@ -50,8 +50,7 @@ def _check_tensors(where: str, kind: str, tensors: Iterable[object]) -> None:
         for i, d in enumerate(dims):
             if d != -1 and d <= 0:
                 raise ConfigError(
-                    f"{where}: dimension {i} of {kind} '{name}' must be -1 (variable) or "
-                    f"positive, got {d}"
+                    f"{where}: dimension {i} of {kind} '{name}' must be -1 (variable) or positive, got {d}"
                 )
         if tensor.HasField("reshape"):  # type: ignore[attr-defined]
             _check_reshape(where, kind, name, dims, tensor.reshape.shape)  # type: ignore[attr-defined]
@@ -98,9 +97,7 @@ def _check_version_policy(where: str, config: ModelConfig) -> None:
     if policy.WhichOneof("policy_choice") == "specific":
         for v in policy.specific.versions:
             if v <= 0:
-                raise ConfigError(
-                    f"{where}: version_policy specific lists version {v}; versions are >= 1"
-                )
+                raise ConfigError(f"{where}: version_policy specific lists version {v}; versions are >= 1")
         if len(policy.specific.versions) == 0:
             raise ConfigError(f"{where}: version_policy specific must list at least one version")
 
@@ -109,9 +106,7 @@ def _check_dynamic_batching(where: str, config: ModelConfig) -> None:
     if config.WhichOneof("scheduling_choice") != "dynamic_batching":
         return
     if config.max_batch_size == 0:
-        raise ConfigError(
-            f"{where}: dynamic_batching needs 'max_batch_size' > 0 (the model does not batch)"
-        )
+        raise ConfigError(f"{where}: dynamic_batching needs 'max_batch_size' > 0 (the model does not batch)")
     for size in config.dynamic_batching.preferred_batch_size:
         if size < 1 or size > config.max_batch_size:
             raise ConfigError(

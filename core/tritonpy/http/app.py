@@ -114,7 +114,9 @@ class HttpFrontend:
         view = memoryview(body)
         binary_output, binary_flags = False, dict[str, bool]()
         if header_length is None:
-            core_request, binary_output, binary_flags = decode_request(model, version, view, view[len(view):])
+            core_request, binary_output, binary_flags = decode_request(
+                model, version, view, view[len(view) :]
+            )
         else:
             try:
                 n = int(header_length)

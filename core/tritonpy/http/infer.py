@@ -111,9 +111,7 @@ def decode_request(
             raise _bad(f"input '{name}' has neither 'data' nor a 'binary_data_size' parameter")
         inputs[name] = Tensor(name, array, datatype)
     if offset != len(binary):
-        raise _bad(
-            f"the request has {len(binary) - offset} bytes of binary data that no input claims"
-        )
+        raise _bad(f"the request has {len(binary) - offset} bytes of binary data that no input claims")
     outputs: list[RequestedOutput] = []
     binary_flags: dict[str, bool] = {}
     outputs_doc = doc.get("outputs", [])

@@ -29,9 +29,7 @@ class DefaultScheduler:
         self._queue: queue.SimpleQueue[Job | object] = queue.SimpleQueue()
         self._runner = runner
         self._threads = [
-            threading.Thread(
-                target=self._work, args=(inst,), name=f"tritonpy-{inst.name}", daemon=True
-            )
+            threading.Thread(target=self._work, args=(inst,), name=f"tritonpy-{inst.name}", daemon=True)
             for inst in instances
         ]
         self._open = False

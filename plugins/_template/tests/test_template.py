@@ -17,10 +17,12 @@ def _model(tmp_path: Path, text: str) -> Path:
 
 def test_scales_numbers_and_passes_bytes(tmp_path: Path) -> None:
     with BackendHarness(backend, _model(tmp_path, '{"scale": 3}'), config=CONFIG) as h:
-        out = h.infer({
-            "INPUT0": np.array([[1, 2]], np.float32),
-            "INPUT1": np.array([[b"x"]], dtype=object),
-        })
+        out = h.infer(
+            {
+                "INPUT0": np.array([[1, 2]], np.float32),
+                "INPUT1": np.array([[b"x"]], dtype=object),
+            }
+        )
     np.testing.assert_array_equal(out["OUTPUT0"], [[3, 6]])
     assert out["OUTPUT0"].dtype == np.float32
     assert out["OUTPUT1"].tolist() == [[b"x"]]

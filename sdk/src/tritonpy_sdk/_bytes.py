@@ -40,15 +40,12 @@ def deserialize_bytes_tensor(buffer: bytes | memoryview, count: int | None = Non
         pos += 4
         if pos + size > n:
             raise TritonError.invalid_arg(
-                f"BYTES data is truncated: element {len(items)} declares {size} bytes, "
-                f"{n - pos} remain"
+                f"BYTES data is truncated: element {len(items)} declares {size} bytes, {n - pos} remain"
             )
         items.append(bytes(view[pos : pos + size]))
         pos += size
     if count is not None and len(items) != count:
-        raise TritonError.invalid_arg(
-            f"BYTES data holds {len(items)} elements, expected {count}"
-        )
+        raise TritonError.invalid_arg(f"BYTES data holds {len(items)} elements, expected {count}")
     out = np.empty(len(items), dtype=np.object_)
     out[:] = items
     return out

@@ -140,9 +140,7 @@ def instance_finalize(instance: ModelInstance) -> None:
 
 
 @hookspec(firstresult=True)
-def execute(
-    instance: ModelInstance, requests: Sequence[InferenceRequest]
-) -> Sequence[InferenceResponse]:
+def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> Sequence[InferenceResponse]:
     """Run a batch of requests on one instance; return one response per request.
 
     Called on the instance's worker thread, never concurrently for the same

@@ -129,17 +129,12 @@ class BackendHarness:
             raise RuntimeError("BackendHarness.start() (or `with`) first")
         responses = list(self.hooks.execute(self.instance, requests))
         if len(responses) != len(requests):
-            raise AssertionError(
-                f"execute returned {len(responses)} responses for {len(requests)} requests"
-            )
+            raise AssertionError(f"execute returned {len(responses)} responses for {len(requests)} requests")
         return responses
 
-    def infer(
-        self, inputs: Mapping[str, Any], **kwargs: Any
-    ) -> dict[str, np.ndarray[Any, Any]]:
+    def infer(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """One request in, its outputs out as numpy arrays; raises its error."""
         (response,) = self.execute([self.request(inputs, **kwargs)])
         if response.error is not None:
             raise response.error
         return {name: t.data for name, t in response.outputs.items()}
-

@@ -114,9 +114,7 @@ def _merge(
 
 
 def _check_dims(model: str, kind: str, name: str, configured: list[int], graph: list[int]) -> None:
-    compatible = len(configured) == len(graph) and all(
-        c == g or g == -1 for c, g in zip(configured, graph)
-    )
+    compatible = len(configured) == len(graph) and all(c == g or g == -1 for c, g in zip(configured, graph))
     if not compatible:
         raise TritonError.invalid_arg(
             f"unable to load model '{model}': {kind} '{name}' has shape {graph} in the model "

@@ -29,9 +29,7 @@ def _int_param(params: dict[str, str], key: str) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise TritonError.invalid_arg(
-            f"model parameter '{key}' must be an integer, got '{value}'"
-        ) from None
+        raise TritonError.invalid_arg(f"model parameter '{key}' must be an integer, got '{value}'") from None
 
 
 def _bool_param(params: dict[str, str], key: str) -> bool | None:
@@ -186,8 +184,9 @@ class InstanceSession:
 
 def _to_str(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     out = np.empty(array.shape, dtype=object)
-    out.reshape(-1)[:] = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v)
-                          for v in array.reshape(-1)]
+    out.reshape(-1)[:] = [
+        v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v) for v in array.reshape(-1)
+    ]
     return out
 
 
