@@ -7,7 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../core"
 PROTOS=(tritonpy/config/model_config.proto)
+SERVICES=(tritonpy/grpc/grpc_service.proto tritonpy/grpc/health.proto)
 python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. "${PROTOS[@]}"
+python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. "${SERVICES[@]}"
+PROTOS+=("${SERVICES[@]}")
 for proto in "${PROTOS[@]}"; do
   module="${proto%.proto}_pb2.py"
   sed -i \

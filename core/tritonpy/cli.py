@@ -66,6 +66,29 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(serve, "--allow-http", "enable the HTTP front end (default true)", default=True)
     serve.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
     serve.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
+    _flag(serve, "--allow-grpc", "enable the gRPC front end (default true)", default=True)
+    serve.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
+    serve.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
+    _flag(serve, "--grpc-use-ssl", "serve gRPC over TLS (needs --grpc-server-cert/-key)", default=False)
+    _flag(
+        serve, "--grpc-use-ssl-mutual", "require client certificates (needs --grpc-root-cert)", default=False
+    )
+    serve.add_argument("--grpc-server-cert", default="", help="PEM server certificate for gRPC TLS")
+    serve.add_argument("--grpc-server-key", default="", help="PEM server key for gRPC TLS")
+    serve.add_argument("--grpc-root-cert", default="", help="PEM CA certificate for client certificates")
+    serve.add_argument(
+        "--grpc-keepalive-time", type=int, default=7_200_000, help="ms between keepalive pings"
+    )
+    serve.add_argument("--grpc-keepalive-timeout", type=int, default=20_000, help="ms to wait for a ping ack")
+    _flag(
+        serve, "--grpc-keepalive-permit-without-calls", "allow keepalive pings without calls", default=False
+    )
+    serve.add_argument("--grpc-http2-max-pings-without-data", type=int, default=2, help="pings without data")
+    serve.add_argument(
+        "--grpc-http2-min-recv-ping-interval-without-data", type=int, default=300_000, help="ms between pings"
+    )
+    serve.add_argument("--grpc-http2-max-ping-strikes", type=int, default=2, help="bad pings tolerated")
+    serve.add_argument("--grpc-max-message-size", type=int, default=2**31 - 1, help="largest gRPC message")
     serve.add_argument(
         "--http-max-input-size",
         type=int,
@@ -125,6 +148,21 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         http_address=args.http_address,
         http_port=args.http_port,
         http_max_input_size=args.http_max_input_size,
+        allow_grpc=args.allow_grpc,
+        grpc_address=args.grpc_address,
+        grpc_port=args.grpc_port,
+        grpc_use_ssl=args.grpc_use_ssl,
+        grpc_use_ssl_mutual=args.grpc_use_ssl_mutual,
+        grpc_server_cert=args.grpc_server_cert,
+        grpc_server_key=args.grpc_server_key,
+        grpc_root_cert=args.grpc_root_cert,
+        grpc_keepalive_time=args.grpc_keepalive_time,
+        grpc_keepalive_timeout=args.grpc_keepalive_timeout,
+        grpc_keepalive_permit_without_calls=args.grpc_keepalive_permit_without_calls,
+        grpc_http2_max_pings_without_data=args.grpc_http2_max_pings_without_data,
+        grpc_http2_min_recv_ping_interval_without_data=args.grpc_http2_min_recv_ping_interval_without_data,
+        grpc_http2_max_ping_strikes=args.grpc_http2_max_ping_strikes,
+        grpc_max_message_size=args.grpc_max_message_size,
         server_id=args.server_id,
     )
 

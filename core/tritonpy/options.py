@@ -42,3 +42,33 @@ class ServerOptions:
     http_max_input_size: int = 64 * 1024 * 1024
     #: ``--id``: the server name reported by server metadata.
     server_id: str = "tritonpy"
+    #: ``--allow-grpc``.
+    allow_grpc: bool = True
+    #: ``--grpc-address``.
+    grpc_address: str = "0.0.0.0"
+    #: ``--grpc-port``.
+    grpc_port: int = 8001
+    #: ``--grpc-use-ssl``: serve gRPC over TLS with the certificate and key below.
+    grpc_use_ssl: bool = False
+    #: ``--grpc-use-ssl-mutual``: also require client certificates signed by the root cert.
+    grpc_use_ssl_mutual: bool = False
+    #: ``--grpc-server-cert``: PEM file of the server certificate.
+    grpc_server_cert: str = ""
+    #: ``--grpc-server-key``: PEM file of the server key.
+    grpc_server_key: str = ""
+    #: ``--grpc-root-cert``: PEM file of the CA that signs client certificates (mutual TLS).
+    grpc_root_cert: str = ""
+    #: ``--grpc-keepalive-time``: ms between keepalive pings (Triton's default 7200000).
+    grpc_keepalive_time: int = 7_200_000
+    #: ``--grpc-keepalive-timeout``: ms to wait for a keepalive ack (default 20000).
+    grpc_keepalive_timeout: int = 20_000
+    #: ``--grpc-keepalive-permit-without-calls``.
+    grpc_keepalive_permit_without_calls: bool = False
+    #: ``--grpc-http2-max-pings-without-data`` (default 2).
+    grpc_http2_max_pings_without_data: int = 2
+    #: ``--grpc-http2-min-recv-ping-interval-without-data``: ms (default 300000).
+    grpc_http2_min_recv_ping_interval_without_data: int = 300_000
+    #: ``--grpc-http2-max-ping-strikes`` (default 2).
+    grpc_http2_max_ping_strikes: int = 2
+    #: ``--grpc-max-message-size``: largest gRPC message in bytes either way (default 2 GiB - 1).
+    grpc_max_message_size: int = 2**31 - 1

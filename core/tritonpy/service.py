@@ -78,59 +78,81 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     """Start ``server``, serve until a signal, shut down cleanly. Returns the exit code."""
     options = server.options
     loop = asyncio.get_running_loop()
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    async def give_up(text: str) -> int:
+        say(f"error: {text}")
+        await loop.run_in_executor(None, server.stop)
+        return 1
+
     await loop.run_in_executor(None, server.start)
-    print(model_table(server), file=out, flush=True)
+    say(model_table(server))
     failed = server.failed_models()
     if failed and options.exit_on_error:
-        print(
-            "error: model(s) failed to load and --exit-on-error is set: "
-            + ", ".join(sorted({name for name, _, _ in failed})),
-            file=out,
-            flush=True,
-        )
-        await loop.run_in_executor(None, server.stop)
-        return 1
-    if not options.allow_http:
-        print("error: no front end enabled (--allow-http=false)", file=out, flush=True)
-        await loop.run_in_executor(None, server.stop)
-        return 1
-    from .http import create_app  # the front end imports starlette: only when serving
+        names = ", ".join(sorted({name for name, _, _ in failed}))
+        return await give_up(f"model(s) failed to load and --exit-on-error is set: {names}")
+    if not options.allow_http and not options.allow_grpc:
+        return await give_up("no front end enabled (--allow-http=false and --allow-grpc=false)")
 
-    config = uvicorn.Config(
-        create_app(server),
-        host=options.http_address,
-        port=options.http_port,
-        log_level="warning" if options.log_verbose == 0 else "info",
-        access_log=options.log_verbose > 0,
-        timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
-        lifespan="off",
-    )
-    try:
-        sock = _listen(options.http_address, options.http_port)
-    except OSError as exc:
-        print(
-            f"error: failed to start HTTP service at {options.http_address}:{options.http_port}: "
-            f"{exc.strerror or exc}",
-            file=out,
-            flush=True,
+    # Bind everything before serving anything, so a busy port is one clear line.
+    grpc_server = None
+    if options.allow_grpc:
+        from .grpc import create_grpc_server  # imports grpc: only when serving it
+
+        where = f"{options.grpc_address}:{options.grpc_port}"
+        try:
+            grpc_server, _ = create_grpc_server(server)
+        except (OSError, ValueError) as exc:
+            return await give_up(f"failed to start GRPC service at {where}: {exc}")
+    http = serving = None
+    if options.allow_http:
+        from .http import create_app  # imports starlette: only when serving it
+
+        try:
+            sock = _listen(options.http_address, options.http_port)
+        except OSError as exc:
+            if grpc_server is not None:
+                await grpc_server.stop(None)
+            where = f"{options.http_address}:{options.http_port}"
+            return await give_up(f"failed to start HTTP service at {where}: {exc.strerror or exc}")
+        config = uvicorn.Config(
+            create_app(server),
+            log_level="warning" if options.log_verbose == 0 else "info",
+            access_log=options.log_verbose > 0,
+            timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
+            lifespan="off",
         )
-        await loop.run_in_executor(None, server.stop)
-        return 1
-    http = _FrontendServer(config)
+        http = _FrontendServer(config)
+
     stop = asyncio.Event()
     _on_signals(loop, stop)
-    serving = asyncio.create_task(http.serve(sockets=[sock]))
-    while not http.started and not serving.done():
-        await asyncio.sleep(0.01)
-    print(f"Started HTTPService at {options.http_address}:{options.http_port}", file=out, flush=True)
-    stopping = asyncio.create_task(stop.wait())
-    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    waiting: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait())}
+    if grpc_server is not None:
+        await grpc_server.start()
+        say(f"Started GRPCInferenceService at {options.grpc_address}:{options.grpc_port}")
+        waiting.add(asyncio.create_task(grpc_server.wait_for_termination()))
+    if http is not None:
+        serving = asyncio.create_task(http.serve(sockets=[sock]))
+        while not http.started and not serving.done():
+            await asyncio.sleep(0.01)
+        say(f"Started HTTPService at {options.http_address}:{options.http_port}")
+        waiting.add(serving)
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+
     log.info("shutting down: draining in-flight requests")
-    http.should_exit = True  # uvicorn stops accepting, then waits for open requests
-    await serving
-    stopping.cancel()
+    draining = []
+    if http is not None and serving is not None:
+        http.should_exit = True  # uvicorn stops accepting, then waits for open requests
+        draining.append(serving)
+    if grpc_server is not None:
+        draining.append(asyncio.ensure_future(grpc_server.stop(options.exit_timeout_secs)))
+    await asyncio.gather(*draining, return_exceptions=True)
+    for task in waiting:
+        task.cancel()
     await loop.run_in_executor(None, server.stop)
-    print("Server stopped", file=out, flush=True)
+    say("Server stopped")
     return 0
 
 

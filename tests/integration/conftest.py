@@ -37,6 +37,8 @@ class ServerProcess:
     ) -> None:
         self.port = free_port()
         self.url = f"127.0.0.1:{self.port}"
+        self.grpc_port = free_port()
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"
         self.log = log
         cmd = [
             sys.executable,
@@ -47,6 +49,10 @@ class ServerProcess:
             "127.0.0.1",
             "--http-port",
             str(self.port),
+            "--grpc-address",
+            "127.0.0.1",
+            "--grpc-port",
+            str(self.grpc_port),
         ]
         for repo in repos:
             cmd += ["--model-repository", str(repo)]
@@ -65,6 +71,16 @@ class ServerProcess:
         if not self._out.closed:
             self._out.flush()
         return self.log.read_text()
+
+    def wait_for_output(self, text: str, timeout: float = 10.0) -> str:
+        """The server's output once it contains ``text`` (it is printed asynchronously)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.output()
+            if text in out:
+                return out
+            time.sleep(0.02)
+        raise AssertionError(f"{text!r} never appeared in the server output:\n{self.output()}")
 
     def wait_live(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout

@@ -115,6 +115,7 @@ def test_exit_on_error_is_the_default(tmp_path: Path, slow_env: dict[str, str]) 
             "0",
             "--http-address",
             "127.0.0.1",
+            "--allow-grpc=false",
         ],
         capture_output=True,
         text=True,
@@ -199,13 +200,18 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
     np.testing.assert_array_equal(out, [[3, 6, 9]])
 
 
-def test_busy_port_is_a_one_line_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("busy", ["HTTP", "GRPC"])
+def test_busy_port_is_a_one_line_error(tmp_path: Path, busy: str) -> None:
     import socket
 
-    with socket.socket() as taken:
+    with socket.socket() as taken, socket.socket() as spare:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
+        spare.bind(("127.0.0.1", 0))
+        other = spare.getsockname()[1]
+        spare.close()
+        http, grpc = (port, other) if busy == "HTTP" else (other, port)
         proc = subprocess.run(
             [
                 sys.executable,
@@ -214,15 +220,19 @@ def test_busy_port_is_a_one_line_error(tmp_path: Path) -> None:
                 "serve",
                 "--model-repository",
                 str(tmp_path),
-                "--http-port",
-                str(port),
                 "--http-address",
                 "127.0.0.1",
+                "--http-port",
+                str(http),
+                "--grpc-address",
+                "127.0.0.1",
+                "--grpc-port",
+                str(grpc),
             ],
             capture_output=True,
             text=True,
             timeout=60,
         )
     assert proc.returncode == 1
-    assert f"error: failed to start HTTP service at 127.0.0.1:{port}" in proc.stdout
+    assert f"error: failed to start {busy} service at 127.0.0.1:{port}" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr

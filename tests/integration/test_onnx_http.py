@@ -120,7 +120,7 @@ def _direct(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 
 def test_startup_table_lists_every_model(server) -> None:  # type: ignore[no-untyped-def]
-    out = server.output()
+    out = server.wait_for_output("Started HTTPService")
     assert "| simple" in out and "READY" in out
     assert "needs_torch" in out and "tritonpy-backend-torch" in out
     assert f"Started HTTPService at {server.url}" in out

@@ -1,0 +1,79 @@
+"""Build the grpc.aio server for a ``Server``: services, TLS and channel options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+
+from ..options import ServerOptions
+from ..server import Server
+from . import grpc_service_pb2_grpc as pb_grpc
+from . import health_pb2_grpc
+from .service import HealthServicer, InferenceServicer
+
+
+def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
+    """grpc core arguments for tritonserver's keepalive and message-size flags."""
+    return [
+        ("grpc.max_send_message_length", options.grpc_max_message_size),
+        ("grpc.max_receive_message_length", options.grpc_max_message_size),
+        ("grpc.keepalive_time_ms", options.grpc_keepalive_time),
+        ("grpc.keepalive_timeout_ms", options.grpc_keepalive_timeout),
+        ("grpc.keepalive_permit_without_calls", int(options.grpc_keepalive_permit_without_calls)),
+        ("grpc.http2.max_pings_without_data", options.grpc_http2_max_pings_without_data),
+        (
+            "grpc.http2.min_recv_ping_interval_without_data_ms",
+            options.grpc_http2_min_recv_ping_interval_without_data,
+        ),
+        ("grpc.http2.max_ping_strikes", options.grpc_http2_max_ping_strikes),
+        ("grpc.so_reuseport", 0),  # a busy port must fail, not be shared silently
+    ]
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} '{path}': {exc.strerror or exc}") from None
+
+
+def credentials(options: ServerOptions) -> grpc.ServerCredentials | None:
+    """TLS credentials from ``--grpc-use-ssl`` and friends, or None for plaintext."""
+    if not options.grpc_use_ssl and not options.grpc_use_ssl_mutual:
+        return None
+    if not options.grpc_server_cert or not options.grpc_server_key:
+        raise ValueError("--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key")
+    pair = (
+        _read(options.grpc_server_key, "--grpc-server-key"),
+        _read(options.grpc_server_cert, "--grpc-server-cert"),
+    )
+    root = _read(options.grpc_root_cert, "--grpc-root-cert") if options.grpc_root_cert else None
+    if options.grpc_use_ssl_mutual and root is None:
+        raise ValueError("--grpc-use-ssl-mutual needs --grpc-root-cert")
+    return grpc.ssl_server_credentials(
+        [pair], root_certificates=root, require_client_auth=options.grpc_use_ssl_mutual
+    )
+
+
+def create_grpc_server(server: Server) -> tuple[grpc.aio.Server, int]:
+    """A grpc.aio server bound to ``--grpc-address``/``--grpc-port`` (not started).
+
+    Returns the server and the bound port. Raises ValueError for bad TLS
+    settings and OSError when the port cannot be bound.
+    """
+    options = server.options
+    aio = grpc.aio.server(options=channel_options(options))
+    pb_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(server), aio)  # type: ignore[no-untyped-call]
+    health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(server), aio)  # type: ignore[no-untyped-call]
+    address = f"{options.grpc_address}:{options.grpc_port}"
+    if ":" in options.grpc_address:
+        address = f"[{options.grpc_address}]:{options.grpc_port}"
+    creds = credentials(options)
+    try:
+        port = aio.add_secure_port(address, creds) if creds else aio.add_insecure_port(address)
+    except RuntimeError as exc:  # grpc reports a failed bind this way
+        raise OSError(f"failed to bind {address}: {exc}") from None
+    if port == 0:
+        raise OSError(f"failed to bind {address}")
+    return aio, port

@@ -1,0 +1,249 @@
+"""``inference.GRPCInferenceService`` over a ``Server``, on grpc.aio.
+
+Handlers only translate between protobuf messages and the server's API; a
+TritonError becomes the gRPC status Triton uses for its code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from tritonpy_sdk import TritonError
+
+from ..server import Server
+from . import grpc_service_pb2 as pb
+from . import grpc_service_pb2_grpc as pb_grpc
+from . import health_pb2, health_pb2_grpc
+from .errors import status_of
+from .tensors import parameters_from_proto, request_from_proto, response_to_proto
+
+log = logging.getLogger("tritonpy.grpc")
+
+Msg = TypeVar("Msg")
+Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+def _unary(handler: Handler) -> Handler:
+    """Answer a TritonError with its status; log and answer INTERNAL for anything else."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await handler(self, request, context)
+        except TritonError as exc:
+            await context.abort(status_of(exc.code), exc.message)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:  # a bug must not take the server down; say what failed
+            log.exception("unhandled error in %s", handler.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+    return wrapper
+
+
+def _version(text: str) -> str | None:
+    return text or None
+
+
+class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
+    """Every RPC of the protocol; the ones not built yet answer UNIMPLEMENTED clearly."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    # -- health and metadata ----------------------------------------------------------
+
+    @_unary
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=self.server.live())
+
+    @_unary
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: Any) -> pb.ServerReadyResponse:
+        return pb.ServerReadyResponse(ready=self.server.ready())
+
+    @_unary
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
+        return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, _version(request.version)))
+
+    @_unary
+    async def ServerMetadata(
+        self, request: pb.ServerMetadataRequest, context: Any
+    ) -> pb.ServerMetadataResponse:
+        meta = self.server.metadata()
+        return pb.ServerMetadataResponse(
+            name=meta["name"], version=meta["version"], extensions=meta["extensions"]
+        )
+
+    @_unary
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
+        meta = self.server.model_metadata(request.name, _version(request.version))
+        response = pb.ModelMetadataResponse(
+            name=meta["name"], versions=meta["versions"], platform=meta["platform"]
+        )
+        for key, target in (("inputs", response.inputs), ("outputs", response.outputs)):
+            for t in meta[key]:
+                target.add(name=t["name"], datatype=t["datatype"], shape=t["shape"])
+        return response
+
+    @_unary
+    async def ModelConfig(self, request: pb.ModelConfigRequest, context: Any) -> pb.ModelConfigResponse:
+        version = self.server.get_version(request.name, _version(request.version))
+        response = pb.ModelConfigResponse()
+        response.config.CopyFrom(version.config)
+        return response
+
+    # -- repository ---------------------------------------------------------------------
+
+    @_unary
+    async def RepositoryIndex(
+        self, request: pb.RepositoryIndexRequest, context: Any
+    ) -> pb.RepositoryIndexResponse:
+        response = pb.RepositoryIndexResponse()
+        for entry in self.server.repository_index(ready=request.ready):
+            response.models.add(
+                name=entry["name"],
+                version=entry.get("version", ""),
+                state=entry["state"],
+                reason=entry.get("reason", ""),
+            )
+        return response
+
+    @_unary
+    async def RepositoryModelLoad(
+        self, request: pb.RepositoryModelLoadRequest, context: Any
+    ) -> pb.RepositoryModelLoadResponse:
+        self.server.load_model(request.model_name)
+        return pb.RepositoryModelLoadResponse()
+
+    @_unary
+    async def RepositoryModelUnload(
+        self, request: pb.RepositoryModelUnloadRequest, context: Any
+    ) -> pb.RepositoryModelUnloadResponse:
+        self.server.unload_model(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
+
+    # -- inference ---------------------------------------------------------------------
+
+    @_unary
+    async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
+        core_request = request_from_proto(request)
+        response = await self.server.infer_async(core_request)
+        return response_to_proto(response)
+
+    async def ModelStreamInfer(
+        self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        """Each request gets its response(s) in order of completion.
+
+        Errors go into the stream as ``error_message``, or end the stream with
+        their status when the client sent the ``triton_grpc_error: true`` header.
+        """
+        metadata = dict(context.invocation_metadata() or ())
+        grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
+        queue: asyncio.Queue[pb.ModelStreamInferResponse | TritonError | None] = asyncio.Queue()
+        pending: set[asyncio.Task[None]] = set()
+
+        async def one(msg: pb.ModelInferRequest) -> None:
+            try:
+                core_request = request_from_proto(msg)
+                response = await self.server.infer_async(core_request)
+                out = response_to_proto(response)
+                params = parameters_from_proto(msg.parameters)
+                if params.get("triton_enable_empty_final_response"):
+                    out.parameters["triton_final_response"].bool_param = True
+                await queue.put(pb.ModelStreamInferResponse(infer_response=out))
+            except TritonError as exc:
+                if grpc_errors:
+                    await queue.put(exc)
+                else:
+                    failed = pb.ModelInferResponse(
+                        model_name=msg.model_name, model_version=msg.model_version, id=msg.id
+                    )
+                    await queue.put(
+                        pb.ModelStreamInferResponse(error_message=exc.message, infer_response=failed)
+                    )
+            except Exception as exc:  # never leave the stream hanging on a bug
+                log.exception("stream request failed")
+                await queue.put(pb.ModelStreamInferResponse(error_message=f"internal error: {exc}"))
+
+        async def read() -> None:
+            try:
+                async for msg in request_iterator:
+                    task = asyncio.create_task(one(msg))
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+                if pending:
+                    await asyncio.gather(*list(pending))
+            finally:
+                await queue.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    break
+                if isinstance(item, TritonError):
+                    await context.abort(status_of(item.code), item.message)
+                else:
+                    yield item
+        finally:
+            reader.cancel()
+            for task in list(pending):
+                task.cancel()
+
+    # -- extensions not built yet --------------------------------------------------------
+
+    async def _unimplemented(self, what: str, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{what} is not supported by this server yet")
+
+    async def ModelStatistics(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("the statistics extension", context)
+
+    async def SystemSharedMemoryStatus(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("system shared memory", context)
+
+    async def SystemSharedMemoryRegister(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("system shared memory", context)
+
+    async def SystemSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("system shared memory", context)
+
+    async def CudaSharedMemoryStatus(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("CUDA shared memory", context)
+
+    async def CudaSharedMemoryRegister(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("CUDA shared memory", context)
+
+    async def CudaSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("CUDA shared memory", context)
+
+    async def TraceSetting(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("the trace extension", context)
+
+    async def LogSettings(self, request: Any, context: Any) -> Any:
+        return await self._unimplemented("the logging extension", context)
+
+
+class HealthServicer(health_pb2_grpc.HealthServicer):
+    """grpc.health.v1: SERVING while the server is ready (service "" or the inference service)."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+    ) -> health_pb2.HealthCheckResponse:
+        if request.service not in ("", "inference.GRPCInferenceService"):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service '{request.service}'")
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if self.server.ready()
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        return health_pb2.HealthCheckResponse(status=status)

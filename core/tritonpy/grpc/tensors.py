@@ -1,0 +1,143 @@
+"""ModelInferRequest / ModelInferResponse to and from the core's types.
+
+Inputs come from ``raw_input_contents`` (a numpy view of the message's bytes)
+or from typed ``contents``; outputs go out as ``raw_output_contents``, as
+Triton sends them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from tritonpy_sdk import (
+    DataType,
+    InferenceRequest,
+    InferenceResponse,
+    ParameterValue,
+    RequestedOutput,
+    Tensor,
+    TritonError,
+)
+
+from ..codec import array_from_buffer, array_to_buffer, element_count
+from . import grpc_service_pb2 as pb
+
+#: The typed ``contents`` field of each data type (FP16 and BF16 have none: raw only).
+CONTENTS_FIELD = {
+    DataType.BOOL: "bool_contents",
+    DataType.INT8: "int_contents",
+    DataType.INT16: "int_contents",
+    DataType.INT32: "int_contents",
+    DataType.INT64: "int64_contents",
+    DataType.UINT8: "uint_contents",
+    DataType.UINT16: "uint_contents",
+    DataType.UINT32: "uint_contents",
+    DataType.UINT64: "uint64_contents",
+    DataType.FP32: "fp32_contents",
+    DataType.FP64: "fp64_contents",
+    DataType.BYTES: "bytes_contents",
+}
+
+
+def parameters_from_proto(params: Mapping[str, pb.InferParameter]) -> dict[str, ParameterValue]:
+    out: dict[str, ParameterValue] = {}
+    for key, param in params.items():
+        which = param.WhichOneof("parameter_choice")
+        if which is not None:
+            out[key] = getattr(param, which)
+    return out
+
+
+def parameters_to_proto(values: Mapping[str, ParameterValue], target: Any) -> None:
+    for key, value in values.items():
+        param = target[key]
+        if isinstance(value, bool):
+            param.bool_param = value
+        elif isinstance(value, int):
+            param.int64_param = value
+        elif isinstance(value, float):
+            param.double_param = value
+        else:
+            param.string_param = str(value)
+
+
+def _datatype(name: str, text: str) -> DataType:
+    try:
+        return DataType.from_protocol(text)
+    except ValueError:
+        raise TritonError.invalid_arg(f"invalid datatype '{text}' for input '{name}'") from None
+
+
+def _from_contents(name: str, datatype: DataType, shape: list[int], contents: pb.InferTensorContents) -> Any:
+    field = CONTENTS_FIELD.get(datatype)
+    if field is None:
+        raise TritonError.invalid_arg(
+            f"input '{name}' of type {datatype.value} must be sent in raw_input_contents"
+        )
+    values = getattr(contents, field)
+    count = element_count(name, shape)
+    if len(values) != count:
+        raise TritonError.invalid_arg(
+            f"unexpected number of elements for input '{name}': shape {shape} needs {count}, "
+            f"'{field}' holds {len(values)}"
+        )
+    if datatype is DataType.BYTES:
+        array = np.empty(count, dtype=np.object_)
+        array[:] = list(values)
+        return array.reshape(shape)
+    try:
+        return np.array(values, dtype=datatype.numpy_dtype).reshape(shape)
+    except OverflowError:
+        raise TritonError.invalid_arg(f"a value of input '{name}' does not fit {datatype.value}") from None
+
+
+def request_from_proto(msg: pb.ModelInferRequest) -> InferenceRequest:
+    """The core request for a ModelInferRequest (raises TritonError INVALID_ARG)."""
+    raw = msg.raw_input_contents
+    if raw and len(raw) != len(msg.inputs):
+        raise TritonError.invalid_arg(
+            f"expected {len(msg.inputs)} raw_input_contents (one per input), got {len(raw)}"
+        )
+    inputs: dict[str, Tensor] = {}
+    for i, entry in enumerate(msg.inputs):
+        name = entry.name
+        if name in inputs:
+            raise TritonError.invalid_arg(f"input '{name}' is given more than once")
+        datatype = _datatype(name, entry.datatype)
+        shape = list(entry.shape)
+        if raw:
+            if entry.HasField("contents"):
+                raise TritonError.invalid_arg(
+                    f"input '{name}' has both 'contents' and raw_input_contents; send one"
+                )
+            array = array_from_buffer(name, datatype, shape, raw[i])
+        else:
+            array = _from_contents(name, datatype, shape, entry.contents)
+        inputs[name] = Tensor(name, array, datatype)
+    version = msg.model_version
+    try:
+        model_version = int(version) if version else -1
+    except ValueError:
+        raise TritonError.invalid_arg(f"invalid model version '{version}': it must be an integer") from None
+    return InferenceRequest(
+        model_name=msg.model_name,
+        model_version=model_version,
+        inputs=inputs,
+        requested_outputs=[RequestedOutput(o.name, parameters_from_proto(o.parameters)) for o in msg.outputs],
+        id=msg.id,
+        parameters=parameters_from_proto(msg.parameters),
+    )
+
+
+def response_to_proto(response: InferenceResponse) -> pb.ModelInferResponse:
+    msg = pb.ModelInferResponse(
+        model_name=response.model_name, model_version=str(response.model_version), id=response.id
+    )
+    parameters_to_proto(response.parameters, msg.parameters)
+    raw = msg.raw_output_contents
+    for name, tensor in response.outputs.items():
+        msg.outputs.add(name=name, datatype=tensor.datatype.value, shape=tensor.data.shape)
+        raw.append(bytes(array_to_buffer(tensor.data, tensor.datatype)))
+    return msg
