@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+# Test helper modules beside this file (tritonpy_testbackend) import by name.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tritonpy_testbackend import write_repos  # noqa: E402
+
 InstallBackend = Callable[..., None]
 
 
@@ -50,3 +55,9 @@ def install_backend(site: Path) -> InstallBackend:
 def backend_dist() -> Callable[..., None]:
     """``write_backend_dist`` itself, for tests that lay out their own site folder."""
     return write_backend_dist
+
+
+@pytest.fixture(scope="module")
+def test_repos(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two repository roots of models served by tritonpy_testbackend.TestBackend ("testbk")."""
+    return write_repos(tmp_path_factory.mktemp("repos"))

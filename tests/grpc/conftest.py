@@ -1,0 +1,18 @@
+"""One real gRPC server per module: Server + grpc.aio on a free loopback port, on an
+event loop in a background thread, serving the test backend's models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tritonpy_testservers import GrpcServer, start_grpc
+
+
+@pytest.fixture(scope="module")
+def grpc_server(test_repos: list[Path]) -> Iterator[GrpcServer]:
+    server, frontend = start_grpc(test_repos)
+    yield frontend
+    frontend.stop()
+    server.stop()

@@ -1,0 +1,199 @@
+"""The gRPC front end through the unmodified tritonclient.grpc."""
+
+from __future__ import annotations
+
+import queue
+from functools import partial
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+pytestmark = pytest.mark.integration
+
+NUMPY = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+}
+
+
+@pytest.fixture(scope="module")
+def client(grpc_server) -> grpcclient.InferenceServerClient:  # type: ignore[no-untyped-def]
+    return grpcclient.InferenceServerClient(grpc_server.url)
+
+
+def _inputs(a: np.ndarray, b: np.ndarray, dt: str) -> list[grpcclient.InferInput]:
+    inputs = []
+    for name, arr in (("INPUT0", a), ("INPUT1", b)):
+        inp = grpcclient.InferInput(name, list(arr.shape), dt)
+        inp.set_data_from_numpy(arr)
+        inputs.append(inp)
+    return inputs
+
+
+def test_health_metadata_config_index(client: grpcclient.InferenceServerClient) -> None:
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("addsub") and not client.is_model_ready("nope")
+    meta = client.get_server_metadata(as_json=True)
+    assert meta["name"] == "tritonpy" and "binary_tensor_data" in meta["extensions"]
+    model = client.get_model_metadata("addsub", "1", as_json=True)
+    assert model["platform"] == "testbk"
+    assert model["inputs"][0] == {"name": "INPUT0", "datatype": "INT32", "shape": ["-1", "4"]}
+    config = client.get_model_config("addsub").config
+    assert config.max_batch_size == 8 and config.input[0].dims == [4]
+    index = client.get_model_repository_index(as_json=True)["models"]
+    assert {"name": "classes", "version": "1", "state": "READY"} in index
+
+
+@pytest.mark.parametrize("dt", list(NUMPY))
+def test_numeric_dtypes_raw(client: grpcclient.InferenceServerClient, dt: str) -> None:
+    a = (
+        (np.arange(8).reshape(2, 4) % 2 == 0)
+        if dt == "BOOL"
+        else np.arange(8).reshape(2, 4).astype(NUMPY[dt])
+    )
+    b = np.zeros_like(a) if dt == "BOOL" else np.ones((2, 4), NUMPY[dt])
+    model = "addsub" if dt == "INT32" else f"addsub_{dt.lower()}"
+    got = client.infer(model, _inputs(a, b, dt)).as_numpy("OUTPUT0")
+    expected = (a | b) if dt == "BOOL" else (a + b).astype(a.dtype)
+    assert got.dtype == a.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_bytes(client: grpcclient.InferenceServerClient) -> None:
+    text = np.array([[b"a", b"", "é".encode(), b"\x00z"]], dtype=object)
+    got = client.infer("addsub_string", _inputs(text, text, "BYTES")).as_numpy("OUTPUT1")
+    assert got.tolist() == text.tolist()
+
+
+@pytest.mark.parametrize(
+    ("dt", "field", "values"),
+    [
+        ("INT32", "int_contents", [1, 2, 3, 4]),
+        ("FP32", "fp32_contents", [0.5, 1, 2, 3]),
+        ("BOOL", "bool_contents", [True, False, True, True]),
+        ("STRING", "bytes_contents", [b"a", b"b", b"", b"d"]),
+        ("INT64", "int64_contents", [1, -2, 3, 2**40]),
+        ("UINT8", "uint_contents", [0, 1, 254, 255]),
+    ],
+)
+def test_typed_contents_inputs(grpc_server, dt: str, field: str, values: list) -> None:  # type: ignore[no-untyped-def]
+    """Inputs in typed ``contents`` (what other KServe clients send) rather than raw bytes."""
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    channel = grpc.insecure_channel(grpc_server.url)
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    model = "addsub" if dt == "INT32" else f"addsub_{dt.lower()}"
+    datatype = "BYTES" if dt == "STRING" else dt
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for name in ("INPUT0", "INPUT1"):
+        entry = request.inputs.add(name=name, datatype=datatype, shape=[1, 4])
+        getattr(entry.contents, field).extend(values)
+    response = stub.ModelInfer(request)
+    assert [o.name for o in response.outputs] == ["OUTPUT0", "OUTPUT1"]
+    assert len(response.raw_output_contents) == 2
+    channel.close()
+
+
+def test_request_id_parameters_outputs_classification(client: grpcclient.InferenceServerClient) -> None:
+    a = np.arange(4, dtype=np.int32).reshape(1, 4)
+    result = client.infer(
+        "addsub",
+        _inputs(a, a, "INT32"),
+        request_id="g1",
+        parameters={"echo": "hi"},
+        outputs=[grpcclient.InferRequestedOutput("OUTPUT1")],
+    )
+    response = result.get_response(as_json=True)
+    assert response["id"] == "g1"
+    assert response["parameters"]["echo"] == {"string_param": "hi"}
+    assert [o["name"] for o in response["outputs"]] == ["OUTPUT1"]
+    x = np.array([[0.1, 0.9, 0.3, 0.2]], np.float32)
+    top = client.infer(
+        "classes",
+        _inputs(x, np.zeros_like(x), "FP32"),
+        outputs=[grpcclient.InferRequestedOutput("OUTPUT0", class_count=2)],
+    )
+    assert top.as_numpy("OUTPUT0").tolist() == [[b"0.900000:1:b", b"0.300000:2:c"]]
+
+
+def test_errors_map_to_grpc_status(client: grpcclient.InferenceServerClient) -> None:
+    a = np.zeros((1, 4), np.int32)
+    cases = [
+        (
+            lambda: client.infer("nope", _inputs(a, a, "INT32")),
+            "StatusCode.NOT_FOUND",
+            "unknown model: 'nope'",
+        ),
+        (
+            lambda: client.infer("addsub", _inputs(a.astype(np.float32), a.astype(np.float32), "FP32")),
+            "StatusCode.INVALID_ARGUMENT",
+            "data-type is 'FP32'",
+        ),
+        (lambda: client.infer("failing", _inputs(a, a, "INT32")), "StatusCode.INTERNAL", "backend blew up"),
+        (lambda: client.get_model_metadata("addsub", "9"), "StatusCode.NOT_FOUND", "version 9 is not found"),
+        (lambda: client.load_model("addsub"), "StatusCode.UNAVAILABLE", "explicit model load / unload"),
+        (
+            lambda: client.register_system_shared_memory("r", "/k", 16),
+            "StatusCode.UNIMPLEMENTED",
+            "system shared memory",
+        ),
+    ]
+    for call, status, message in cases:
+        with pytest.raises(InferenceServerException) as info:
+            call()
+        assert info.value.status() == status
+        assert message in info.value.message()
+    assert client.infer("addsub", _inputs(a, a, "INT32")).as_numpy("OUTPUT0").shape == (1, 4)
+
+
+def test_stream_infer_responses_and_errors(client: grpcclient.InferenceServerClient) -> None:
+    results: queue.Queue = queue.Queue()
+    client.start_stream(callback=partial(lambda q, result, error: q.put((result, error)), results))
+    try:
+        a = np.arange(4, dtype=np.int32).reshape(1, 4)
+        for i in range(5):
+            client.async_stream_infer("addsub", _inputs(a + i, a, "INT32"), request_id=str(i))
+        client.async_stream_infer("nope", _inputs(a, a, "INT32"), request_id="bad")
+        client.async_stream_infer(
+            "addsub", _inputs(a, a, "INT32"), request_id="final", enable_empty_final_response=True
+        )
+        got: dict[str, object] = {}
+        errors = []
+        for _ in range(7):
+            result, error = results.get(timeout=20)
+            if error is not None:
+                errors.append(error)
+            else:
+                got[result.get_response().id] = result
+    finally:
+        client.stop_stream()
+    assert sorted(got) == ["0", "1", "2", "3", "4", "final"]
+    for i in range(5):
+        np.testing.assert_array_equal(got[str(i)].as_numpy("OUTPUT0"), 2 * a + i)  # type: ignore[attr-defined]
+    final = got["final"].get_response(as_json=True)  # type: ignore[attr-defined]
+    assert final["parameters"]["triton_final_response"] == {"bool_param": True}
+    assert len(errors) == 1 and "unknown model: 'nope'" in errors[0].message()
+
+
+def test_health_service(grpc_server) -> None:  # type: ignore[no-untyped-def]
+    from tritonpy.grpc import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(grpc_server.url) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        assert stub.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as info:
+            stub.Check(health_pb2.HealthCheckRequest(service="other"))
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND

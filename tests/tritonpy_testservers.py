@@ -1,0 +1,81 @@
+"""Real front ends in-process for tests: uvicorn and grpc.aio, each on its own loop thread."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import tritonpy
+import uvicorn
+from tritonpy.grpc import create_grpc_server
+from tritonpy.http import create_app
+from tritonpy_testbackend import TestBackend
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class GrpcServer:
+    """grpc.aio serving ``server`` from its own thread and loop."""
+
+    def __init__(self, server: tritonpy.Server) -> None:
+        self.server = server
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        self.aio, self.port = asyncio.run_coroutine_threadsafe(self._create(), self.loop).result(30)
+        self.url = f"127.0.0.1:{self.port}"
+
+    async def _create(self):  # type: ignore[no-untyped-def]
+        aio, port = create_grpc_server(self.server)
+        await aio.start()
+        return aio, port
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.aio.stop(1), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+
+def start_grpc(repos: list[Path], **options: object) -> tuple[tritonpy.Server, GrpcServer]:
+    server = tritonpy.Server(
+        model_repository=repos, grpc_address="127.0.0.1", grpc_port=free_port(), **options
+    )
+    server.backends.register("testbk", TestBackend())
+    server.start()
+    return server, GrpcServer(server)
+
+
+class LiveServer:
+    def __init__(self, server: tritonpy.Server) -> None:
+        self.server = server
+        self.port = free_port()
+        self.url = f"127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(server), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+        )
+        self._uvicorn = uvicorn.Server(config)
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._uvicorn.serve()), daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://{self.url}/v2/health/live", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("HTTP server did not come up")
+
+    def stop(self) -> None:
+        self._uvicorn.should_exit = True
+        self._thread.join(10)
