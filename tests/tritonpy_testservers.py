@@ -42,6 +42,7 @@ class GrpcServer:
         asyncio.run_coroutine_threadsafe(self.aio.stop(1), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
+        self.loop.close()
 
 
 def start_grpc(repos: list[Path], **options: object) -> tuple[tritonpy.Server, GrpcServer]:
