@@ -5,8 +5,8 @@ core never imports a framework at module level."""
 from __future__ import annotations
 
 import ast
-import gc
 import email
+import gc
 import subprocess
 import sys
 import zipfile
