@@ -89,6 +89,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--grpc-http2-max-ping-strikes", type=int, default=2, help="bad pings tolerated")
     serve.add_argument("--grpc-max-message-size", type=int, default=2**31 - 1, help="largest gRPC message")
+    _flag(serve, "--allow-metrics", "serve Prometheus metrics (default true)", default=True)
+    _flag(serve, "--allow-cpu-metrics", "include CPU metrics (default true)", default=True)
+    _flag(
+        serve, "--allow-gpu-metrics", "include GPU metrics when a GPU is present (default true)", default=True
+    )
+    serve.add_argument("--metrics-port", type=int, default=8002, help="metrics port (default 8002)")
+    serve.add_argument("--metrics-address", default="", help="metrics address (default: the HTTP address)")
+    serve.add_argument("--metrics-interval-ms", type=int, default=2000, help="CPU/GPU metrics refresh (ms)")
+    serve.add_argument(
+        "--metrics-config",
+        action="append",
+        default=[],
+        help="key=value: summary_latencies, histogram_latencies, counter_latencies, ...",
+    )
     serve.add_argument(
         "--http-max-input-size",
         type=int,
@@ -163,6 +177,13 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         grpc_http2_min_recv_ping_interval_without_data=args.grpc_http2_min_recv_ping_interval_without_data,
         grpc_http2_max_ping_strikes=args.grpc_http2_max_ping_strikes,
         grpc_max_message_size=args.grpc_max_message_size,
+        allow_metrics=args.allow_metrics,
+        allow_cpu_metrics=args.allow_cpu_metrics,
+        allow_gpu_metrics=args.allow_gpu_metrics,
+        metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
+        metrics_interval_ms=args.metrics_interval_ms,
+        metrics_config=args.metrics_config,
         server_id=args.server_id,
     )
 

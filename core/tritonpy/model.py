@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from .config import ModelConfig
 from .responses import finish_response
 from .scheduler import DefaultScheduler, Job
 from .spec import ModelSpec
+from .statistics import ExecutionTimes, ModelStatistics
 from .validation import validate_request
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,7 @@ class ModelVersion:
     state: ModelState = ModelState.LOADING
     reason: str = ""
     load_seconds: float = 0.0
+    stats: ModelStatistics = field(default_factory=ModelStatistics)
     _scheduler: DefaultScheduler | None = None
 
     def start(self) -> None:
@@ -85,11 +88,19 @@ class ModelVersion:
             exc.message = f"[request id: {request.id or '<id_unknown>'}] {exc.message}"
             exc.args = (exc.message,)
             raise
-        self._scheduler.enqueue(Job(request, done))
+        self.stats.queued()
+        try:
+            self._scheduler.enqueue(Job(request, done, time.monotonic_ns()))
+        except TritonError:
+            self.stats.dequeued(1)
+            raise
 
     def run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
-        """Execute ``jobs`` on ``instance`` and answer every one of them."""
+        """Execute ``jobs`` on ``instance``, record statistics, answer every job."""
+        start = time.monotonic_ns()
+        self.stats.dequeued(len(jobs))
         requests = [j.request for j in jobs]
+        infer_start = time.monotonic_ns()
         try:
             responses = self.hooks.execute(instance, requests)
             if responses is None or len(responses) != len(requests):
@@ -98,25 +109,36 @@ class ModelVersion:
                     f"backend '{self.hooks.name}' returned {got} responses for "
                     f"{len(requests)} requests of model '{self.name}'"
                 )
-        except TritonError as exc:
-            self._fail(jobs, exc)
-            return
         except Exception as exc:  # a backend bug must not kill the worker or the server
-            log.exception("execute of model '%s' raised", self.name)
-            self._fail(jobs, TritonError.internal(f"{type(exc).__name__}: {exc}"))
-            return
-        for job, response in zip(jobs, responses):
-            try:
-                out = finish_response(self.spec, self.labels, job.request, response)
-            except TritonError as exc:
-                out = InferenceResponse.from_error(exc)
+            error = (
+                exc if isinstance(exc, TritonError) else TritonError.internal(f"{type(exc).__name__}: {exc}")
+            )
+            if not isinstance(exc, TritonError):
+                log.exception("execute of model '%s' raised", self.name)
+            infer_end = time.monotonic_ns()
+            outs = [self._error_response(job, error) for job in jobs]
+        else:
+            infer_end = time.monotonic_ns()
+            outs = []
+            for job, response in zip(jobs, responses):
+                try:
+                    outs.append(finish_response(self.spec, self.labels, job.request, response))
+                except TritonError as exc:
+                    outs.append(self._error_response(job, exc))
+        times = ExecutionTimes(start, infer_start, infer_end, time.monotonic_ns())
+        self.stats.record_execution(
+            times,
+            [j.arrival_ns for j in jobs],
+            [r.batch_size for r in requests],
+            [o.error is None for o in outs],
+        )
+        for job, out in zip(jobs, outs):
             job.done(out)
 
-    def _fail(self, jobs: Sequence[Job], error: TritonError) -> None:
-        for job in jobs:
-            resp = InferenceResponse.from_error(error)
-            resp.model_name, resp.model_version, resp.id = self.name, self.version, job.request.id
-            job.done(resp)
+    def _error_response(self, job: Job, error: TritonError) -> InferenceResponse:
+        resp = InferenceResponse.from_error(error)
+        resp.model_name, resp.model_version, resp.id = self.name, self.version, job.request.id
+        return resp
 
     def unload(self, timeout: float | None = None) -> None:
         """Stop the scheduler (queued work finishes) and finalize instances and model."""

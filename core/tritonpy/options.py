@@ -72,3 +72,17 @@ class ServerOptions:
     grpc_http2_max_ping_strikes: int = 2
     #: ``--grpc-max-message-size``: largest gRPC message in bytes either way (default 2 GiB - 1).
     grpc_max_message_size: int = 2**31 - 1
+    #: ``--allow-metrics``: serve Prometheus metrics.
+    allow_metrics: bool = True
+    #: ``--allow-cpu-metrics``.
+    allow_cpu_metrics: bool = True
+    #: ``--allow-gpu-metrics`` (only where NVML finds a GPU).
+    allow_gpu_metrics: bool = True
+    #: ``--metrics-port``.
+    metrics_port: int = 8002
+    #: ``--metrics-address``; empty means the HTTP address, as Triton does.
+    metrics_address: str = ""
+    #: ``--metrics-interval-ms``: how often CPU/GPU gauges are refreshed.
+    metrics_interval_ms: int = 2000
+    #: ``--metrics-config key=value`` settings (summary_latencies, histogram_latencies, ...).
+    metrics_config: list[str] = field(default_factory=list)

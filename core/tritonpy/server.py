@@ -47,6 +47,7 @@ log = logging.getLogger("tritonpy")
 #: Protocol extensions this server implements, as server metadata reports them.
 EXTENSIONS = (
     "classification",
+    "statistics",
     "model_repository",
     "model_configuration",
     "binary_tensor_data",
@@ -245,6 +246,31 @@ class Server:
 
     def model_config(self, name: str, version: int | str | None = None) -> dict[str, Any]:
         return self.get_version(name, version).config_dict
+
+    def model_statistics(self, name: str = "", version: int | str | None = None) -> list[dict[str, Any]]:
+        """The statistics extension: every loaded version, or those of ``name``."""
+        if name:
+            record = self._records.get(name)
+            if record is None or not record.versions:
+                raise TritonError.invalid_arg(f"requested model '{name}' is not available")
+            v = _parse_version(name, version)
+            versions = [record.versions[v]] if v > 0 and v in record.versions else []
+            if v > 0 and not versions:
+                raise TritonError.invalid_arg(f"requested model '{name}' version {v} is not available")
+            if v <= 0:
+                versions = [record.versions[k] for k in sorted(record.versions)]
+        else:
+            versions = self.loaded_versions()
+        return [{"name": mv.name, "version": str(mv.version), **mv.stats.snapshot()} for mv in versions]
+
+    def loaded_versions(self) -> list[ModelVersion]:
+        """Every loaded model version (for metrics)."""
+        return [
+            r.versions[k]
+            for n in sorted(self._records)
+            for r in [self._records[n]]
+            for k in sorted(r.versions)
+        ]
 
     def model(self, name: str, version: int = -1) -> ModelHandle:
         """A handle on model ``name`` (latest ready version when ``version`` is -1)."""

@@ -126,6 +126,29 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         )
         http = _FrontendServer(config)
 
+    metrics_frontend = None
+    if options.allow_metrics:
+        from .metrics import Metrics, MetricsConfig, create_metrics_app
+
+        address = options.metrics_address or options.http_address
+        where = f"{address}:{options.metrics_port}"
+        try:
+            metrics = Metrics(
+                server.loaded_versions(),
+                MetricsConfig.parse(options.metrics_config),
+                cpu=options.allow_cpu_metrics,
+                gpu=options.allow_gpu_metrics,
+            )
+            metrics_sock = _listen(address, options.metrics_port)
+        except (OSError, ValueError) as exc:
+            if grpc_server is not None:
+                await grpc_server.stop(None)
+            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            return await give_up(f"failed to start Metrics service at {where}: {text}")
+        metrics_frontend = _FrontendServer(
+            uvicorn.Config(create_metrics_app(metrics), log_level="warning", access_log=False, lifespan="off")
+        )
+
     stop = asyncio.Event()
     _on_signals(loop, stop)
     waiting: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait())}
@@ -139,9 +162,18 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
             await asyncio.sleep(0.01)
         say(f"Started HTTPService at {options.http_address}:{options.http_port}")
         waiting.add(serving)
+    background: list[asyncio.Task[object]] = []
+    if metrics_frontend is not None:
+        metrics_serving = asyncio.create_task(metrics_frontend.serve(sockets=[metrics_sock]))
+        while not metrics_frontend.started and not metrics_serving.done():
+            await asyncio.sleep(0.01)
+        say(f"Started Metrics Service at {where}")
+        background += [metrics_serving, asyncio.create_task(_poll(metrics, options.metrics_interval_ms))]
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
 
     log.info("shutting down: draining in-flight requests")
+    if metrics_frontend is not None:
+        metrics_frontend.should_exit = True
     draining = []
     if http is not None and serving is not None:
         http.should_exit = True  # uvicorn stops accepting, then waits for open requests
@@ -149,11 +181,19 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     if grpc_server is not None:
         draining.append(asyncio.ensure_future(grpc_server.stop(options.exit_timeout_secs)))
     await asyncio.gather(*draining, return_exceptions=True)
-    for task in waiting:
+    for task in [*waiting, *background]:
         task.cancel()
     await loop.run_in_executor(None, server.stop)
     say("Server stopped")
     return 0
+
+
+async def _poll(metrics: object, interval_ms: int) -> None:
+    """Refresh the per-interval gauges (CPU, GPU) until cancelled."""
+    poll = metrics.poll  # type: ignore[attr-defined]
+    while True:
+        await asyncio.get_running_loop().run_in_executor(None, poll)
+        await asyncio.sleep(max(interval_ms, 10) / 1000)
 
 
 def run(server: Server) -> int:

@@ -39,6 +39,8 @@ class ServerProcess:
         self.url = f"127.0.0.1:{self.port}"
         self.grpc_port = free_port()
         self.grpc_url = f"127.0.0.1:{self.grpc_port}"
+        self.metrics_port = free_port()
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.log = log
         cmd = [
             sys.executable,
@@ -53,6 +55,8 @@ class ServerProcess:
             "127.0.0.1",
             "--grpc-port",
             str(self.grpc_port),
+            "--metrics-port",
+            str(self.metrics_port),
         ]
         for repo in repos:
             cmd += ["--model-repository", str(repo)]

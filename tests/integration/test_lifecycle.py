@@ -228,6 +228,7 @@ def test_busy_port_is_a_one_line_error(tmp_path: Path, busy: str) -> None:
                 "127.0.0.1",
                 "--grpc-port",
                 str(grpc),
+                "--allow-metrics=false",
             ],
             capture_output=True,
             text=True,

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf import json_format
 from tritonpy_sdk import TritonError
 
 from ..server import Server
@@ -95,6 +96,15 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         version = self.server.get_version(request.name, _version(request.version))
         response = pb.ModelConfigResponse()
         response.config.CopyFrom(version.config)
+        return response
+
+    @_unary
+    async def ModelStatistics(
+        self, request: pb.ModelStatisticsRequest, context: Any
+    ) -> pb.ModelStatisticsResponse:
+        stats = self.server.model_statistics(request.name, _version(request.version))
+        response = pb.ModelStatisticsResponse()
+        json_format.ParseDict({"model_stats": stats}, response)
         return response
 
     # -- repository ---------------------------------------------------------------------
@@ -201,9 +211,6 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def _unimplemented(self, what: str, context: grpc.aio.ServicerContext) -> Any:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{what} is not supported by this server yet")
-
-    async def ModelStatistics(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("the statistics extension", context)
 
     async def SystemSharedMemoryStatus(self, request: Any, context: Any) -> Any:
         return await self._unimplemented("system shared memory", context)

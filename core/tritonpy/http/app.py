@@ -81,6 +81,11 @@ class HttpFrontend:
         p = request.path_params
         return _json(self.server.model_config(p["model"], p.get("version")))
 
+    async def statistics(self, request: Request) -> Response:
+        p = request.path_params
+        stats = self.server.model_statistics(p.get("model", ""), p.get("version"))
+        return _json({"model_stats": stats})
+
     async def repository_index(self, request: Request) -> Response:
         body = await self._body(request)
         ready = False
@@ -186,6 +191,7 @@ def create_app(server: Server) -> Starlette:
         Route("/v2/health/live", _guarded(f.live), methods=["GET"]),
         Route("/v2/health/ready", _guarded(f.ready), methods=["GET"]),
         Route("/v2", _guarded(f.server_metadata), methods=["GET"]),
+        Route("/v2/models/stats", _guarded(f.statistics), methods=["GET"]),
         Route("/v2/repository/index", _guarded(f.repository_index), methods=["POST"]),
         Route("/v2/repository/models/{model}/load", _guarded(f.load), methods=["POST"]),
         Route("/v2/repository/models/{model}/unload", _guarded(f.unload), methods=["POST"]),
@@ -195,6 +201,7 @@ def create_app(server: Server) -> Starlette:
             Route(prefix, _guarded(f.model_metadata), methods=["GET"]),
             Route(prefix + "/ready", _guarded(f.model_ready), methods=["GET"]),
             Route(prefix + "/config", _guarded(f.model_config), methods=["GET"]),
+            Route(prefix + "/stats", _guarded(f.statistics), methods=["GET"]),
             Route(prefix + "/infer", _guarded(f.infer), methods=["POST"]),
         ]
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})

@@ -18,6 +18,8 @@ class Job:
 
     request: InferenceRequest
     done: Callable[[InferenceResponse], None]
+    #: ``time.monotonic_ns()`` when the request reached its model's scheduler.
+    arrival_ns: int = 0
 
 
 #: Runs a batch of jobs on an instance and calls each job's ``done``.

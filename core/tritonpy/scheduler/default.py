@@ -12,7 +12,7 @@ import queue
 import threading
 from collections.abc import Sequence
 
-from tritonpy_sdk import InferenceResponse, ModelInstance, TritonError
+from tritonpy_sdk import ModelInstance, TritonError
 
 from ._job import Job, Runner
 
@@ -40,14 +40,9 @@ class DefaultScheduler:
             t.start()
 
     def enqueue(self, job: Job) -> None:
-        """Queue ``job``; if the scheduler is stopped, answer it UNAVAILABLE at once."""
+        """Queue ``job``; TritonError UNAVAILABLE once the scheduler is stopped."""
         if not self._open:
-            job.done(
-                InferenceResponse.from_error(
-                    TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
-                )
-            )
-            return
+            raise TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
         self._queue.put(job)
 
     def stop(self, timeout: float | None = None) -> None:

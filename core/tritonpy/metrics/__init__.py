@@ -1,0 +1,297 @@
+"""Prometheus metrics with Triton's names, types and labels, on their own port.
+
+Model metrics are read from the core's statistics at scrape time, so they are
+exactly what the statistics extension reports; summaries and histograms
+subscribe to each observation when ``--metrics-config`` enables them. CPU and
+GPU gauges are polled every ``--metrics-interval-ms``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from ..model import ModelVersion
+from ..statistics import LatencyWindow
+from ._config import MetricsConfig
+from ._exposition import Family, render
+from ._system import CpuSampler, Nvml
+
+__all__ = ["Metrics", "MetricsConfig", "create_metrics_app"]
+
+STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+
+_COUNTERS = (
+    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", "success"),
+    (
+        "nv_inference_count",
+        "Number of inferences performed (does not include cached requests)",
+        "inference_count",
+    ),
+    (
+        "nv_inference_exec_count",
+        "Number of model executions performed (does not include cached requests)",
+        "execution_count",
+    ),
+)
+_DURATIONS = (
+    (
+        "nv_inference_request_duration_us",
+        "Cumulative inference request duration in microseconds (includes cached requests)",
+        "request_ns",
+    ),
+    (
+        "nv_inference_queue_duration_us",
+        "Cumulative inference queuing duration in microseconds (includes cached requests)",
+        "queue_ns",
+    ),
+    (
+        "nv_inference_compute_input_duration_us",
+        "Cumulative compute input duration in microseconds (does not include cached requests)",
+        "compute_input_ns",
+    ),
+    (
+        "nv_inference_compute_infer_duration_us",
+        "Cumulative compute inference duration in microseconds (does not include cached requests)",
+        "compute_infer_ns",
+    ),
+    (
+        "nv_inference_compute_output_duration_us",
+        "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+        "compute_output_ns",
+    ),
+)
+
+
+class _Histogram:
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
+        self.count = 0
+        self.sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, value: float) -> None:
+        with self._lock:
+            self.count += 1
+            self.sum += value
+            for i, bound in enumerate(self.buckets):
+                if value <= bound:
+                    self.counts[i] += 1
+
+
+def _labels(mv: ModelVersion) -> dict[str, str]:
+    labels = {"model": mv.name, "version": str(mv.version)}
+    labels.update(dict(mv.config.metric_tags))
+    return labels
+
+
+class Metrics:
+    """The metrics of one server (no global registry: two servers, two Metrics)."""
+
+    def __init__(
+        self,
+        versions: Iterable[ModelVersion],
+        config: MetricsConfig | None = None,
+        cpu: bool = True,
+        gpu: bool = True,
+    ) -> None:
+        self.config = config or MetricsConfig()
+        self._versions = list(versions)
+        self._cpu = CpuSampler() if cpu else None
+        self._nvml = Nvml() if gpu else None
+        self._gpus: list[Any] = []
+        self._summaries: dict[tuple[int, str], LatencyWindow] = {}
+        self._histograms: dict[tuple[int, str], _Histogram] = {}
+        for mv in self._versions:
+            self._subscribe(mv)
+
+    def _subscribe(self, mv: ModelVersion) -> None:
+        if not (self.config.summary_latencies or self.config.histogram_latencies):
+            return
+        key = id(mv)
+        custom = self._model_buckets(mv)
+        for stage in STAGES:
+            if self.config.summary_latencies:
+                self._summaries[(key, stage)] = LatencyWindow(self.config.summary_max_age_ms / 1000)
+            if self.config.histogram_latencies:
+                family = f"nv_inference_{stage}_histogram_us"
+                self._histograms[(key, stage)] = _Histogram(
+                    custom.get(family, self.config.histogram_buckets_us)
+                )
+
+        def observe(stage: str, us: float, key: int = key) -> None:
+            window = self._summaries.get((key, stage))
+            if window is not None:
+                window.observe(us)
+            histogram = self._histograms.get((key, stage))
+            if histogram is not None:
+                histogram.observe(us)
+
+        mv.stats.observers.append(observe)
+
+    @staticmethod
+    def _model_buckets(mv: ModelVersion) -> dict[str, tuple[float, ...]]:
+        """Buckets from the config's ``model_metrics { metric_control { ... } }``."""
+        out: dict[str, tuple[float, ...]] = {}
+        for control in mv.config.model_metrics.metric_control:
+            buckets = tuple(sorted(control.histogram_options.buckets))
+            if control.metric_identifier.family and buckets:
+                out[control.metric_identifier.family] = buckets
+        return out
+
+    def poll(self) -> None:
+        """Refresh the per-interval gauges (CPU, GPU)."""
+        if self._cpu is not None:
+            self._cpu.poll()
+        if self._nvml is not None and self._nvml.available:
+            self._gpus = self._nvml.read()
+
+    def families(self) -> list[Family]:
+        families: list[Family] = []
+        counters = [(mv, _labels(mv), mv.stats.counters()) for mv in self._versions]
+        for name, help_text, key in _COUNTERS[:1]:
+            families.append(self._family(name, help_text, "counter", counters, key))
+        failure = Family(
+            "nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter"
+        )
+        for _, labels, values in counters:
+            for reason, count in values["failures"].items():
+                failure.add({**labels, "reason": reason}, count)
+        families.append(failure)
+        for name, help_text, key in _COUNTERS[1:]:
+            families.append(self._family(name, help_text, "counter", counters, key))
+        if self.config.counter_latencies:
+            for name, help_text, key in _DURATIONS:
+                family = Family(name, help_text, "counter")
+                for _, labels, values in counters:
+                    family.add(labels, values[key] // 1000)
+                families.append(family)
+        families.append(
+            self._family(
+                "nv_inference_pending_request_count",
+                "Instantaneous number of pending requests awaiting execution per-model.",
+                "gauge",
+                counters,
+                "pending",
+            )
+        )
+        load = Family("nv_model_load_duration_secs", "Model load time in seconds", "gauge")
+        for mv, labels, _ in counters:
+            load.add(labels, mv.load_seconds)
+        families.append(load)
+        families += self._latency_families()
+        families += self._system_families()
+        return families
+
+    @staticmethod
+    def _family(name: str, help_text: str, kind: str, counters: list[Any], key: str) -> Family:
+        family = Family(name, help_text, kind)
+        for _, labels, values in counters:
+            family.add(labels, values[key])
+        return family
+
+    def _latency_families(self) -> list[Family]:
+        out: list[Family] = []
+        if self.config.summary_latencies:
+            for stage in STAGES:
+                family = Family(
+                    f"nv_inference_{stage}_summary_us",
+                    f"Summary of {stage} durations in microseconds",
+                    "summary",
+                )
+                for mv in self._versions:
+                    window = self._summaries.get((id(mv), stage))
+                    if window is None:
+                        continue
+                    labels = _labels(mv)
+                    family.add(labels, window.count, "_count")
+                    family.add(labels, window.sum, "_sum")
+                    for q, v in zip(
+                        self.config.summary_quantiles, window.quantiles(self.config.summary_quantiles)
+                    ):
+                        family.add({**labels, "quantile": _q(q)}, v)
+                out.append(family)
+        if self.config.histogram_latencies:
+            for stage in STAGES:
+                family = Family(
+                    f"nv_inference_{stage}_histogram_us",
+                    f"Histogram of {stage} durations in microseconds",
+                    "histogram",
+                )
+                for mv in self._versions:
+                    h = self._histograms.get((id(mv), stage))
+                    if h is None:
+                        continue
+                    labels = _labels(mv)
+                    for bound, count in zip(h.buckets, h.counts):
+                        family.add({**labels, "le": _q(bound)}, count, "_bucket")
+                    family.add({**labels, "le": "+Inf"}, h.count, "_bucket")
+                    family.add(labels, h.sum, "_sum")
+                    family.add(labels, h.count, "_count")
+                out.append(family)
+        return out
+
+    def _system_families(self) -> list[Family]:
+        out: list[Family] = []
+        if self._cpu is not None:
+            total, used = self._cpu.memory()
+            out.append(
+                Family(
+                    "nv_cpu_utilization",
+                    "CPU utilization rate [0.0 - 1.0]",
+                    "gauge",
+                    [("nv_cpu_utilization", {}, self._cpu.utilization)],
+                )
+            )
+            out.append(
+                Family(
+                    "nv_cpu_memory_total_bytes",
+                    "CPU total memory (RAM), in bytes",
+                    "gauge",
+                    [("nv_cpu_memory_total_bytes", {}, total)],
+                )
+            )
+            out.append(
+                Family(
+                    "nv_cpu_memory_used_bytes",
+                    "CPU used memory (RAM), in bytes",
+                    "gauge",
+                    [("nv_cpu_memory_used_bytes", {}, used)],
+                )
+            )
+        if self._gpus:
+            specs = (
+                ("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", "utilization"),
+                ("nv_gpu_memory_total_bytes", "GPU total memory, in bytes", "memory_total"),
+                ("nv_gpu_memory_used_bytes", "GPU used memory, in bytes", "memory_used"),
+                ("nv_gpu_power_usage", "GPU power usage in watts", "power_watts"),
+            )
+            for name, help_text, attr in specs:
+                family = Family(name, help_text, "gauge")
+                for gpu in self._gpus:
+                    family.add({"gpu_uuid": gpu.uuid}, getattr(gpu, attr))
+                out.append(family)
+        return out
+
+    def render(self) -> str:
+        return render(self.families())
+
+
+def _q(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and not math.isinf(value) else repr(value)
+
+
+def create_metrics_app(metrics: Metrics) -> Any:
+    """The ASGI app of the metrics port: ``GET /metrics`` in the Prometheus text format."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def scrape(request: Request) -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return Starlette(routes=[Route("/metrics", scrape, methods=["GET"])])

@@ -1,0 +1,55 @@
+"""Prometheus text exposition with Triton's exact metric names.
+
+prometheus-client's writer renames every counter to ``<name>_total``; Triton's
+counters carry no suffix and existing dashboards query them by those names, so
+tritonpy writes the text format itself from plain families.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+Labels = Mapping[str, str]
+
+
+@dataclass
+class Family:
+    """One metric family: HELP, TYPE and its samples (name, labels, value)."""
+
+    name: str
+    help: str
+    type: str  # counter, gauge, summary, histogram
+    samples: list[tuple[str, Labels, float]] = field(default_factory=list)
+
+    def add(self, labels: Labels, value: float, suffix: str = "") -> None:
+        self.samples.append((self.name + suffix, labels, value))
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def render(families: Iterable[Family]) -> str:
+    lines: list[str] = []
+    for family in families:
+        lines.append(f"# HELP {family.name} {_escape(family.help)}")
+        lines.append(f"# TYPE {family.name} {family.type}")
+        for name, labels, value in family.samples:
+            if labels:
+                text = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
+                lines.append(f"{name}{{{text}}} {_number(value)}")
+            else:
+                lines.append(f"{name} {_number(value)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,128 @@
+"""Statistics stamped by the core: exact counts after a known sequence of requests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonpy
+from tritonpy.metrics import Metrics, MetricsConfig
+from tritonpy_sdk import TritonError
+from tritonpy_testbackend import TestBackend
+
+
+@pytest.fixture
+def server(test_repos: list[Path]) -> Iterator[tritonpy.Server]:
+    server = tritonpy.Server(model_repository=test_repos)
+    server.backends.register("testbk", TestBackend())
+    with server:
+        yield server
+
+
+def _send(server: tritonpy.Server, model: str, batch: int) -> None:
+    a = np.ones((batch, 4), np.int32)
+    server.model(model).predict({"INPUT0": a, "INPUT1": a})
+
+
+def test_counts_and_batch_stats(server: tritonpy.Server) -> None:
+    for batch in (1, 1, 3, 2, 3, 3):
+        _send(server, "addsub", batch)
+    with pytest.raises(TritonError):  # rejected by validation: not counted, as in Triton
+        server.model("addsub").predict({"INPUT0": np.ones((1, 4), np.int32)})
+    (stats,) = server.model_statistics("addsub")
+    assert (stats["name"], stats["version"]) == ("addsub", "1")
+    assert stats["inference_count"] == 13
+    assert stats["execution_count"] == 6
+    inference = stats["inference_stats"]
+    assert inference["success"]["count"] == 6 and inference["fail"]["count"] == 0
+    for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
+        assert inference[stage]["count"] == 6
+        assert inference[stage]["ns"] > 0
+    assert inference["success"]["ns"] >= inference["compute_infer"]["ns"]
+    assert [(b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]] == [
+        (1, 2),
+        (2, 1),
+        (3, 3),
+    ]
+    assert stats["last_inference"] > 0
+
+
+def test_backend_failures_are_counted(server: tritonpy.Server) -> None:
+    for _ in range(2):
+        with pytest.raises(TritonError, match="backend blew up"):
+            _send(server, "failing", 1)
+    (stats,) = server.model_statistics("failing")
+    assert stats["inference_stats"]["fail"]["count"] == 2
+    assert stats["inference_stats"]["success"]["count"] == 0
+    assert stats["execution_count"] == 2 and stats["inference_count"] == 0
+
+
+def test_statistics_selection(server: tritonpy.Server) -> None:
+    names = {s["name"] for s in server.model_statistics()}
+    assert {"addsub", "classes", "failing"} <= names
+    assert server.model_statistics("addsub", "1")[0]["version"] == "1"
+    with pytest.raises(TritonError, match="requested model 'nope' is not available"):
+        server.model_statistics("nope")
+    with pytest.raises(TritonError, match="version 7 is not available"):
+        server.model_statistics("addsub", 7)
+
+
+def _samples(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_equal_statistics(server: tritonpy.Server) -> None:
+    metrics = Metrics(server.loaded_versions(), MetricsConfig(), cpu=True, gpu=False)
+    for batch in (2, 2, 1):
+        _send(server, "addsub", batch)
+    with pytest.raises(TritonError):
+        _send(server, "failing", 1)
+    metrics.poll()
+    text = metrics.render()
+    s = _samples(text)
+    key = '{model="addsub",version="1"}'
+    assert s[f"nv_inference_request_success{key}"] == 3
+    assert s[f"nv_inference_count{key}"] == 5
+    assert s[f"nv_inference_exec_count{key}"] == 3
+    assert s[f"nv_inference_pending_request_count{key}"] == 0
+    assert s['nv_inference_request_failure{model="failing",version="1",reason="BACKEND"}'] == 1
+    assert s['nv_inference_request_failure{model="addsub",version="1",reason="BACKEND"}'] == 0
+    (stats,) = server.model_statistics("addsub")
+    assert (
+        s[f"nv_inference_compute_infer_duration_us{key}"]
+        == stats["inference_stats"]["compute_infer"]["ns"] // 1000
+    )
+    assert "# TYPE nv_inference_count counter" in text  # Triton's names: no _total suffix
+    assert "nv_inference_count_total" not in text
+    assert 0.0 <= s["nv_cpu_utilization"] <= 1.0 and s["nv_cpu_memory_total_bytes"] > 0
+    assert "summary" not in text and "histogram" not in text
+
+
+def test_summaries_and_histograms_only_when_enabled(server: tritonpy.Server) -> None:
+    config = MetricsConfig.parse(
+        ["summary_latencies=true", "histogram_latencies=true", "histogram_buckets_us=1,1000000000"]
+    )
+    metrics = Metrics(server.loaded_versions(), config, cpu=False, gpu=False)
+    for _ in range(4):
+        _send(server, "addsub", 1)
+    s = _samples(metrics.render())
+    key = 'model="addsub",version="1"'
+    assert s[f"nv_inference_request_summary_us_count{{{key}}}"] == 4
+    assert f'nv_inference_request_summary_us{{{key},quantile="0.99"}}' in s
+    assert s[f'nv_inference_request_histogram_us_bucket{{{key},le="1000000000"}}'] == 4
+    assert s[f'nv_inference_request_histogram_us_bucket{{{key},le="+Inf"}}'] == 4
+    assert s[f"nv_inference_queue_histogram_us_count{{{key}}}"] == 4
+
+
+def test_metrics_config_errors() -> None:
+    with pytest.raises(ValueError, match="expects key=value"):
+        MetricsConfig.parse(["summary_latencies"])
+    with pytest.raises(ValueError, match="expects true or false"):
+        MetricsConfig.parse(["summary_latencies=maybe"])
