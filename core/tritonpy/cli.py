@@ -7,7 +7,6 @@ server.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -130,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="<backend>,<setting>=<value> (or <setting>=<value> for all backends)",
     )
     serve.add_argument("--log-verbose", type=int, default=0, help="verbose logging level (0 = off)")
+    _flag(serve, "--log-info", "write info messages (default true)", default=True)
+    _flag(serve, "--log-warning", "write warnings (default true)", default=True)
+    _flag(serve, "--log-error", "write errors (default true)", default=True)
+    serve.add_argument(
+        "--log-format", default="default", choices=["default", "ISO8601"], help="log line format"
+    )
+    serve.add_argument("--log-file", default="", help="write the log to this file instead of standard error")
     serve.add_argument(
         "--exit-timeout-secs",
         type=float,
@@ -158,6 +164,11 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         backend_config=_backend_config(args.backend_config),
         exit_timeout_secs=args.exit_timeout_secs,
         log_verbose=args.log_verbose,
+        log_info=args.log_info,
+        log_warning=args.log_warning,
+        log_error=args.log_error,
+        log_format=args.log_format,
+        log_file=args.log_file,
         allow_http=args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,
@@ -215,12 +226,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "backends":
         return _list_backends(args.check)
     options = options_from_args(args)
-    logging.basicConfig(
-        level=logging.DEBUG if options.log_verbose > 0 else logging.INFO,
-        format="%(levelname).1s%(asctime)s %(process)d %(name)s] %(message)s",
-        datefmt="%m%d %H:%M:%S",
-        stream=sys.stderr,
-    )
     from .server import Server
     from .service import run
 
@@ -229,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: failed to stat model repository path '{path}'", file=sys.stderr)
             return 1
     server = Server(options)
+    server.log_settings.install(("tritonpy", "uvicorn"))
     try:
         return run(server)
     except KeyboardInterrupt:

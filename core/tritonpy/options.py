@@ -31,6 +31,14 @@ class ServerOptions:
     exit_timeout_secs: float = 30.0
     #: ``--log-verbose``: verbosity level (0 = off).
     log_verbose: int = 0
+    #: ``--log-info``, ``--log-warning``, ``--log-error``: which severities are written.
+    log_info: bool = True
+    log_warning: bool = True
+    log_error: bool = True
+    #: ``--log-format``: ``default`` or ``ISO8601``.
+    log_format: str = "default"
+    #: ``--log-file``: write the log there instead of standard error.
+    log_file: str = ""
     #: ``--allow-http``.
     allow_http: bool = True
     #: ``--http-address``.

@@ -37,6 +37,7 @@ from tritonpy_sdk import (
 
 from ._version import __version__
 from .loading import ModelLoader, ModelRecord
+from .logsettings import LogSettings, LogState
 from .model import ModelState, ModelVersion
 from .options import ServerOptions
 from .plugins import BackendRegistry
@@ -50,6 +51,7 @@ EXTENSIONS = (
     "statistics",
     "model_repository",
     "model_configuration",
+    "logging",
     "binary_tensor_data",
     "parameters",
 )
@@ -74,6 +76,16 @@ class Server:
             repos = [repos]
         options.model_repository = [Path(p) for p in repos]
         self.options = options
+        self.log_settings = LogSettings(
+            LogState(
+                log_file=options.log_file,
+                log_info=options.log_info,
+                log_warning=options.log_warning,
+                log_error=options.log_error,
+                log_verbose_level=options.log_verbose,
+                log_format=options.log_format,
+            )
+        )
         self.backends = BackendRegistry(options.backend_config)
         self._loader = ModelLoader(options, self.backends)
         self._records: dict[str, ModelRecord] = {}

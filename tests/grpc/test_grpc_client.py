@@ -197,3 +197,28 @@ def test_health_service(grpc_server) -> None:  # type: ignore[no-untyped-def]
         with pytest.raises(grpc.RpcError) as info:
             stub.Check(health_pb2.HealthCheckRequest(service="other"))
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_log_settings(client: grpcclient.InferenceServerClient) -> None:
+    before = client.get_log_settings(as_json=True)["settings"]
+    assert before["log_format"] == {"string_param": "default"}
+    try:
+        client.update_log_settings({"log_verbose_level": 1, "log_warning": False})
+        now = client.get_log_settings(as_json=True)["settings"]
+        assert now["log_verbose_level"] == {"uint32_param": 1}
+        assert now["log_warning"] == {"bool_param": False}
+        with pytest.raises(InferenceServerException, match="invalid argument for --log_format"):
+            client.update_log_settings({"log_format": "xml"})
+    finally:
+        client.update_log_settings({"log_verbose_level": 0, "log_warning": True})
+
+
+def test_model_statistics(client: grpcclient.InferenceServerClient) -> None:
+    a = np.ones((3, 4), np.int32)
+    before = client.get_inference_statistics("addsub", as_json=True)["model_stats"][0]
+    client.infer("addsub", _inputs(a, a, "INT32"))
+    after = client.get_inference_statistics("addsub", as_json=True)["model_stats"][0]
+    assert int(after["inference_count"]) - int(before.get("inference_count", 0)) == 3
+    assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
+    with pytest.raises(InferenceServerException, match="requested model 'nope' is not available"):
+        client.get_inference_statistics("nope")

@@ -233,3 +233,25 @@ def test_bytes_truncated_in_binary(http: httpx.Client) -> None:
         headers={"Inference-Header-Content-Length": str(len(header))},
     )
     _error(resp, 400, "BYTES data is truncated")
+
+
+def test_logging_settings(http: httpx.Client) -> None:
+    before = http.get("/v2/logging").json()
+    assert before == {
+        "log_file": "",
+        "log_info": True,
+        "log_warning": True,
+        "log_error": True,
+        "log_verbose_level": 0,
+        "log_format": "default",
+    }
+    try:
+        after = http.post("/v2/logging", json={"log_verbose_level": 2, "log_info": False, "other": 1}).json()
+        assert after["log_verbose_level"] == 2 and after["log_info"] is False
+        assert http.get("/v2/logging").json() == after
+        _error(http.post("/v2/logging", json={"log_format": "xml"}), 400, "invalid argument for --log_format")
+        _error(http.post("/v2/logging", json={"log_verbose_level": "x"}), 400, "expect unsigned integer")
+        _error(http.post("/v2/logging", json={"log_file": "/tmp/x"}), 501, "can not be updated")
+        assert http.get("/v2/logging").json() == after  # a refused update changes nothing
+    finally:
+        http.post("/v2/logging", json={k: v for k, v in before.items() if k != "log_file"})

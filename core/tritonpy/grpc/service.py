@@ -107,6 +107,24 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         json_format.ParseDict({"model_stats": stats}, response)
         return response
 
+    @_unary
+    async def LogSettings(self, request: pb.LogSettingsRequest, context: Any) -> pb.LogSettingsResponse:
+        changes = {}
+        for key, value in request.settings.items():
+            which = value.WhichOneof("parameter_choice")
+            changes[key] = getattr(value, which) if which is not None else None
+        current = self.server.log_settings.update(changes) if changes else self.server.log_settings.get()
+        response = pb.LogSettingsResponse()
+        for key, value in current.items():
+            setting = response.settings[key]
+            if isinstance(value, bool):
+                setting.bool_param = value
+            elif isinstance(value, int):
+                setting.uint32_param = value
+            else:
+                setting.string_param = value
+        return response
+
     # -- repository ---------------------------------------------------------------------
 
     @_unary
@@ -232,9 +250,6 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def TraceSetting(self, request: Any, context: Any) -> Any:
         return await self._unimplemented("the trace extension", context)
-
-    async def LogSettings(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("the logging extension", context)
 
 
 class HealthServicer(health_pb2_grpc.HealthServicer):

@@ -86,18 +86,16 @@ class HttpFrontend:
         stats = self.server.model_statistics(p.get("model", ""), p.get("version"))
         return _json({"model_stats": stats})
 
+    async def logging_get(self, request: Request) -> Response:
+        return _json(self.server.log_settings.get())
+
+    async def logging_post(self, request: Request) -> Response:
+        doc = _parse_object(await self._body(request))
+        return _json(self.server.log_settings.update(doc))
+
     async def repository_index(self, request: Request) -> Response:
-        body = await self._body(request)
-        ready = False
-        if body.strip():
-            try:
-                doc = json.loads(body)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
-            if not isinstance(doc, dict):
-                raise TritonError.invalid_arg("the repository index request must be a JSON object")
-            ready = bool(doc.get("ready", False))
-        return _json(self.server.repository_index(ready=ready))
+        doc = _parse_object(await self._body(request))
+        return _json(self.server.repository_index(ready=bool(doc.get("ready", False))))
 
     async def load(self, request: Request) -> Response:
         await self._body(request)  # parameters of a load come with explicit mode
@@ -176,6 +174,19 @@ class HttpFrontend:
         return body
 
 
+def _parse_object(body: bytes) -> dict[str, Any]:
+    """A JSON object body (empty body = {}), or a 400."""
+    if not body.strip():
+        return {}
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+    if not isinstance(doc, dict):
+        raise TritonError.invalid_arg("the request body must be a JSON object")
+    return doc
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     messages = {404: "Not Found", 405: "Method Not Allowed"}
@@ -192,6 +203,8 @@ def create_app(server: Server) -> Starlette:
         Route("/v2/health/ready", _guarded(f.ready), methods=["GET"]),
         Route("/v2", _guarded(f.server_metadata), methods=["GET"]),
         Route("/v2/models/stats", _guarded(f.statistics), methods=["GET"]),
+        Route("/v2/logging", _guarded(f.logging_get), methods=["GET"]),
+        Route("/v2/logging", _guarded(f.logging_post), methods=["POST"]),
         Route("/v2/repository/index", _guarded(f.repository_index), methods=["POST"]),
         Route("/v2/repository/models/{model}/load", _guarded(f.load), methods=["POST"]),
         Route("/v2/repository/models/{model}/unload", _guarded(f.unload), methods=["POST"]),

@@ -1,0 +1,140 @@
+"""Triton's logging extension: log settings readable and changeable while serving.
+
+Settings are Triton's: ``log_file``, ``log_info``, ``log_warning``,
+``log_error``, ``log_verbose_level``, ``log_format`` (``default`` or
+``ISO8601``). They drive the ``tritonpy`` logger: a message is written when its
+severity is enabled (verbose messages, logged at DEBUG, need a verbose level
+> 0). The log file is set at start only, as in Triton.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, TextIO
+
+from tritonpy_sdk import TritonError
+
+FORMATS = ("default", "ISO8601")
+_LETTER = {
+    logging.DEBUG: "I",
+    logging.INFO: "I",
+    logging.WARNING: "W",
+    logging.ERROR: "E",
+    logging.CRITICAL: "E",
+}
+
+
+@dataclass
+class LogState:
+    log_file: str = ""
+    log_info: bool = True
+    log_warning: bool = True
+    log_error: bool = True
+    log_verbose_level: int = 0
+    log_format: str = "default"
+
+
+class _TritonFormatter(logging.Formatter):
+    """Triton's line layout: ``I1122 12:05:52.519328 21883 module] message``."""
+
+    def __init__(self, state: LogState) -> None:
+        super().__init__()
+        self.state = state
+
+    def format(self, record: logging.LogRecord) -> str:
+        letter = _LETTER.get(record.levelno, "I")
+        t = record.created
+        micros = int((t - int(t)) * 1_000_000)
+        where = f"{record.name}"
+        message = record.getMessage()
+        if record.exc_info:
+            message += "\n" + self.formatException(record.exc_info)
+        if self.state.log_format == "ISO8601":
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+            return f"{stamp} {letter} {os.getpid()} {where}] {message}"
+        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(t))
+        return f"{letter}{stamp}.{micros:06d} {os.getpid()} {where}] {message}"
+
+
+class _SeverityFilter(logging.Filter):
+    def __init__(self, state: LogState) -> None:
+        super().__init__()
+        self.state = state
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        s = self.state
+        if record.levelno >= logging.ERROR:
+            return s.log_error
+        if record.levelno >= logging.WARNING:
+            return s.log_warning
+        if record.levelno >= logging.INFO:
+            return s.log_info
+        return s.log_verbose_level > 0
+
+
+class LogSettings:
+    """The live log settings of one server."""
+
+    def __init__(self, state: LogState | None = None) -> None:
+        self.state = state or LogState()
+        self._lock = threading.Lock()
+        self._handler: logging.Handler | None = None
+
+    def install(self, logger_names: tuple[str, ...] = ("tritonpy",), stream: TextIO | None = None) -> None:
+        """Write the named loggers through a handler that follows these settings (CLI use)."""
+        if self.state.log_file:
+            handler: logging.Handler = logging.FileHandler(self.state.log_file)
+        else:
+            handler = logging.StreamHandler(stream or sys.stderr)
+        handler.setFormatter(_TritonFormatter(self.state))
+        handler.addFilter(_SeverityFilter(self.state))
+        self._handler = handler
+        for name in logger_names:
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            logger.propagate = False
+        self._apply_levels()
+
+    def _apply_levels(self) -> None:
+        level = logging.DEBUG if self.state.log_verbose_level > 0 else logging.INFO
+        logging.getLogger("tritonpy").setLevel(level)
+
+    def get(self) -> dict[str, Any]:
+        with self._lock:
+            return asdict(self.state)
+
+    def update(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """Apply ``changes`` (all or nothing); TritonError naming a bad setting."""
+        with self._lock:
+            new = LogState(**asdict(self.state))
+            for key, value in changes.items():
+                if value is None:
+                    continue
+                if key == "log_file":
+                    raise TritonError.unsupported(
+                        "log file location can not be updated through network protocol"
+                    )
+                if key in ("log_info", "log_warning", "log_error"):
+                    if not isinstance(value, bool):
+                        raise TritonError.invalid_arg(f"expect boolean for '{key}', got {value!r}")
+                    setattr(new, key, value)
+                elif key == "log_verbose_level":
+                    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                        raise TritonError.invalid_arg(f"expect unsigned integer for '{key}', got {value!r}")
+                    new.log_verbose_level = value
+                elif key == "log_format":
+                    if value not in FORMATS:
+                        raise TritonError.invalid_arg(
+                            f"invalid argument for --log_format, got: {value} (use default or ISO8601)"
+                        )
+                    new.log_format = value
+                # Other keys are ignored, as Triton ignores them.
+            for key, value in asdict(new).items():
+                setattr(self.state, key, value)
+            self._apply_levels()
+            return asdict(self.state)
