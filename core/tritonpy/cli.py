@@ -42,6 +42,18 @@ def _backend_config(values: list[str]) -> dict[str, dict[str, str]]:
     return result
 
 
+def _trace_flags(args: argparse.Namespace) -> list[str]:
+    """``--trace-config`` plus the older ``--trace-file/-level/-rate`` spellings."""
+    items = list(args.trace_config)
+    if args.trace_file is not None:
+        items.append(f"triton,file={args.trace_file}")
+    if args.trace_level is not None:
+        items.append(f"level={args.trace_level}")
+    if args.trace_rate is not None:
+        items.append(f"rate={args.trace_rate}")
+    return items
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tritonpy", description="Triton-compatible inference server")
     parser.add_argument("--version", action="version", version=f"tritonpy {__version__}")
@@ -137,6 +149,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-file", default="", help="write the log to this file instead of standard error")
     serve.add_argument(
+        "--trace-config",
+        action="append",
+        default=[],
+        help="level=TIMESTAMPS, rate=N, count=N, log-frequency=N, triton,file=PATH",
+    )
+    serve.add_argument(
+        "--trace-file", default=None, help="(older flag) same as --trace-config triton,file=PATH"
+    )
+    serve.add_argument("--trace-level", default=None, help="(older flag) same as --trace-config level=LEVEL")
+    serve.add_argument("--trace-rate", default=None, help="(older flag) same as --trace-config rate=N")
+    serve.add_argument(
         "--exit-timeout-secs",
         type=float,
         default=30.0,
@@ -169,6 +192,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         log_error=args.log_error,
         log_format=args.log_format,
         log_file=args.log_file,
+        trace_config=_trace_flags(args),
         allow_http=args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,
@@ -226,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "backends":
         return _list_backends(args.check)
     options = options_from_args(args)
+    from tritonpy_sdk import TritonError
+
     from .server import Server
     from .service import run
 
@@ -233,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_dir():
             print(f"error: failed to stat model repository path '{path}'", file=sys.stderr)
             return 1
-    server = Server(options)
+    try:
+        server = Server(options)
+    except TritonError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
     server.log_settings.install(("tritonpy", "uvicorn"))
     try:
         return run(server)

@@ -34,6 +34,9 @@ from .validation import validate_request
 log = logging.getLogger(__name__)
 
 
+_STAMPS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
+
+
 class ModelState(enum.Enum):
     """Triton's model readiness states."""
 
@@ -72,7 +75,9 @@ class ModelVersion:
     def ready(self) -> bool:
         return self.state is ModelState.READY
 
-    def submit(self, request: InferenceRequest, done: Callable[[InferenceResponse], None]) -> None:
+    def submit(
+        self, request: InferenceRequest, done: Callable[[InferenceResponse], None], trace: Any = None
+    ) -> None:
         """Validate ``request`` and queue it; ``done`` gets the response.
 
         Raises ``TritonError`` for an invalid request (before anything is
@@ -89,8 +94,11 @@ class ModelVersion:
             exc.args = (exc.message,)
             raise
         self.stats.queued()
+        arrival = time.monotonic_ns()
+        if trace is not None:
+            trace.stamp("QUEUE_START", arrival)
         try:
-            self._scheduler.enqueue(Job(request, done, time.monotonic_ns()))
+            self._scheduler.enqueue(Job(request, done, arrival, trace))
         except TritonError:
             self.stats.dequeued(1)
             raise
@@ -133,6 +141,9 @@ class ModelVersion:
             [o.error is None for o in outs],
         )
         for job, out in zip(jobs, outs):
+            if job.trace is not None:
+                for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
+                    job.trace.stamp(name, ns)
             job.done(out)
 
     def _error_response(self, job: Job, error: TritonError) -> InferenceResponse:

@@ -94,3 +94,6 @@ class ServerOptions:
     metrics_interval_ms: int = 2000
     #: ``--metrics-config key=value`` settings (summary_latencies, histogram_latencies, ...).
     metrics_config: list[str] = field(default_factory=list)
+    #: ``--trace-config``: ``level=TIMESTAMPS``, ``rate=N``, ``count=N``,
+    #: ``log-frequency=N``, ``triton,file=PATH``.
+    trace_config: list[str] = field(default_factory=list)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -42,6 +43,7 @@ from .model import ModelState, ModelVersion
 from .options import ServerOptions
 from .plugins import BackendRegistry
 from .repository import scan_repositories
+from .trace import Tracer, state_from_flags
 
 log = logging.getLogger("tritonpy")
 
@@ -52,6 +54,7 @@ EXTENSIONS = (
     "model_repository",
     "model_configuration",
     "logging",
+    "trace",
     "binary_tensor_data",
     "parameters",
 )
@@ -86,6 +89,10 @@ class Server:
                 log_format=options.log_format,
             )
         )
+        try:
+            self.tracer = Tracer(state_from_flags(options.trace_config))
+        except ValueError as exc:
+            raise TritonError.invalid_arg(str(exc)) from None
         self.backends = BackendRegistry(options.backend_config)
         self._loader = ModelLoader(options, self.backends)
         self._records: dict[str, ModelRecord] = {}
@@ -140,6 +147,7 @@ class Server:
             for mv in record.versions.values():
                 mv.unload(timeout=limit)
         self.backends.finalize()
+        self.tracer.flush()
         self._started = False
 
     def __enter__(self) -> Server:
@@ -275,6 +283,14 @@ class Server:
             versions = self.loaded_versions()
         return [{"name": mv.name, "version": str(mv.version), **mv.stats.snapshot()} for mv in versions]
 
+    def trace_settings(self, model: str = "", changes: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The trace extension: read (and with ``changes``, update) global or model settings."""
+        if model and model not in self._records:
+            raise TritonError.not_found(f"Request for unknown model: '{model}' is not found")
+        if changes:
+            return self.tracer.update(changes, model)
+        return self.tracer.settings(model)
+
     def loaded_versions(self) -> list[ModelVersion]:
         """Every loaded model version (for metrics)."""
         return [
@@ -316,15 +332,22 @@ class Server:
         """
         mv = self._admit(request)
         self._enter()
+        trace = self.tracer.sample(request.model_name, request.id)
+        if trace is not None:
+            trace.model_version = mv.version
+            trace.stamp("REQUEST_START", time.monotonic_ns())
 
         def finished(response: InferenceResponse) -> None:
             try:
                 done(response)
             finally:
                 self._leave()
+                if trace is not None:
+                    trace.stamp("REQUEST_END", time.monotonic_ns())
+                    self.tracer.finish(trace)
 
         try:
-            mv.submit(request, finished)
+            mv.submit(request, finished, trace)
         except BaseException:
             self._leave()
             raise

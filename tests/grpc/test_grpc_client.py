@@ -222,3 +222,18 @@ def test_model_statistics(client: grpcclient.InferenceServerClient) -> None:
     assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
     with pytest.raises(InferenceServerException, match="requested model 'nope' is not available"):
         client.get_inference_statistics("nope")
+
+
+def test_trace_settings(client: grpcclient.InferenceServerClient) -> None:
+    settings = client.get_trace_settings(as_json=True)["settings"]
+    assert settings["trace_level"] == {"value": ["OFF"]}
+    client.update_trace_settings(model_name="addsub", settings={"trace_rate": "9"})
+    assert client.get_trace_settings(model_name="addsub", as_json=True)["settings"]["trace_rate"] == {
+        "value": ["9"]
+    }
+    client.update_trace_settings(model_name="addsub", settings={"trace_rate": None})
+    assert client.get_trace_settings(model_name="addsub", as_json=True)["settings"]["trace_rate"] == {
+        "value": ["1000"]
+    }
+    with pytest.raises(InferenceServerException, match="invalid trace level"):
+        client.update_trace_settings(settings={"trace_level": ["LOUD"]})

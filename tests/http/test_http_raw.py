@@ -255,3 +255,17 @@ def test_logging_settings(http: httpx.Client) -> None:
         assert http.get("/v2/logging").json() == after  # a refused update changes nothing
     finally:
         http.post("/v2/logging", json={k: v for k, v in before.items() if k != "log_file"})
+
+
+def test_trace_settings(http: httpx.Client) -> None:
+    assert http.get("/v2/trace/setting").json()["trace_level"] == ["OFF"]
+    updated = http.post("/v2/models/addsub/trace/setting", json={"trace_rate": "7"}).json()
+    assert updated["trace_rate"] == "7"
+    assert http.get("/v2/models/addsub/trace/setting").json()["trace_rate"] == "7"
+    assert http.get("/v2/trace/setting").json()["trace_rate"] == "1000"
+    assert (
+        http.post("/v2/models/addsub/trace/setting", json={"trace_rate": None}).json()["trace_rate"] == "1000"
+    )
+    _error(http.post("/v2/trace/setting", json={"trace_file": "/tmp/t"}), 501, "can not be updated")
+    _error(http.post("/v2/trace/setting", json={"trace_level": ["LOUD"]}), 400, "invalid trace level")
+    _error(http.get("/v2/models/nope/trace/setting"), 404, "unknown model")

@@ -108,6 +108,15 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return response
 
     @_unary
+    async def TraceSetting(self, request: pb.TraceSettingRequest, context: Any) -> pb.TraceSettingResponse:
+        changes: dict[str, Any] = {key: list(value.value) or None for key, value in request.settings.items()}
+        current = self.server.trace_settings(request.model_name, changes)
+        response = pb.TraceSettingResponse()
+        for key, value in current.items():
+            response.settings[key].value.extend(value if isinstance(value, list) else [value])
+        return response
+
+    @_unary
     async def LogSettings(self, request: pb.LogSettingsRequest, context: Any) -> pb.LogSettingsResponse:
         changes = {}
         for key, value in request.settings.items():
@@ -247,9 +256,6 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def CudaSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
         return await self._unimplemented("CUDA shared memory", context)
-
-    async def TraceSetting(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("the trace extension", context)
 
 
 class HealthServicer(health_pb2_grpc.HealthServicer):

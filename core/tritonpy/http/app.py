@@ -93,6 +93,13 @@ class HttpFrontend:
         doc = _parse_object(await self._body(request))
         return _json(self.server.log_settings.update(doc))
 
+    async def trace_get(self, request: Request) -> Response:
+        return _json(self.server.trace_settings(request.path_params.get("model", "")))
+
+    async def trace_post(self, request: Request) -> Response:
+        doc = _parse_object(await self._body(request))
+        return _json(self.server.trace_settings(request.path_params.get("model", ""), doc))
+
     async def repository_index(self, request: Request) -> Response:
         doc = _parse_object(await self._body(request))
         return _json(self.server.repository_index(ready=bool(doc.get("ready", False))))
@@ -205,6 +212,10 @@ def create_app(server: Server) -> Starlette:
         Route("/v2/models/stats", _guarded(f.statistics), methods=["GET"]),
         Route("/v2/logging", _guarded(f.logging_get), methods=["GET"]),
         Route("/v2/logging", _guarded(f.logging_post), methods=["POST"]),
+        Route("/v2/trace/setting", _guarded(f.trace_get), methods=["GET"]),
+        Route("/v2/trace/setting", _guarded(f.trace_post), methods=["POST"]),
+        Route("/v2/models/{model}/trace/setting", _guarded(f.trace_get), methods=["GET"]),
+        Route("/v2/models/{model}/trace/setting", _guarded(f.trace_post), methods=["POST"]),
         Route("/v2/repository/index", _guarded(f.repository_index), methods=["POST"]),
         Route("/v2/repository/models/{model}/load", _guarded(f.load), methods=["POST"]),
         Route("/v2/repository/models/{model}/unload", _guarded(f.unload), methods=["POST"]),

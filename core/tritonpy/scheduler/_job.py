@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tritonpy_sdk import InferenceRequest, InferenceResponse, ModelInstance
 
@@ -20,6 +21,8 @@ class Job:
     done: Callable[[InferenceResponse], None]
     #: ``time.monotonic_ns()`` when the request reached its model's scheduler.
     arrival_ns: int = 0
+    #: The request's trace when it is traced (``tritonpy.trace.Trace``), else None.
+    trace: Any = None
 
 
 #: Runs a batch of jobs on an instance and calls each job's ``done``.

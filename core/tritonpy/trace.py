@@ -1,0 +1,241 @@
+"""Triton's trace extension: settings, sampling, and Triton-style trace files.
+
+Settings are global with per-model overrides: ``trace_level`` (OFF,
+TIMESTAMPS), ``trace_rate`` (trace one request in N), ``trace_count`` (stop
+after N traces; -1 = no limit), ``log_frequency`` (write the file every N
+traces, to ``<trace_file>.<k>``; 0 = at shutdown), ``trace_file`` (set at
+start only) and ``trace_mode`` (``triton``). Values travel as strings, as
+Triton sends them.
+
+With TIMESTAMPS the core stamps each traced request at REQUEST_START,
+QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START,
+COMPUTE_END and REQUEST_END (nanoseconds of a monotonic clock) and writes one
+JSON object per trace: ``{"id", "model_name", "model_version", "request_id",
+"timestamps": [{"name", "ns"}, ...]}``, the file holding a JSON array.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonpy_sdk import TritonError
+
+log = logging.getLogger(__name__)
+
+LEVELS = ("OFF", "TIMESTAMPS", "TENSORS")
+_KEYS = ("trace_level", "trace_rate", "trace_count", "log_frequency", "trace_file", "trace_mode")
+
+
+@dataclass
+class TraceState:
+    trace_level: list[str] = field(default_factory=lambda: ["OFF"])
+    trace_rate: int = 1000
+    trace_count: int = -1
+    log_frequency: int = 0
+    trace_file: str = ""
+    trace_mode: str = "triton"
+
+    def as_strings(self) -> dict[str, Any]:
+        return {
+            "trace_level": list(self.trace_level),
+            "trace_rate": str(self.trace_rate),
+            "trace_count": str(self.trace_count),
+            "log_frequency": str(self.log_frequency),
+            "trace_file": self.trace_file,
+            "trace_mode": self.trace_mode,
+        }
+
+
+@dataclass(slots=True, eq=False)
+class Trace:
+    """Timestamps of one traced request."""
+
+    id: int
+    model_name: str
+    request_id: str
+    stamps: list[tuple[str, int]] = field(default_factory=list)
+    model_version: int = 0
+
+    def stamp(self, name: str, ns: int) -> None:
+        self.stamps.append((name, ns))
+
+
+def _int(key: str, value: Any, minimum: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise TritonError.invalid_arg(f"unable to parse '{key}', got: {value!r}") from None
+    if number < minimum:
+        raise TritonError.invalid_arg(f"'{key}' must be >= {minimum}, got {number}")
+    return number
+
+
+def state_from_flags(items: list[str]) -> TraceState:
+    """``--trace-config`` values: ``level=TIMESTAMPS``, ``rate=N``, ``count=N``,
+    ``log-frequency=N``, ``mode=triton``, ``triton,file=PATH`` (or ``file=PATH``)."""
+    state = TraceState()
+    for item in items:
+        scope, _, setting = item.rpartition(",")
+        key, sep, value = setting.partition("=")
+        if not sep or not key or scope not in ("", "triton"):
+            raise ValueError(f"--trace-config expects [triton,]key=value, got '{item}'")
+        key = key.strip().replace("-", "_")
+        try:
+            if key == "level":
+                levels = [v.strip().upper() for v in value.split(",") if v.strip()] or ["OFF"]
+                bad = [v for v in levels if v not in LEVELS]
+                if bad:
+                    raise ValueError(f"invalid trace level '{bad[0]}'")
+                state.trace_level = levels
+            elif key == "rate":
+                state.trace_rate = max(1, int(value))
+            elif key == "count":
+                state.trace_count = int(value)
+            elif key == "log_frequency":
+                state.log_frequency = int(value)
+            elif key == "file":
+                state.trace_file = value
+            elif key == "mode":
+                if value != "triton":
+                    raise ValueError(f"trace mode '{value}' is not supported; use 'triton'")
+                state.trace_mode = value
+            else:
+                raise ValueError(f"unknown trace setting '{key}'")
+        except ValueError as exc:
+            raise ValueError(f"--trace-config {item}: {exc}") from None
+    return state
+
+
+class Tracer:
+    """Trace settings and the traces of one server."""
+
+    def __init__(self, state: TraceState | None = None) -> None:
+        self.global_state = state or TraceState()
+        self._models: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._seen: dict[str, int] = {}
+        self._traced = 0
+        self._ids = itertools.count(1)
+        self._records: list[dict[str, Any]] = []
+        self._file_index = 0
+
+    # -- settings ------------------------------------------------------------------------
+
+    def _effective(self, model: str) -> TraceState:
+        state = TraceState(**vars(self.global_state))
+        for key, value in self._models.get(model, {}).items():
+            setattr(state, key, value)
+        return state
+
+    def settings(self, model: str = "") -> dict[str, Any]:
+        with self._lock:
+            return self._effective(model).as_strings()
+
+    def update(self, changes: dict[str, Any], model: str = "") -> dict[str, Any]:
+        """Apply ``changes`` (a null value clears a model's override); all or nothing."""
+        parsed: dict[str, Any] = {}
+        cleared: list[str] = []
+        for key, value in changes.items():
+            if key not in _KEYS:
+                raise TritonError.invalid_arg(f"unknown trace setting '{key}'")
+            if value is None or value == []:
+                cleared.append(key)
+                continue
+            if key == "trace_file":
+                raise TritonError.unsupported(
+                    "trace file location can not be updated through network protocol"
+                )
+            if key == "trace_level":
+                levels = [value] if isinstance(value, str) else list(value)
+                bad = [v for v in levels if v not in LEVELS]
+                if bad:
+                    raise TritonError.invalid_arg(
+                        f"invalid trace level {bad[0]!r}; use OFF, TIMESTAMPS or TENSORS"
+                    )
+                parsed[key] = levels
+            elif key == "trace_mode":
+                if value != "triton":
+                    raise TritonError.unsupported(f"trace mode '{value}' is not supported; use 'triton'")
+                parsed[key] = value
+            else:
+                first = value[0] if isinstance(value, list) and value else value
+                parsed[key] = _int(
+                    key, first, -1 if key == "trace_count" else (1 if key == "trace_rate" else 0)
+                )
+        with self._lock:
+            if model:
+                overrides = self._models.setdefault(model, {})
+                for key in cleared:
+                    overrides.pop(key, None)
+                overrides.update(parsed)
+            else:
+                defaults = TraceState()
+                for key in cleared:
+                    setattr(self.global_state, key, getattr(defaults, key))
+                for key, value in parsed.items():
+                    setattr(self.global_state, key, value)
+                if "trace_count" in parsed:
+                    self._traced = 0
+            return self._effective(model).as_strings()
+
+    # -- tracing (hot path) ---------------------------------------------------------------
+
+    def sample(self, model: str, request_id: str) -> Trace | None:
+        """A trace for this request when tracing is on and its turn has come."""
+        state = self.global_state
+        if not self._models and state.trace_level == ["OFF"]:
+            return None  # the common case: one comparison, no lock
+        with self._lock:
+            state = self._effective(model)
+            if "TIMESTAMPS" not in state.trace_level and "TENSORS" not in state.trace_level:
+                return None
+            if state.trace_count >= 0 and self._traced >= state.trace_count:
+                return None
+            seen = self._seen.get(model, 0) + 1
+            self._seen[model] = seen
+            if seen % state.trace_rate != 0:
+                return None
+            self._traced += 1
+            return Trace(next(self._ids), model, request_id)
+
+    def finish(self, trace: Trace) -> None:
+        record = {
+            "id": trace.id,
+            "model_name": trace.model_name,
+            "model_version": trace.model_version,
+            "request_id": trace.request_id,
+            "timestamps": [{"name": name, "ns": ns} for name, ns in trace.stamps],
+        }
+        with self._lock:
+            self._records.append(record)
+            frequency = self._effective(trace.model_name).log_frequency
+            if frequency > 0 and len(self._records) >= frequency:
+                self._write_locked(numbered=True)
+
+    def flush(self) -> None:
+        """Write what is left (at shutdown)."""
+        with self._lock:
+            if self._records:
+                self._write_locked(numbered=self.global_state.log_frequency > 0)
+
+    def _write_locked(self, numbered: bool) -> None:
+        path = self.global_state.trace_file
+        records, self._records = self._records, []
+        if not path:
+            log.warning(
+                "dropping %d trace(s): no trace file set (--trace-config triton,file=...)", len(records)
+            )
+            return
+        target = Path(f"{path}.{self._file_index}" if numbered else path)
+        if numbered:
+            self._file_index += 1
+        try:
+            target.write_text(json.dumps(records, indent=None))
+        except OSError as exc:
+            log.error("cannot write trace file %s: %s", target, exc)

@@ -1,0 +1,98 @@
+"""The trace extension: settings semantics, sampling, and the trace file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonpy
+from tritonpy.trace import Tracer, state_from_flags
+from tritonpy_sdk import TritonError
+from tritonpy_testbackend import TestBackend
+
+
+def test_settings_global_and_per_model() -> None:
+    tracer = Tracer()
+    assert tracer.settings() == {
+        "trace_level": ["OFF"],
+        "trace_rate": "1000",
+        "trace_count": "-1",
+        "log_frequency": "0",
+        "trace_file": "",
+        "trace_mode": "triton",
+    }
+    tracer.update({"trace_rate": "5"}, model="m")
+    assert tracer.settings("m")["trace_rate"] == "5"
+    assert tracer.settings()["trace_rate"] == "1000"
+    tracer.update({"trace_level": ["TIMESTAMPS"]})
+    assert tracer.settings("m")["trace_level"] == ["TIMESTAMPS"]  # inherited from global
+    tracer.update({"trace_rate": None}, model="m")  # null clears the override
+    assert tracer.settings("m")["trace_rate"] == "1000"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"trace_file": "/tmp/x"}, "can not be updated through network protocol"),
+        ({"trace_level": ["LOUD"]}, "invalid trace level"),
+        ({"trace_rate": "often"}, "unable to parse 'trace_rate'"),
+        ({"trace_rate": "0"}, "'trace_rate' must be >= 1"),
+        ({"trace_mode": "opentelemetry"}, "not supported"),
+        ({"nonsense": "1"}, "unknown trace setting"),
+    ],
+)
+def test_bad_settings(changes: dict, message: str) -> None:
+    tracer = Tracer()
+    with pytest.raises(TritonError, match=message):
+        tracer.update(changes)
+    assert tracer.settings()["trace_level"] == ["OFF"]
+
+
+def test_sampling_rate_and_count() -> None:
+    tracer = Tracer(state_from_flags(["level=TIMESTAMPS", "rate=3", "count=2"]))
+    sampled = [tracer.sample("m", str(i)) is not None for i in range(12)]
+    assert sampled == [False, False, True, False, False, True] + [False] * 6
+
+
+def test_flag_parsing() -> None:
+    state = state_from_flags(["level=TIMESTAMPS", "rate=1", "log-frequency=2", "triton,file=/x/t.json"])
+    assert (state.trace_level, state.trace_rate, state.log_frequency, state.trace_file) == (
+        ["TIMESTAMPS"],
+        1,
+        2,
+        "/x/t.json",
+    )
+    with pytest.raises(ValueError, match="--trace-config"):
+        state_from_flags(["level"])
+    with pytest.raises(ValueError, match="invalid trace level"):
+        state_from_flags(["level=LOUD"])
+
+
+def test_traced_requests_are_written_with_every_stage(test_repos: list[Path], tmp_path: Path) -> None:
+    trace_file = tmp_path / "trace.json"
+    server = tritonpy.Server(
+        model_repository=test_repos,
+        trace_config=["level=TIMESTAMPS", "rate=2", f"triton,file={trace_file}"],
+    )
+    server.backends.register("testbk", TestBackend())
+    with server:
+        a = np.ones((1, 4), np.int32)
+        for i in range(6):
+            server.model("addsub").predict({"INPUT0": a, "INPUT1": a}, request_id=f"r{i}")
+    records = json.loads(trace_file.read_text())
+    assert [r["request_id"] for r in records] == ["r1", "r3", "r5"]
+    names = [t["name"] for t in records[0]["timestamps"]]
+    assert names == [
+        "REQUEST_START",
+        "QUEUE_START",
+        "COMPUTE_START",
+        "COMPUTE_INPUT_END",
+        "COMPUTE_OUTPUT_START",
+        "COMPUTE_END",
+        "REQUEST_END",
+    ]
+    ns = [t["ns"] for t in records[0]["timestamps"]]
+    assert ns == sorted(ns)
+    assert records[0]["model_name"] == "addsub" and records[0]["model_version"] == 1
