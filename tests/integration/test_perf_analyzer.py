@@ -1,0 +1,70 @@
+"""Unmodified perf_analyzer against tritonpy, over HTTP, gRPC and gRPC streaming.
+
+A short run at concurrency 1 and 8 that must finish without errors; speed is
+for bench/, never asserted here. perf_analyzer is provisioned (cached) by
+scripts/get_perf_analyzer.py; the test skips, saying why, only if that fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def perf_analyzer() -> Path:
+    spec = importlib.util.spec_from_file_location(
+        "get_perf_analyzer", ROOT / "scripts" / "get_perf_analyzer.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        return Path(module.provision())
+    except Exception as exc:  # no network, no apt, not x86_64: say so and skip
+        pytest.skip(f"perf_analyzer could not be provisioned: {exc}")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc", "grpc-streaming"])
+def test_perf_analyzer_runs_without_errors(server_factory, perf_analyzer: Path, protocol: str) -> None:  # type: ignore[no-untyped-def]
+    server = server_factory([ROOT / "examples" / "model_repository"])
+    url = server.url if protocol == "http" else server.grpc_url
+    args = [
+        str(perf_analyzer),
+        "-m",
+        "simple",
+        "-u",
+        url,
+        "-i",
+        protocol.split("-")[0],
+        "--concurrency-range",
+        "1:8:7",
+        "--measurement-mode",
+        "count_windows",
+        "--measurement-request-count",
+        "100",
+        "--stability-percentage",
+        "999",
+        "--max-trials",
+        "3",
+    ]
+    if protocol == "grpc-streaming":
+        args.append("--streaming")
+    run = subprocess.run(args, capture_output=True, text=True, timeout=240)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert "Concurrency: 1, throughput" in output and "Concurrency: 8, throughput" in output, output
+    assert "error" not in output.lower(), output
+    with urllib.request.urlopen(f"http://{server.url}/v2/models/simple/stats", timeout=10) as resp:
+        (stats,) = json.load(resp)["model_stats"]
+    assert stats["inference_stats"]["fail"]["count"] == 0
+    assert stats["inference_stats"]["success"]["count"] >= 200
