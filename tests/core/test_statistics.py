@@ -126,3 +126,30 @@ def test_metrics_config_errors() -> None:
         MetricsConfig.parse(["summary_latencies"])
     with pytest.raises(ValueError, match="expects true or false"):
         MetricsConfig.parse(["summary_latencies=maybe"])
+
+
+def test_metric_tags_become_labels(tmp_path: Path) -> None:
+    from tritonpy_testbackend import write_model
+
+    write_model(tmp_path, "tagged", extra='metric_tags { key: "team" value: "search" }')
+    server = tritonpy.Server(model_repository=tmp_path)
+    server.backends.register("testbk", TestBackend())
+    with server:
+        _send(server, "tagged", 1)
+        text = Metrics(server.loaded_versions(), cpu=False, gpu=False).render()
+    assert 'nv_inference_request_success{model="tagged",version="1",team="search"} 1' in text
+
+
+@pytest.mark.gpu
+def test_gpu_gauges_through_nvml() -> None:
+    from tritonpy.metrics._system import Nvml
+
+    nvml = Nvml()
+    if not nvml.available:
+        pytest.skip("no GPU visible to NVML")
+    (first, *_) = nvml.read()
+    assert first.uuid.startswith("GPU-")
+    assert first.memory_total > first.memory_used > 0
+    metrics = Metrics([], cpu=False, gpu=True)
+    metrics.poll()
+    assert f'nv_gpu_memory_total_bytes{{gpu_uuid="{first.uuid}"}}' in metrics.render()

@@ -145,11 +145,24 @@ def test_errors_map_to_grpc_status(client: grpcclient.InferenceServerClient) -> 
         (lambda: client.infer("failing", _inputs(a, a, "INT32")), "StatusCode.INTERNAL", "backend blew up"),
         (lambda: client.get_model_metadata("addsub", "9"), "StatusCode.NOT_FOUND", "version 9 is not found"),
         (lambda: client.load_model("addsub"), "StatusCode.UNAVAILABLE", "explicit model load / unload"),
+        (lambda: client.unload_model("addsub"), "StatusCode.UNAVAILABLE", "explicit model load / unload"),
         (
             lambda: client.register_system_shared_memory("r", "/k", 16),
             "StatusCode.UNIMPLEMENTED",
             "system shared memory",
         ),
+        (
+            lambda: client.get_system_shared_memory_status(),
+            "StatusCode.UNIMPLEMENTED",
+            "system shared memory",
+        ),
+        (
+            lambda: client.unregister_system_shared_memory(),
+            "StatusCode.UNIMPLEMENTED",
+            "system shared memory",
+        ),
+        (lambda: client.get_cuda_shared_memory_status(), "StatusCode.UNIMPLEMENTED", "CUDA shared memory"),
+        (lambda: client.unregister_cuda_shared_memory(), "StatusCode.UNIMPLEMENTED", "CUDA shared memory"),
     ]
     for call, status, message in cases:
         with pytest.raises(InferenceServerException) as info:
@@ -237,3 +250,40 @@ def test_trace_settings(client: grpcclient.InferenceServerClient) -> None:
     }
     with pytest.raises(InferenceServerException, match="invalid trace level"):
         client.update_trace_settings(settings={"trace_level": ["LOUD"]})
+
+
+def test_stream_errors_as_grpc_status_with_triton_grpc_error(
+    client: grpcclient.InferenceServerClient,
+) -> None:
+    """With the triton_grpc_error header an error ends the stream with its status code."""
+    results: queue.Queue = queue.Queue()
+    client.start_stream(
+        callback=partial(lambda q, result, error: q.put((result, error)), results),
+        headers={"triton_grpc_error": "true"},
+    )
+    try:
+        a = np.zeros((1, 4), np.int32)
+        client.async_stream_infer("nope", _inputs(a, a, "INT32"))
+        result, error = results.get(timeout=20)
+    finally:
+        client.stop_stream()
+    assert result is None
+    assert error.status() == "StatusCode.NOT_FOUND"
+    assert "unknown model: 'nope'" in error.message()
+
+
+def test_max_message_size(test_repos) -> None:  # type: ignore[no-untyped-def]
+    from tritonpy_testservers import start_grpc
+
+    server, frontend = start_grpc(test_repos, grpc_max_message_size=4096)
+    try:
+        client = grpcclient.InferenceServerClient(frontend.url)
+        small = np.zeros((1, 4), np.float32)
+        assert client.infer("addsub_fp32", _inputs(small, small, "FP32")).as_numpy("OUTPUT0").shape == (1, 4)
+        text = np.array([[b"x" * 3000] * 4], dtype=object)  # 12 kB: over the 4 kB limit
+        with pytest.raises(InferenceServerException) as info:
+            client.infer("addsub_string", _inputs(text, text, "BYTES"))
+        assert info.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
+    finally:
+        frontend.stop()
+        server.stop()
