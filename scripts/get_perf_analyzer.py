@@ -35,9 +35,21 @@ def cache_dir() -> Path:
 
 def _pip_download(spec: str, dest: Path, *extra: str) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(dest),
-         *extra, spec],
-        check=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            str(dest),
+            *extra,
+            spec,
+        ],
+        check=True,
+        timeout=600,
     )
     name = spec.split("==")[0].replace("-", "_")
     found = glob.glob(str(dest / f"{name}-*.whl"))
