@@ -269,18 +269,19 @@ class Server:
 
     def model_statistics(self, name: str = "", version: int | str | None = None) -> list[dict[str, Any]]:
         """The statistics extension: every loaded version, or those of ``name``."""
-        if name:
+        if not name:
+            versions = self.loaded_versions()
+        else:
             record = self._records.get(name)
             if record is None or not record.versions:
                 raise TritonError.invalid_arg(f"requested model '{name}' is not available")
             v = _parse_version(name, version)
-            versions = [record.versions[v]] if v > 0 and v in record.versions else []
-            if v > 0 and not versions:
-                raise TritonError.invalid_arg(f"requested model '{name}' version {v} is not available")
             if v <= 0:
                 versions = [record.versions[k] for k in sorted(record.versions)]
-        else:
-            versions = self.loaded_versions()
+            elif v in record.versions:
+                versions = [record.versions[v]]
+            else:
+                raise TritonError.invalid_arg(f"requested model '{name}' version {v} is not available")
         return [{"name": mv.name, "version": str(mv.version), **mv.stats.snapshot()} for mv in versions]
 
     def trace_settings(self, model: str = "", changes: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -294,10 +295,9 @@ class Server:
     def loaded_versions(self) -> list[ModelVersion]:
         """Every loaded model version (for metrics)."""
         return [
-            r.versions[k]
-            for n in sorted(self._records)
-            for r in [self._records[n]]
-            for k in sorted(r.versions)
+            record.versions[v]
+            for _, record in sorted(self._records.items())
+            for v in sorted(record.versions)
         ]
 
     def model(self, name: str, version: int = -1) -> ModelHandle:

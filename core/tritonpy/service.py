@@ -14,11 +14,14 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import uvicorn
 
 from .server import Server
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
 
 log = logging.getLogger("tritonpy")
 
@@ -188,11 +191,10 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-async def _poll(metrics: object, interval_ms: int) -> None:
+async def _poll(metrics: Metrics, interval_ms: int) -> None:
     """Refresh the per-interval gauges (CPU, GPU) until cancelled."""
-    poll = metrics.poll  # type: ignore[attr-defined]
     while True:
-        await asyncio.get_running_loop().run_in_executor(None, poll)
+        await asyncio.get_running_loop().run_in_executor(None, metrics.poll)
         await asyncio.sleep(max(interval_ms, 10) / 1000)
 
 
