@@ -150,6 +150,13 @@ class ModelLoader:
         if not self._options.disable_auto_complete_config and hooks.has_auto_complete:
             call_hook(hooks, "auto_complete_config", model=model)
             config = config_from_dict(model.config)
+            if (
+                base.max_batch_size == 0
+                and config.max_batch_size > 0
+                and not config.WhichOneof("scheduling_choice")
+            ):
+                # Triton: a model found to batch by auto-complete gets the dynamic batcher.
+                config.dynamic_batching.SetInParent()
         else:
             config = ModelConfig()
             config.CopyFrom(base)

@@ -16,6 +16,7 @@ from typing import Any
 
 from tritonpy_sdk import (
     BackendHooks,
+    ErrorCode,
     InferenceRequest,
     InferenceResponse,
     Model,
@@ -26,7 +27,7 @@ from tritonpy_sdk import (
 
 from .config import ModelConfig
 from .responses import finish_response
-from .scheduler import DefaultScheduler, Job
+from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job
 from .spec import ModelSpec
 from .statistics import ExecutionTimes, ModelStatistics
 from .validation import validate_request
@@ -64,12 +65,25 @@ class ModelVersion:
     reason: str = ""
     load_seconds: float = 0.0
     stats: ModelStatistics = field(default_factory=ModelStatistics)
-    _scheduler: DefaultScheduler | None = None
+    _scheduler: DefaultScheduler | DynamicBatcher | None = None
 
     def start(self) -> None:
-        self._scheduler = DefaultScheduler(self.name, self.instances, self.run)
+        if (
+            self.config.WhichOneof("scheduling_choice") == "dynamic_batching"
+            and self.config.max_batch_size > 0
+        ):
+            self._scheduler = DynamicBatcher(
+                self.name, self.instances, self.run, BatcherConfig.from_config(self.config), self._rejected
+            )
+        else:
+            self._scheduler = DefaultScheduler(self.name, self.instances, self.run)
         self._scheduler.start()
         self.state = ModelState.READY
+
+    def _rejected(self, job: Job, reason: str) -> None:
+        """A queued request the scheduler gave up on (timeout): count it as a failure."""
+        self.stats.dequeued(1)
+        self.stats.record_rejection(job.arrival_ns, reason)
 
     @property
     def ready(self) -> bool:
@@ -99,8 +113,10 @@ class ModelVersion:
             trace.stamp("QUEUE_START", arrival)
         try:
             self._scheduler.enqueue(Job(request, done, arrival, trace))
-        except TritonError:
+        except TritonError as exc:
             self.stats.dequeued(1)
+            if exc.code is ErrorCode.UNAVAILABLE:  # a full queue (or a stopping model)
+                self.stats.record_rejection(arrival, "REJECTED")
             raise
 
     def run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:

@@ -295,9 +295,7 @@ class Server:
     def loaded_versions(self) -> list[ModelVersion]:
         """Every loaded model version (for metrics)."""
         return [
-            record.versions[v]
-            for _, record in sorted(self._records.items())
-            for v in sorted(record.versions)
+            record.versions[v] for _, record in sorted(self._records.items()) for v in sorted(record.versions)
         ]
 
     def model(self, name: str, version: int = -1) -> ModelHandle:

@@ -7,5 +7,6 @@ request per execution on the first free instance.
 
 from ._job import Job, Runner
 from .default import DefaultScheduler
+from .dynamic import BatcherConfig, DynamicBatcher
 
-__all__ = ["DefaultScheduler", "Job", "Runner"]
+__all__ = ["BatcherConfig", "DefaultScheduler", "DynamicBatcher", "Job", "Runner"]

@@ -1,0 +1,365 @@
+"""Triton's dynamic batcher: combine queued requests into batches for free instances.
+
+Formation, as Triton does it: when an instance is free, requests are taken in
+arrival order from the highest non-empty priority level (1 is highest), then
+lower levels, while their non-batch shapes match (unless the input allows
+ragged batches) and the batch stays within ``max_batch_size``; a request that
+carries its own batch counts by its batch size. The largest preferred batch
+size that can be formed is sent at once; without one, an incomplete batch
+waits until its oldest request has waited ``max_queue_delay_microseconds``
+(or until it cannot grow). Queue policies: ``max_queue_size`` rejects arrivals
+into a full level, timeouts (``default_timeout_microseconds`` or, when
+``allow_timeout_override``, the request's ``timeout`` parameter) either reject
+expired requests (REJECT) or move them behind the rest (DELAY).
+``preserve_ordering`` releases responses in arrival order.
+
+One batcher thread forms batches; each instance executes on its own worker
+thread. Nothing here runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tritonpy_sdk import InferenceResponse, ModelInstance, TritonError
+
+from ._job import Job, Runner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    reject_on_timeout: bool = True
+    default_timeout_us: int = 0
+    allow_timeout_override: bool = False
+    max_queue_size: int = 0
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    """The ``dynamic_batching`` settings the batcher needs, read once from the config."""
+
+    max_batch_size: int
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_ns: int = 0
+    preserve_ordering: bool = False
+    priority_levels: int = 0
+    default_priority_level: int = 0
+    default_policy: QueuePolicy = QueuePolicy()
+    level_policies: dict[int, QueuePolicy] = field(default_factory=dict)
+    ragged_inputs: frozenset[str] = frozenset()
+
+    def policy(self, level: int) -> QueuePolicy:
+        return self.level_policies.get(level, self.default_policy)
+
+    @classmethod
+    def from_config(cls, config: Any) -> BatcherConfig:
+        """From a ``ModelConfig`` message with ``dynamic_batching`` set."""
+        db = config.dynamic_batching
+
+        def policy(p: Any) -> QueuePolicy:
+            return QueuePolicy(
+                reject_on_timeout=p.timeout_action == 0,
+                default_timeout_us=p.default_timeout_microseconds,
+                allow_timeout_override=p.allow_timeout_override,
+                max_queue_size=p.max_queue_size,
+            )
+
+        return cls(
+            max_batch_size=config.max_batch_size,
+            preferred_batch_sizes=tuple(sorted(db.preferred_batch_size)),
+            max_queue_delay_ns=db.max_queue_delay_microseconds * 1000,
+            preserve_ordering=db.preserve_ordering,
+            priority_levels=db.priority_levels,
+            default_priority_level=db.default_priority_level,
+            default_policy=policy(db.default_queue_policy),
+            level_policies={int(k): policy(v) for k, v in db.priority_queue_policy.items()},
+            ragged_inputs=frozenset(i.name for i in config.input if i.allow_ragged_batch),
+        )
+
+
+@dataclass(slots=True, eq=False)
+class _Entry:
+    job: Job
+    size: int
+    level: int
+    deadline_ns: int  # 0 = none
+    shape_key: tuple[Any, ...]
+    delayed: bool = False
+
+
+class _Ordered:
+    """Release responses in arrival order (``preserve_ordering``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0
+        self._held: dict[int, tuple[Callable[[InferenceResponse], None], InferenceResponse]] = {}
+        self._counter = itertools.count()
+
+    def wrap(self, done: Callable[[InferenceResponse], None]) -> Callable[[InferenceResponse], None]:
+        seq = next(self._counter)
+
+        def release(response: InferenceResponse) -> None:
+            ready: list[tuple[Callable[[InferenceResponse], None], InferenceResponse]] = []
+            with self._lock:
+                self._held[seq] = (done, response)
+                while self._next in self._held:
+                    ready.append(self._held.pop(self._next))
+                    self._next += 1
+            for callback, resp in ready:
+                callback(resp)
+
+        return release
+
+
+class DynamicBatcher:
+    """Priority queues, a batcher thread and one worker thread per instance."""
+
+    def __init__(
+        self,
+        model_name: str,
+        instances: Sequence[ModelInstance],
+        runner: Runner,
+        config: BatcherConfig,
+        on_reject: Callable[[Job, str], None] | None = None,
+    ) -> None:
+        self._name = model_name
+        self._instances = list(instances)
+        self._runner = runner
+        self.config = config
+        self._on_reject = on_reject
+        levels = max(1, config.priority_levels)
+        self._levels: dict[int, deque[_Entry]] = {lv: deque() for lv in range(1, levels + 1)}
+        self._cond = threading.Condition()
+        self._idle: deque[int] = deque(range(len(self._instances)))
+        self._inboxes: list[queue.SimpleQueue[list[Job] | None]] = [
+            queue.SimpleQueue() for _ in self._instances
+        ]
+        self._ordered = _Ordered() if config.preserve_ordering else None
+        self._open = False
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._open = True
+        self._threads = [
+            threading.Thread(target=self._batch_loop, name=f"tritonpy-batcher-{self._name}", daemon=True)
+        ]
+        for i, inst in enumerate(self._instances):
+            self._threads.append(
+                threading.Thread(target=self._work, args=(i,), name=f"tritonpy-{inst.name}", daemon=True)
+            )
+        for t in self._threads:
+            t.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop taking requests; queued ones are still batched and executed."""
+        with self._cond:
+            self._open = False
+            self._cond.notify_all()
+        self._threads[0].join(timeout)
+        for inbox in self._inboxes:
+            inbox.put(None)
+        for t in self._threads[1:]:
+            t.join(timeout)
+
+    # -- admission (any thread) -----------------------------------------------------------
+
+    def _level_of(self, job: Job) -> int:
+        params = job.request.parameters
+        priority = params.get("priority", job.request.priority) or 0
+        if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
+            raise TritonError.invalid_arg(
+                f"request priority must be a non-negative integer, got {priority!r}"
+            )
+        levels = self.config.priority_levels
+        if priority == 0:
+            return (
+                self.config.default_priority_level
+                if levels and self.config.default_priority_level
+                else ((levels + 1) // 2 if levels else 1)
+            )
+        if levels == 0:
+            return 1  # no priority levels configured: every request is equal
+        if priority > levels:
+            raise TritonError.invalid_arg(
+                f"request priority {priority} is out of range for model '{self._name}' "
+                f"(priority_levels: {levels})"
+            )
+        return int(priority)
+
+    def _deadline(self, job: Job, policy: QueuePolicy) -> int:
+        timeout_us = policy.default_timeout_us
+        requested = job.request.parameters.get("timeout", job.request.timeout_us)
+        if policy.allow_timeout_override and isinstance(requested, int) and not isinstance(requested, bool):
+            if requested > 0:
+                timeout_us = requested
+        return job.arrival_ns + timeout_us * 1000 if timeout_us > 0 else 0
+
+    def _shape_key(self, job: Job) -> tuple[Any, ...]:
+        ragged = self.config.ragged_inputs
+        return tuple(
+            (name, t.data.shape[1:], t.data.dtype)
+            for name, t in sorted(job.request.inputs.items())
+            if name not in ragged
+        )
+
+    def enqueue(self, job: Job) -> None:
+        """Queue ``job``; TritonError when stopped, full, or its priority is invalid."""
+        level = self._level_of(job)
+        policy = self.config.policy(level)
+        if self._ordered is not None:
+            job.done = self._ordered.wrap(job.done)
+        entry = _Entry(job, job.request.batch_size, level, self._deadline(job, policy), self._shape_key(job))
+        with self._cond:
+            if not self._open:
+                raise TritonError.unavailable(f"model '{self._name}' is not accepting requests")
+            pending = self._levels[level]
+            if policy.max_queue_size and len(pending) >= policy.max_queue_size:
+                raise TritonError.unavailable("Exceeds maximum queue size")
+            pending.append(entry)
+            self._cond.notify()
+
+    # -- batch formation (the batcher thread) ----------------------------------------------
+
+    def _batch_loop(self) -> None:
+        while True:
+            rejected: list[_Entry] = []
+            with self._cond:
+                while True:
+                    now = time.monotonic_ns()
+                    rejected += self._expire(now)
+                    pending = any(self._levels.values())
+                    if not pending and not self._open:
+                        batch, instance = None, -1
+                        break
+                    if rejected:
+                        batch, instance = None, -2
+                        break
+                    wait_ns = None
+                    if pending and self._idle:
+                        batch, wait_ns = self._form(now)
+                        if batch is not None:
+                            instance = self._idle.popleft()
+                            break
+                    deadline = self._next_deadline()
+                    if deadline is not None:
+                        wait_ns = min(wait_ns, deadline - now) if wait_ns is not None else deadline - now
+                    self._cond.wait(None if wait_ns is None else max(wait_ns, 0) / 1e9)
+            for entry in rejected:
+                self._reject(entry)
+            if instance == -1:
+                return
+            if batch is not None:
+                self._inboxes[instance].put([e.job for e in batch])
+
+    def _expire(self, now: int) -> list[_Entry]:
+        """Apply timeouts: REJECT removes expired entries, DELAY moves them behind."""
+        rejected: list[_Entry] = []
+        for level, entries in self._levels.items():
+            if not any(e.deadline_ns and not e.delayed and e.deadline_ns <= now for e in entries):
+                continue
+            keep: deque[_Entry] = deque()
+            delayed: list[_Entry] = []
+            for e in entries:
+                if e.deadline_ns and not e.delayed and e.deadline_ns <= now:
+                    if self.config.policy(level).reject_on_timeout:
+                        rejected.append(e)
+                    else:
+                        e.delayed = True
+                        delayed.append(e)
+                else:
+                    keep.append(e)
+            keep.extend(delayed)
+            self._levels[level] = keep
+        return rejected
+
+    def _next_deadline(self) -> int | None:
+        deadlines = [
+            e.deadline_ns for q in self._levels.values() for e in q if e.deadline_ns and not e.delayed
+        ]
+        return min(deadlines) if deadlines else None
+
+    def _candidates(self) -> list[_Entry]:
+        ordered: list[_Entry] = []
+        for level in sorted(self._levels):
+            entries = self._levels[level]
+            ordered += [e for e in entries if not e.delayed]
+        for level in sorted(self._levels):
+            ordered += [e for e in self._levels[level] if e.delayed]
+        return ordered
+
+    def _form(self, now: int) -> tuple[list[_Entry] | None, int | None]:
+        """The batch to send now, or (None, ns to wait before it is due)."""
+        cfg = self.config
+        take: list[_Entry] = []
+        total = 0
+        blocked = False  # the next request cannot join: the batch cannot grow
+        for entry in self._candidates():
+            if take and (entry.shape_key != take[0].shape_key or total + entry.size > cfg.max_batch_size):
+                blocked = True
+                break
+            take.append(entry)
+            total += entry.size
+            if total >= cfg.max_batch_size:
+                break
+        if not take:
+            return None, None
+        send = take
+        if cfg.preferred_batch_sizes:
+            sums = list(itertools.accumulate(e.size for e in take))
+            for size in reversed(cfg.preferred_batch_sizes):
+                if size in sums:
+                    send = take[: sums.index(size) + 1]
+                    break
+            else:
+                send = []
+        if send and (total >= cfg.max_batch_size or cfg.preferred_batch_sizes):
+            return self._remove(send), None
+        oldest = min(e.job.arrival_ns for e in take)
+        due = oldest + cfg.max_queue_delay_ns
+        if blocked or total >= cfg.max_batch_size or now >= due:
+            return self._remove(take), None
+        return None, due - now
+
+    def _remove(self, batch: list[_Entry]) -> list[_Entry]:
+        chosen = {id(e) for e in batch}
+        for level, entries in self._levels.items():
+            if any(id(e) in chosen for e in entries):
+                self._levels[level] = deque(e for e in entries if id(e) not in chosen)
+        return batch
+
+    def _reject(self, entry: _Entry) -> None:
+        if self._on_reject is not None:
+            self._on_reject(entry.job, "REJECTED")
+        response = InferenceResponse.from_error(TritonError.unavailable("Request timeout expired"))
+        response.id = entry.job.request.id
+        entry.job.done(response)
+
+    # -- execution (instance worker threads) ------------------------------------------------
+
+    def _work(self, index: int) -> None:
+        instance = self._instances[index]
+        inbox = self._inboxes[index]
+        while True:
+            jobs = inbox.get()
+            if jobs is None:
+                return
+            try:
+                self._runner(instance, jobs)
+            except BaseException:  # the runner answers jobs itself; never lose a worker
+                log.exception("batch execution on %s failed", instance.name)
+            with self._cond:
+                self._idle.append(index)
+                self._cond.notify()

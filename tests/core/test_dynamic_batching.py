@@ -1,0 +1,261 @@
+"""The dynamic batcher, deterministically: hold the only instance busy, queue
+requests, release, and look at the batches formed. No timing is asserted."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonpy
+from tritonpy_sdk import (
+    BackendInfo,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    Tensor,
+    hookimpl,
+)
+
+
+class Recorder:
+    """Echo backend that records each batch's request ids; the first request whose id
+    starts with "hold" blocks the instance until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.blockers: dict[str, threading.Event] = {}
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(default_instance_kind="KIND_CPU")
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        ids = [r.id for r in requests]
+        self.batches.append(ids)
+        if any(i.startswith("hold") for i in ids):
+            self.holding.set()
+            assert self.release.wait(30)
+        for i in ids:
+            if i in self.blockers:
+                assert self.blockers[i].wait(30)
+        return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data)}) for r in requests]
+
+
+CONFIG = """
+backend: "recorder"
+max_batch_size: {max_batch}
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+instance_group [ {{ count: {instances}, kind: KIND_CPU }} ]
+dynamic_batching {{ {batching} }}
+"""
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, batching: str = "", max_batch: int = 4, instances: int = 1) -> None:
+        (tmp_path / "m" / "1").mkdir(parents=True)
+        (tmp_path / "m" / "config.pbtxt").write_text(
+            CONFIG.format(max_batch=max_batch, instances=instances, batching=batching)
+        )
+        self.backend = Recorder()
+        self.server = tritonpy.Server(model_repository=tmp_path)
+        self.server.backends.register("recorder", self.backend)
+        self.server.start()
+        self.responses: dict[str, InferenceResponse] = {}
+        self.order: list[str] = []
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+
+    def send(self, request_id: str, batch: int = 1, width: int = 2, **parameters: object) -> None:
+        request = self.server.model("m").create_request(
+            {"X": np.zeros((batch, width), np.float32)}, request_id=request_id, parameters=parameters
+        )
+
+        def done(response: InferenceResponse) -> None:
+            with self._done:
+                self.responses[request_id] = response
+                self.order.append(request_id)
+                self._done.notify_all()
+
+        self.server.submit(request, done)
+
+    def hold(self) -> None:
+        """Occupy the (first free) instance until ``release``."""
+        self.send("hold")
+        assert self.backend.holding.wait(30)
+
+    def wait_for(self, *ids: str) -> None:
+        with self._done:
+            assert self._done.wait_for(lambda: all(i in self.responses for i in ids), 30), self.responses
+
+    def batches_after_hold(self) -> list[list[str]]:
+        return [b for b in self.backend.batches if b != ["hold"]]
+
+    def close(self) -> None:
+        self.backend.release.set()
+        for event in self.backend.blockers.values():
+            event.set()
+        self.server.stop()
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
+    made: list[Harness] = []
+
+    def factory(**kwargs: object) -> Harness:
+        h = Harness(tmp_path / str(len(made)), **kwargs)  # type: ignore[arg-type]
+        made.append(h)
+        return h
+
+    yield factory
+    for h in made:
+        h.close()
+
+
+def _ids(n: int) -> list[str]:
+    return [f"r{i}" for i in range(n)]
+
+
+def test_queued_requests_form_max_size_batches(make) -> None:  # type: ignore[no-untyped-def]
+    h = make()
+    h.hold()
+    for rid in _ids(6):
+        h.send(rid)
+    h.backend.release.set()
+    h.wait_for(*_ids(6))
+    assert h.batches_after_hold() == [["r0", "r1", "r2", "r3"], ["r4", "r5"]]
+    (stats,) = h.server.model_statistics("m")
+    assert [(b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]] == [
+        (1, 1),
+        (2, 1),
+        (4, 1),
+    ]
+
+
+def test_largest_preferred_batch_size_is_sent(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching="preferred_batch_size: [ 2, 3 ]")
+    h.hold()
+    for rid in _ids(7):
+        h.send(rid)
+    h.backend.release.set()
+    h.wait_for(*_ids(7))
+    assert h.batches_after_hold() == [["r0", "r1", "r2"], ["r3", "r4", "r5"], ["r6"]]
+
+
+def test_requests_count_by_their_own_batch_size(make) -> None:  # type: ignore[no-untyped-def]
+    h = make()
+    h.hold()
+    h.send("a", batch=3)
+    h.send("b", batch=2)
+    h.send("c", batch=1)
+    h.backend.release.set()
+    h.wait_for("a", "b", "c")
+    assert h.batches_after_hold() == [["a"], ["b", "c"]]
+
+
+def test_different_shapes_are_not_combined(make) -> None:  # type: ignore[no-untyped-def]
+    h = make()
+    h.hold()
+    h.send("w2a", width=2)
+    h.send("w2b", width=2)
+    h.send("w3", width=3)
+    h.send("w2c", width=2)
+    h.backend.release.set()
+    h.wait_for("w2a", "w2b", "w3", "w2c")
+    assert h.batches_after_hold() == [["w2a", "w2b"], ["w3"], ["w2c"]]
+
+
+def test_higher_priority_goes_first(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching="priority_levels: 2 default_priority_level: 2", max_batch=2)
+    h.hold()
+    h.send("low1", priority=2)
+    h.send("low2")  # default level 2
+    h.send("high1", priority=1)
+    h.send("high2", priority=1)
+    h.backend.release.set()
+    h.wait_for("low1", "low2", "high1", "high2")
+    assert h.batches_after_hold() == [["high1", "high2"], ["low1", "low2"]]
+
+
+def test_invalid_priority_is_refused(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching="priority_levels: 2 default_priority_level: 1")
+    with pytest.raises(tritonpy.TritonError, match="priority 5 is out of range"):
+        h.send("bad", priority=5)
+
+
+def test_full_queue_rejects_and_counts(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching="default_queue_policy { max_queue_size: 2 }")
+    h.hold()
+    h.send("q1")
+    h.send("q2")
+    with pytest.raises(tritonpy.TritonError, match="Exceeds maximum queue size") as info:
+        h.send("q3")
+    assert info.value.code.name == "UNAVAILABLE"
+    h.backend.release.set()
+    h.wait_for("q1", "q2")
+    (stats,) = h.server.model_statistics("m")
+    assert stats["inference_stats"]["fail"]["count"] == 1
+    from tritonpy.metrics import Metrics
+
+    text = Metrics(h.server.loaded_versions(), cpu=False, gpu=False).render()
+    assert 'nv_inference_request_failure{model="m",version="1",reason="REJECTED"} 1' in text
+
+
+def test_expired_requests_are_rejected(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching="default_queue_policy { default_timeout_microseconds: 1000 }")
+    h.hold()
+    h.send("late1")
+    h.send("late2")
+    h.wait_for("late1", "late2")  # rejected while the instance is still busy
+    for rid in ("late1", "late2"):
+        error = h.responses[rid].error
+        assert error is not None and error.message == "Request timeout expired"
+    h.backend.release.set()
+    h.wait_for("hold")
+    assert h.batches_after_hold() == []
+
+
+def test_timeout_override_and_delay_action(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(
+        batching="default_queue_policy { timeout_action: DELAY allow_timeout_override: true }",
+        max_batch=1,
+    )
+    h.hold()
+    h.send("patient1")
+    h.send("hasty", timeout=1)  # 1 µs: expires at once, is delayed behind the others
+    h.send("patient2")
+    h.backend.release.set()  # the batcher applies timeouts before it forms each batch
+    h.wait_for("patient1", "hasty", "patient2")
+    assert h.responses["hasty"].error is None
+    assert h.batches_after_hold() == [["patient1"], ["patient2"], ["hasty"]]
+
+
+def test_preserve_ordering_across_instances(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching="preserve_ordering: true", max_batch=1, instances=2)
+    gate = threading.Event()
+    h.backend.blockers["first"] = gate
+    h.send("first")  # blocks on one instance
+    h.send("second")  # executes on the other instance and finishes ...
+
+    def executions() -> int:
+        return int(h.server.model_statistics("m")[0]["execution_count"])
+
+    for _ in range(3000):  # statistics are recorded just before a response is released
+        if executions() == 1:
+            break
+        threading.Event().wait(0.01)
+    assert executions() == 1 and h.backend.batches[-1] == ["second"]
+    with h._done:
+        h._done.wait_for(lambda: "second" in h.responses, 0.1)
+    assert "second" not in h.responses  # ... but its response waits for "first"
+    gate.set()
+    h.wait_for("first", "second")
+    assert h.order == ["first", "second"]
