@@ -31,6 +31,7 @@ from .options import ServerOptions
 from .plugins import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
 from .repository import ModelDir, read_labels, select_versions, version_dirs
 from .spec import ModelSpec
+from .warmup import run_warmup
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ class ModelLoader:
         started: list[ModelInstance] = []
         try:
             self._init_instances(hooks, instances, started, info.parallel_instance_init)
+            run_warmup(hooks, config, mdir.path, instances)
         except TritonError:
             for inst in started:
                 finalize_quietly(hooks, "instance_finalize", instance=inst)

@@ -1,0 +1,103 @@
+"""model_warmup runs on every instance before the model is READY; a failure makes it UNAVAILABLE."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import tritonpy
+from tritonpy_sdk import (
+    BackendInfo,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    Tensor,
+    TritonError,
+    hookimpl,
+)
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, tuple[int, ...], float]] = []
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(default_instance_kind="KIND_CPU")
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        out = []
+        for r in requests:
+            x = r.inputs["X"].data
+            self.calls.append((instance.name, r.id, x.shape, float(x.sum())))
+            if instance.model.parameters.get("fail_warmup") and r.id.startswith("warmup:"):
+                raise TritonError.internal("cannot warm up")
+            out.append(InferenceResponse({"Y": Tensor.from_numpy("Y", x)}))
+        return out
+
+
+def _model(repo: Path, name: str, warmup: str, extra: str = "") -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(
+        f"""
+backend: "seen"
+max_batch_size: 4
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 3 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 3 ] }} ]
+instance_group [ {{ count: 2, kind: KIND_CPU }} ]
+model_warmup [ {warmup} ]
+{extra}
+"""
+    )
+
+
+def test_warmup_samples_run_on_every_instance_before_ready(tmp_path: Path) -> None:
+    _model(
+        tmp_path,
+        "warm",
+        '{ name: "zeros" batch_size: 2 count: 2 inputs { key: "X" value: '
+        "{ data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } } }, "
+        '{ name: "file" batch_size: 1 inputs { key: "X" value: '
+        '{ data_type: TYPE_FP32 dims: [ 3 ] input_data_file: "x.bin" } } }',
+    )
+    (tmp_path / "warm" / "warmup").mkdir()
+    (tmp_path / "warm" / "warmup" / "x.bin").write_bytes(np.array([1, 2, 3], np.float32).tobytes())
+    backend = Seen()
+    server = tritonpy.Server(model_repository=tmp_path)
+    server.backends.register("seen", backend)
+    with server:
+        assert server.model("warm").ready()
+        warm = [c for c in backend.calls if c[1].startswith("warmup:")]
+        assert sorted({c[0] for c in warm}) == ["warm_0_0", "warm_0_1"]
+        assert [c for c in warm if c[0] == "warm_0_0"] == [
+            ("warm_0_0", "warmup:zeros", (2, 3), 0.0),
+            ("warm_0_0", "warmup:zeros", (2, 3), 0.0),
+            ("warm_0_0", "warmup:file", (1, 3), 6.0),
+        ]
+
+
+def test_failing_warmup_makes_the_model_unavailable(tmp_path: Path) -> None:
+    _model(
+        tmp_path,
+        "cold",
+        '{ name: "w" batch_size: 1 inputs { key: "X" value: '
+        "{ data_type: TYPE_FP32 dims: [ 3 ] random_data: true } } }",
+        extra='parameters { key: "fail_warmup" value: { string_value: "1" } }',
+    )
+    _model(
+        tmp_path,
+        "missing_file",
+        '{ name: "w" batch_size: 1 inputs { key: "X" value: '
+        '{ data_type: TYPE_FP32 dims: [ 3 ] input_data_file: "nope.bin" } } }',
+    )
+    server = tritonpy.Server(model_repository=tmp_path, exit_on_error=False)
+    server.backends.register("seen", Seen())
+    with server:
+        index = {e["name"]: e for e in server.repository_index()}
+    assert index["cold"]["state"] == "UNAVAILABLE"
+    assert "model warmup 'w' failed: cannot warm up" in index["cold"]["reason"]
+    assert "nope.bin cannot be read" in index["missing_file"]["reason"]
