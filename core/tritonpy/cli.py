@@ -54,6 +54,20 @@ def _trace_flags(args: argparse.Namespace) -> list[str]:
     return items
 
 
+def _cache_flags(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """``--cache-config <cache>,<key>=<value>`` (and ``--response-cache-byte-size``)."""
+    result: dict[str, dict[str, str]] = {}
+    for item in args.cache_config:
+        name, sep, setting = item.partition(",")
+        key, eq, value = setting.partition("=")
+        if not sep or not eq or not name or not key:
+            raise SystemExit(f"error: --cache-config expects <cache>,<key>=<value>, got '{item}'")
+        result.setdefault(name, {})[key] = value
+    if args.response_cache_byte_size is not None:
+        result.setdefault("local", {})["size"] = str(args.response_cache_byte_size)
+    return result
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tritonpy", description="Triton-compatible inference server")
     parser.add_argument("--version", action="version", version=f"tritonpy {__version__}")
@@ -160,6 +174,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--trace-level", default=None, help="(older flag) same as --trace-config level=LEVEL")
     serve.add_argument("--trace-rate", default=None, help="(older flag) same as --trace-config rate=N")
     serve.add_argument(
+        "--cache-config",
+        action="append",
+        default=[],
+        help="<cache>,<key>=<value>: the response cache, e.g. local,size=104857600",
+    )
+    serve.add_argument(
+        "--response-cache-byte-size",
+        type=int,
+        default=None,
+        help="(older flag) same as --cache-config local,size=N",
+    )
+    serve.add_argument(
         "--exit-timeout-secs",
         type=float,
         default=30.0,
@@ -193,6 +219,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         log_format=args.log_format,
         log_file=args.log_file,
         trace_config=_trace_flags(args),
+        cache_config=_cache_flags(args),
         allow_http=args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,

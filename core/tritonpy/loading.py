@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import Backend, BackendHooks, Model, ModelInstance, TritonError, call_hook
+from tritonpy_sdk import Backend, BackendHooks, Model, ModelInstance, ResponseCache, TritonError, call_hook
 
 from .config import (
     ConfigError,
@@ -58,9 +58,12 @@ class ModelRecord:
 class ModelLoader:
     """Turns model folders into ``ModelRecord`` objects for one server."""
 
-    def __init__(self, options: ServerOptions, registry: BackendRegistry) -> None:
+    def __init__(
+        self, options: ServerOptions, registry: BackendRegistry, cache: ResponseCache | None = None
+    ) -> None:
         self._options = options
         self._registry = registry
+        self._cache = cache
 
     def load(self, mdir: ModelDir) -> ModelRecord:
         record = ModelRecord(mdir.name, mdir.path)
@@ -195,6 +198,12 @@ class ModelLoader:
             instances=instances,
             labels=labels,
         )
+        if config.response_cache.enable:
+            if self._cache is None:
+                log.warning(
+                    "model '%s' enables response_cache but no cache is configured (--cache-config)", mdir.name
+                )
+            mv.cache = self._cache
         mv.start()
         return mv
 

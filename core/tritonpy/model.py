@@ -21,10 +21,12 @@ from tritonpy_sdk import (
     InferenceResponse,
     Model,
     ModelInstance,
+    ResponseCache,
     TritonError,
     call_hook,
 )
 
+from .cache import cache_key
 from .config import ModelConfig
 from .responses import finish_response
 from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job
@@ -65,6 +67,8 @@ class ModelVersion:
     reason: str = ""
     load_seconds: float = 0.0
     stats: ModelStatistics = field(default_factory=ModelStatistics)
+    #: The server's response cache when this model enables ``response_cache``.
+    cache: ResponseCache | None = None
     _scheduler: DefaultScheduler | DynamicBatcher | None = None
 
     def start(self) -> None:
@@ -107,12 +111,29 @@ class ModelVersion:
             exc.message = f"[request id: {request.id or '<id_unknown>'}] {exc.message}"
             exc.args = (exc.message,)
             raise
-        self.stats.queued()
         arrival = time.monotonic_ns()
+        key = None
+        lookup_ns = 0
+        if self.cache is not None:
+            key = cache_key(request)
+            cached = self.cache.lookup(key)
+            lookup_ns = time.monotonic_ns() - arrival
+            if cached is not None:
+                response = InferenceResponse(
+                    dict(cached.outputs),
+                    parameters=dict(cached.parameters),
+                    model_name=self.name,
+                    model_version=self.version,
+                    id=request.id,
+                )
+                self.stats.record_cache_hit(arrival, lookup_ns)
+                done(response)
+                return
+        self.stats.queued()
         if trace is not None:
             trace.stamp("QUEUE_START", arrival)
         try:
-            self._scheduler.enqueue(Job(request, done, arrival, trace))
+            self._scheduler.enqueue(Job(request, done, arrival, trace, key, lookup_ns))
         except TritonError as exc:
             self.stats.dequeued(1)
             if exc.code is ErrorCode.UNAVAILABLE:  # a full queue (or a stopping model)
@@ -156,6 +177,12 @@ class ModelVersion:
             [r.batch_size for r in requests],
             [o.error is None for o in outs],
         )
+        if self.cache is not None:
+            for job, out in zip(jobs, outs):
+                if job.cache_key is not None and out.error is None:
+                    t = time.monotonic_ns()
+                    self.cache.insert(job.cache_key, out)
+                    self.stats.record_cache_miss(job.cache_lookup_ns + time.monotonic_ns() - t)
         for job, out in zip(jobs, outs):
             if job.trace is not None:
                 for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):

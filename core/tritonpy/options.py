@@ -97,3 +97,5 @@ class ServerOptions:
     #: ``--trace-config``: ``level=TIMESTAMPS``, ``rate=N``, ``count=N``,
     #: ``log-frequency=N``, ``triton,file=PATH``.
     trace_config: list[str] = field(default_factory=list)
+    #: ``--cache-config <cache>,<key>=<value>``: the response cache (``local,size=N``).
+    cache_config: dict[str, dict[str, str]] = field(default_factory=dict)

@@ -32,11 +32,13 @@ from tritonpy_sdk import (
     InferenceResponse,
     ParameterValue,
     RequestedOutput,
+    ResponseCache,
     Tensor,
     TritonError,
 )
 
 from ._version import __version__
+from .cache import create_cache
 from .loading import ModelLoader, ModelRecord
 from .logsettings import LogSettings, LogState
 from .model import ModelState, ModelVersion
@@ -93,8 +95,14 @@ class Server:
             self.tracer = Tracer(state_from_flags(options.trace_config))
         except ValueError as exc:
             raise TritonError.invalid_arg(str(exc)) from None
+        self.cache: ResponseCache | None = None
+        if options.cache_config:
+            if len(options.cache_config) > 1:
+                raise TritonError.invalid_arg("only one response cache can be configured")
+            ((cache_name, cache_settings),) = options.cache_config.items()
+            self.cache = create_cache(cache_name, cache_settings)
         self.backends = BackendRegistry(options.backend_config)
-        self._loader = ModelLoader(options, self.backends)
+        self._loader = ModelLoader(options, self.backends, self.cache)
         self._records: dict[str, ModelRecord] = {}
         self._started = False
         self._stopping = False

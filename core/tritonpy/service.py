@@ -141,6 +141,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
                 MetricsConfig.parse(options.metrics_config),
                 cpu=options.allow_cpu_metrics,
                 gpu=options.allow_gpu_metrics,
+                cache=server.cache,
             )
             metrics_sock = _listen(address, options.metrics_port)
         except (OSError, ValueError) as exc:

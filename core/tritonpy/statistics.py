@@ -138,6 +138,18 @@ class ModelStatistics:
             for observer in self.observers:
                 observer(stage, us)
 
+    def record_cache_hit(self, arrival: int, lookup_ns: int) -> None:
+        """A request answered from the response cache (no execution)."""
+        with self._lock:
+            self.success.add(max(0, time.monotonic_ns() - arrival))
+            self.cache_hit.add(lookup_ns)
+            self.last_inference_ms = time.time_ns() // 1_000_000
+
+    def record_cache_miss(self, ns: int) -> None:
+        """Lookup plus insertion time of a request the cache did not hold."""
+        with self._lock:
+            self.cache_miss.add(ns)
+
     def record_rejection(self, arrival: int, reason: str) -> None:
         """A request that failed before executing (rejected, cancelled)."""
         with self._lock:
@@ -192,6 +204,8 @@ class ModelStatistics:
                 "pending": self.pending,
                 "cache_hits": self.cache_hit.count,
                 "cache_misses": self.cache_miss.count,
+                "cache_hit_ns": self.cache_hit.ns,
+                "cache_miss_ns": self.cache_miss.ns,
             }
 
 

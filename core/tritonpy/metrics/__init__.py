@@ -97,8 +97,10 @@ class Metrics:
         config: MetricsConfig | None = None,
         cpu: bool = True,
         gpu: bool = True,
+        cache: Any = None,
     ) -> None:
         self.config = config or MetricsConfig()
+        self._cache = cache
         self._versions = list(versions)
         self._cpu = CpuSampler() if cpu else None
         self._nvml = Nvml() if gpu else None
@@ -182,6 +184,7 @@ class Metrics:
         for mv, labels, _ in counters:
             load.add(labels, mv.load_seconds)
         families.append(load)
+        families += self._cache_families(counters)
         families += self._latency_families()
         families += self._system_families()
         return families
@@ -192,6 +195,48 @@ class Metrics:
         for _, labels, values in counters:
             family.add(labels, values[key])
         return family
+
+    def _cache_families(self, counters: list[Any]) -> list[Family]:
+        cached = [(labels, values) for mv, labels, values in counters if mv.cache is not None]
+        out: list[Family] = []
+        if cached:
+            for name, help_text, key, scale in (
+                ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hits", 1),
+                ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_misses", 1),
+                (
+                    "nv_cache_hit_duration_per_model",
+                    "Total cache hit duration per model, in microseconds",
+                    "cache_hit_ns",
+                    1000,
+                ),
+                (
+                    "nv_cache_miss_duration_per_model",
+                    "Total cache miss (insert + lookup) duration per model, in microseconds",
+                    "cache_miss_ns",
+                    1000,
+                ),
+            ):
+                family = Family(name, help_text, "counter")
+                for labels, values in cached:
+                    family.add(labels, values[key] // scale)
+                out.append(family)
+        if self._cache is not None:
+            stats = self._cache.stats()
+            for name, help_text, key, kind in (
+                ("nv_cache_num_entries", "Number of responses stored in response cache", "entries", "gauge"),
+                ("nv_cache_num_lookups", "Number of cache lookups in response cache", "lookups", "counter"),
+                ("nv_cache_num_hits", "Number of cache hits in response cache", "hits", "counter"),
+                ("nv_cache_num_misses", "Number of cache misses in response cache", "misses", "counter"),
+                (
+                    "nv_cache_num_evictions",
+                    "Number of cache evictions in response cache",
+                    "evictions",
+                    "counter",
+                ),
+                ("nv_cache_util", "Cache utilization [0.0 - 1.0]", "utilization", "gauge"),
+            ):
+                out.append(Family(name, help_text, kind, [(name, {}, float(stats.get(key, 0)))]))
+        return out
 
     def _latency_families(self) -> list[Family]:
         out: list[Family] = []

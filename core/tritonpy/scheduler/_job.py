@@ -23,6 +23,10 @@ class Job:
     arrival_ns: int = 0
     #: The request's trace when it is traced (``tritonpy.trace.Trace``), else None.
     trace: Any = None
+    #: The response cache key when the model caches responses and this was a miss.
+    cache_key: bytes | None = None
+    #: How long the (missed) cache lookup took.
+    cache_lookup_ns: int = 0
 
 
 #: Runs a batch of jobs on an instance and calls each job's ``done``.

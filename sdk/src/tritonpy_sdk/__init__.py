@@ -9,6 +9,7 @@ package only, never on the server.
 from ._backend_info import BackendInfo
 from ._batching import batch_sizes, gather_inputs, scatter_output
 from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
+from ._cache import CACHE_ENTRY_POINT_GROUP, CacheFactory, ResponseCache
 from ._datatype import DataType
 from ._errors import ErrorCode, TritonError
 from ._hookspecs import PROJECT_NAME, hookimpl, hookspec
@@ -21,7 +22,10 @@ from ._tensor import Tensor, as_bytes_array
 ENTRY_POINT_GROUP = "tritonpy.backends"
 
 __all__ = [
+    "CACHE_ENTRY_POINT_GROUP",
     "ENTRY_POINT_GROUP",
+    "CacheFactory",
+    "ResponseCache",
     "PROJECT_NAME",
     "Backend",
     "BackendHooks",
