@@ -186,6 +186,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="(older flag) same as --cache-config local,size=N",
     )
     serve.add_argument(
+        "--rate-limit",
+        default="off",
+        choices=["off", "execution_count"],
+        help="execution_count: instances execute only while their rate_limiter resources are free",
+    )
+    serve.add_argument(
+        "--rate-limit-resource",
+        action="append",
+        default=[],
+        help="<name>:<count>[:<device>] available units of a rate-limiter resource",
+    )
+    serve.add_argument(
         "--exit-timeout-secs",
         type=float,
         default=30.0,
@@ -220,6 +232,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         log_file=args.log_file,
         trace_config=_trace_flags(args),
         cache_config=_cache_flags(args),
+        rate_limit=args.rate_limit,
+        rate_limit_resource=args.rate_limit_resource,
         allow_http=args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,

@@ -30,6 +30,7 @@ from .model import ModelState, ModelVersion, finalize_quietly
 from .options import ServerOptions
 from .plugins import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
 from .repository import ModelDir, read_labels, select_versions, version_dirs
+from .scheduler.ratelimiter import Need, RateLimiter
 from .spec import ModelSpec
 from .warmup import run_warmup
 
@@ -59,11 +60,16 @@ class ModelLoader:
     """Turns model folders into ``ModelRecord`` objects for one server."""
 
     def __init__(
-        self, options: ServerOptions, registry: BackendRegistry, cache: ResponseCache | None = None
+        self,
+        options: ServerOptions,
+        registry: BackendRegistry,
+        cache: ResponseCache | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self._options = options
         self._registry = registry
         self._cache = cache
+        self._rate_limiter = rate_limiter
 
     def load(self, mdir: ModelDir) -> ModelRecord:
         record = ModelRecord(mdir.name, mdir.path)
@@ -198,6 +204,11 @@ class ModelLoader:
             instances=instances,
             labels=labels,
         )
+        if self._rate_limiter is not None:
+            mv.rate_limiter = self._rate_limiter
+            mv.needs = self._needs(config, instances)
+            for need in mv.needs.values():
+                self._rate_limiter.register(need)
         if config.response_cache.enable:
             if self._cache is None:
                 log.warning(
@@ -223,6 +234,20 @@ class ModelLoader:
                 )
             labels[out["name"]] = read_labels(path)
         return labels
+
+    @staticmethod
+    def _needs(config: ModelConfig, instances: list[ModelInstance]) -> dict[str, Need]:
+        """Each instance's rate-limiter resources, from its instance group."""
+        needs: dict[str, Need] = {}
+        for group in config.instance_group:
+            limiter = group.rate_limiter
+            resources = tuple(
+                (r.name, int(r.count), bool(getattr(r, "global"))) for r in limiter.resources
+            )
+            for inst in instances:
+                if inst.name.startswith(group.name + "_"):
+                    needs[inst.name] = Need(resources, inst.device_id, int(limiter.priority) or 1)
+        return needs
 
     @staticmethod
     def _instances(model: Model, config: ModelConfig, gpus: int) -> list[ModelInstance]:

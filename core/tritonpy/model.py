@@ -30,6 +30,7 @@ from .cache import cache_key
 from .config import ModelConfig
 from .responses import finish_response
 from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job
+from .scheduler.ratelimiter import Need, RateLimiter
 from .spec import ModelSpec
 from .statistics import ExecutionTimes, ModelStatistics
 from .validation import validate_request
@@ -69,6 +70,9 @@ class ModelVersion:
     stats: ModelStatistics = field(default_factory=ModelStatistics)
     #: The server's response cache when this model enables ``response_cache``.
     cache: ResponseCache | None = None
+    #: The server's rate limiter (``--rate-limit execution_count``) and each instance's needs.
+    rate_limiter: RateLimiter | None = None
+    needs: dict[str, Need] = field(default_factory=dict)
     _scheduler: DefaultScheduler | DynamicBatcher | None = None
 
     def start(self) -> None:
@@ -142,6 +146,15 @@ class ModelVersion:
 
     def run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
         """Execute ``jobs`` on ``instance``, record statistics, answer every job."""
+        need = self.needs.get(instance.name) if self.rate_limiter is not None else None
+        if need is None:
+            self._run(instance, jobs)
+            return
+        assert self.rate_limiter is not None
+        with self.rate_limiter.hold(need):  # waiting for resources counts as queue time
+            self._run(instance, jobs)
+
+    def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
         start = time.monotonic_ns()
         self.stats.dequeued(len(jobs))
         requests = [j.request for j in jobs]

@@ -99,3 +99,7 @@ class ServerOptions:
     trace_config: list[str] = field(default_factory=list)
     #: ``--cache-config <cache>,<key>=<value>``: the response cache (``local,size=N``).
     cache_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: ``--rate-limit``: ``off`` or ``execution_count`` (instances wait for their resources).
+    rate_limit: str = "off"
+    #: ``--rate-limit-resource <name>:<count>[:<device>]``.
+    rate_limit_resource: list[str] = field(default_factory=list)

@@ -45,6 +45,7 @@ from .model import ModelState, ModelVersion
 from .options import ServerOptions
 from .plugins import BackendRegistry
 from .repository import scan_repositories
+from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, state_from_flags
 
 log = logging.getLogger("tritonpy")
@@ -102,7 +103,14 @@ class Server:
             ((cache_name, cache_settings),) = options.cache_config.items()
             self.cache = create_cache(cache_name, cache_settings)
         self.backends = BackendRegistry(options.backend_config)
-        self._loader = ModelLoader(options, self.backends, self.cache)
+        self.rate_limiter: RateLimiter | None = None
+        if options.rate_limit not in ("off", "execution_count"):
+            raise TritonError.invalid_arg(
+                f"--rate-limit must be off or execution_count, got '{options.rate_limit}'"
+            )
+        if options.rate_limit == "execution_count":
+            self.rate_limiter = RateLimiter(parse_resource_flags(options.rate_limit_resource))
+        self._loader = ModelLoader(options, self.backends, self.cache, self.rate_limiter)
         self._records: dict[str, ModelRecord] = {}
         self._started = False
         self._stopping = False
