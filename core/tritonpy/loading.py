@@ -8,6 +8,7 @@ threads, never on the event loop.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from .config import (
     validate_config,
 )
 from .devices import gpu_count
+from .memory import PinnedPool
 from .model import ModelState, ModelVersion, finalize_quietly
 from .options import ServerOptions
 from .plugins import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
@@ -70,6 +72,8 @@ class ModelLoader:
         self._registry = registry
         self._cache = cache
         self._rate_limiter = rate_limiter
+        self._pool: PinnedPool | None = None
+        self._pool_lock = threading.Lock()
 
     def load(self, mdir: ModelDir) -> ModelRecord:
         record = ModelRecord(mdir.name, mdir.path)
@@ -183,6 +187,10 @@ class ModelLoader:
         spec = ModelSpec.from_config(model.config, version)
         labels = self._labels(mdir, version, model.config)
         instances = self._instances(model, config, gpus)
+        pool = self._pinned_pool() if gpus else None
+        for inst in instances:
+            if inst.kind == "KIND_GPU" and pool is not None:
+                inst.host_allocator = pool.allocate
         call_hook(hooks, "model_initialize", model=model)
         started: list[ModelInstance] = []
         try:
@@ -235,15 +243,20 @@ class ModelLoader:
             labels[out["name"]] = read_labels(path)
         return labels
 
+    def _pinned_pool(self) -> PinnedPool | None:
+        """One pinned-memory pool per server, made when the first GPU instance loads."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = PinnedPool.create()
+            return self._pool
+
     @staticmethod
     def _needs(config: ModelConfig, instances: list[ModelInstance]) -> dict[str, Need]:
         """Each instance's rate-limiter resources, from its instance group."""
         needs: dict[str, Need] = {}
         for group in config.instance_group:
             limiter = group.rate_limiter
-            resources = tuple(
-                (r.name, int(r.count), bool(getattr(r, "global"))) for r in limiter.resources
-            )
+            resources = tuple((r.name, int(r.count), bool(getattr(r, "global"))) for r in limiter.resources)
             for inst in instances:
                 if inst.name.startswith(group.name + "_"):
                     needs[inst.name] = Need(resources, inst.device_id, int(limiter.priority) or 1)

@@ -8,6 +8,7 @@ they need there.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,9 @@ class ModelInstance:
 
     ``kind`` is ``"KIND_CPU"``, ``"KIND_GPU"`` or ``"KIND_MODEL"``;
     ``device_id`` is the GPU for KIND_GPU instances, else 0.
+    ``host_allocator`` gives pinned host memory for GPU instances when the core
+    has a CUDA runtime (pass it to ``gather_inputs(..., allocator=...)``); None
+    means ordinary memory.
     """
 
     name: str
@@ -88,3 +92,4 @@ class ModelInstance:
     device_id: int
     model: Model
     state: Any = None
+    host_allocator: Callable[[tuple[int, ...], Any], Any] | None = None

@@ -90,7 +90,7 @@ def instance_initialize(instance: ModelInstance) -> None:
 @hookimpl
 def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
     state: InstanceSession = instance.state
-    return state.execute(requests)
+    return state.execute(requests, instance.host_allocator)
 
 
 @hookimpl

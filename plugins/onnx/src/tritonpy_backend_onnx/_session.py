@@ -141,9 +141,10 @@ class InstanceSession:
             invalid_argument=InvalidArgument,
         )
 
-    def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
+    def execute(self, requests: Sequence[InferenceRequest], allocator: Any = None) -> list[InferenceResponse]:
+        """Run ``requests`` as one batch; ``allocator`` (pinned memory) holds gathered inputs."""
         if len(requests) > 1 and not self.batching:
-            return [self.execute([r])[0] for r in requests]
+            return [self.execute([r], allocator)[0] for r in requests]
         wanted = self._wanted(requests)
         feeds: dict[str, np.ndarray[Any, Any]] = {}
         for name in self.input_names:
@@ -154,7 +155,7 @@ class InstanceSession:
                 raise TritonError.invalid_arg(
                     f"optional input '{name}' is given by only some requests of a batch"
                 )
-            array = gather_inputs(requests, name)
+            array = gather_inputs(requests, name, allocator=allocator)
             if name in self.string_inputs:
                 array = _to_str(array)
             feeds[name] = array
