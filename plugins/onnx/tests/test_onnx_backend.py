@@ -213,3 +213,40 @@ def test_optional_input_with_a_default_in_the_graph(tmp_path: Path) -> None:
         assert h.infer({"X": np.ones((1, 2), np.float32)})["Y"].tolist() == [[11, 11]]
         both = {"X": np.ones((1, 2), np.float32), "BIAS": np.zeros((1, 2), np.float32)}
         assert h.infer(both)["Y"].tolist() == [[1, 1]]
+
+
+def test_ragged_batch_with_batch_input(tmp_path: Path) -> None:
+    """Requests of different lengths batch together; BATCH_ELEMENT_COUNT tells the model each one's size."""
+    vi = helper.make_tensor_value_info
+    shape = onnx.numpy_helper.from_array(np.array([-1, 1], np.int64), "SHAPE")
+    path = _save(
+        tmp_path / "ragged",
+        [
+            helper.make_node("Identity", ["X"], ["X_ALL"]),
+            helper.make_node("Reshape", ["COUNT", "SHAPE"], ["Y"]),
+        ],
+        [vi("X", TensorProto.FLOAT, ["total"]), vi("COUNT", TensorProto.FLOAT, ["items"])],
+        [vi("Y", TensorProto.FLOAT, ["items", 1]), vi("X_ALL", TensorProto.FLOAT, ["total"])],
+        [shape],
+    )
+    config = {
+        "name": "ragged",
+        "max_batch_size": 8,
+        "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1], "allow_ragged_batch": True}],
+        "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [1]}],
+        "batch_input": [
+            {
+                "kind": "BATCH_ELEMENT_COUNT",
+                "target_name": ["COUNT"],
+                "data_type": "TYPE_FP32",
+                "source_input": ["X"],
+            }
+        ],
+    }
+    with BackendHarness(backend, path, config=config) as h:
+        assert [i["name"] for i in h.model.config["input"]] == ["X"]  # COUNT is the core's, not the client's
+        requests = [h.request({"X": np.ones((1, n), np.float32)}) for n in (3, 1, 5)]
+        for r in requests:
+            r.requested_outputs = [RequestedOutput("Y")]
+        responses = h.execute(requests)
+        assert [resp.outputs["Y"].data.tolist() for resp in responses] == [[[3.0]], [[1.0]], [[5.0]]]

@@ -16,6 +16,7 @@ from ._hookspecs import PROJECT_NAME, hookimpl, hookspec
 from ._inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput
 from ._objects import Backend, Model, ModelInstance
 from ._plugin import BackendHooks, PluginError, call_hook, validate_backend
+from ._ragged import batch_input_array, gather_ragged
 from ._tensor import Tensor, as_bytes_array
 
 #: The entry-point group under which backend packages declare themselves.
@@ -42,10 +43,12 @@ __all__ = [
     "Tensor",
     "TritonError",
     "as_bytes_array",
+    "batch_input_array",
     "batch_sizes",
     "call_hook",
     "deserialize_bytes_tensor",
     "gather_inputs",
+    "gather_ragged",
     "hookimpl",
     "hookspec",
     "scatter_output",

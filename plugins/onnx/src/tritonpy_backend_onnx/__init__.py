@@ -83,7 +83,7 @@ def instance_initialize(instance: ModelInstance) -> None:
     path = model.state
     options = session_options(ort, model.config, model.parameters)
     instance.state = InstanceSession.create(
-        ort, path, options, providers(ort, instance), batching=model.max_batch_size > 0
+        ort, path, options, providers(ort, instance), batching=model.max_batch_size > 0, config=model.config
     )
 
 

@@ -35,7 +35,8 @@ def complete_config(
     them as (optional) inputs, but they are never added on its behalf.
     """
     config = model.config
-    graph = [(i.name, i.type, _dims(list(i.shape))) for i in inputs]
+    targets = {t for b in config.get("batch_input", []) for t in b.get("target_name", [])}
+    graph = [(i.name, i.type, _dims(list(i.shape))) for i in inputs if i.name not in targets]
     extra = [(i.name, i.type, _dims(list(i.shape))) for i in overridable]
     graph_out = [(o.name, o.type, _dims(list(o.shape))) for o in outputs]
     can_batch = all(len(d) > 0 and d[0] == -1 for _, _, d in graph + graph_out)
@@ -98,7 +99,7 @@ def _merge(
                 entry["dims"] = dims[strip:] or [1]
                 if not dims[strip:]:
                     entry["reshape"] = {"shape": []}
-        elif not entry.get("reshape"):
+        elif not entry.get("reshape") and not entry.get("allow_ragged_batch"):  # ragged inputs arrive flat
             _check_dims(model, kind, name, [-1] * strip + list(entry["dims"]), dims)
     present = {e.get("name") for e in entries}
     for name, ort_type, dims in graph:

@@ -9,13 +9,16 @@ from typing import Any
 
 import numpy as np
 from tritonpy_sdk import (
+    DataType,
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
     Tensor,
     TritonError,
+    batch_input_array,
     batch_sizes,
     gather_inputs,
+    gather_ragged,
     scatter_output,
 )
 
@@ -117,10 +120,19 @@ class InstanceSession:
     string_outputs: frozenset[str]
     batching: bool
     invalid_argument: type[BaseException]
+    ragged: frozenset[str] = frozenset()
+    #: (target name, kind, source inputs, numpy dtype) of the config's batch_input entries.
+    batch_inputs: tuple[tuple[str, str, tuple[str, ...], Any], ...] = ()
 
     @classmethod
     def create(
-        cls, ort: Any, path: Path, options: Any, provider_list: list[Any], batching: bool
+        cls,
+        ort: Any,
+        path: Path,
+        options: Any,
+        provider_list: list[Any],
+        batching: bool,
+        config: dict[str, Any] | None = None,
     ) -> InstanceSession:
         try:
             session = ort.InferenceSession(str(path), sess_options=options, providers=provider_list)
@@ -139,6 +151,19 @@ class InstanceSession:
             string_outputs=frozenset(o.name for o in outputs if config_type(o.type) == "TYPE_STRING"),
             batching=batching,
             invalid_argument=InvalidArgument,
+            ragged=frozenset(
+                i["name"] for i in (config or {}).get("input", []) if i.get("allow_ragged_batch")
+            ),
+            batch_inputs=tuple(
+                (
+                    target,
+                    b.get("kind", "BATCH_ELEMENT_COUNT"),
+                    tuple(b.get("source_input", [])),
+                    DataType.from_config(b.get("data_type", "TYPE_FP32")).numpy_dtype,
+                )
+                for b in (config or {}).get("batch_input", [])
+                for target in b.get("target_name", [])
+            ),
         )
 
     def execute(self, requests: Sequence[InferenceRequest], allocator: Any = None) -> list[InferenceResponse]:
@@ -155,10 +180,15 @@ class InstanceSession:
                 raise TritonError.invalid_arg(
                     f"optional input '{name}' is given by only some requests of a batch"
                 )
-            array = gather_inputs(requests, name, allocator=allocator)
+            if name in self.ragged:
+                array = gather_ragged(requests, name)
+            else:
+                array = gather_inputs(requests, name, allocator=allocator)
             if name in self.string_inputs:
                 array = _to_str(array)
             feeds[name] = array
+        for target, kind, sources, dtype in self.batch_inputs:
+            feeds[target] = batch_input_array(kind, requests, sources, dtype)
         try:
             results = self.session.run(list(wanted), feeds)
         except self.invalid_argument as exc:
