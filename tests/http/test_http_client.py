@@ -6,23 +6,12 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
+from tritonpy_sdk import DataType
 
 pytestmark = pytest.mark.integration
 
-NUMPY = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-}
+# Every numeric type the test backend serves, from the SDK's own table.
+NUMPY = {dt.value: dt.numpy_dtype.type for dt in DataType if dt not in (DataType.BYTES, DataType.BF16)}
 
 
 @pytest.fixture(scope="module")
