@@ -23,6 +23,7 @@ from tritonpy_sdk import TritonError
 from ..server import Server
 from .compression import choose_encoding, compress, decompress
 from .errors import error_response, triton_error_response
+from .fastpath import InferFastPath
 from .infer import HEADER_LENGTH, decode_raw, decode_request, encode_response
 
 log = logging.getLogger("tritonpy.http")
@@ -118,9 +119,20 @@ class HttpFrontend:
 
     async def infer(self, request: Request) -> Response:
         p = request.path_params
-        model, version = p["model"], p.get("version", "")
         body = await self._body(request)
-        header_length = request.headers.get(HEADER_LENGTH)
+        payload, headers, media_type = await self.infer_payload(
+            p["model"],
+            p.get("version", ""),
+            body,
+            request.headers.get(HEADER_LENGTH),
+            request.headers.get("accept-encoding", ""),
+        )
+        return Response(payload, media_type=media_type, headers=headers)
+
+    async def infer_payload(
+        self, model: str, version: str, body: bytes, header_length: str | None, accept_encoding: str
+    ) -> tuple[bytes, dict[str, str], str]:
+        """Decode, run and encode one inference: (body, extra headers, media type)."""
         view = memoryview(body)
         binary_output, binary_flags = False, dict[str, bool]()
         if header_length is None:
@@ -150,35 +162,42 @@ class HttpFrontend:
         if json_length is not None:
             headers["Inference-Header-Content-Length"] = str(json_length)
             media_type = "application/octet-stream"
-        encoding = choose_encoding(request.headers.get("accept-encoding", ""))
+        encoding = choose_encoding(accept_encoding) if accept_encoding else None
         if encoding is not None:
             payload = compress(payload, encoding)
             headers["Content-Encoding"] = encoding
-        return Response(payload, media_type=media_type, headers=headers)
+        return payload, headers, media_type
 
-    async def _body(self, request: Request) -> bytes:
-        """The request body, decompressed, never more than the maximum input size."""
+    def check_declared_size(self, declared: str | None) -> None:
         limit = self.max_input
-        declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise TritonError.invalid_arg(
                 f"request body of {declared} bytes exceeds the maximum input size of {limit} bytes "
                 "(--http-max-input-size)"
             )
+
+    def finish_body(self, chunks: list[bytes], encoding: str | None) -> bytes:
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if encoding:
+            body = decompress(body, encoding, self.max_input)
+        return body
+
+    def too_large(self) -> TritonError:
+        return TritonError.invalid_arg(
+            f"request body exceeds the maximum input size of {self.max_input} bytes (--http-max-input-size)"
+        )
+
+    async def _body(self, request: Request) -> bytes:
+        """The request body, decompressed, never more than the maximum input size."""
+        self.check_declared_size(request.headers.get("content-length"))
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
-            if size > limit:
-                raise TritonError.invalid_arg(
-                    f"request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)"
-                )
+            if size > self.max_input:
+                raise self.too_large()
             chunks.append(chunk)
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        encoding = request.headers.get("content-encoding")
-        if encoding:
-            body = decompress(body, encoding, limit)
-        return body
+        return self.finish_body(chunks, request.headers.get("content-encoding"))
 
 
 def _parse_object(body: bytes) -> dict[str, Any]:
@@ -200,7 +219,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(messages.get(exc.status_code, exc.detail), exc.status_code)
 
 
-def create_app(server: Server) -> Starlette:
+def create_app(server: Server) -> InferFastPath:
     """The ASGI application of the HTTP front end for ``server``."""
     f = HttpFrontend(server)
     model = "/v2/models/{model}"
@@ -228,4 +247,5 @@ def create_app(server: Server) -> Starlette:
             Route(prefix + "/stats", _guarded(f.statistics), methods=["GET"]),
             Route(prefix + "/infer", _guarded(f.infer), methods=["POST"]),
         ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return InferFastPath(f, app)
