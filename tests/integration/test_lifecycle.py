@@ -237,3 +237,52 @@ def test_busy_port_is_a_one_line_error(tmp_path: Path, busy: str) -> None:
     assert proc.returncode == 1
     assert f"error: failed to start {busy} service at 127.0.0.1:{port}" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_grpc_only_server(tmp_path: Path) -> None:
+    """--allow-http=false: the gRPC front end serves alone; no HTTP port is opened."""
+    import socket
+
+    import tritonclient.grpc as grpcclient
+
+    def port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    http_port, grpc_port = port(), port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonpy",
+            "serve",
+            "--model-repository",
+            str(ROOT / "examples" / "model_repository"),
+            "--allow-http=false",
+            "--allow-metrics=false",
+            "--http-port",
+            str(http_port),
+            "--grpc-address",
+            "127.0.0.1",
+            "--grpc-port",
+            str(grpc_port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if client.is_server_ready():
+                    break
+            except Exception:  # not listening yet
+                time.sleep(0.1)
+        assert client.is_model_ready("simple")
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", http_port)) != 0  # nothing listens for HTTP
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
