@@ -4,12 +4,16 @@
 # so the generated code imports with the protobuf<7 runtime tritonclient also needs.
 # The generated modules register into tritonpy's private descriptor pool
 # (core/tritonpy/_protos.py) so they never clash with tritonclient's copies.
+# Usage: scripts/gen_protos.sh   (PYTHON=.venv/bin/python to pick the interpreter)
+# To add a .proto: list it in PROTOS (messages only) or SERVICES (with gRPC stubs).
 set -euo pipefail
 cd "$(dirname "$0")/../core"
+PYTHON="${PYTHON:-python}"
+case "$PYTHON" in /*) ;; */*) PYTHON="$OLDPWD/$PYTHON" ;; esac  # relative to where it was run
 PROTOS=(tritonpy/config/model_config.proto)
 SERVICES=(tritonpy/grpc/grpc_service.proto tritonpy/grpc/health.proto)
-python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. "${PROTOS[@]}"
-python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. "${SERVICES[@]}"
+"$PYTHON" -m grpc_tools.protoc -I . --python_out=. --pyi_out=. "${PROTOS[@]}"
+"$PYTHON" -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. "${SERVICES[@]}"
 PROTOS+=("${SERVICES[@]}")
 for proto in "${PROTOS[@]}"; do
   module="${proto%.proto}_pb2.py"

@@ -181,6 +181,7 @@ class ModelLoader:
             default_kind=info.default_instance_kind,
             default_count=info.default_instance_count,
             gpu_count=gpus,
+            source=source,
         )
         validate_config(config, source=source, folder_name=mdir.name)
         model.config = config_to_dict(config)

@@ -51,7 +51,7 @@ def test_bad_config_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "bad" / "config.pbtxt").write_text('backend: "plain"\nmax_batch_size: -3\n')
     reason = _index(tmp_path)["bad"]["reason"]
     assert str(tmp_path / "bad" / "config.pbtxt") in reason
-    assert "'max_batch_size' must be >= 0" in reason
+    assert "'max_batch_size' must be non-negative value for bad" in reason
 
 
 def test_disable_auto_complete_requires_a_config(tmp_path: Path) -> None:

@@ -1,8 +1,11 @@
 """The JSON form of a config, as Triton reports it and gives it to backends.
 
 Field names as in the proto, enums by name, fields without presence printed
-with their defaults, and 64-bit integers as JSON numbers (protobuf's own JSON
-mapping prints them as strings; Triton prints numbers).
+with their defaults (unset messages left out), and 64-bit integers as JSON
+numbers: protobuf's JSON mapping prints them as strings and Triton turns them
+back into numbers, field by field, from a fixed list. The few 64-bit fields
+that list misses stay strings in Triton's JSON (seen on Triton 2.51:
+``"dim": ["4"]``, ``"device_id": "3"``), and so they do here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,14 @@ _INT64 = {
     FieldDescriptor.TYPE_SINT64,
     FieldDescriptor.TYPE_FIXED64,
     FieldDescriptor.TYPE_SFIXED64,
+}
+
+#: 64-bit fields Triton leaves as JSON strings.
+_TRITON_STRINGS = {
+    "inference.ModelOptimizationPolicy.Cuda.GraphSpec.Shape.dim",
+    "inference.ModelInstanceGroup.SecondaryDevice.device_id",
+    # Triton looks for initial_state beside, not inside, each sequence state.
+    "inference.ModelSequenceBatching.InitialState.dims",
 }
 
 
@@ -52,7 +63,7 @@ def _numbers(descriptor: Descriptor, data: dict[str, Any]) -> None:
             items = value if isinstance(value, list) else [value]
             for item in items:
                 _numbers(field.message_type, item)
-        elif field.type in _INT64:
+        elif field.type in _INT64 and field.full_name not in _TRITON_STRINGS:
             data[name] = [int(v) for v in value] if isinstance(value, list) else int(value)
 
 

@@ -11,12 +11,16 @@ from .model_config_pb2 import ModelConfig
 
 
 def parse_config_text(text: str, source: str) -> ModelConfig:
-    """Parse protobuf text ``text``; ConfigError naming ``source`` and the spot."""
+    """Parse protobuf text ``text``; ConfigError naming ``source``, line and column.
+
+    The message starts as Triton's does ("failed to read text proto from ..."),
+    followed by protobuf's ``line:column : problem``.
+    """
     config = ModelConfig()
     try:
         text_format.Parse(text, config)
     except text_format.ParseError as exc:
-        raise ConfigError(f"failed to parse {source}: {exc}") from None
+        raise ConfigError(f"failed to read text proto from {source}: {exc}") from None
     return config
 
 
