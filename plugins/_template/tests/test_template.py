@@ -47,3 +47,27 @@ def test_bad_model_files(tmp_path: Path, text: str, message: str) -> None:
 def test_missing_model_file(tmp_path: Path) -> None:
     with pytest.raises(TritonError, match="does not exist"):
         BackendHarness(backend, tmp_path, config=CONFIG).start()
+
+
+def test_auto_complete_mirrors_inputs_and_keeps_user_outputs(tmp_path: Path) -> None:
+    config = {
+        "name": "scaled",
+        "max_batch_size": 4,
+        "input": [
+            {"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [2]},
+            {"name": "INPUT1", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+        ],
+        "output": [{"name": "OUTPUT1", "data_type": "TYPE_STRING", "dims": [-1]}],
+    }
+    with BackendHarness(backend, _model(tmp_path, "{}"), config=config) as h:
+        assert h.model.config["output"] == [
+            {"name": "OUTPUT1", "data_type": "TYPE_STRING", "dims": [-1]},
+            {"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [2]},
+        ]
+
+
+def test_batched_requests_get_one_response_each(tmp_path: Path) -> None:
+    with BackendHarness(backend, _model(tmp_path, '{"scale": 2}'), config=CONFIG) as h:
+        requests = [h.request({"INPUT0": np.full((n, 2), n, np.int32)}) for n in (1, 2)]
+        responses = h.execute(requests)
+    assert [r.outputs["OUTPUT0"].data.tolist() for r in responses] == [[[2, 2]], [[4, 4], [4, 4]]]

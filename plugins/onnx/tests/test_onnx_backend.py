@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import onnxruntime as ort
 import pytest
 import tritonpy_backend_onnx as backend
 from onnx import TensorProto, helper
-from tritonpy_sdk import RequestedOutput, TritonError
+from tritonpy_sdk import DataType, ErrorCode, RequestedOutput, TritonError, validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
 
@@ -70,14 +73,16 @@ def test_user_config_is_kept_and_checked(tmp_path: Path) -> None:
     ):
         BackendHarness(backend, path, config=wrong_type).start()
     wrong_name = {"name": "m", "input": [{"name": "Z", "data_type": "TYPE_FP32", "dims": [3]}]}
-    with pytest.raises(TritonError, match="expects input 'Z' which the model does not have"):
+    with pytest.raises(TritonError, match="unexpected inference input 'Z', allowed inputs are: A, B"):
         BackendHarness(backend, path, config=wrong_name).start()
     wrong_dims = {
         "name": "m",
         "max_batch_size": 2,
         "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [4]}],
     }
-    with pytest.raises(TritonError, match="input 'A' has shape"):
+    with pytest.raises(
+        TritonError, match=re.escape("tensor 'A': the model expects 2 dimensions (shape [-1,3])")
+    ):
         BackendHarness(backend, path, config=wrong_dims).start()
 
 
@@ -167,8 +172,9 @@ def test_bad_parameters_fail_the_load(tmp_path: Path, key: str, value: str, mess
 
 def test_missing_and_corrupt_model_files(tmp_path: Path) -> None:
     (tmp_path / "empty" / "1").mkdir(parents=True)
-    with pytest.raises(TritonError, match="does not exist"):
+    with pytest.raises(TritonError, match="unable to find '.*model.onnx' for model 'empty'") as missing:
         BackendHarness(backend, tmp_path / "empty", config={"name": "empty"}).start()
+    assert missing.value.code is ErrorCode.UNAVAILABLE
     (tmp_path / "bad" / "1").mkdir(parents=True)
     (tmp_path / "bad" / "1" / "model.onnx").write_bytes(b"not an onnx file")
     with pytest.raises(TritonError, match="onnxruntime failed to load"):
@@ -250,3 +256,187 @@ def test_ragged_batch_with_batch_input(tmp_path: Path) -> None:
             r.requested_outputs = [RequestedOutput("Y")]
         responses = h.execute(requests)
         assert [resp.outputs["Y"].data.tolist() for resp in responses] == [[[3.0]], [[1.0]], [[5.0]]]
+
+
+def test_backend_info_and_lazy_import() -> None:
+    hooks = validate_backend("onnxruntime", backend)
+    assert hooks.info.platforms == ("onnxruntime_onnx",)
+    assert hooks.info.default_model_filename == "model.onnx"
+    assert hooks.has_auto_complete
+    code = "import sys, tritonpy_backend_onnx; sys.exit('onnxruntime' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [
+        (None, "ORT_ENABLE_ALL"),
+        (-1, "ORT_ENABLE_BASIC"),
+        (1, "ORT_ENABLE_EXTENDED"),
+        (2, "ORT_DISABLE_ALL"),
+    ],
+)
+def test_graph_optimization_level(tmp_path: Path, level: int | None, expected: str) -> None:
+    config: dict[str, Any] = {"name": "m"}
+    if level is not None:
+        config["optimization"] = {"graph": {"level": level}}
+    with BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config=config) as h:
+        options = h.instance.state.session.get_session_options()
+        assert options.graph_optimization_level == getattr(ort.GraphOptimizationLevel, expected)
+
+
+def test_memory_parameters(tmp_path: Path) -> None:
+    config = {
+        "name": "m",
+        "parameters": {
+            "enable_mem_pattern": {"string_value": "false"},
+            "memory.enable_memory_arena_shrinkage": {"string_value": "cpu:0"},
+        },
+    }
+    with BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config=config) as h:
+        state = h.instance.state
+        assert state.session.get_session_options().enable_mem_pattern is False
+        assert state.run_options.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+        out = h.infer({"A": np.ones((2, 3), np.float32), "B": np.ones((2, 3), np.float32)})
+        assert out["SUM"].tolist() == [[2, 2, 2]] * 2
+    bad = {"name": "m", "parameters": {"memory.enable_memory_arena_shrinkage": {"string_value": "tpu"}}}
+    with pytest.raises(TritonError, match="'memory.enable_memory_arena_shrinkage' must list devices"):
+        BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config=bad).start()
+
+
+def test_default_threads_are_left_to_onnxruntime(tmp_path: Path) -> None:
+    with BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config={"name": "m"}) as h:
+        options = h.instance.state.session.get_session_options()
+        assert options.intra_op_num_threads == ort.SessionOptions().intra_op_num_threads
+        assert options.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
+
+
+def test_contradictions_are_caught_without_auto_complete(tmp_path: Path) -> None:
+    """With --disable-auto-complete-config the session's own signature still checks the config."""
+    path = _add_sub(tmp_path / "m", ["N", 3])
+    good_out = [{"name": "SUM", "data_type": "TYPE_FP32", "dims": [3]}]
+    a = {"name": "A", "data_type": "TYPE_FP32", "dims": [3]}
+    cases = [
+        (
+            [{**a, "data_type": "TYPE_INT64"}, {**a, "name": "B"}],
+            "configuration expects datatype TYPE_INT64 for input 'A', model provides TYPE_FP32",
+        ),
+        ([a], "configuration expects 1 inputs, model provides 2: input 'B'"),
+        ([a, {**a, "name": "B", "dims": [3, 1]}], "tensor 'B': the model expects 2 dimensions"),
+    ]
+    for inputs, message in cases:
+        config = {"name": "m", "max_batch_size": 4, "input": inputs, "output": good_out}
+        with pytest.raises(TritonError, match=re.escape(message)) as info:
+            BackendHarness(backend, path, config=config, auto_complete=False).start()
+        assert info.value.code is ErrorCode.INVALID_ARG
+    bad_output = {
+        "name": "m",
+        "max_batch_size": 4,
+        "input": [a, {**a, "name": "B"}],
+        "output": [{"name": "PRODUCT", "data_type": "TYPE_FP32", "dims": [3]}],
+    }
+    with pytest.raises(
+        TritonError, match="unexpected inference output 'PRODUCT', allowed outputs are: DIFF, SUM"
+    ):
+        BackendHarness(backend, path, config=bad_output, auto_complete=False).start()
+
+
+def test_batching_requested_for_a_model_that_cannot_batch(tmp_path: Path) -> None:
+    path = _add_sub(tmp_path / "m", [2, 3])
+    with pytest.raises(TritonError, match="autofill failed for model 'm': model does not support batching"):
+        BackendHarness(backend, path, config={"name": "m", "max_batch_size": 4}).start()
+
+
+def test_scalars(tmp_path: Path) -> None:
+    """A scalar is dims [1] in the config; batched ones get Triton's empty reshape."""
+    vi = helper.make_tensor_value_info
+    fixed = _save(
+        tmp_path / "scalar",
+        [helper.make_node("Neg", ["X"], ["Y"])],
+        [vi("X", TensorProto.FLOAT, [])],
+        [vi("Y", TensorProto.FLOAT, [])],
+    )
+    with BackendHarness(backend, fixed, config={"name": "scalar"}) as h:
+        assert h.model.config.get("max_batch_size", 0) == 0
+        assert h.model.config["input"] == [{"name": "X", "data_type": "TYPE_FP32", "dims": [1]}]
+        assert h.infer({"X": np.array([2.0], np.float32)})["Y"].tolist() == [-2.0]
+    batched = _save(
+        tmp_path / "batched",
+        [helper.make_node("Neg", ["X"], ["Y"])],
+        [vi("X", TensorProto.FLOAT, ["N"])],
+        [vi("Y", TensorProto.FLOAT, ["N"])],
+    )
+    with BackendHarness(backend, batched, config={"name": "batched"}) as h:
+        assert h.model.config["max_batch_size"] == 4
+        assert h.model.config["input"] == [
+            {"name": "X", "data_type": "TYPE_FP32", "dims": [1], "reshape": {"shape": []}}
+        ]
+
+
+def test_external_data_and_model_directory(tmp_path: Path) -> None:
+    """Weights in a file beside model.onnx, and Triton's model.onnx-as-a-directory layout."""
+    vi = helper.make_tensor_value_info
+    weights = onnx.numpy_helper.from_array(np.arange(64, dtype=np.float32).reshape(1, 64), "W")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["X", "W"], ["Y"])],
+        "g",
+        [vi("X", TensorProto.FLOAT, ["N", 64])],
+        [vi("Y", TensorProto.FLOAT, ["N", 64])],
+        [weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    for folder in (tmp_path / "beside" / "1", tmp_path / "dir" / "1" / "model.onnx"):
+        folder.mkdir(parents=True)
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # onnx.save moves the weights out of the model it is given
+        onnx.save(
+            copy,
+            folder / "model.onnx",
+            save_as_external_data=True,
+            location="weights.bin",
+            size_threshold=0,
+        )
+        assert (folder / "weights.bin").exists()
+    for name in ("beside", "dir"):
+        with BackendHarness(backend, tmp_path / name, config={"name": name}) as h:
+            out = h.infer({"X": np.ones((2, 64), np.float32)})
+            np.testing.assert_array_equal(out["Y"][1], np.arange(64) + 1)
+
+
+def test_batched_strings_and_int64_with_the_union_of_requested_outputs(tmp_path: Path) -> None:
+    with BackendHarness(
+        backend, _add_sub(tmp_path / "m", ["N", 2], TensorProto.INT64), config={"name": "m"}
+    ) as h:
+        first = h.request({"A": np.array([[1, 2]], np.int64), "B": np.array([[1, 1]], np.int64)})
+        second = h.request(
+            {"A": np.array([[5, 5], [7, 7]], np.int64), "B": np.array([[1, 2], [3, 4]], np.int64)}
+        )
+        first.requested_outputs = [RequestedOutput("SUM")]
+        second.requested_outputs = [RequestedOutput("DIFF")]
+        r1, r2 = h.execute([first, second])
+        assert r1.outputs["SUM"].data.tolist() == [[2, 3]]
+        assert r2.outputs["DIFF"].data.tolist() == [[4, 3], [4, 3]]
+        assert r2.outputs["DIFF"].data.dtype == np.int64
+    vi = helper.make_tensor_value_info
+    path = _save(
+        tmp_path / "s",
+        [helper.make_node("Identity", ["T"], ["U"])],
+        [vi("T", TensorProto.STRING, ["N"])],
+        [vi("U", TensorProto.STRING, ["N"])],
+    )
+    with BackendHarness(backend, path, config={"name": "s"}) as h:
+        responses = h.execute(
+            [h.request({"T": np.array([b"a", b"b"], object)}), h.request({"T": np.array([b"c"], object)})]
+        )
+        assert [r.outputs["U"].data.tolist() for r in responses] == [[b"a", b"b"], [b"c"]]
+        assert responses[0].outputs["U"].datatype is DataType.BYTES
+
+
+def test_onnxruntime_errors_become_triton_errors(tmp_path: Path) -> None:
+    """The harness does not validate requests as the core does, so ORT sees a bad shape."""
+    with BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config={"name": "m"}) as h:
+        with pytest.raises(TritonError, match="onnxruntime: .*") as info:
+            h.infer({"A": np.ones((1, 3, 1), np.float32), "B": np.ones((1, 3, 1), np.float32)})
+        assert info.value.code is ErrorCode.INVALID_ARG

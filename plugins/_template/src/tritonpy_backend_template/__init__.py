@@ -46,6 +46,21 @@ def initialize(backend: Backend) -> None:
 
 
 @hookimpl
+def auto_complete_config(model: Model) -> None:
+    # Optional. Before the config is validated: fill what config.pbtxt leaves out, from
+    # the model file, never changing what the user wrote. Here an output mirrors each
+    # input (OUTPUTn for INPUTn), so a config need only list its inputs.
+    outputs = model.config.setdefault("output", [])
+    named = {o.get("name") for o in outputs}
+    for entry in model.config.get("input", []):
+        out_name = _output_name(str(entry.get("name", "")))
+        if out_name not in named:
+            # Only the fields an output has: name, data_type, dims and reshape.
+            output = {k: entry[k] for k in ("data_type", "dims", "reshape") if k in entry}
+            outputs.append({"name": out_name, **output})
+
+
+@hookimpl
 def model_initialize(model: Model) -> None:
     # Once per model version: read the model file (model.model_path) into model.state.
     path = model.model_path
@@ -78,7 +93,7 @@ def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> li
     for request in requests:
         outputs = {}
         for name, tensor in request.inputs.items():
-            out_name = name.replace("INPUT", "OUTPUT", 1)
+            out_name = _output_name(name)
             if tensor.datatype is DataType.BYTES:
                 outputs[out_name] = Tensor(out_name, tensor.data, tensor.datatype)
             else:
@@ -104,3 +119,7 @@ def model_finalize(model: Model) -> None:
 def finalize(backend: Backend) -> None:
     # Once at server shutdown.
     backend.state = None
+
+
+def _output_name(input_name: str) -> str:
+    return input_name.replace("INPUT", "OUTPUT", 1)

@@ -20,8 +20,8 @@ from tritonpy_sdk import (
     hookimpl,
 )
 
-from ._autocomplete import complete_config
-from ._session import InstanceSession, model_file, providers, session_options
+from ._autocomplete import complete_config, graph_tensors
+from ._session import InstanceSession, model_file, run_options, session_options
 
 __all__ = ["__version__"]
 __version__ = "0.1.0"
@@ -51,39 +51,42 @@ def initialize(backend: Backend) -> None:
 
 @hookimpl
 def auto_complete_config(model: Model) -> None:
+    # Only the graph's signature is needed: a CPU session with no optimisation is the
+    # cheapest way to read it without depending on the onnx package.
     ort = model.backend.state
-    path = model_file(model.model_path)
+    path = model_file(model.model_path, model.name)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # a corrupt or unsupported file
-        raise TritonError.invalid_arg(f"onnxruntime failed to load {path}: {exc}") from None
+        raise TritonError.invalid_arg(
+            f"unable to load model '{model.name}': onnxruntime failed to load {path.name}: {exc}"
+        ) from None
     complete_config(
         model,
-        session.get_inputs(),
-        session.get_outputs(),
+        graph_tensors(session.get_inputs()),
+        graph_tensors(session.get_outputs()),
         model.backend.default_max_batch_size,
-        session.get_overridable_initializers(),
+        graph_tensors(session.get_overridable_initializers()),
     )
 
 
 @hookimpl
 def model_initialize(model: Model) -> None:
     ort = model.backend.state
-    path = model_file(model.model_path)
-    session_options(ort, model.config, model.parameters)  # a bad parameter fails the load here
+    path = model_file(model.model_path, model.name)
+    # Bad parameters fail the load once here rather than once per instance.
+    session_options(ort, model.config, model.parameters)
+    run_options(ort, model.parameters)
     model.state = path
 
 
 @hookimpl
 def instance_initialize(instance: ModelInstance) -> None:
     model = instance.model
-    ort = model.backend.state
-    path = model.state
-    options = session_options(ort, model.config, model.parameters)
     instance.state = InstanceSession.create(
-        ort, path, options, providers(ort, instance), batching=model.max_batch_size > 0, config=model.config
+        model.backend.state, model.state, model.name, model.config, model.parameters, instance
     )
 
 

@@ -22,6 +22,7 @@ from tritonpy_sdk import (
     scatter_output,
 )
 
+from ._autocomplete import check_config, graph_tensors
 from ._types import config_type
 
 
@@ -75,13 +76,46 @@ def session_options(ort: Any, config: dict[str, Any], params: dict[str, str]) ->
     pattern = _bool_param(params, "enable_mem_pattern")
     if pattern is not None:
         options.enable_mem_pattern = pattern
-    level = int(((config.get("optimization") or {}).get("graph") or {}).get("level", 0) or 0)
+    level = _graph_level(config)
     levels = ort.GraphOptimizationLevel
-    # Triton's mapping: -1 basic, 1 extended, anything else everything.
+    # Triton's mapping of optimization.graph.level: -1 basic, 1 extended, 2 none, else all.
     options.graph_optimization_level = {
         -1: levels.ORT_ENABLE_BASIC,
         1: levels.ORT_ENABLE_EXTENDED,
+        2: levels.ORT_DISABLE_ALL,
     }.get(level, levels.ORT_ENABLE_ALL)
+    device_initializers = params.get("session.use_device_allocator_for_initializers")
+    if device_initializers is not None:
+        options.add_session_config_entry("session.use_device_allocator_for_initializers", device_initializers)
+    return options
+
+
+def _graph_level(config: dict[str, Any]) -> int:
+    value = ((config.get("optimization") or {}).get("graph") or {}).get("level", 0)
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        raise TritonError.invalid_arg(
+            f"optimization.graph.level must be an integer (-1, 0, 1 or 2), got {value!r}"
+        ) from None
+
+
+#: The model parameter Triton passes to every run as an ORT run config entry.
+ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
+
+
+def run_options(ort: Any, params: dict[str, str]) -> Any:
+    """RunOptions for every run of an instance: ``memory.enable_memory_arena_shrinkage``."""
+    options = ort.RunOptions()
+    value = params.get(ARENA_SHRINKAGE)
+    if value:
+        for device in value.split(";"):
+            kind, _, index = device.strip().partition(":")
+            if kind not in ("cpu", "gpu") or not index.isdigit():
+                raise TritonError.invalid_arg(
+                    f"model parameter '{ARENA_SHRINKAGE}' must list devices as 'cpu:0;gpu:0', got '{value}'"
+                )
+        options.add_run_config_entry(ARENA_SHRINKAGE, value)
     return options
 
 
@@ -97,29 +131,37 @@ def providers(ort: Any, instance: ModelInstance) -> list[Any]:
     return ["CPUExecutionProvider"]
 
 
-def model_file(path: Path) -> Path:
-    """The .onnx file: ``path`` itself, or ``model.onnx`` inside a model directory."""
+def model_file(path: Path, model_name: str) -> Path:
+    """The .onnx file: ``path`` itself, or ``model.onnx`` inside a model directory.
+
+    A model directory (Triton's layout for models with external data) holds
+    ``model.onnx`` and its weight files; external-data files may also sit beside
+    a plain ``model.onnx``. Either way ORT finds them relative to the file.
+    """
     if path.is_dir():
-        inner = path / "model.onnx"
-        if inner.is_file():
-            return inner
-        raise TritonError.invalid_arg(f"model directory {path} holds no model.onnx")
+        path = path / "model.onnx"
     if not path.is_file():
-        raise TritonError.invalid_arg(f"model file {path} does not exist")
+        raise TritonError.unavailable(f"unable to find '{path}' for model '{model_name}'")
     return path
 
 
-@dataclass
+@dataclass(slots=True)
 class InstanceSession:
     """An instance's session and what ``execute`` needs, computed once."""
 
     session: Any
-    input_names: tuple[str, ...]
-    string_inputs: frozenset[str]
+    run_options: Any
     output_names: tuple[str, ...]
+    #: Each output's data type, so responses are built without inspecting arrays.
+    output_types: dict[str, DataType]
+    string_inputs: frozenset[str]
     string_outputs: frozenset[str]
     batching: bool
     invalid_argument: type[BaseException]
+    #: Inputs that are scalars in a non-batching model: dims [1] in the config, shape () in the graph.
+    scalar_inputs: frozenset[str] = frozenset()
+    #: Outputs that are scalars in a non-batching model, with the shape the config gives them.
+    scalar_outputs: tuple[tuple[str, tuple[int, ...]], ...] = ()
     ragged: frozenset[str] = frozenset()
     #: (target name, kind, source inputs, numpy dtype) of the config's batch_input entries.
     batch_inputs: tuple[tuple[str, str, tuple[str, ...], Any], ...] = ()
@@ -129,31 +171,54 @@ class InstanceSession:
         cls,
         ort: Any,
         path: Path,
-        options: Any,
-        provider_list: list[Any],
-        batching: bool,
-        config: dict[str, Any] | None = None,
+        model_name: str,
+        config: dict[str, Any],
+        params: dict[str, str],
+        instance: ModelInstance,
     ) -> InstanceSession:
+        options = session_options(ort, config, params)
+        provider_list = providers(ort, instance)
+        run = run_options(ort, params)
         try:
             session = ort.InferenceSession(str(path), sess_options=options, providers=provider_list)
         except Exception as exc:  # ORT raises its own exception types for bad files
-            raise TritonError.invalid_arg(f"onnxruntime failed to load {path.name}: {exc}") from None
-        # Initializers a request may override are inputs too (optional ones).
-        inputs = session.get_inputs() + session.get_overridable_initializers()
-        outputs = session.get_outputs()
+            raise TritonError.invalid_arg(
+                f"unable to load model '{model_name}': onnxruntime failed to load {path.name}: {exc}"
+            ) from None
+        if instance.kind == "KIND_GPU" and "CUDAExecutionProvider" not in session.get_providers():
+            # ORT falls back to CPU quietly when the CUDA libraries fail to load.
+            raise TritonError.unavailable(
+                f"instance '{instance.name}' is KIND_GPU but onnxruntime could not use the "
+                "CUDAExecutionProvider (check the CUDA and cuDNN libraries onnxruntime-gpu needs)"
+            )
+        graph_in = graph_tensors(session.get_inputs())
+        overridable = graph_tensors(session.get_overridable_initializers())
+        graph_out = graph_tensors(session.get_outputs())
+        check_config(model_name, config, graph_in, graph_out, overridable)
         from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
+        batching = int(config.get("max_batch_size", 0) or 0) > 0
+        # Initializers a request may override are inputs too (optional ones).
+        all_in = graph_in + overridable
+        configured_out = {o["name"]: o for o in config.get("output", [])}
         return cls(
             session=session,
-            input_names=tuple(i.name for i in inputs),
-            string_inputs=frozenset(i.name for i in inputs if config_type(i.type) == "TYPE_STRING"),
-            output_names=tuple(o.name for o in outputs),
-            string_outputs=frozenset(o.name for o in outputs if config_type(o.type) == "TYPE_STRING"),
+            run_options=run,
+            output_names=tuple(name for name, _, _ in graph_out),
+            output_types={
+                name: DataType.from_config(config_type(t) or "TYPE_FP32") for name, t, _ in graph_out
+            },
+            string_inputs=frozenset(n for n, t, _ in all_in if t == "tensor(string)"),
+            string_outputs=frozenset(n for n, t, _ in graph_out if t == "tensor(string)"),
             batching=batching,
             invalid_argument=InvalidArgument,
-            ragged=frozenset(
-                i["name"] for i in (config or {}).get("input", []) if i.get("allow_ragged_batch")
+            scalar_inputs=frozenset(n for n, _, d in all_in if not d and not batching),
+            scalar_outputs=tuple(
+                (n, tuple(int(x) for x in configured_out.get(n, {}).get("dims", [1])))
+                for n, _, d in graph_out
+                if not d and not batching
             ),
+            ragged=frozenset(i["name"] for i in config.get("input", []) if i.get("allow_ragged_batch")),
             batch_inputs=tuple(
                 (
                     target,
@@ -161,7 +226,7 @@ class InstanceSession:
                     tuple(b.get("source_input", [])),
                     DataType.from_config(b.get("data_type", "TYPE_FP32")).numpy_dtype,
                 )
-                for b in (config or {}).get("batch_input", [])
+                for b in config.get("batch_input", [])
                 for target in b.get("target_name", [])
             ),
         )
@@ -170,50 +235,68 @@ class InstanceSession:
         """Run ``requests`` as one batch; ``allocator`` (pinned memory) holds gathered inputs."""
         if len(requests) > 1 and not self.batching:
             return [self.execute([r], allocator)[0] for r in requests]
-        wanted = self._wanted(requests)
+        first = requests[0]
+        if len(requests) > 1:
+            _check_same_inputs(requests)
         feeds: dict[str, np.ndarray[Any, Any]] = {}
-        for name in self.input_names:
-            given = sum(1 for r in requests if name in r.inputs)
-            if given == 0:
-                continue  # an optional input nobody sent
-            if given != len(requests):
-                raise TritonError.invalid_arg(
-                    f"optional input '{name}' is given by only some requests of a batch"
-                )
-            if name in self.ragged:
+        for name in first.inputs:  # optional inputs a request leaves out are simply not fed
+            if len(requests) == 1:
+                array = first.inputs[name].data
+            elif name in self.ragged:
                 array = gather_ragged(requests, name)
             else:
                 array = gather_inputs(requests, name, allocator=allocator)
             if name in self.string_inputs:
                 array = _to_str(array)
+            if name in self.scalar_inputs:
+                array = array.reshape(())
             feeds[name] = array
         for target, kind, sources, dtype in self.batch_inputs:
             feeds[target] = batch_input_array(kind, requests, sources, dtype)
+        wanted = self._wanted(requests)
         try:
-            results = self.session.run(list(wanted), feeds)
+            results = self.session.run(wanted, feeds, self.run_options)
         except self.invalid_argument as exc:
             raise TritonError.invalid_arg(f"onnxruntime: {exc}") from None
         except Exception as exc:  # any other ORT failure is the model's, not the client's
             raise TritonError.internal(f"onnxruntime: {exc}") from None
+        arrays = dict(zip(wanted, results))
+        for name, shape in self.scalar_outputs:
+            if name in arrays:
+                arrays[name] = arrays[name].reshape(shape)
+        for name in self.string_outputs.intersection(arrays):
+            arrays[name] = _to_bytes(arrays[name])
+        types = self.output_types
+        if len(requests) == 1:
+            return [InferenceResponse({n: Tensor(n, a, types[n]) for n, a in arrays.items()})]
         sizes = batch_sizes(requests)
-        per_output: dict[str, list[np.ndarray[Any, Any]]] = {}
-        for name, array in zip(wanted, results):
-            if name in self.string_outputs:
-                array = _to_bytes(array)
-            per_output[name] = scatter_output(array, sizes)
+        parts = {name: scatter_output(array, sizes) for name, array in arrays.items()}
         return [
-            InferenceResponse({name: Tensor.from_numpy(name, parts[i]) for name, parts in per_output.items()})
+            InferenceResponse({n: Tensor(n, p[i], types[n]) for n, p in parts.items()})
             for i in range(len(requests))
         ]
 
-    def _wanted(self, requests: Sequence[InferenceRequest]) -> tuple[str, ...]:
+    def _wanted(self, requests: Sequence[InferenceRequest]) -> list[str]:
+        """The outputs to compute: the union of those requested; all when any request names none."""
         if any(not r.requested_outputs for r in requests):
-            return self.output_names
+            return list(self.output_names)
         names = {o.name for r in requests for o in r.requested_outputs}
-        return tuple(n for n in self.output_names if n in names)
+        return [n for n in self.output_names if n in names]
+
+
+def _check_same_inputs(requests: Sequence[InferenceRequest]) -> None:
+    names = requests[0].inputs.keys()
+    for r in requests[1:]:
+        if r.inputs.keys() != names:
+            odd = sorted(names ^ r.inputs.keys())
+            raise TritonError.invalid_arg(
+                f"optional input(s) {', '.join(repr(n) for n in odd)} given by only some requests "
+                "of a batch: requests batched together must carry the same inputs"
+            )
 
 
 def _to_str(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """BYTES (object array of bytes) as ORT wants string tensors: an object array of str."""
     out = np.empty(array.shape, dtype=object)
     out.reshape(-1)[:] = [
         v.decode("utf-8", errors="replace") if isinstance(v, bytes) else str(v) for v in array.reshape(-1)
@@ -222,6 +305,7 @@ def _to_str(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def _to_bytes(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """ORT's string output (object array of str) as BYTES: an object array of bytes."""
     out = np.empty(array.shape, dtype=object)
     out.reshape(-1)[:] = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in array.reshape(-1)]
     return out
