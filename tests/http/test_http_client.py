@@ -102,6 +102,15 @@ def test_request_id_parameters_and_output_subset(client: httpclient.InferenceSer
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - a)
 
 
+def test_priority_and_timeout_pass_through(client: httpclient.InferenceServerClient) -> None:
+    a = np.arange(4, dtype=np.int32).reshape(1, 4)
+    result = client.infer(
+        "addsub", _inputs(a, a, "INT32", False), priority=1, timeout=10_000_000, parameters={"echo": "p"}
+    )
+    assert result.get_response()["parameters"] == {"echo": "p"}
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a * 2)
+
+
 def test_classification(client: httpclient.InferenceServerClient) -> None:
     a = np.array([[0.1, 0.9, 0.3, 0.2]], np.float32)
     z = np.zeros_like(a)

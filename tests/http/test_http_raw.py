@@ -67,12 +67,13 @@ def test_json_infer_matches_triton_shape(http: httpx.Client) -> None:
         (
             b'{"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FLOAT", "data": [1]}]}',
             400,
-            "invalid datatype 'FLOAT'",
+            "invalid datatype for input INPUT0",
         ),
         (
             b'{"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "INT32"}]}',
             400,
-            "neither 'data' nor",
+            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+            "'parameters', 'shared_memory_region' in 'parameters'. But no field is set",
         ),
         (
             b'{"inputs": [{"name": "INPUT0", "shape": [9, 4], "datatype": "INT32", "data": [1]}]}',
@@ -127,9 +128,13 @@ def test_binary_in_and_out(http: httpx.Client) -> None:
 @pytest.mark.parametrize(
     ("declared", "payload", "message"),
     [
-        (16, b"\0" * 8, "only 8 bytes of binary data remain"),
+        (
+            16,
+            b"\0" * 8,
+            "unexpected size for input 'INPUT0', expecting 8 additional bytes for model 'addsub'",
+        ),
         (12, b"\0" * 12, "input byte size mismatch for input 'INPUT0'. Expected 16, got 12"),
-        (16, b"\0" * 20, "4 bytes of binary data that no input claims"),
+        (16, b"\0" * 20, "unexpected additional input data for model 'addsub'"),
     ],
 )
 def test_bad_binary_framing(http: httpx.Client, declared: int, payload: bytes, message: str) -> None:
@@ -142,23 +147,65 @@ def test_bad_header_length(http: httpx.Client, value: str) -> None:
     resp = http.post(
         "/v2/models/addsub/infer", content=b"{}", headers={"Inference-Header-Content-Length": value}
     )
-    _error(resp, 400, "inference-header-content-length")
+    _error(resp, 400, f"inference header size should be in range (0, 2), got: {value}")
 
 
-def test_raw_single_input_body(http: httpx.Client) -> None:
-    data = np.arange(6, dtype=np.float32)
-    resp = http.post(
-        "/v2/models/one_input/infer",
-        content=data.tobytes(),
-        headers={"Inference-Header-Content-Length": "0", "Content-Type": "application/octet-stream"},
-    )
+def _split(resp: httpx.Response) -> tuple[dict, dict[str, bytes]]:
+    """The JSON of a binary response and each binary output's bytes."""
+    n = int(resp.headers["inference-header-content-length"])
+    meta = json.loads(resp.content[:n])
+    data, offset = {}, n
+    for out in meta["outputs"]:
+        size = out["parameters"]["binary_data_size"]
+        data[out["name"]] = resp.content[offset : offset + size]
+        offset += size
+    assert offset == len(resp.content)
+    return meta, data
+
+
+RAW = {"Inference-Header-Content-Length": "0", "Content-Type": "application/octet-stream"}
+
+
+@pytest.mark.parametrize(
+    ("model", "values", "shape"),
+    [
+        ("one_input", np.arange(6, dtype=np.float32), [1, 6]),  # dims [-1]: from the size
+        ("raw_fixed", np.arange(3, dtype=np.float32), [1, 3]),  # batch dim is 1
+        ("one_input", np.zeros(0, dtype=np.float32), [1, 0]),
+    ],
+)
+def test_raw_single_input_body(http: httpx.Client, model: str, values: np.ndarray, shape: list[int]) -> None:
+    # Triton: the config gives datatype and dims, the batch dim is 1, and every
+    # output comes back binary.
+    resp = http.post(f"/v2/models/{model}/infer", content=values.tobytes(), headers=RAW)
     assert resp.status_code == 200, resp.text
-    out = resp.json()["outputs"][0]
-    assert out["shape"] == [1, 6] and out["data"] == (data * 2).tolist()
-    two_inputs = http.post(
-        "/v2/models/addsub/infer", content=b"\0" * 16, headers={"Inference-Header-Content-Length": "0"}
-    )
-    _error(two_inputs, 400, "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs")
+    assert resp.headers["content-type"] == "application/octet-stream"
+    meta, data = _split(resp)
+    assert meta["outputs"][0]["shape"] == shape
+    assert np.frombuffer(data["OUTPUT0"], np.float32).tolist() == (values * 2).tolist()
+
+
+def test_raw_bytes_body_is_one_element(http: httpx.Client) -> None:
+    resp = http.post("/v2/models/raw_string/infer", content=b"hello world", headers=RAW)
+    assert resp.status_code == 200, resp.text
+    meta, data = _split(resp)
+    assert meta["outputs"][0]["shape"] == [1, 1]
+    assert data["OUTPUT0"] == struct.pack("<I", 11) + b"hello world"
+
+
+@pytest.mark.parametrize(
+    ("model", "payload", "message"),
+    [
+        ("addsub", b"\0" * 16, "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs"),
+        ("raw_fixed", b"\0" * 24, "input byte size mismatch for input 'INPUT0'. Expected 12, got 24"),
+        ("one_input", b"\0" * 5, "Expected 4, got 5"),
+        ("raw_two_variable", b"\0" * 8, "can not be deduced because there are more than one variable-sized"),
+        ("nope", b"\0" * 4, "Request for unknown model: 'nope' is not found"),
+    ],
+)
+def test_raw_body_errors(http: httpx.Client, model: str, payload: bytes, message: str) -> None:
+    status = 404 if model == "nope" else 400
+    _error(http.post(f"/v2/models/{model}/infer", content=payload, headers=RAW), status, message)
 
 
 def test_body_limits(http: httpx.Client) -> None:
@@ -189,12 +236,116 @@ def test_response_compression_follows_accept_encoding(http: httpx.Client) -> Non
     assert "content-encoding" not in plain.headers
 
 
+@pytest.mark.parametrize(
+    ("accept", "chosen"),
+    [  # what the real Triton chose for each header
+        ("deflate, gzip", "deflate"),
+        ("deflate;q=0.5, gzip;q=1", "gzip"),
+        ("gzip;q=0.5, deflate;q=0.6", "deflate"),
+        ("gzip;q=0, deflate", "deflate"),
+        ("gzip;q=0", None),
+        ("br, gzip", "gzip"),
+        ("*", None),
+        ("x-gzip", None),
+    ],
+)
+def test_accept_encoding_choice(http: httpx.Client, accept: str, chosen: str | None) -> None:
+    resp = http.post("/v2/models/addsub/infer", json=_two_inputs(), headers={"Accept-Encoding": accept})
+    assert resp.status_code == 200
+    assert resp.headers.get("content-encoding") == chosen
+    assert resp.json()["outputs"][1]["data"] == [0, 1, 2, 3]
+
+
+def test_only_inference_responses_are_compressed(http: httpx.Client) -> None:
+    assert "content-encoding" not in http.get("/v2", headers={"Accept-Encoding": "gzip"}).headers
+
+
+@pytest.mark.parametrize("accept", ["identity", "gzip"])
+def test_large_binary_outputs(http: httpx.Client, accept: str) -> None:
+    # Big enough that the outputs go to the transport as views of the output arrays.
+    values = np.arange(100_000, dtype=np.float32)
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "shape": [1, values.size],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": values.nbytes},
+                }
+            ],
+            "outputs": [
+                {"name": "OUTPUT0", "parameters": {"binary_data": True}},
+                {"name": "OUTPUT1", "parameters": {"binary_data": True}},
+            ],
+        }
+    ).encode()
+    resp = http.post(
+        "/v2/models/one_input/infer",
+        content=header + values.tobytes(),
+        headers={"Inference-Header-Content-Length": str(len(header)), "Accept-Encoding": accept},
+    )
+    assert resp.status_code == 200, resp.text
+    meta, data = _split(resp)
+    assert [o["parameters"]["binary_data_size"] for o in meta["outputs"]] == [values.nbytes] * 2
+    np.testing.assert_array_equal(np.frombuffer(data["OUTPUT0"], np.float32), values * 2)
+    np.testing.assert_array_equal(np.frombuffer(data["OUTPUT1"], np.float32), np.zeros_like(values))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"parameters": {"binary_data_output": "yes"}}, "parameter 'binary_data_output' must be a bool"),
+        (
+            {"outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": 1}}]},
+            "'binary_data' must be a bool",
+        ),
+        (
+            {"parameters": {"x": None}},
+            "parameter 'x' has invalid type. It should be either 'int', 'bool', or 'string'.",
+        ),
+        ({"parameters": [1]}, "'parameters' of the request must be a JSON object"),
+        ({"id": 5}, "the request 'id' must be a string"),
+    ],
+)
+def test_bad_request_fields(http: httpx.Client, change: dict, message: str) -> None:
+    _error(http.post("/v2/models/addsub/infer", json=_two_inputs(**change)), 400, message)
+
+
+def test_input_with_data_and_binary_size(http: httpx.Client) -> None:
+    doc = _two_inputs()
+    doc["inputs"][0]["parameters"] = {"binary_data_size": 16}
+    body = json.dumps(doc).encode()
+    resp = http.post(
+        "/v2/models/addsub/infer",
+        content=body + b"\0" * 16,
+        headers={"Inference-Header-Content-Length": str(len(body))},
+    )
+    _error(resp, 400, "Input must set only one of the following fields")
+    _error(
+        http.post("/v2/models/addsub/infer", json=_two_inputs(inputs=_two_inputs()["inputs"] * 2)),
+        400,
+        "already exists",
+    )
+
+
+def test_parameters_of_every_kind_pass_through(http: httpx.Client) -> None:
+    params = {"echo": "x", "priority": 0, "timeout": 1_000_000, "ratio": 0.5, "flag": True}
+    resp = http.post("/v2/models/addsub/infer", json=_two_inputs(parameters=params))
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["parameters"] == {"echo": "x"}
+
+
 def test_routing_errors(http: httpx.Client) -> None:
     _error(http.get("/v2/models/addsub/infer"), 405, "Method Not Allowed")
     _error(http.post("/v2/health/live"), 405, "Method Not Allowed")
     _error(http.get("/v2/nothing/here"), 404, "Not Found")
-    _error(http.get("/v2/models/addsub/versions/x"), 400, "failed to parse version 'x'")
-    assert http.get("/v2/models/nope/ready").status_code == 400
+    # Triton's routes take only digits as a version: anything else is an unknown path.
+    _error(http.get("/v2/models/addsub/versions/x"), 404, "Not Found")
+    _error(http.get("/v2/models/addsub/versions/x/ready"), 404, "Not Found")
+    _error(http.post("/v2/models/addsub/versions/x/infer", json=_two_inputs()), 404, "Not Found")
+    _error(http.get("/v2/models/nope/ready"), 400, "Model version not ready")
+    _error(http.get("/v2/models/addsub/versions/7/ready"), 400, "Model version not ready")
 
 
 def test_load_and_unload_are_refused_in_control_mode_none(http: httpx.Client) -> None:

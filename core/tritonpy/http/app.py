@@ -24,7 +24,7 @@ from ..server import Server
 from .compression import choose_encoding, compress, decompress
 from .errors import error_response, triton_error_response
 from .fastpath import InferFastPath
-from .infer import HEADER_LENGTH, decode_raw, decode_request, encode_response
+from .infer import HEADER_LENGTH, Body, decode_raw, decode_request, encode_response
 
 log = logging.getLogger("tritonpy.http")
 
@@ -43,6 +43,8 @@ def _guarded(handler: Handler) -> Handler:
     async def wrapper(request: Request) -> Response:
         try:
             return await handler(request)
+        except HTTPException:
+            raise  # routing answers (404, 405): starlette's handler writes them
         except TritonError as exc:
             return triton_error_response(exc)
         except Exception as exc:  # a bug must not take the server down; say what failed
@@ -72,19 +74,21 @@ class HttpFrontend:
 
     async def model_metadata(self, request: Request) -> Response:
         p = request.path_params
-        return _json(self.server.model_metadata(p["model"], p.get("version")))
+        return _json(self.server.model_metadata(p["model"], _version(p) or None))
 
     async def model_ready(self, request: Request) -> Response:
         p = request.path_params
-        return Response(status_code=200 if self.server.model_ready(p["model"], p.get("version")) else 400)
+        if self.server.model_ready(p["model"], _version(p) or None):
+            return Response(status_code=200)
+        return error_response("Model version not ready", 400)
 
     async def model_config(self, request: Request) -> Response:
         p = request.path_params
-        return _json(self.server.model_config(p["model"], p.get("version")))
+        return _json(self.server.model_config(p["model"], _version(p) or None))
 
     async def statistics(self, request: Request) -> Response:
         p = request.path_params
-        stats = self.server.model_statistics(p.get("model", ""), p.get("version"))
+        stats = self.server.model_statistics(p.get("model", ""), _version(p) or None)
         return _json({"model_stats": stats})
 
     async def logging_get(self, request: Request) -> Response:
@@ -118,21 +122,24 @@ class HttpFrontend:
     # -- inference ---------------------------------------------------------------------
 
     async def infer(self, request: Request) -> Response:
+        # Only reached for paths the ASGI fast path does not take (it serves every
+        # well-formed inference path), so this answers what Triton answers for them.
         p = request.path_params
+        version = _version(p)
         body = await self._body(request)
-        payload, headers, media_type = await self.infer_payload(
+        parts, headers, media_type = await self.infer_payload(
             p["model"],
-            p.get("version", ""),
+            version,
             body,
             request.headers.get(HEADER_LENGTH),
             request.headers.get("accept-encoding", ""),
         )
-        return Response(payload, media_type=media_type, headers=headers)
+        return Response(b"".join(parts), media_type=media_type, headers=headers)
 
     async def infer_payload(
         self, model: str, version: str, body: bytes, header_length: str | None, accept_encoding: str
-    ) -> tuple[bytes, dict[str, str], str]:
-        """Decode, run and encode one inference: (body, extra headers, media type)."""
+    ) -> tuple[Body, dict[str, str], str]:
+        """Decode, run and encode one inference: (body parts, extra headers, media type)."""
         view = memoryview(body)
         binary_output, binary_flags = False, dict[str, bool]()
         if header_length is None:
@@ -140,23 +147,21 @@ class HttpFrontend:
                 model, version, view, view[len(view) :]
             )
         else:
-            try:
-                n = int(header_length)
-            except ValueError:
-                raise TritonError.invalid_arg(
-                    f"invalid {HEADER_LENGTH} header '{header_length}': it must be an integer"
-                ) from None
+            n = int(header_length) if header_length.isdigit() else -1
             if n < 0 or n > len(body):
                 raise TritonError.invalid_arg(
-                    f"{HEADER_LENGTH} is {n} but the request body has {len(body)} bytes"
+                    f"inference header size should be in range (0, {len(body)}), got: {header_length}"
                 )
             if n == 0:
+                # Raw binary request: the body is the single input's data; Triton
+                # answers it with every output in binary.
                 spec = self.server.get_version(model, version or None).spec
                 core_request = decode_raw(model, version, spec, view)
+                binary_output = True
             else:
                 core_request, binary_output, binary_flags = decode_request(model, version, view[:n], view[n:])
         response = await self.server.infer_async(core_request)
-        payload, json_length = encode_response(response, binary_output, binary_flags)
+        parts, json_length = encode_response(response, binary_output, binary_flags)
         headers: dict[str, str] = {}
         media_type = "application/json"
         if json_length is not None:
@@ -164,9 +169,9 @@ class HttpFrontend:
             media_type = "application/octet-stream"
         encoding = choose_encoding(accept_encoding) if accept_encoding else None
         if encoding is not None:
-            payload = compress(payload, encoding)
+            parts = [compress(b"".join(parts), encoding)]
             headers["Content-Encoding"] = encoding
-        return payload, headers, media_type
+        return parts, headers, media_type
 
     def check_declared_size(self, declared: str | None) -> None:
         limit = self.max_input
@@ -198,6 +203,17 @@ class HttpFrontend:
                 raise self.too_large()
             chunks.append(chunk)
         return self.finish_body(chunks, request.headers.get("content-encoding"))
+
+
+def _version(path_params: dict[str, Any]) -> str:
+    """The version segment of a model path ('' when absent).
+
+    Triton's routes accept only digits there; anything else is an unknown path.
+    """
+    version: str = path_params.get("version", "")
+    if version and not version.isdigit():
+        raise HTTPException(404)
+    return version
 
 
 def _parse_object(body: bytes) -> dict[str, Any]:

@@ -39,12 +39,29 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
 
 
 def choose_encoding(accept: str) -> str | None:
-    """The response encoding to use for an ``Accept-Encoding`` header, if any."""
-    offered = [part.split(";")[0].strip().lower() for part in accept.split(",")]
-    for candidate in ("gzip", "deflate"):
-        if candidate in offered:
-            return candidate
-    return None
+    """The response encoding for an ``Accept-Encoding`` header, as Triton picks it.
+
+    gzip or deflate with the highest q-value (q=0 refuses it); on a tie, the one
+    listed first. Anything else (``*``, ``br``, ``identity``) means no compression.
+    """
+    best: str | None = None
+    best_q = 0.0
+    for item in accept.split(","):
+        coding, _, params = item.partition(";")
+        coding = coding.strip().lower()
+        if coding not in ("gzip", "deflate"):
+            continue
+        q = 1.0
+        for param in params.split(";"):
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > best_q:
+            best, best_q = coding, q
+    return best
 
 
 def compress(body: bytes, encoding: str) -> bytes:

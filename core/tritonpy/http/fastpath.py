@@ -29,6 +29,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _PREFIX = "/v2/models/"
 _SUFFIX = "/infer"
+#: Binary outputs at least this large go to the transport as views of the output
+#: arrays, one ASGI message each, instead of being joined into one body first.
+_STREAM_THRESHOLD = 64 * 1024
 
 
 def infer_target(path: str) -> tuple[str, str] | None:
@@ -38,7 +41,7 @@ def infer_target(path: str) -> tuple[str, str] | None:
     parts = path[len(_PREFIX) : -len(_SUFFIX)].split("/")
     if len(parts) == 1 and parts[0]:
         return parts[0], ""
-    if len(parts) == 3 and parts[0] and parts[1] == "versions" and parts[2]:
+    if len(parts) == 3 and parts[0] and parts[1] == "versions" and parts[2].isdigit():
         return parts[0], parts[2]
     return None
 
@@ -78,7 +81,7 @@ class InferFastPath:
                 if not message.get("more_body", False):
                     break
             body = f.finish_body(chunks or [b""], headers.get("content-encoding"))
-            payload, extra, media_type = await f.infer_payload(
+            parts, extra, media_type = await f.infer_payload(
                 model,
                 version,
                 body,
@@ -87,17 +90,27 @@ class InferFastPath:
             )
             status = 200
         except TritonError as exc:
-            payload, extra, media_type = json.dumps({"error": exc.message}).encode(), {}, "application/json"
+            parts, extra, media_type = [_error_body(exc.message)], {}, "application/json"
             status = status_of(exc)
         except Exception as exc:  # a bug must not take the server down; say what failed
             log.exception("unhandled error in POST %s", scope["path"])
-            message_text = f"internal error: {type(exc).__name__}: {exc}"
-            payload, extra, media_type = json.dumps({"error": message_text}).encode(), {}, "application/json"
-            status = 500
+            parts = [_error_body(f"internal error: {type(exc).__name__}: {exc}")]
+            extra, media_type, status = {}, "application/json", 500
+        length = sum(len(p) for p in parts)
         raw_headers = [
             (b"content-type", media_type.encode()),
-            (b"content-length", str(len(payload)).encode()),
+            (b"content-length", str(length).encode()),
             *((k.lower().encode(), v.encode()) for k, v in extra.items()),
         ]
         await send({"type": "http.response.start", "status": status, "headers": raw_headers})
-        await send({"type": "http.response.body", "body": payload})
+        if len(parts) == 1 or length < _STREAM_THRESHOLD:
+            body_out = parts[0] if len(parts) == 1 else b"".join(parts)
+            await send({"type": "http.response.body", "body": body_out})
+            return
+        last = len(parts) - 1
+        for i, part in enumerate(parts):
+            await send({"type": "http.response.body", "body": part, "more_body": i < last})
+
+
+def _error_body(message: str) -> bytes:
+    return json.dumps({"error": message}).encode()

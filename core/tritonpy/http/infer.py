@@ -12,6 +12,7 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 from tritonpy_sdk import (
     DataType,
     InferenceRequest,
@@ -20,13 +21,18 @@ from tritonpy_sdk import (
     RequestedOutput,
     Tensor,
     TritonError,
-    deserialize_bytes_tensor,
 )
 
 from ..codec import array_from_buffer, array_from_json, array_to_buffer, array_to_json
 from ..spec import ModelSpec
 
 HEADER_LENGTH = "inference-header-content-length"
+
+
+_ONE_OF = (
+    "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+    "'shared_memory_region' in 'parameters'."
+)
 
 
 def _bad(message: str) -> TritonError:
@@ -41,7 +47,8 @@ def _parameters(obj: dict[str, Any], where: str) -> dict[str, ParameterValue]:
         raise _bad(f"'parameters' of {where} must be a JSON object")
     for key, value in params.items():
         if not isinstance(value, bool | int | float | str):
-            raise _bad(f"parameter '{key}' of {where} must be a bool, number or string")
+            # Triton's wording; floats are accepted as well (Triton takes them as doubles).
+            raise _bad(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
     return params
 
 
@@ -59,7 +66,7 @@ def _datatype(entry: dict[str, Any], name: str) -> DataType:
     try:
         return DataType.from_protocol(dt)
     except ValueError:
-        raise _bad(f"invalid datatype '{dt}' for input '{name}'") from None
+        raise _bad(f"invalid datatype for input {name}: '{dt}'") from None
 
 
 def decode_request(
@@ -79,7 +86,7 @@ def decode_request(
     if not isinstance(doc, dict):
         raise _bad("the request JSON must be an object")
     params = dict(_parameters(doc, "the request"))
-    binary_output = bool(params.pop("binary_data_output", False))
+    binary_output = _flag(params.pop("binary_data_output", False), "binary_data_output")
     inputs_doc = doc.get("inputs")
     if not isinstance(inputs_doc, list):
         raise _bad("the request JSON must have an 'inputs' array")
@@ -90,7 +97,7 @@ def decode_request(
             raise _bad("each input must be an object with a 'name' string")
         name = entry["name"]
         if name in inputs:
-            raise _bad(f"input '{name}' is given more than once")
+            raise _bad(f"input '{name}' already exists in request")
         shape = _shape(entry, name)
         datatype = _datatype(entry, name)
         in_params = _parameters(entry, f"input '{name}'")
@@ -98,20 +105,25 @@ def decode_request(
         if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise _bad(f"'binary_data_size' of input '{name}' must be a non-negative integer")
+            if "data" in entry:
+                raise _bad(f"{_ONE_OF} But set 'data' 'binary_data_size'")
             if offset + size > len(binary):
                 raise _bad(
-                    f"unexpected size for input '{name}': 'binary_data_size' is {size} but only "
-                    f"{len(binary) - offset} bytes of binary data remain"
+                    f"unexpected size for input '{name}', expecting {offset + size - len(binary)} "
+                    f"additional bytes for model '{model}'"
                 )
             array = array_from_buffer(name, datatype, shape, binary[offset : offset + size])
             offset += size
         elif "data" in entry:
             array = array_from_json(name, datatype, shape, entry["data"])
         else:
-            raise _bad(f"input '{name}' has neither 'data' nor a 'binary_data_size' parameter")
+            raise _bad(f"{_ONE_OF} But no field is set")
         inputs[name] = Tensor(name, array, datatype)
     if offset != len(binary):
-        raise _bad(f"the request has {len(binary) - offset} bytes of binary data that no input claims")
+        raise _bad(
+            f"unexpected additional input data for model '{model}': "
+            f"{len(binary) - offset} bytes of binary data that no input claims"
+        )
     outputs: list[RequestedOutput] = []
     binary_flags: dict[str, bool] = {}
     outputs_doc = doc.get("outputs", [])
@@ -122,7 +134,7 @@ def decode_request(
             raise _bad("each requested output must be an object with a 'name' string")
         out_params = dict(_parameters(entry, f"output '{entry['name']}'"))
         if "binary_data" in out_params:
-            binary_flags[entry["name"]] = bool(out_params.pop("binary_data"))
+            binary_flags[entry["name"]] = _flag(out_params.pop("binary_data"), "binary_data")
         outputs.append(RequestedOutput(entry["name"], out_params))
     request_id = doc.get("id", "")
     if not isinstance(request_id, str):
@@ -138,6 +150,12 @@ def decode_request(
     return request, binary_output, binary_flags
 
 
+def _flag(value: ParameterValue, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(f"parameter '{key}' must be a bool (true or false), got {json.dumps(value)}")
+    return value
+
+
 def _version(version: str) -> int:
     if not version:
         return -1
@@ -148,10 +166,12 @@ def _version(version: str) -> int:
 
 
 def decode_raw(model: str, version: str, spec: ModelSpec, body: memoryview) -> InferenceRequest:
-    """A body that is the raw data of a single-input model's only input.
+    """A body that is the raw data of a single-input model's only input (Triton's rules).
 
-    The data type comes from the config; the shape is the config's dims with
-    the batch dimension (or the one variable dimension) taken from the size.
+    The data type comes from the config. The shape is the config's dims, with a
+    batch dimension of 1 when the model batches, and its one variable dim (if
+    any) taken from the body's size. A BYTES input must have dims ``[1]``: the
+    whole body is its one element.
     """
     if len(spec.inputs) != 1:
         raise _bad(
@@ -159,39 +179,41 @@ def decode_raw(model: str, version: str, spec: ModelSpec, body: memoryview) -> I
             f"{len(spec.inputs)} inputs in '{model}' model configuration"
         )
     (ispec,) = spec.inputs.values()
-    dims = list(ispec.dims)
-    if ispec.datatype is DataType.BYTES:
-        count = deserialize_bytes_tensor(body).size
-    else:
-        if len(body) % ispec.datatype.itemsize:
-            raise _bad(
-                f"raw input of {len(body)} bytes is not a whole number of {ispec.datatype.value} elements"
-            )
-        count = len(body) // ispec.datatype.itemsize
-    shape = ([-1] if spec.batching else []) + dims
-    known = math.prod(d for d in shape if d != -1)
+    shape = ([1] if spec.batching else []) + list(ispec.dims)
     variable = [i for i, d in enumerate(shape) if d == -1]
     if len(variable) > 1:
-        if spec.batching:
-            shape[0] = 1
-            variable = variable[1:]
-        if len(variable) > 1:
-            raise _bad(f"cannot infer the shape of raw input '{ispec.name}': it has several variable dims")
-    if variable:
-        if known == 0 or count % known:
-            raise _bad(f"raw input '{ispec.name}' of {count} elements does not fit its dims {dims}")
-        shape[variable[0]] = count // known
-    array = array_from_buffer(ispec.name, ispec.datatype, shape, body)
+        raise _bad(
+            f"The shape of the raw input '{ispec.name}' can not be deduced because there are "
+            "more than one variable-sized dimension"
+        )
+    if ispec.datatype is DataType.BYTES:
+        if variable or math.prod(shape) != 1:
+            raise _bad("For BYTE datatype raw input, the model must have input shape [1]")
+        array = np.empty(shape, dtype=np.object_)
+        array.reshape(-1)[0] = bytes(body)
+    else:
+        if variable:
+            known = math.prod(d for d in shape if d != -1)
+            shape[variable[0]] = len(body) // (known * ispec.datatype.itemsize) if known else 0
+        array = array_from_buffer(ispec.name, ispec.datatype, shape, body)
     tensor = Tensor(ispec.name, array, ispec.datatype)
     return InferenceRequest(model_name=model, model_version=_version(version), inputs={ispec.name: tensor})
 
 
+Body = list[bytes | memoryview]
+"""A response body as its parts in order: the JSON, then each binary output's bytes."""
+
+
 def encode_response(
     response: InferenceResponse, binary_output: bool, binary_flags: dict[str, bool]
-) -> tuple[bytes, int | None]:
-    """The response body, and the JSON header length when binary data follows."""
+) -> tuple[Body, int | None]:
+    """The response body's parts, and the JSON header length when binary data follows.
+
+    Binary outputs are views of the output arrays' memory (no copy here); the
+    transport writes them after the JSON.
+    """
     outputs: list[dict[str, Any]] = []
-    chunks: list[bytes | memoryview] = []
+    parts: Body = [b""]
     for name, tensor in response.outputs.items():
         entry: dict[str, Any] = {
             "name": name,
@@ -201,17 +223,17 @@ def encode_response(
         if binary_flags.get(name, binary_output):
             buf = array_to_buffer(tensor.data, tensor.datatype)
             entry["parameters"] = {"binary_data_size": len(buf)}
-            chunks.append(buf)
+            parts.append(buf)
         else:
             entry["data"] = array_to_json(tensor.data, tensor.datatype)
         outputs.append(entry)
-    doc: dict[str, Any] = {"model_name": response.model_name, "model_version": str(response.model_version)}
-    if response.id:
-        doc["id"] = response.id
+    # Triton's key order: id first.
+    doc: dict[str, Any] = {"id": response.id} if response.id else {}
+    doc["model_name"] = response.model_name
+    doc["model_version"] = str(response.model_version)
     if response.parameters:
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs
     header = json.dumps(doc, separators=(",", ":"), allow_nan=True).encode()
-    if not chunks:
-        return header, None
-    return b"".join([header, *chunks]), len(header)
+    parts[0] = header
+    return parts, (len(header) if len(parts) > 1 else None)
