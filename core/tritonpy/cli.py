@@ -154,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="<backend>,<setting>=<value> (or <setting>=<value> for all backends)",
     )
+    serve.add_argument(
+        "--backend-directory",
+        default=None,
+        help="folder of Python-based backends: <dir>/<backend>/model.py serves models with that backend",
+    )
     serve.add_argument("--log-verbose", type=int, default=0, help="verbose logging level (0 = off)")
     _flag(serve, "--log-info", "write info messages (default true)", default=True)
     _flag(serve, "--log-warning", "write warnings (default true)", default=True)
@@ -223,6 +228,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
         backend_config=_backend_config(args.backend_config),
+        backend_directory=Path(args.backend_directory) if args.backend_directory else None,
         exit_timeout_secs=args.exit_timeout_secs,
         log_verbose=args.log_verbose,
         log_info=args.log_info,

@@ -10,17 +10,19 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
     BackendHooks,
     ErrorCode,
     InferenceRequest,
     InferenceResponse,
     Model,
     ModelInstance,
+    OnResponse,
     ResponseCache,
     TritonError,
     call_hook,
@@ -31,6 +33,7 @@ from .config import ModelConfig
 from .responses import finish_response
 from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job
 from .scheduler.ratelimiter import Need, RateLimiter
+from .senders import SenderBatch
 from .spec import ModelSpec
 from .statistics import ExecutionTimes, ModelStatistics
 from .validation import validate_request
@@ -97,13 +100,13 @@ class ModelVersion:
     def ready(self) -> bool:
         return self.state is ModelState.READY
 
-    def submit(
-        self, request: InferenceRequest, done: Callable[[InferenceResponse], None], trace: Any = None
-    ) -> None:
-        """Validate ``request`` and queue it; ``done`` gets the response.
+    def submit(self, request: InferenceRequest, done: OnResponse, trace: Any = None) -> None:
+        """Validate ``request`` and queue it; ``done(response, flags)`` gets its responses.
 
         Raises ``TritonError`` for an invalid request (before anything is
-        queued); every queued request gets exactly one response through ``done``.
+        queued); every queued request is answered through ``done``, the last
+        call with ``RESPONSE_COMPLETE_FINAL`` (exactly one call unless the
+        model is decoupled; a decoupled model's FINAL may come without a response).
         """
         if self._scheduler is None or self.state is not ModelState.READY:
             raise TritonError.unavailable(
@@ -131,7 +134,7 @@ class ModelVersion:
                     id=request.id,
                 )
                 self.stats.record_cache_hit(arrival, lookup_ns)
-                done(response)
+                done(response, RESPONSE_COMPLETE_FINAL)
                 return
         self.stats.queued()
         if trace is not None:
@@ -157,14 +160,21 @@ class ModelVersion:
     def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
         start = time.monotonic_ns()
         self.stats.dequeued(len(jobs))
+        if any(j.request.is_cancelled() for j in jobs):
+            jobs = self._drop_cancelled(jobs, start)
+            if not jobs:
+                return
         requests = [j.request for j in jobs]
-        infer_start = time.monotonic_ns()
+        senders = SenderBatch(self, jobs, start, self.decoupled)
+        infer_start = senders.infer_start = time.monotonic_ns()
         try:
             responses = self.hooks.execute(instance, requests)
-            if responses is None or len(responses) != len(requests):
-                got = "None" if responses is None else str(len(responses))
+            if responses is None:
+                senders.execute_returned()
+                return
+            if len(responses) != len(requests):
                 raise TritonError.internal(
-                    f"backend '{self.hooks.name}' returned {got} responses for "
+                    f"backend '{self.hooks.name}' returned {len(responses)} responses for "
                     f"{len(requests)} requests of model '{self.name}'"
                 )
         except Exception as exc:  # a backend bug must not kill the worker or the server
@@ -173,8 +183,13 @@ class ModelVersion:
             )
             if not isinstance(exc, TritonError):
                 log.exception("execute of model '%s' raised", self.name)
+            if any(r.response_sender is not None and r.response_sender.closed for r in requests):
+                # Part of the batch was already answered through senders.
+                senders.fail_open(error)
+                senders.execute_returned()
+                return
             infer_end = time.monotonic_ns()
-            outs = [self._error_response(job, error) for job in jobs]
+            outs = [self.error_response(job, error) for job in jobs]
         else:
             infer_end = time.monotonic_ns()
             outs = []
@@ -182,7 +197,7 @@ class ModelVersion:
                 try:
                     outs.append(finish_response(self.spec, self.labels, job.request, response))
                 except TritonError as exc:
-                    outs.append(self._error_response(job, exc))
+                    outs.append(self.error_response(job, exc))
         times = ExecutionTimes(start, infer_start, infer_end, time.monotonic_ns())
         self.stats.record_execution(
             times,
@@ -200,12 +215,34 @@ class ModelVersion:
             if job.trace is not None:
                 for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
                     job.trace.stamp(name, ns)
-            job.done(out)
+            job.done(out, RESPONSE_COMPLETE_FINAL)
 
-    def _error_response(self, job: Job, error: TritonError) -> InferenceResponse:
+    def _drop_cancelled(self, jobs: Sequence[Job], now: int) -> list[Job]:
+        """Answer jobs whose client left before they ran with CANCELLED; return the rest."""
+        keep = []
+        for job in jobs:
+            if job.request.is_cancelled():
+                self.stats.record_rejection(job.arrival_ns, "CANCELED")
+                job.done(
+                    self.error_response(job, TritonError("Request was cancelled", ErrorCode.CANCELLED)),
+                    RESPONSE_COMPLETE_FINAL,
+                )
+            else:
+                keep.append(job)
+        return keep
+
+    def error_response(self, job: Job, error: TritonError) -> InferenceResponse:
         resp = InferenceResponse.from_error(error)
         resp.model_name, resp.model_version, resp.id = self.name, self.version, job.request.id
         return resp
+
+    @staticmethod
+    def log_warning(message: str) -> None:
+        log.warning("%s", message)
+
+    @property
+    def decoupled(self) -> bool:
+        return self.config.model_transaction_policy.decoupled
 
     def unload(self, timeout: float | None = None) -> None:
         """Stop the scheduler (queued work finishes) and finalize instances and model."""

@@ -27,6 +27,8 @@ class ServerOptions:
     exit_on_error: bool = True
     #: ``--backend-config=<backend>,<key>=<value>`` (global when backend is empty).
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: ``--backend-directory``: where Python-based backends live (``<dir>/<backend>/model.py``).
+    backend_directory: Path | None = None
     #: ``--exit-timeout-secs``: how long shutdown waits for in-flight requests.
     exit_timeout_secs: float = 30.0
     #: ``--log-verbose``: verbosity level (0 = off).

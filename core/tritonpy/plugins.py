@@ -19,6 +19,7 @@ from tritonpy_sdk import (
     Backend,
     BackendHooks,
     PluginError,
+    ServerApi,
     TritonError,
     call_hook,
     validate_backend,
@@ -66,8 +67,16 @@ class BackendEntry:
 class BackendRegistry:
     """The backends one server can use. Thread-safe; owned by a ``Server``."""
 
-    def __init__(self, settings: dict[str, dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        settings: dict[str, dict[str, str]] | None = None,
+        backend_directory: Path | None = None,
+        server_api: ServerApi | None = None,
+    ) -> None:
         self._settings = settings or {}
+        self._directory = backend_directory
+        #: Given to every ``Backend`` as ``backend.server``.
+        self.server_api = server_api
         self._entries: dict[str, BackendEntry] = {}
         self._lock = threading.Lock()
         for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -106,6 +115,8 @@ class BackendRegistry:
         """The validated hooks of backend ``name``; TritonError if unusable."""
         entry = self._entries.get(name)
         if entry is None:
+            entry = self._python_based(name)
+        if entry is None:
             package = KNOWN_PACKAGES.get(name)
             hint = f": install the package '{package}'" if package else ""
             raise TritonError.unavailable(f"backend '{name}' is not installed{hint}")
@@ -116,6 +127,31 @@ class BackendRegistry:
             raise TritonError.unavailable(entry.error)
         assert entry.hooks is not None
         return entry.hooks
+
+    def _python_based(self, name: str) -> BackendEntry | None:
+        """A Python-based backend: ``<backend-directory>/<name>/model.py`` served by "python"."""
+        if self._directory is None or name == "python":
+            return None
+        if not (self._directory / name / "model.py").is_file():
+            return None
+        python = self._entries.get("python")
+        if python is None:
+            raise TritonError.unavailable(
+                f"backend '{name}' is a Python-based backend ({self._directory / name / 'model.py'}): "
+                f"install the package '{KNOWN_PACKAGES['python']}'"
+            )
+        with self._lock:
+            entry = self._entries.get(name)
+            if entry is None:
+                entry = self._entries[name] = BackendEntry(
+                    name=name,
+                    distribution=python.distribution,
+                    version=python.version,
+                    target=python.target,
+                    entry_point=python.entry_point,
+                    plugin=python.plugin,
+                )
+            return entry
 
     def _load(self, entry: BackendEntry) -> None:
         where = f"{entry.distribution} {entry.version}".strip()
@@ -143,8 +179,13 @@ class BackendRegistry:
             if entry.error is not None:
                 raise TritonError.unavailable(entry.error)
             if not entry.initialized:
+                directory = self._directory / name if self._directory is not None else None
                 backend = Backend(
-                    name, self._merged_settings(name), logger=logging.getLogger(f"tritonpy.backend.{name}")
+                    name,
+                    self._merged_settings(name),
+                    logger=logging.getLogger(f"tritonpy.backend.{name}"),
+                    directory=directory if directory is not None and directory.is_dir() else None,
+                    server=self.server_api,
                 )
                 try:
                     call_hook(hooks, "initialize", backend=backend)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -28,8 +29,11 @@ from typing import Any
 
 import numpy as np
 from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
     InferenceRequest,
     InferenceResponse,
+    MetricRegistry,
+    OnResponse,
     ParameterValue,
     RequestedOutput,
     ResponseCache,
@@ -38,6 +42,7 @@ from tritonpy_sdk import (
 )
 
 from ._version import __version__
+from .backend_api import BackendServerApi
 from .cache import create_cache
 from .loading import ModelLoader, ModelRecord
 from .logsettings import LogSettings, LogState
@@ -102,7 +107,13 @@ class Server:
                 raise TritonError.invalid_arg("only one response cache can be configured")
             ((cache_name, cache_settings),) = options.cache_config.items()
             self.cache = create_cache(cache_name, cache_settings)
-        self.backends = BackendRegistry(options.backend_config)
+        #: Metric families that backends and models define (exported with Triton's own).
+        self.custom_metrics = MetricRegistry()
+        self.backends = BackendRegistry(
+            options.backend_config,
+            options.backend_directory,
+            BackendServerApi(self, self.custom_metrics),
+        )
         self.rate_limiter: RateLimiter | None = None
         if options.rate_limit not in ("off", "execution_count"):
             raise TritonError.invalid_arg(
@@ -339,10 +350,12 @@ class Server:
             if self._inflight == 0:
                 self._idle.notify_all()
 
-    def submit(self, request: InferenceRequest, done: Any) -> None:
-        """Queue ``request``; ``done(response)`` is called once from a worker thread.
+    def submit(self, request: InferenceRequest, done: OnResponse) -> None:
+        """Queue ``request``; ``done(response, flags)`` gets its responses from worker threads.
 
-        Raises ``TritonError`` if the request is refused before queueing.
+        The last call carries ``RESPONSE_COMPLETE_FINAL``; a model that is not
+        decoupled answers with exactly that one call. Raises ``TritonError`` if
+        the request is refused before queueing.
         """
         mv = self._admit(request)
         self._enter()
@@ -351,14 +364,15 @@ class Server:
             trace.model_version = mv.version
             trace.stamp("REQUEST_START", time.monotonic_ns())
 
-        def finished(response: InferenceResponse) -> None:
+        def finished(response: InferenceResponse | None, flags: int) -> None:
             try:
-                done(response)
+                done(response, flags)
             finally:
-                self._leave()
-                if trace is not None:
-                    trace.stamp("REQUEST_END", time.monotonic_ns())
-                    self.tracer.finish(trace)
+                if flags & RESPONSE_COMPLETE_FINAL:
+                    self._leave()
+                    if trace is not None:
+                        trace.stamp("REQUEST_END", time.monotonic_ns())
+                        self.tracer.finish(trace)
 
         try:
             mv.submit(request, finished, trace)
@@ -366,28 +380,106 @@ class Server:
             self._leave()
             raise
 
+    def is_decoupled(self, name: str, version: int | str | None = None) -> bool:
+        """Whether model ``name`` may send any number of responses per request."""
+        return self.get_version(name, version).decoupled
+
     async def infer_async(self, request: InferenceRequest) -> InferenceResponse:
-        """Run ``request``; raise ``TritonError`` if it fails, else return its response."""
+        """Run ``request``; raise ``TritonError`` if it fails, else return its response.
+
+        For a model that is not decoupled; ``stream_async`` takes any model.
+        Cancelling the awaiting task cancels the request.
+        """
+        if self._admit(request).decoupled:
+            raise TritonError.invalid_arg(
+                f"model '{request.model_name}' is decoupled (it may send any number of responses); "
+                "use stream_async() or ModelHandle.infer() to receive them"
+            )
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[InferenceResponse] = loop.create_future()
 
-        def done(response: InferenceResponse) -> None:
-            loop.call_soon_threadsafe(_resolve, fut, response)
+        def done(response: InferenceResponse | None, flags: int) -> None:
+            if response is not None:
+                _call_soon(loop, _resolve, fut, response)
 
         self.submit(request, done)
-        response = await fut
+        try:
+            response = await fut
+        except asyncio.CancelledError:
+            request.cancel()
+            raise
         if response.error is not None:
             raise response.error
         return response
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
+        if self._admit(request).decoupled:
+            raise TritonError.invalid_arg(
+                f"model '{request.model_name}' is decoupled (it may send any number of responses); "
+                "use stream() or ModelHandle.infer() to receive them"
+            )
         fut: Future[InferenceResponse] = Future()
-        self.submit(request, fut.set_result)
+
+        def done(response: InferenceResponse | None, flags: int) -> None:
+            if response is not None:
+                fut.set_result(response)
+
+        self.submit(request, done)
         response = fut.result(timeout)
         if response.error is not None:
             raise response.error
         return response
+
+    async def stream_async(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+        """Every response of ``request`` (any model), errors included, as they come.
+
+        Leaving the loop early (or cancelling the task) cancels the request.
+        """
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
+
+        def done(response: InferenceResponse | None, flags: int) -> None:
+            _call_soon(loop, inbox.put_nowait, (response, flags))
+
+        self.submit(request, done)
+        finished = False
+        try:
+            while not finished:
+                response, flags = await inbox.get()
+                finished = bool(flags & RESPONSE_COMPLETE_FINAL)
+                if response is not None:
+                    yield response
+        finally:
+            if not finished:
+                request.cancel()
+
+    def stream(self, request: InferenceRequest, timeout: float | None = None) -> Iterator[InferenceResponse]:
+        """Blocking ``stream_async``; ``timeout`` bounds the wait for each response."""
+        inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
+        self.submit(request, lambda response, flags: inbox.put((response, flags)))
+        finished = False
+        try:
+            while not finished:
+                try:
+                    response, flags = inbox.get(timeout=timeout)
+                except queue.Empty:
+                    raise TritonError.unavailable(
+                        f"no response from model '{request.model_name}' within {timeout} s"
+                    ) from None
+                finished = bool(flags & RESPONSE_COMPLETE_FINAL)
+                if response is not None:
+                    yield response
+        finally:
+            if not finished:
+                request.cancel()
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+        pass
 
 
 def _resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse) -> None:
@@ -451,15 +543,17 @@ class ModelHandle:
         raise_on_error: bool = True,
         **kwargs: Any,
     ) -> Iterator[InferenceResponse]:
-        """Run one request; yields its response(s) (one for a non-decoupled model)."""
+        """Run one request; yields its responses (one unless the model is decoupled)."""
         request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
         try:
-            response = self._server.infer(request)
+            for response in self._server.stream(request):
+                if response.error is not None and raise_on_error:
+                    raise response.error
+                yield response
         except TritonError as exc:
             if raise_on_error:
                 raise
-            response = InferenceResponse.from_error(exc)
-        yield response
+            yield InferenceResponse.from_error(exc)
 
     async def async_infer(
         self,
@@ -470,14 +564,17 @@ class ModelHandle:
         """``infer`` on an event loop: ``async for response in model.async_infer(...)``."""
         request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
         try:
-            response = await self._server.infer_async(request)
+            async for response in self._server.stream_async(request):
+                if response.error is not None and raise_on_error:
+                    raise response.error
+                yield response
         except TritonError as exc:
             if raise_on_error:
                 raise
-            response = InferenceResponse.from_error(exc)
-        yield response
+            yield InferenceResponse.from_error(exc)
 
     def predict(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
-        (response,) = self.infer(inputs, **kwargs)
+        request = self.create_request(inputs, **kwargs)
+        response = self._server.infer(request)
         return {name: t.data for name, t in response.outputs.items()}

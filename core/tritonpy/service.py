@@ -142,6 +142,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
                 cpu=options.allow_cpu_metrics,
                 gpu=options.allow_gpu_metrics,
                 cache=server.cache,
+                custom=server.custom_metrics,
             )
             metrics_sock = _listen(address, options.metrics_port)
         except (OSError, ValueError) as exc:

@@ -8,12 +8,21 @@ the model UNAVAILABLE with the reason.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tritonpy_sdk import BackendHooks, DataType, InferenceRequest, ModelInstance, Tensor, TritonError
+from tritonpy_sdk import (
+    BackendHooks,
+    DataType,
+    InferenceRequest,
+    ModelInstance,
+    Tensor,
+    TritonError,
+    execute_collect,
+)
 
 from .codec import array_from_buffer
 from .config import model_config_pb2
@@ -57,6 +66,7 @@ def run_warmup(
         return
     rng = np.random.default_rng(0)
     batching = config.max_batch_size > 0
+    decoupled = config.model_transaction_policy.decoupled
     for sample in config.model_warmup:
         batch = max(1, sample.batch_size)
         inputs: dict[str, Tensor] = {}
@@ -85,14 +95,17 @@ def run_warmup(
                     batch_size=batch if batching else 1,
                 )
                 try:
-                    (response,) = hooks.execute(instance, [request])
+                    responses = execute_collect(
+                        functools.partial(hooks.execute, instance), [request], decoupled
+                    )[0]
                 except TritonError as exc:
                     raise TritonError.invalid_arg(
                         f"model warmup '{sample.name}' failed: {exc.message}"
                     ) from None
                 except Exception as exc:  # the backend's bug, reported as the load failure
                     raise TritonError.invalid_arg(f"model warmup '{sample.name}' failed: {exc}") from None
-                if response.error is not None:
+                response = next((r for r in responses if r.error is not None), None)
+                if response is not None and response.error is not None:
                     raise TritonError.invalid_arg(
                         f"model warmup '{sample.name}' failed: {response.error.message}"
                     )

@@ -79,7 +79,8 @@ class Harness:
             {"X": np.zeros((batch, width), np.float32)}, request_id=request_id, parameters=parameters
         )
 
-        def done(response: InferenceResponse) -> None:
+        def done(response: InferenceResponse | None, flags: int) -> None:
+            assert response is not None and flags == 1
             with self._done:
                 self.responses[request_id] = response
                 self.order.append(request_id)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
-from tritonpy_sdk import TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, TritonError
 
 from ..server import Server
 from . import grpc_service_pb2 as pb
@@ -169,6 +169,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     @_unary
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         core_request = request_from_proto(request)
+        if self.server.is_decoupled(core_request.model_name, core_request.model_version):
+            raise TritonError.unsupported(
+                "ModelInfer RPC doesn't support models with decoupled transaction policy"
+            )
         response = await self.server.infer_async(core_request)
         return response_to_proto(response)
 
@@ -185,25 +189,56 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         queue: asyncio.Queue[pb.ModelStreamInferResponse | TritonError | None] = asyncio.Queue()
         pending: set[asyncio.Task[None]] = set()
 
+        def failed(
+            msg: pb.ModelInferRequest, error: TritonError
+        ) -> pb.ModelStreamInferResponse | TritonError:
+            if grpc_errors:
+                return error
+            out = pb.ModelInferResponse(model_name=msg.model_name, model_version=msg.model_version, id=msg.id)
+            return pb.ModelStreamInferResponse(error_message=error.message, infer_response=out)
+
         async def one(msg: pb.ModelInferRequest) -> None:
             try:
                 core_request = request_from_proto(msg)
-                response = await self.server.infer_async(core_request)
-                out = response_to_proto(response)
-                params = parameters_from_proto(msg.parameters)
-                if params.get("triton_enable_empty_final_response"):
-                    out.parameters["triton_final_response"].bool_param = True
-                await queue.put(pb.ModelStreamInferResponse(infer_response=out))
             except TritonError as exc:
-                if grpc_errors:
-                    await queue.put(exc)
-                else:
-                    failed = pb.ModelInferResponse(
-                        model_name=msg.model_name, model_version=msg.model_version, id=msg.id
-                    )
-                    await queue.put(
-                        pb.ModelStreamInferResponse(error_message=exc.message, infer_response=failed)
-                    )
+                await queue.put(failed(msg, exc))
+                return
+            flag_final = bool(parameters_from_proto(msg.parameters).get("triton_enable_empty_final_response"))
+            loop = asyncio.get_running_loop()
+            inbox: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
+
+            def done(response: InferenceResponse | None, flags: int) -> None:
+                try:
+                    loop.call_soon_threadsafe(inbox.put_nowait, (response, flags))
+                except RuntimeError:  # loop closed: the stream is gone
+                    pass
+
+            try:
+                self.server.submit(core_request, done)
+                final = False
+                while not final:
+                    response, flags = await inbox.get()
+                    final = bool(flags & RESPONSE_COMPLETE_FINAL)
+                    if response is not None and response.error is not None:
+                        await queue.put(failed(msg, response.error))
+                        continue
+                    if response is None:
+                        if not flag_final:
+                            continue
+                        response = InferenceResponse(
+                            model_name=core_request.model_name,
+                            model_version=core_request.model_version,
+                            id=core_request.id,
+                        )
+                    out = response_to_proto(response)
+                    if flag_final:
+                        out.parameters["triton_final_response"].bool_param = final
+                    await queue.put(pb.ModelStreamInferResponse(infer_response=out))
+            except asyncio.CancelledError:
+                core_request.cancel()  # the client closed the stream
+                raise
+            except TritonError as exc:
+                await queue.put(failed(msg, exc))
             except Exception as exc:  # never leave the stream hanging on a bug
                 log.exception("stream request failed")
                 await queue.put(pb.ModelStreamInferResponse(error_message=f"internal error: {exc}"))

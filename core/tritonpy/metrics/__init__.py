@@ -13,9 +13,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from tritonpy_sdk import MetricRegistry
+
 from ..model import ModelVersion
 from ..statistics import LatencyWindow
 from ._config import MetricsConfig
+from ._custom import custom_families
 from ._exposition import Family, render
 from ._system import CpuSampler, Nvml
 
@@ -98,8 +101,10 @@ class Metrics:
         cpu: bool = True,
         gpu: bool = True,
         cache: Any = None,
+        custom: MetricRegistry | None = None,
     ) -> None:
         self.config = config or MetricsConfig()
+        self._custom = custom
         self._cache = cache
         self._versions = list(versions)
         self._cpu = CpuSampler() if cpu else None
@@ -187,6 +192,8 @@ class Metrics:
         families += self._cache_families(counters)
         families += self._latency_families()
         families += self._system_families()
+        if self._custom is not None:
+            families += custom_families(self._custom)
         return families
 
     @staticmethod

@@ -6,19 +6,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonpy_sdk import InferenceRequest, InferenceResponse, ModelInstance
+from tritonpy_sdk import InferenceRequest, ModelInstance, OnResponse
 
 
 @dataclass(slots=True, eq=False)
 class Job:
-    """One request waiting for an instance; ``done`` receives its response.
+    """One request waiting for an instance; ``done(response, flags)`` receives its responses.
 
-    ``done`` is called exactly once, on the worker thread that ran the job (or
-    on the caller's thread if the job is refused), and must not block.
+    ``done`` is called on the thread that answers (an instance's worker, a
+    backend's own thread for decoupled models, the caller's when refused), the
+    last time with ``RESPONSE_COMPLETE_FINAL``, and must not block.
     """
 
     request: InferenceRequest
-    done: Callable[[InferenceResponse], None]
+    done: OnResponse
     #: ``time.monotonic_ns()`` when the request reached its model's scheduler.
     arrival_ns: int = 0
     #: The request's trace when it is traced (``tritonpy.trace.Trace``), else None.

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tritonpy_sdk import InferenceResponse, ModelInstance, TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstance, OnResponse, TritonError
 
 from ._job import Job, Runner
 
@@ -98,26 +98,40 @@ class _Entry:
 
 
 class _Ordered:
-    """Release responses in arrival order (``preserve_ordering``)."""
+    """Release responses in arrival order (``preserve_ordering``).
+
+    A request's responses (several for a decoupled model) are held until every
+    earlier request sent its FINAL one.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next = 0
-        self._held: dict[int, tuple[Callable[[InferenceResponse], None], InferenceResponse]] = {}
+        self._held: dict[int, tuple[OnResponse, list[tuple[InferenceResponse | None, int]]]] = {}
         self._counter = itertools.count()
 
-    def wrap(self, done: Callable[[InferenceResponse], None]) -> Callable[[InferenceResponse], None]:
+    def wrap(self, done: OnResponse) -> OnResponse:
         seq = next(self._counter)
+        with self._lock:
+            self._held[seq] = (done, [])
 
-        def release(response: InferenceResponse) -> None:
-            ready: list[tuple[Callable[[InferenceResponse], None], InferenceResponse]] = []
+        def release(response: InferenceResponse | None, flags: int) -> None:
+            ready: list[tuple[OnResponse, InferenceResponse | None, int]] = []
             with self._lock:
-                self._held[seq] = (done, response)
+                self._held[seq][1].append((response, flags))
                 while self._next in self._held:
-                    ready.append(self._held.pop(self._next))
+                    callback, events = self._held[self._next]
+                    final = False
+                    for resp, fl in events:
+                        ready.append((callback, resp, fl))
+                        final = final or bool(fl & RESPONSE_COMPLETE_FINAL)
+                    events.clear()
+                    if not final:
+                        break
+                    del self._held[self._next]
                     self._next += 1
-            for callback, resp in ready:
-                callback(resp)
+            for callback, resp, fl in ready:
+                callback(resp, fl)
 
         return release
 
@@ -345,7 +359,7 @@ class DynamicBatcher:
             self._on_reject(entry.job, "REJECTED")
         response = InferenceResponse.from_error(TritonError.unavailable("Request timeout expired"))
         response.id = entry.job.request.id
-        entry.job.done(response)
+        entry.job.done(response, RESPONSE_COMPLETE_FINAL)
 
     # -- execution (instance worker threads) ------------------------------------------------
 

@@ -14,9 +14,12 @@ from ._datatype import DataType
 from ._errors import ErrorCode, TritonError
 from ._hookspecs import PROJECT_NAME, hookimpl, hookspec
 from ._inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput
+from ._metrics import Metric, MetricFamily, MetricKind, MetricRegistry
 from ._objects import Backend, Model, ModelInstance
 from ._plugin import BackendHooks, PluginError, call_hook, validate_backend
 from ._ragged import batch_input_array, gather_ragged
+from ._sender import RESPONSE_COMPLETE_FINAL, ResponseSender, execute_collect
+from ._server_api import OnResponse, ServerApi
 from ._tensor import Tensor, as_bytes_array
 
 #: The entry-point group under which backend packages declare themselves.
@@ -35,7 +38,15 @@ __all__ = [
     "ErrorCode",
     "InferenceRequest",
     "InferenceResponse",
+    "Metric",
+    "MetricFamily",
+    "MetricKind",
+    "MetricRegistry",
     "Model",
+    "OnResponse",
+    "RESPONSE_COMPLETE_FINAL",
+    "ResponseSender",
+    "ServerApi",
     "ModelInstance",
     "ParameterValue",
     "PluginError",
@@ -47,6 +58,7 @@ __all__ = [
     "batch_sizes",
     "call_hook",
     "deserialize_bytes_tensor",
+    "execute_collect",
     "gather_inputs",
     "gather_ragged",
     "hookimpl",

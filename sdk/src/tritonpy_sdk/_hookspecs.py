@@ -140,7 +140,9 @@ def instance_finalize(instance: ModelInstance) -> None:
 
 
 @hookspec(firstresult=True)
-def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> Sequence[InferenceResponse]:
+def execute(
+    instance: ModelInstance, requests: Sequence[InferenceRequest]
+) -> Sequence[InferenceResponse] | None:
     """Run a batch of requests on one instance; return one response per request.
 
     Called on the instance's worker thread, never concurrently for the same
@@ -151,6 +153,14 @@ def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> Se
     that request. Raising ``TritonError`` fails every request of the call.
     Output tensors may include outputs the client did not request: the core
     drops them, applies ``reshape`` and encodes BYTES.
+
+    Instead of returning responses, a backend may return ``None`` and answer
+    through each request's ``response_sender`` — later, from any thread — ending
+    every request with ``RESPONSE_COMPLETE_FINAL``. A decoupled model
+    (``model_transaction_policy { decoupled: true }``) answers this way and may
+    send any number of responses per request; other models send exactly one.
+    The core counts the execution as running until every request of the call
+    sent FINAL, and ``request.is_cancelled()`` tells whether the client left.
     """
     raise NotImplementedError
 

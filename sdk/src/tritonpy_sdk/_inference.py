@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ._errors import TritonError
 from ._tensor import Tensor
+
+if TYPE_CHECKING:
+    from ._sender import ResponseSender
 
 #: Parameter values allowed by the protocol (KServe v2 parameters / gRPC InferParameter).
 ParameterValue = bool | int | float | str
@@ -43,6 +48,31 @@ class InferenceRequest:
 
     #: The first dim of the inputs when the model batches, else 1 (set by the core).
     batch_size: int = 1
+    #: Set by the core before ``execute``: where this request's responses may be sent.
+    response_sender: ResponseSender | None = None
+    _cancelled: bool = False
+    _on_cancel: list[Callable[[], None]] | None = None
+
+    def is_cancelled(self) -> bool:
+        """Whether the client gave up on this request (stream closed, disconnect)."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Mark the request cancelled and run the callbacks ``on_cancel`` registered."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        for callback in self._on_cancel or ():
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from the cancelling thread) when the request is cancelled."""
+        if self._cancelled:
+            callback()
+            return
+        if self._on_cancel is None:
+            self._on_cancel = []
+        self._on_cancel.append(callback)
 
     def output_requested(self, name: str) -> bool:
         """Whether the client wants output ``name`` (all outputs when it named none)."""

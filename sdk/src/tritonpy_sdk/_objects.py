@@ -11,7 +11,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._server_api import ServerApi
 
 
 @dataclass(eq=False)
@@ -20,13 +23,18 @@ class Backend:
 
     ``config`` holds the ``--backend-config=<name>,<key>=<value>`` settings for
     this backend plus the global ones (``default-max-batch-size`` ...), as
-    strings, the way Triton passes them.
+    strings, the way Triton passes them. ``directory`` is the backend's own
+    folder under ``--backend-directory`` when it has one (a Python-based backend
+    keeps its ``model.py`` there). ``server`` is the server the backend runs in
+    (BLS, model control, custom metrics); None only outside a server.
     """
 
     name: str
     config: dict[str, str] = field(default_factory=dict)
     state: Any = None
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("tritonpy.backend"))
+    directory: Path | None = None
+    server: ServerApi | None = None
 
     @property
     def default_max_batch_size(self) -> int:

@@ -28,6 +28,7 @@ import numpy as np
 from ._inference import InferenceRequest, InferenceResponse, ParameterValue
 from ._objects import Backend, Model, ModelInstance
 from ._plugin import BackendHooks, call_hook, validate_backend
+from ._sender import execute_collect
 from ._tensor import Tensor
 
 __all__ = ["BackendHarness"]
@@ -124,13 +125,25 @@ class BackendHarness:
         )
 
     def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
-        """Call ``execute`` once with ``requests``; check one response per request."""
+        """Call ``execute`` once with ``requests``; one (final) response per request.
+
+        A backend answering through response senders is waited for; for a
+        decoupled model use ``execute_stream``.
+        """
+        return [responses[-1] for responses in self.execute_stream(requests)]
+
+    def execute_stream(self, requests: Sequence[InferenceRequest]) -> list[list[InferenceResponse]]:
+        """Call ``execute`` once; every response of each request, however it was sent."""
         if not self._started:
             raise RuntimeError("BackendHarness.start() (or `with`) first")
-        responses = list(self.hooks.execute(self.instance, requests))
-        if len(responses) != len(requests):
-            raise AssertionError(f"execute returned {len(responses)} responses for {len(requests)} requests")
-        return responses
+        decoupled = bool((self.model.config.get("model_transaction_policy") or {}).get("decoupled"))
+        got = execute_collect(
+            lambda batch: self.hooks.execute(self.instance, batch), list(requests), decoupled
+        )
+        for index, responses in enumerate(got):
+            if not responses and not decoupled:
+                raise AssertionError(f"request {index} got no response")
+        return got
 
     def infer(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """One request in, its outputs out as numpy arrays; raises its error."""

@@ -1,0 +1,25 @@
+"""Families that backends and models define (``tritonpy_sdk.MetricRegistry``) as exposition families."""
+
+from __future__ import annotations
+
+from tritonpy_sdk import MetricKind, MetricRegistry
+
+from ._exposition import Family
+
+
+def custom_families(registry: MetricRegistry) -> list[Family]:
+    out: list[Family] = []
+    for family in registry.families():
+        rendered = Family(family.name, family.description, family.kind.value)
+        for metric in family.metrics():
+            if family.kind is MetricKind.HISTOGRAM:
+                buckets, total, count = metric.histogram()
+                for bound, cumulative in buckets:
+                    le = "+Inf" if bound == float("inf") else repr(float(bound))
+                    rendered.add({**metric.labels, "le": le}, cumulative, "_bucket")
+                rendered.add(metric.labels, total, "_sum")
+                rendered.add(metric.labels, count, "_count")
+            else:
+                rendered.add(metric.labels, metric.value())
+        out.append(rendered)
+    return out

@@ -1,0 +1,44 @@
+"""What a backend may ask of the server it runs in (BLS, model control, metrics).
+
+The core gives every ``Backend`` a ``server`` object with this interface; a
+backend never imports the core. Requests submitted here go through the same
+validation, scheduling, statistics and metrics as a client's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from ._inference import InferenceRequest, InferenceResponse
+from ._metrics import MetricRegistry
+
+#: Receives each response of a submitted request with its flags (``RESPONSE_COMPLETE_FINAL`` last).
+OnResponse = Callable[[InferenceResponse | None, int], None]
+
+
+class ServerApi(Protocol):
+    """The server as a backend sees it."""
+
+    #: Custom metric families exported on the metrics port.
+    metrics: MetricRegistry
+
+    def submit(self, request: InferenceRequest, on_response: OnResponse) -> None:
+        """Queue ``request``; ``on_response`` gets every response, the last with FINAL.
+
+        Raises ``TritonError`` when the request is refused before it is queued
+        (unknown model, invalid inputs); afterwards errors arrive as responses.
+        """
+        ...
+
+    def is_model_ready(self, name: str, version: int = -1) -> bool: ...
+
+    def model_config(self, name: str, version: int = -1) -> dict[str, Any]: ...
+
+    def is_decoupled(self, name: str, version: int = -1) -> bool: ...
+
+    def load_model(self, name: str, config: str = "", files: Mapping[str, bytes] | None = None) -> None:
+        """Load (or reload) ``name``; ``TritonError`` when the control mode forbids it."""
+        ...
+
+    def unload_model(self, name: str, unload_dependents: bool = False) -> None: ...
