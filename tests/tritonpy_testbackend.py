@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
     BackendInfo,
     DataType,
     InferenceRequest,
@@ -17,10 +19,41 @@ from tritonpy_sdk import (
 )
 
 
+class EventLog:
+    """Request ids the backend saw something happen to, for tests to wait on."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def event(self, request_id: str) -> threading.Event:
+        with self._lock:
+            return self._seen.setdefault(request_id, threading.Event())
+
+    def saw(self, request_id: str, timeout: float = 10.0) -> bool:
+        """Wait (up to ``timeout``) until the backend saw it happen to ``request_id``."""
+        return self.event(request_id).wait(timeout)
+
+
+#: ``wait_cancel`` requests that sent their responses and now wait for their cancellation.
+WAITING = EventLog()
+#: ``wait_cancel`` requests whose cancellation the backend saw.
+CANCELLED = EventLog()
+
+
 class TestBackend:
     """addsub: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (BOOL: or, xor; BYTES: echo);
     echoes the request parameter 'echo' into the response parameters; raises for the
-    model parameter 'fail'."""
+    model parameter 'fail'.
+
+    Answering through response senders (see ``write_sender_models``), set by model parameters:
+    'sender' = N answers each request from a background thread with N responses (request
+    parameter 'responses' overrides N; each response has the parameter 'index'), then FINAL;
+    'empty_final' = "yes" sends that FINAL alone, without a response; 'raise_after' = K sends
+    K responses from ``execute`` itself, then raises. A request with the parameter
+    'wait_cancel' = true waits, after its responses, until it is cancelled (recorded in
+    ``WAITING``, then ``CANCELLED``, under its id), then sends FINAL.
+    """
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
@@ -29,30 +62,67 @@ class TestBackend:
     @hookimpl
     def execute(
         self, instance: ModelInstance, requests: Sequence[InferenceRequest]
-    ) -> list[InferenceResponse]:
-        if instance.model.parameters.get("fail"):
-            raise TritonError.internal(instance.model.parameters["fail"])
-        out = []
-        for r in requests:
-            a = r.inputs["INPUT0"]
-            if a.datatype is DataType.BYTES:
-                outputs = {
-                    "OUTPUT0": Tensor("OUTPUT0", a.data, a.datatype),
-                    "OUTPUT1": Tensor("OUTPUT1", a.data, a.datatype),
-                }
-            else:
-                b = r.inputs.get("INPUT1", a).data
-                if a.datatype is DataType.BOOL:  # numpy has no bool subtraction
-                    total, diff = a.data | b, a.data ^ b
-                else:
-                    total, diff = a.data + b, a.data - b
-                outputs = {
-                    "OUTPUT0": Tensor("OUTPUT0", total.astype(a.data.dtype), a.datatype),
-                    "OUTPUT1": Tensor("OUTPUT1", diff.astype(a.data.dtype), a.datatype),
-                }
-            params = {"echo": r.parameters["echo"]} if "echo" in r.parameters else {}
-            out.append(InferenceResponse(outputs, parameters=params))
-        return out
+    ) -> list[InferenceResponse] | None:
+        params = instance.model.parameters
+        if params.get("fail"):
+            raise TritonError.internal(params["fail"])
+        if "raise_after" in params:
+            for r in requests:
+                for i in range(int(params["raise_after"])):
+                    assert r.response_sender is not None
+                    r.response_sender.send(_with_index(_addsub(r), i))
+            raise TritonError.internal("raised after sending")
+        if "sender" in params:
+            for r in requests:
+                threading.Thread(target=_answer, args=(r, params), daemon=True).start()
+            return None
+        return [_addsub(r) for r in requests]
+
+
+def _with_index(response: InferenceResponse, index: int) -> InferenceResponse:
+    response.parameters["index"] = index
+    return response
+
+
+def _answer(r: InferenceRequest, params: dict[str, str]) -> None:
+    """Answer ``r`` through its sender (from a thread of its own), as the model parameters say."""
+    sender = r.response_sender
+    assert sender is not None
+    count = r.parameters.get("responses", int(params["sender"]))
+    assert isinstance(count, int)
+    separate_final = params.get("empty_final") == "yes" or bool(r.parameters.get("wait_cancel"))
+    for i in range(count):
+        last = i == count - 1 and not separate_final
+        sender.send(_with_index(_addsub(r), i), RESPONSE_COMPLETE_FINAL if last else 0)
+    if r.parameters.get("wait_cancel"):
+        cancelled = threading.Event()
+        r.on_cancel(cancelled.set)
+        WAITING.event(r.id).set()
+        if cancelled.wait(30) and r.is_cancelled():
+            CANCELLED.event(r.id).set()
+    if separate_final or count == 0:
+        sender.send(None, RESPONSE_COMPLETE_FINAL)
+
+
+def _addsub(r: InferenceRequest) -> InferenceResponse:
+    a = r.inputs["INPUT0"]
+    if a.datatype is DataType.BYTES:
+        outputs = {
+            "OUTPUT0": Tensor("OUTPUT0", a.data, a.datatype),
+            "OUTPUT1": Tensor("OUTPUT1", a.data, a.datatype),
+        }
+    else:
+        b = r.inputs.get("INPUT1", a).data
+        if a.datatype is DataType.BOOL:  # numpy has no bool subtraction
+            total, diff = a.data | b, a.data ^ b
+        else:
+            total, diff = a.data + b, a.data - b
+        outputs = {
+            "OUTPUT0": Tensor("OUTPUT0", total.astype(a.data.dtype), a.datatype),
+            "OUTPUT1": Tensor("OUTPUT1", diff.astype(a.data.dtype), a.datatype),
+        }
+    params = {"echo": r.parameters["echo"]} if "echo" in r.parameters else {}
+    return InferenceResponse(outputs, parameters=params)
 
 
 def write_model(
@@ -107,3 +177,25 @@ def write_repos(root: Path) -> list[Path]:
         )
     )
     return [repo, second]
+
+
+def write_sender_models(repo: Path) -> None:
+    """Models that answer through response senders (see ``TestBackend``), INT32 addsub dims [4].
+
+    decoupled (3 responses per request, the last carrying FINAL), decoupled_empty_final
+    (2 responses, then FINAL alone), sender_one (not decoupled: 1 response via the sender),
+    sender_final_only (not decoupled: FINAL without a response), raise_after (decoupled:
+    1 response from ``execute``, then it raises).
+    """
+
+    def params(**kv: str) -> str:
+        return "".join(
+            f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in kv.items()
+        )
+
+    decoupled = "model_transaction_policy { decoupled: true }\n"
+    write_model(repo, "decoupled", extra=decoupled + params(sender="3"))
+    write_model(repo, "decoupled_empty_final", extra=decoupled + params(sender="2", empty_final="yes"))
+    write_model(repo, "sender_one", extra=params(sender="1"))
+    write_model(repo, "sender_final_only", extra=params(sender="0"))
+    write_model(repo, "raise_after", extra=decoupled + params(raise_after="1"))

@@ -24,6 +24,7 @@ from ..server import Server
 from .compression import choose_encoding, compress, decompress
 from .errors import error_response, triton_error_response
 from .fastpath import InferFastPath
+from .generate import GenerateFrontend
 from .infer import HEADER_LENGTH, Body, decode_raw, decode_request, encode_response
 
 log = logging.getLogger("tritonpy.http")
@@ -266,6 +267,12 @@ def create_app(server: Server) -> InferFastPath:
             Route(prefix + "/config", _guarded(f.model_config), methods=["GET"]),
             Route(prefix + "/stats", _guarded(f.statistics), methods=["GET"]),
             Route(prefix + "/infer", _guarded(f.infer), methods=["POST"]),
+        ]
+    g = GenerateFrontend(f)
+    for prefix in (model, "/v2/models/{model}/versions/{version:int}"):  # digits only, as Triton
+        routes += [
+            Route(prefix + "/generate", _guarded(g.generate), methods=["POST"]),
+            Route(prefix + "/generate_stream", _guarded(g.generate_stream), methods=["POST"]),
         ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     return InferFastPath(f, app)
