@@ -86,10 +86,10 @@ class SenderBatch:
             if job.trace is not None:
                 for name, ns in zip(_STAMPS, (self._start, self.infer_start, now, now)):
                     job.trace.stamp(name, ns)
+        if final:
+            self._finished_one(now)  # statistics first, as on the direct path
         if response is not None or final:
             job.done(response, RESPONSE_COMPLETE_FINAL if final else 0)
-        if final:
-            self._finished_one(now)
 
     def _finished_one(self, now: int) -> None:
         with self._lock:

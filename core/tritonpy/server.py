@@ -17,11 +17,12 @@ semantic lives here, once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -431,7 +432,7 @@ class Server:
             raise response.error
         return response
 
-    async def stream_async(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    async def stream_async(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Every response of ``request`` (any model), errors included, as they come.
 
         Leaving the loop early (or cancelling the task) cancels the request.
@@ -564,10 +565,11 @@ class ModelHandle:
         """``infer`` on an event loop: ``async for response in model.async_infer(...)``."""
         request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
         try:
-            async for response in self._server.stream_async(request):
-                if response.error is not None and raise_on_error:
-                    raise response.error
-                yield response
+            async with contextlib.aclosing(self._server.stream_async(request)) as responses:
+                async for response in responses:
+                    if response.error is not None and raise_on_error:
+                        raise response.error
+                    yield response
         except TritonError as exc:
             if raise_on_error:
                 raise

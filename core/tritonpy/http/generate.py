@@ -21,7 +21,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -79,7 +79,7 @@ class GenerateFrontend:
         body = await self.frontend._body(request)
         spec = self.server.get_version(model, version).spec
         core_request = decode_generate(model, version, spec, body)
-        return cast(Responses, self.server.stream_async(core_request))
+        return self.server.stream_async(core_request)
 
 
 class EventStream(Response):
