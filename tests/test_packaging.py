@@ -21,7 +21,7 @@ FRAMEWORKS = {"onnxruntime", "onnx", "torch", "tensorrt", "xgboost", "treelite",
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, email.message.Message]:
     out = tmp_path_factory.mktemp("wheels")
-    for folder in ("sdk", ".", "plugins/onnx", "plugins/_template"):
+    for folder in ("sdk", ".", "plugins/onnx", "plugins/python", "plugins/_template"):
         subprocess.run(
             [
                 sys.executable,
@@ -58,12 +58,20 @@ def _requires(meta: email.message.Message) -> set[str]:
 
 @pytest.mark.slow
 def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Message]) -> None:
-    assert set(wheels) == {"tritonpy", "tritonpy-sdk", "tritonpy-backend-onnx", "tritonpy-backend-template"}
+    assert set(wheels) == {
+        "tritonpy",
+        "tritonpy-sdk",
+        "tritonpy-backend-onnx",
+        "tritonpy-backend-python",
+        "tritonpy-backend-template",
+    }
     assert _requires(wheels["tritonpy-sdk"]) == {"numpy", "pluggy"}
     core = _requires(wheels["tritonpy"])
     assert "tritonpy-sdk" in core and not core & FRAMEWORKS
     onnx = _requires(wheels["tritonpy-backend-onnx"])
     assert {"tritonpy-sdk", "onnxruntime"} <= onnx and "tritonpy" not in onnx
+    # The Python backend needs nothing beyond the SDK and numpy (its stubs run anywhere).
+    assert _requires(wheels["tritonpy-backend-python"]) == {"tritonpy-sdk", "numpy"}
 
 
 def _imports(path: Path, top_level_only: bool) -> set[str]:

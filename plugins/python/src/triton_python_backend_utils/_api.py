@@ -1,0 +1,526 @@
+"""The classes of Triton's ``triton_python_backend_utils``, with the same names and behaviour."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import _runtime
+from ._dtypes import NAMES, numpy_to_triton_type
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+TRITONSERVER_MEMORY_CPU = 0
+TRITONSERVER_MEMORY_CPU_PINNED = 1
+TRITONSERVER_MEMORY_GPU = 2
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+class TritonError(Exception):
+    """An error a model puts in a response (``InferenceResponse(error=...)``)."""
+
+    UNKNOWN = 0
+    INTERNAL = 1
+    NOT_FOUND = 2
+    INVALID_ARG = 3
+    UNAVAILABLE = 4
+    UNSUPPORTED = 5
+    ALREADY_EXISTS = 6
+    CANCELLED = 7
+
+    def __init__(self, message: str, code: int = INTERNAL) -> None:
+        super().__init__(message)
+        self._message = message
+        self._code = code
+
+    def message(self) -> str:
+        return self._message
+
+    def code(self) -> int:
+        return self._code
+
+    def __repr__(self) -> str:
+        return f"TritonError({self._message!r}, code={self._code})"
+
+
+class TritonModelException(Exception):
+    """Raised by ``pb_utils`` calls that fail (Triton's name)."""
+
+    def message(self) -> str:
+        return str(self)
+
+
+# -- tensors -------------------------------------------------------------------------------
+
+
+class _Capsule:
+    """Lets numpy import a bare DLPack capsule (``Tensor.from_dlpack(name, capsule)``)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, stream: Any = None, **_: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+class Tensor:
+    """A named tensor on the CPU, backed by a numpy array."""
+
+    __slots__ = ("_name", "_array", "_code")
+
+    def __init__(self, name: str, data: Any, dtype: Any = None) -> None:
+        array = data if isinstance(data, np.ndarray) else np.asarray(data)
+        if dtype is not None and not isinstance(dtype, int):
+            array = array.astype(dtype)
+        code = dtype if isinstance(dtype, int) else numpy_to_triton_type(array.dtype)
+        if code is None:
+            raise TritonModelException(f"tensor '{name}': numpy dtype {array.dtype} has no Triton type")
+        if array.dtype.kind in ("S", "U"):
+            array = array.astype(np.object_)
+        self._name = name
+        self._array = array
+        self._code = code
+
+    def name(self) -> str:
+        return self._name
+
+    def as_numpy(self) -> np.ndarray[Any, Any]:
+        return self._array
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    def triton_dtype(self) -> int:
+        return self._code
+
+    def triton_dtype_name(self) -> str:
+        return NAMES.get(self._code, "INVALID")
+
+    def is_cpu(self) -> bool:
+        return True
+
+    def memory_type(self) -> int:
+        return TRITONSERVER_MEMORY_CPU
+
+    def to_dlpack(self) -> Any:
+        if self._array.dtype == np.object_:
+            raise TritonModelException("DLPack does not support BYTES tensors")
+        return self._array.__dlpack__()
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        if self._array.dtype == np.object_:
+            raise TritonModelException("DLPack does not support BYTES tensors")
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+    @staticmethod
+    def from_dlpack(name: str, dlpack_tensor: Any) -> Tensor:
+        source = dlpack_tensor if hasattr(dlpack_tensor, "__dlpack__") else _Capsule(dlpack_tensor)
+        try:
+            array = np.from_dlpack(source)
+        except (RuntimeError, BufferError, TypeError) as exc:
+            raise TritonModelException(f"tensor '{name}': cannot import DLPack data: {exc}") from None
+        return Tensor(name, array)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._name!r}, {self.triton_dtype_name()}, {self.shape()})"
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+class InferenceRequest:
+    """A request: one the model received in ``execute``, or a BLS request it builds.
+
+    ``InferenceRequest(model_name=..., inputs=[...], requested_output_names=[...])``
+    then ``exec()`` / ``await async_exec()`` runs it on any loaded model.
+    """
+
+    def __init__(
+        self,
+        model_name: str = "",
+        inputs: list[Tensor] | None = None,
+        requested_output_names: list[str] | None = None,
+        request_id: str = "",
+        correlation_id: int | str = 0,
+        model_version: int = -1,
+        flags: int = 0,
+        timeout: int = 0,
+        preferred_memory: Any = None,
+        trace: Any = None,
+        parameters: dict[str, Any] | str | None = None,
+    ) -> None:
+        self._model_name = model_name
+        self._model_version = model_version
+        self._inputs = list(inputs or [])
+        self._requested = list(requested_output_names or [])
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._flags = flags
+        self._timeout = timeout
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters) if parameters else {}
+        for key, value in (parameters or {}).items():
+            if not isinstance(value, (bool, int, float, str)):
+                raise TritonModelException(
+                    f"parameter '{key}' must be a bool, int, float or str, not {type(value).__name__}"
+                )
+        self._parameters: dict[str, Any] = dict(parameters or {})
+        self._sender: InferenceResponseSender | None = None
+        self._cancelled = threading.Event()
+        #: Set by the runtime for a request received in ``execute``: its wire token.
+        self._token: Any = None
+
+    # the accessors Triton's class has
+    def inputs(self) -> list[Tensor]:
+        return self._inputs
+
+    def requested_output_names(self) -> list[str]:
+        return self._requested
+
+    def request_id(self) -> str:
+        return self._request_id
+
+    def correlation_id(self) -> int | str:
+        return self._correlation_id
+
+    def flags(self) -> int:
+        return self._flags
+
+    def timeout(self) -> int:
+        return self._timeout
+
+    def model_name(self) -> str:
+        return self._model_name
+
+    def model_version(self) -> int:
+        return self._model_version
+
+    def parameters(self) -> str:
+        """The request's parameters as a JSON object string (as Triton gives them)."""
+        return json.dumps(self._parameters)
+
+    def get_response_sender(self) -> InferenceResponseSender:
+        if self._sender is None:
+            raise TritonModelException("only requests received by execute() have a response sender")
+        return self._sender
+
+    def is_cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def set_release_flags(self, flags: int) -> None:
+        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            raise TritonModelException("request rescheduling is not supported by tritonpy")
+
+    # BLS
+    def exec(self, decoupled: bool = False) -> Any:
+        """Run this request on ``model_name``; a response (an iterator of them if ``decoupled``)."""
+        self._check_bls()
+        timeout = self._timeout / 1e6 if self._timeout else None
+        return _runtime.current().bls(self, decoupled, timeout)
+
+    async def async_exec(self, decoupled: bool = False) -> Any:
+        """``exec`` for ``async def execute``: await it; decoupled gives an async iterator."""
+        self._check_bls()
+        timeout = self._timeout / 1e6 if self._timeout else None
+        return await _runtime.current().bls_async(self, decoupled, timeout)
+
+    def _check_bls(self) -> None:
+        if not self._model_name:
+            raise TritonModelException("BLS request has no model_name")
+        for tensor in self._inputs:
+            if not isinstance(tensor, Tensor):
+                raise TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
+
+
+class InferenceResponse:
+    """A response: output tensors, or an error."""
+
+    def __init__(
+        self,
+        output_tensors: list[Tensor] | None = None,
+        error: TritonError | None = None,
+        parameters: dict[str, Any] | str | None = None,
+    ) -> None:
+        if output_tensors is not None and not isinstance(output_tensors, (list, tuple)):
+            raise TritonModelException("output_tensors must be a list of pb_utils.Tensor")
+        self._outputs = list(output_tensors or [])
+        for tensor in self._outputs:
+            if not isinstance(tensor, Tensor):
+                raise TritonModelException(
+                    f"output_tensors must hold pb_utils.Tensor objects, not {type(tensor).__name__}"
+                )
+        if error is not None and not isinstance(error, TritonError):
+            raise TritonModelException("error must be a pb_utils.TritonError")
+        self._error = error
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters) if parameters else {}
+        self._parameters: dict[str, Any] = dict(parameters or {})
+
+    def output_tensors(self) -> list[Tensor]:
+        return self._outputs
+
+    def has_error(self) -> bool:
+        return self._error is not None
+
+    def error(self) -> TritonError | None:
+        return self._error
+
+    def parameters(self) -> str:
+        return json.dumps(self._parameters)
+
+
+class InferenceResponseSender:
+    """Sends a request's responses (decoupled models: any number, then FINAL)."""
+
+    def __init__(self, send: Any, request: InferenceRequest) -> None:
+        self._send = send
+        self._request = request
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        with self._lock:
+            if self._closed:
+                raise TritonModelException("Unable to send response. Response sender has been closed.")
+            if response is None and not flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+                raise TritonModelException("Response is None but the FINAL flag is not set")
+            if response is not None and not isinstance(response, InferenceResponse):
+                raise TritonModelException("send() takes a pb_utils.InferenceResponse")
+            if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+                self._closed = True
+        self._send(response, flags)
+
+    def is_cancelled(self) -> bool:
+        return self._request.is_cancelled()
+
+
+# -- logging ---------------------------------------------------------------------------------
+
+
+class Logger:
+    """Messages into the server's log, filtered by its log settings."""
+
+    @staticmethod
+    def _where() -> tuple[str, int]:
+        frame = inspect.currentframe()
+        caller = frame.f_back.f_back if frame and frame.f_back else None
+        if caller is None:
+            return "model.py", 0
+        return caller.f_code.co_filename.rsplit("/", 1)[-1], caller.f_lineno
+
+    @staticmethod
+    def log(message: str, level: int = 0) -> None:
+        names = ("INFO", "WARNING", "ERROR", "VERBOSE")
+        where = Logger._where()
+        _runtime.current().log(names[level] if 0 <= level < 4 else "INFO", str(message), *where)
+
+    @staticmethod
+    def log_info(message: str) -> None:
+        _runtime.current().log("INFO", str(message), *Logger._where())
+
+    @staticmethod
+    def log_warn(message: str) -> None:
+        _runtime.current().log("WARNING", str(message), *Logger._where())
+
+    @staticmethod
+    def log_error(message: str) -> None:
+        _runtime.current().log("ERROR", str(message), *Logger._where())
+
+    @staticmethod
+    def log_verbose(message: str) -> None:
+        _runtime.current().log("VERBOSE", str(message), *Logger._where())
+
+
+class LogLevel:
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+class MetricFamily:
+    """A custom metric family exported on the server's metrics port."""
+
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+    def __init__(self, name: str, description: str, kind: str) -> None:
+        if kind not in (self.COUNTER, self.GAUGE, self.HISTOGRAM):
+            raise TritonModelException(f"unknown metric kind '{kind}'")
+        self.name = name
+        self.kind = kind
+        self._handle = _runtime.current().metric_family(name, description, kind)
+
+    def Metric(self, labels: dict[str, str] | None = None, buckets: list[float] | None = None) -> Metric:  # noqa: N802
+        return Metric(self, labels or {}, buckets)
+
+
+class Metric:
+    """One label set of a ``MetricFamily``."""
+
+    def __init__(self, family: MetricFamily, labels: dict[str, str], buckets: list[float] | None) -> None:
+        self._family = family
+        self._handle = _runtime.current().metric(family._handle, dict(labels), buckets)
+
+    def increment(self, value: float) -> None:
+        _runtime.current().metric_update(self._handle, "increment", float(value))
+
+    def set(self, value: float) -> None:
+        _runtime.current().metric_update(self._handle, "set", float(value))
+
+    def observe(self, value: float) -> None:
+        _runtime.current().metric_update(self._handle, "observe", float(value))
+
+    def value(self) -> float:
+        return _runtime.current().metric_value(self._handle)
+
+
+# -- model control (BLS) ----------------------------------------------------------------------
+
+
+def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None = None) -> None:
+    _runtime.current().model_control("load", model_name, -1, config, dict(files or {}))
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    _runtime.current().model_control("unload", model_name, -1, "", {})
+
+
+def is_model_ready(model_name: str, model_version: str | int = "") -> bool:
+    version = int(model_version) if str(model_version).strip() else -1
+    return bool(_runtime.current().model_control("ready", model_name, version, "", {}))
+
+
+# -- auto-complete ----------------------------------------------------------------------------
+
+
+class ModelConfig:
+    """The config handed to ``auto_complete_config``; changes are returned to the server."""
+
+    def __init__(self, model_config: dict[str, Any] | str) -> None:
+        self._config = json.loads(model_config) if isinstance(model_config, str) else model_config
+
+    def as_dict(self) -> dict[str, Any]:
+        return self._config
+
+    def max_batch_size(self) -> int:
+        return int(self._config.get("max_batch_size", 0))
+
+    def set_max_batch_size(self, max_batch_size: int) -> None:
+        current = int(self._config.get("max_batch_size", 0))
+        if current != 0 and current != max_batch_size:
+            raise ValueError(
+                f"configuration specified max_batch_size {current}, but auto-complete-config "
+                f"function for model '{self._config.get('name', '')}' specified max_batch_size "
+                f"{max_batch_size}"
+            )
+        self._config["max_batch_size"] = max_batch_size
+
+    def set_dynamic_batching(self) -> None:
+        if "sequence_batching" in self._config:
+            raise ValueError("dynamic batching cannot be set with sequence batching")
+        self._config.setdefault("dynamic_batching", {})
+
+    def add_input(self, input: dict[str, Any]) -> None:  # noqa: A002 (Triton's name)
+        self._add("input", input)
+
+    def add_output(self, output: dict[str, Any]) -> None:
+        self._add("output", output)
+
+    def _add(self, kind: str, tensor: dict[str, Any]) -> None:
+        if "name" not in tensor:
+            raise ValueError(f"{kind} in auto-complete-config function must have a 'name'")
+        allowed = {"name", "data_type", "dims", "optional", "reshape", "is_shape_tensor", "label_filename"}
+        unknown = set(tensor) - allowed
+        if unknown:
+            raise ValueError(f"unknown key(s) {sorted(unknown)} in {kind} '{tensor['name']}'")
+        entries = self._config.setdefault(kind, [])
+        for existing in entries:
+            if existing.get("name") != tensor["name"]:
+                continue
+            for key in ("data_type", "dims"):
+                if key in tensor and key in existing and _norm(existing[key]) != _norm(tensor[key]):
+                    raise ValueError(
+                        f"model '{self._config.get('name', '')}', tensor '{tensor['name']}': "
+                        f"the model config specifies {key} {existing[key]} but the auto-complete-config "
+                        f"function specifies {key} {tensor[key]}"
+                    )
+                existing.setdefault(key, tensor[key]) if key in tensor else None
+            return
+        entry = dict(tensor)
+        if "dims" in entry:
+            entry["dims"] = [int(d) for d in entry["dims"]]
+        entries.append(entry)
+
+    def set_model_transaction_policy(self, transaction_policy_dict: dict[str, Any]) -> None:
+        unknown = set(transaction_policy_dict) - {"decoupled"}
+        if unknown:
+            raise ValueError(f"unknown key(s) {sorted(unknown)} in model transaction policy")
+        current = self._config.get("model_transaction_policy", {}).get("decoupled")
+        wanted = bool(transaction_policy_dict.get("decoupled", False))
+        if current is not None and bool(current) != wanted:
+            raise ValueError(
+                "trying to change decoupled property in auto-complete-config for model "
+                f"'{self._config.get('name', '')}', which is already set to '{current}'"
+            )
+        self._config["model_transaction_policy"] = {"decoupled": wanted}
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, list):
+        return [int(v) for v in value]
+    return value
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
+    for tensor in inference_request.inputs():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
+    for tensor in inference_response.output_tensors():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_input_config_by_name(model_config: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for entry in model_config.get("input", []):
+        if entry.get("name") == name:
+            return dict(entry)
+    return None
+
+
+def get_output_config_by_name(model_config: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for entry in model_config.get("output", []):
+        if entry.get("name") == name:
+            return dict(entry)
+    return None
+
+
+def using_decoupled_model_transaction_policy(model_config: dict[str, Any]) -> bool:
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))

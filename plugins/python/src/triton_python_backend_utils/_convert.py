@@ -1,0 +1,68 @@
+"""pb_utils objects ↔ wire descriptors (used by the stub)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._api import InferenceRequest, InferenceResponse, Tensor, TritonError, TritonModelException
+from ._dtypes import CODES, NAMES
+from ._wire import Link
+
+
+def tensor_to_wire(link: Link, tensor: Tensor) -> Any:
+    datatype = NAMES.get(tensor.triton_dtype())
+    if datatype is None:
+        raise TritonModelException(f"tensor '{tensor.name()}' has no valid data type")
+    return link.put(tensor.name(), datatype, tensor.as_numpy())
+
+
+def tensor_from_wire(link: Link, desc: Any) -> Tensor:
+    return Tensor(desc[0], link.get(desc), CODES[desc[1]])
+
+
+def response_to_wire(link: Link, response: InferenceResponse) -> dict[str, Any]:
+    error = response.error()
+    if error is not None:
+        return {"o": [], "e": (error.message(), error.code()), "p": response._parameters}
+    return {
+        "o": [tensor_to_wire(link, t) for t in response.output_tensors()],
+        "e": None,
+        "p": response._parameters,
+    }
+
+
+def response_from_wire(link: Link, desc: dict[str, Any]) -> InferenceResponse:
+    if desc["e"] is not None:
+        message, code = desc["e"]
+        return InferenceResponse(error=TritonError(message, code), parameters=desc["p"])
+    return InferenceResponse([tensor_from_wire(link, t) for t in desc["o"]], parameters=desc["p"])
+
+
+def bls_request_to_wire(link: Link, request: InferenceRequest) -> dict[str, Any]:
+    return {
+        "m": request.model_name(),
+        "v": request.model_version(),
+        "i": [tensor_to_wire(link, t) for t in request.inputs()],
+        "r": request.requested_output_names(),
+        "id": request.request_id(),
+        "cid": request.correlation_id(),
+        "f": request.flags(),
+        "to": request.timeout(),
+        "p": request._parameters,
+    }
+
+
+def request_from_wire(link: Link, desc: dict[str, Any], model_name: str, version: int) -> InferenceRequest:
+    request = InferenceRequest(
+        model_name=model_name,
+        inputs=[tensor_from_wire(link, t) for t in desc["i"]],
+        requested_output_names=desc["r"],
+        request_id=desc["id"],
+        correlation_id=desc["cid"],
+        model_version=version,
+        flags=desc["f"],
+        timeout=desc["to"],
+        parameters=desc["p"],
+    )
+    request._token = desc["t"]
+    return request

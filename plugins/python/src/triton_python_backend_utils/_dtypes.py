@@ -1,0 +1,97 @@
+"""Triton's data type codes (``TRITONSERVER_DataType``) and their numpy types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+TRITONSERVER_TYPE_INVALID = 0
+TRITONSERVER_TYPE_BOOL = 1
+TRITONSERVER_TYPE_UINT8 = 2
+TRITONSERVER_TYPE_UINT16 = 3
+TRITONSERVER_TYPE_UINT32 = 4
+TRITONSERVER_TYPE_UINT64 = 5
+TRITONSERVER_TYPE_INT8 = 6
+TRITONSERVER_TYPE_INT16 = 7
+TRITONSERVER_TYPE_INT32 = 8
+TRITONSERVER_TYPE_INT64 = 9
+TRITONSERVER_TYPE_FP16 = 10
+TRITONSERVER_TYPE_FP32 = 11
+TRITONSERVER_TYPE_FP64 = 12
+TRITONSERVER_TYPE_BYTES = 13
+TRITONSERVER_TYPE_BF16 = 14
+
+#: Protocol name ("FP32") → type code.
+CODES = {
+    "BOOL": 1,
+    "UINT8": 2,
+    "UINT16": 3,
+    "UINT32": 4,
+    "UINT64": 5,
+    "INT8": 6,
+    "INT16": 7,
+    "INT32": 8,
+    "INT64": 9,
+    "FP16": 10,
+    "FP32": 11,
+    "FP64": 12,
+    "BYTES": 13,
+    "BF16": 14,
+}
+NAMES = {code: name for name, code in CODES.items()}
+
+_NUMPY: dict[int, Any] = {
+    1: np.bool_,
+    2: np.uint8,
+    3: np.uint16,
+    4: np.uint32,
+    5: np.uint64,
+    6: np.int8,
+    7: np.int16,
+    8: np.int32,
+    9: np.int64,
+    10: np.float16,
+    11: np.float32,
+    12: np.float64,
+    13: np.object_,
+}
+
+
+def triton_to_numpy_type(data_type: int) -> Any:
+    """The numpy type of a ``TRITONSERVER_TYPE_*`` code (BYTES → ``numpy.object_``)."""
+    if data_type == TRITONSERVER_TYPE_BF16:
+        try:
+            import ml_dtypes  # type: ignore[import-not-found,unused-ignore]
+
+            return ml_dtypes.bfloat16
+        except ImportError:
+            return np.uint16
+    return _NUMPY.get(data_type)
+
+
+def numpy_to_triton_type(data_type: Any) -> int | None:
+    """The ``TRITONSERVER_TYPE_*`` code of a numpy type; strings and bytes are BYTES."""
+    dtype = np.dtype(data_type)
+    if dtype.kind in ("O", "S", "U"):
+        return TRITONSERVER_TYPE_BYTES
+    if dtype.name == "bfloat16":
+        return TRITONSERVER_TYPE_BF16
+    for code, np_type in _NUMPY.items():
+        if code != TRITONSERVER_TYPE_BYTES and np.dtype(np_type) == dtype:
+            return code
+    return None
+
+
+def triton_string_to_numpy(triton_type_string: str) -> Any:
+    """``"TYPE_FP32"`` (config name) → ``numpy.float32``; ``TYPE_STRING`` → ``numpy.object_``."""
+    name = triton_type_string.removeprefix("TYPE_")
+    if name == "STRING":
+        name = "BYTES"
+    code = CODES.get(name)
+    return None if code is None else triton_to_numpy_type(code)
+
+
+def triton_string_to_code(triton_type_string: str) -> int:
+    name = triton_type_string.removeprefix("TYPE_")
+    return CODES.get("BYTES" if name == "STRING" else name, TRITONSERVER_TYPE_INVALID)

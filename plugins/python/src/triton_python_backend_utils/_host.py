@@ -1,0 +1,79 @@
+"""Loading a ``model.py`` and calling its ``TritonPythonModel`` (in a stub or in the server)."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ._api import ModelConfig, TritonModelException
+
+_counter = itertools.count()
+
+
+def load_module(model_file: str | Path) -> ModuleType:
+    """Import ``model_file`` under a unique name; its folder joins ``sys.path`` (as in Triton)."""
+    path = Path(model_file)
+    if not path.is_file():
+        raise TritonModelException(f"model file '{path}' does not exist")
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    name = f"_tritonpy_model_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TritonModelException(f"cannot import '{path}'")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "TritonPythonModel"):
+        raise TritonModelException(f"'{path}' defines no class TritonPythonModel")
+    return module
+
+
+def auto_complete(model_file: str | Path, config: dict[str, Any]) -> dict[str, Any]:
+    """Run ``TritonPythonModel.auto_complete_config`` (when defined) on ``config``."""
+    cls = load_module(model_file).TritonPythonModel
+    hook = getattr(cls, "auto_complete_config", None)
+    if hook is None:
+        return config
+    result = hook(ModelConfig(config))
+    if not isinstance(result, ModelConfig):
+        raise TritonModelException("auto_complete_config must return the pb_utils.ModelConfig it was given")
+    return result.as_dict()
+
+
+class ModelHost:
+    """One instance of a ``TritonPythonModel``."""
+
+    def __init__(self, model_file: str | Path) -> None:
+        self.module = load_module(model_file)
+        self.model = self.module.TritonPythonModel()
+        execute = getattr(self.model, "execute", None)
+        if execute is None:
+            raise TritonModelException("TritonPythonModel has no execute method")
+        self.execute = execute
+        self.is_async = inspect.iscoroutinefunction(execute)
+
+    def initialize(self, args: dict[str, str]) -> None:
+        init = getattr(self.model, "initialize", None)
+        if init is None:
+            return
+        result = init(args)
+        if inspect.iscoroutine(result):
+            import asyncio
+
+            asyncio.run(result)
+
+    def is_ready(self) -> bool:
+        check = getattr(self.model, "is_ready", None)
+        return True if check is None else bool(check())
+
+    def finalize(self) -> None:
+        fin = getattr(self.model, "finalize", None)
+        if fin is not None:
+            fin()

@@ -1,0 +1,427 @@
+"""The stub process: one model instance, driven by the server over a ``Link``.
+
+Run as ``python -m triton_python_backend_utils._stub FD P2C C2P``. The main
+thread runs the model (``initialize``, ``execute``, ``finalize``); a reader
+thread receives messages, so BLS answers, cancellations and releases arrive
+while ``execute`` runs. ``async def execute`` models run on an event loop in
+the main thread with any number of batches in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import queue
+import sys
+import threading
+import traceback
+from collections.abc import AsyncIterator, Iterator
+from multiprocessing.connection import Connection
+from typing import Any
+
+from . import _runtime
+from ._api import (
+    TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+    InferenceRequest,
+    InferenceResponse,
+    InferenceResponseSender,
+    TritonError,
+    TritonModelException,
+)
+from ._convert import bls_request_to_wire, request_from_wire, response_from_wire, response_to_wire
+from ._host import ModelHost, auto_complete
+from ._wire import Arena, Link
+
+_FINAL = TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` and the model's frames, as Triton reports a model's exception."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    lines = [f"  {f.filename}({f.lineno}): {f.name}" for f in reversed(frames)]
+    head = str(exc) if isinstance(exc, TritonModelException) else f"{type(exc).__name__}: {exc}"
+    return head + ("\n\nAt:\n" + "\n".join(lines) + "\n" if lines else "")
+
+
+class StubRuntime(_runtime.Runtime):
+    """``pb_utils`` calls answered by the server over the link."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self._calls = itertools.count(1)
+        self._waiters: dict[int, Any] = {}
+        self._kinds: dict[int, str] = {}
+
+    # -- replies ---------------------------------------------------------------------------
+
+    def deliver(self, call: int, item: Any) -> None:
+        waiter = self._waiters.get(call)
+        if waiter is None:
+            return
+        if isinstance(waiter, tuple):  # (loop, asyncio.Queue)
+            loop, inbox = waiter
+            try:
+                loop.call_soon_threadsafe(inbox.put_nowait, item)
+            except RuntimeError:
+                pass
+        else:
+            waiter.put(item)
+
+    def _query(self, what: str, **fields: Any) -> Any:
+        call = next(self._calls)
+        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._waiters[call] = inbox
+        try:
+            self.link.send({"op": "query", "c": call, "q": what, **fields})
+            value, error = inbox.get()
+        finally:
+            self._waiters.pop(call, None)
+        if error is not None:
+            raise TritonModelException(error)
+        return value
+
+    # -- BLS -------------------------------------------------------------------------------
+
+    def _start_bls(self, request: InferenceRequest, decoupled: bool, waiter: Any) -> int:
+        call = next(self._calls)
+        self._waiters[call] = waiter
+        try:
+            self.link.send(
+                {"op": "bls", "c": call, "req": bls_request_to_wire(self.link, request), "d": decoupled}
+            )
+        except Exception:
+            self._waiters.pop(call, None)
+            raise
+        return call
+
+    def _timed_out(self, request: InferenceRequest, timeout: float | None) -> InferenceResponse:
+        return InferenceResponse(
+            error=TritonError(
+                f"BLS request to model '{request.model_name()}' got no response within {timeout} s",
+                TritonError.UNAVAILABLE,
+            )
+        )
+
+    def bls(self, request: InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
+        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        call = self._start_bls(request, decoupled, inbox)
+        if decoupled:
+            return self._bls_iter(call, inbox, request, timeout)
+        try:
+            response: InferenceResponse | None = None
+            while True:
+                try:
+                    desc, flags = inbox.get(timeout=timeout)
+                except queue.Empty:
+                    self.link.send({"op": "bls_cancel", "c": call})
+                    return self._timed_out(request, timeout)
+                if desc is not None and response is None:
+                    response = response_from_wire(self.link, desc)
+                if flags & _FINAL:
+                    return response or InferenceResponse()
+        finally:
+            self._waiters.pop(call, None)
+
+    def _bls_iter(
+        self, call: int, inbox: queue.SimpleQueue[Any], request: InferenceRequest, timeout: float | None
+    ) -> Iterator[InferenceResponse]:
+        finished = False
+        try:
+            while not finished:
+                try:
+                    desc, flags = inbox.get(timeout=timeout)
+                except queue.Empty:
+                    yield self._timed_out(request, timeout)
+                    return
+                finished = bool(flags & _FINAL)
+                yield response_from_wire(self.link, desc) if desc is not None else InferenceResponse()
+        finally:
+            self._waiters.pop(call, None)
+            if not finished:
+                self.link.send({"op": "bls_cancel", "c": call})
+
+    async def bls_async(self, request: InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[Any] = asyncio.Queue()
+        call = self._start_bls(request, decoupled, (loop, inbox))
+        if decoupled:
+            return self._bls_aiter(call, inbox, request, timeout)
+        try:
+            response: InferenceResponse | None = None
+            while True:
+                try:
+                    desc, flags = await asyncio.wait_for(inbox.get(), timeout)
+                except asyncio.TimeoutError:
+                    self.link.send({"op": "bls_cancel", "c": call})
+                    return self._timed_out(request, timeout)
+                if desc is not None and response is None:
+                    response = response_from_wire(self.link, desc)
+                if flags & _FINAL:
+                    return response or InferenceResponse()
+        finally:
+            self._waiters.pop(call, None)
+
+    async def _bls_aiter(
+        self, call: int, inbox: asyncio.Queue[Any], request: InferenceRequest, timeout: float | None
+    ) -> AsyncIterator[InferenceResponse]:
+        finished = False
+        try:
+            while not finished:
+                try:
+                    desc, flags = await asyncio.wait_for(inbox.get(), timeout)
+                except asyncio.TimeoutError:
+                    yield self._timed_out(request, timeout)
+                    return
+                finished = bool(flags & _FINAL)
+                yield response_from_wire(self.link, desc) if desc is not None else InferenceResponse()
+        finally:
+            self._waiters.pop(call, None)
+            if not finished:
+                self.link.send({"op": "bls_cancel", "c": call})
+
+    # -- logging, metrics, model control ----------------------------------------------------------
+
+    def log(self, level: str, message: str, filename: str, line: int) -> None:
+        self.link.send({"op": "log", "l": level, "m": message, "fn": filename, "n": line})
+
+    def metric_family(self, name: str, description: str, kind: str) -> Any:
+        return self._query("family", name=name, description=description, kind=kind)
+
+    def metric(self, family: Any, labels: dict[str, str], buckets: list[float] | None) -> Any:
+        handle, kind = self._query("metric", family=family, labels=labels, buckets=buckets)
+        self._kinds[handle] = kind
+        return handle
+
+    def metric_update(self, metric: Any, op: str, value: float) -> None:
+        kind = self._kinds.get(metric, "")
+        allowed = {"counter": "increment", "gauge": ("increment", "set"), "histogram": "observe"}[kind]
+        if op not in allowed:
+            raise TritonModelException(f"{op} is not supported for a {kind} metric")
+        if kind == "counter" and value < 0:
+            raise TritonModelException("value must be non-negative for counter metric")
+        self.link.send({"op": "metric", "h": metric, "k": op, "v": value})
+
+    def metric_value(self, metric: Any) -> float:
+        return float(self._query("value", handle=metric))
+
+    def model_control(self, op: str, name: str, version: int, config: str, files: dict[str, bytes]) -> Any:
+        return self._query(op, name=name, version=version, config=config, files=files)
+
+
+class Stub:
+    """The stub's main loop."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.runtime = StubRuntime(link)
+        _runtime.install(self.runtime)
+        self.host: ModelHost | None = None
+        self.name = ""
+        self.version = 1
+        self.inbox: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.requests: dict[int, InferenceRequest] = {}
+
+    # -- reader thread ---------------------------------------------------------------------
+
+    def read(self) -> None:
+        try:
+            while True:
+                msg = self.link.recv()
+                op = msg["op"]
+                if op in ("bls_resp", "reply"):
+                    self.runtime.deliver(
+                        msg["c"],
+                        (msg.get("r"), msg.get("f", 0)) if op == "bls_resp" else (msg.get("v"), msg.get("e")),
+                    )
+                elif op == "cancel":
+                    request = self.requests.get(msg["t"])
+                    if request is not None:
+                        request._cancelled.set()
+                elif op == "rel":
+                    pass
+                elif self.loop is not None and op == "exec":
+                    self.loop.call_soon_threadsafe(self._start_async, msg)
+                else:
+                    self.inbox.put(msg)
+                self.link.flush_releases()
+        except (EOFError, OSError):
+            os._exit(0)  # the server is gone
+
+    # -- main thread -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        threading.Thread(target=self.read, name="stub-reader", daemon=True).start()
+        while True:
+            msg = self.inbox.get()
+            op = msg["op"]
+            if op == "init":
+                self._init(msg)
+                if self.host is not None and self.host.is_async:
+                    self._run_async()
+                    return
+            elif op == "autocomplete":
+                try:
+                    self.link.send({"op": "config", "config": auto_complete(msg["file"], msg["config"])})
+                except BaseException as exc:
+                    self.link.send({"op": "config", "error": error_text(exc)})
+            elif op == "exec":
+                self._execute(msg)
+            elif op == "ready?":
+                self._ready(msg)
+            elif op == "fini":
+                self._finalize()
+                return
+
+    def _init(self, msg: dict[str, Any]) -> None:
+        try:
+            self.name = msg["args"]["model_name"]
+            self.version = int(msg["args"]["model_version"])
+            self.host = ModelHost(msg["file"])
+            self.host.initialize(msg["args"])
+        except BaseException as exc:
+            self.link.send({"op": "ready", "error": error_text(exc)})
+            return
+        self.link.send({"op": "ready", "async": self.host.is_async})
+
+    def _ready(self, msg: dict[str, Any]) -> None:
+        try:
+            ok = self.host is not None and self.host.is_ready()
+            self.link.send({"op": "ready!", "c": msg["c"], "v": ok})
+        except BaseException as exc:
+            self.link.send({"op": "ready!", "c": msg["c"], "v": False, "e": error_text(exc)})
+
+    def _finalize(self) -> None:
+        error = None
+        try:
+            if self.host is not None:
+                self.host.finalize()
+        except BaseException as exc:
+            error = error_text(exc)
+        self.link.send({"op": "bye", "error": error})
+
+    def _requests(self, msg: dict[str, Any]) -> list[InferenceRequest]:
+        requests = []
+        for desc in msg["reqs"]:
+            request = request_from_wire(self.link, desc, self.name, self.version)
+            token = desc["t"]
+            request._sender = InferenceResponseSender(
+                lambda response, flags, token=token: self._send(token, response, flags), request
+            )
+            self.requests[token] = request
+            requests.append(request)
+        return requests
+
+    def _send(self, token: int, response: InferenceResponse | None, flags: int) -> None:
+        desc = None if response is None else response_to_wire(self.link, response)
+        if flags & _FINAL:
+            self.requests.pop(token, None)
+        self.link.send({"op": "send", "t": token, "r": desc, "f": flags})
+
+    def _answer(self, msg: dict[str, Any], requests: list[InferenceRequest], result: Any) -> None:
+        if result is None:
+            self.link.send({"op": "done", "b": msg["b"], "r": None})
+            return
+        if not isinstance(result, (list, tuple)) or len(result) != len(requests):
+            got = (
+                type(result).__name__ if not isinstance(result, (list, tuple)) else f"{len(result)} responses"
+            )
+            raise TritonModelException(
+                f"execute must return a list of {len(requests)} InferenceResponse (one per request), "
+                f"got {got}"
+            )
+        descs = []
+        for response in result:
+            if not isinstance(response, InferenceResponse):
+                raise TritonModelException(
+                    f"execute must return pb_utils.InferenceResponse objects, got {type(response).__name__}"
+                )
+            descs.append(response_to_wire(self.link, response))
+        for request in requests:
+            self.requests.pop(request._token, None)
+        self.link.send({"op": "done", "b": msg["b"], "r": descs})
+
+    def _fail(self, msg: dict[str, Any], requests: list[InferenceRequest], exc: BaseException) -> None:
+        for request in requests:
+            self.requests.pop(request._token, None)
+        self.link.send({"op": "done", "b": msg["b"], "err": error_text(exc)})
+
+    def _execute(self, msg: dict[str, Any]) -> None:
+        requests: list[InferenceRequest] = []
+        try:
+            assert self.host is not None
+            requests = self._requests(msg)
+            self._answer(msg, requests, self.host.execute(requests))
+        except BaseException as exc:
+            self._fail(msg, requests, exc)
+        finally:
+            del requests
+            self.link.flush_releases()
+
+    # -- async models ------------------------------------------------------------------------
+
+    def _run_async(self) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self.loop = loop
+        self._stopping = loop.create_future()
+        tasks: set[asyncio.Task[None]] = set()
+        self._tasks = tasks
+        # Messages queued before the loop existed.
+        while True:
+            try:
+                msg = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            self._dispatch_async(msg)
+        threading.Thread(target=self._feed_async, name="stub-inbox", daemon=True).start()
+        loop.run_until_complete(self._stopping)
+        self._finalize()
+
+    def _feed_async(self) -> None:
+        assert self.loop is not None
+        while True:
+            msg = self.inbox.get()
+            self.loop.call_soon_threadsafe(self._dispatch_async, msg)
+            if msg["op"] == "fini":
+                return
+
+    def _dispatch_async(self, msg: dict[str, Any]) -> None:
+        if msg["op"] == "exec":
+            self._start_async(msg)
+        elif msg["op"] == "ready?":
+            self._ready(msg)
+        elif msg["op"] == "fini":
+            if not self._stopping.done():
+                self._stopping.set_result(None)
+
+    def _start_async(self, msg: dict[str, Any]) -> None:
+        task = asyncio.ensure_future(self._execute_async(msg))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _execute_async(self, msg: dict[str, Any]) -> None:
+        requests: list[InferenceRequest] = []
+        try:
+            assert self.host is not None
+            requests = self._requests(msg)
+            self._answer(msg, requests, await self.host.execute(requests))
+        except BaseException as exc:
+            self._fail(msg, requests, exc)
+        finally:
+            del requests
+            self.link.flush_releases()
+
+
+def main(argv: list[str]) -> None:
+    fd, p2c, c2p = int(argv[0]), argv[1], argv[2]
+    conn = Connection(fd)
+    link = Link(conn, mine=Arena(c2p, 0, create=False), theirs=Arena(p2c, 0, create=False))
+    Stub(link).run()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

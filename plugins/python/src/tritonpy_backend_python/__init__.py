@@ -1,0 +1,222 @@
+"""tritonpy-backend-python: serve Triton Python-backend models (``model.py``) unchanged.
+
+Each instance runs in its own stub process by default (see ``_process``);
+``parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }``
+runs it inside the server instead. Model parameters:
+
+- ``EXECUTION_MODE``: ``process`` (default) or ``in_process``;
+- ``EXECUTION_ENV_PATH``: the environment (folder or packed archive) whose
+  interpreter runs the stub;
+- ``EXECUTE_TIMEOUT_SECONDS``: kill and restart a stub whose ``execute`` runs
+  longer (default: no limit);
+- ``STUB_MEMORY_LIMIT_MB``: the stub's address-space limit (default: none).
+
+Backend settings (``--backend-config=python,<key>=<value>``):
+``shm-default-byte-size`` (each stub's two shared-memory arenas, default 64 MiB,
+mapped lazily) and ``stub-timeout-seconds`` (start-up, default 120).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import triton_python_backend_utils as pb_utils
+from triton_python_backend_utils import _runtime
+from tritonpy_sdk import (
+    Backend,
+    BackendInfo,
+    InferenceRequest,
+    InferenceResponse,
+    Model,
+    ModelInstance,
+    TritonError,
+    hookimpl,
+)
+
+from ._environment import default_environment, resolve_environment
+from ._inprocess import InProcessInstance, InProcessRuntime
+from ._process import StubProcess, StubSettings, auto_complete_in_stub
+from ._services import ServerServices
+
+__all__ = ["pb_utils"]
+
+_MODES = ("process", "in_process")
+
+
+@dataclass
+class _BackendState:
+    services: ServerServices
+    shm_bytes: int
+    start_timeout_s: float
+
+
+@dataclass
+class _ModelState:
+    file: Path
+    in_process: bool
+    settings: StubSettings
+
+
+@hookimpl
+def backend_info() -> BackendInfo:
+    return BackendInfo(
+        default_model_filename="model.py",
+        default_instance_kind="KIND_AUTO",
+        default_instance_count=1,
+        parallel_instance_init=True,
+    )
+
+
+def _int_setting(config: dict[str, str], key: str, default: int) -> int:
+    try:
+        return int(config.get(key, default))
+    except ValueError:
+        raise TritonError.invalid_arg(
+            f"backend setting '{key}' must be an integer, got '{config[key]}'"
+        ) from None
+
+
+@hookimpl
+def initialize(backend: Backend) -> None:
+    services = ServerServices(backend.server, backend.logger)
+    backend.state = _BackendState(
+        services,
+        shm_bytes=max(1 << 20, _int_setting(backend.config, "shm-default-byte-size", 64 << 20)),
+        start_timeout_s=float(_int_setting(backend.config, "stub-timeout-seconds", 120)),
+    )
+
+
+def _state(backend: Backend) -> _BackendState:
+    state = backend.state
+    if state is None:  # a harness that skipped initialize
+        initialize(backend)
+        state = backend.state
+    assert isinstance(state, _BackendState)
+    return state
+
+
+def _model_file(model: Model) -> Path:
+    backend = model.backend
+    if backend.name != "python" and backend.directory is not None:
+        return (backend.directory / "model.py").resolve()  # a Python-based backend
+    filename = model.config.get("default_model_filename") or "model.py"
+    return (model.version_path / filename).resolve()
+
+
+def _settings(model: Model, state: _BackendState) -> tuple[bool, StubSettings]:
+    params = model.parameters
+    mode = params.get("EXECUTION_MODE", "process").strip() or "process"
+    if mode not in _MODES:
+        raise TritonError.invalid_arg(
+            f"model '{model.name}': parameter EXECUTION_MODE must be one of {', '.join(_MODES)}, got '{mode}'"
+        )
+    env_path = params.get("EXECUTION_ENV_PATH", "").strip()
+    environment = resolve_environment(env_path, model.repository_path) if env_path else default_environment()
+
+    def number(key: str) -> float:
+        raw = params.get(key, "").strip()
+        try:
+            value = float(raw) if raw else 0.0
+        except ValueError:
+            raise TritonError.invalid_arg(
+                f"model '{model.name}': parameter {key} must be a number, got '{raw}'"
+            ) from None
+        if value < 0:
+            raise TritonError.invalid_arg(f"model '{model.name}': parameter {key} must not be negative")
+        return value
+
+    settings = StubSettings(
+        environment,
+        shm_bytes=state.shm_bytes,
+        start_timeout_s=state.start_timeout_s,
+        execute_timeout_s=number("EXECUTE_TIMEOUT_SECONDS"),
+        memory_limit_mb=int(number("STUB_MEMORY_LIMIT_MB")),
+    )
+    return mode == "in_process", settings
+
+
+@hookimpl
+def auto_complete_config(model: Model) -> None:
+    path = _model_file(model)
+    try:
+        source = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return  # reported by model_initialize
+    if "auto_complete_config" not in source:
+        return  # no stub start for models that cannot auto-complete
+    state = _state(model.backend)
+    in_process, settings = _settings(model, state)
+    if in_process:
+        from triton_python_backend_utils._host import auto_complete
+
+        try:
+            completed = auto_complete(path, model.config)
+        except Exception as exc:
+            raise TritonError.internal(
+                f"auto_complete_config of model '{model.name}' failed: {exc}"
+            ) from None
+    else:
+        completed = auto_complete_in_stub(path, model.config, settings, state.services)
+    model.config.clear()
+    model.config.update(completed)
+
+
+@hookimpl
+def model_initialize(model: Model) -> None:
+    path = _model_file(model)
+    if not path.is_file():
+        raise TritonError.unavailable(f"unable to find model file '{path}' for model '{model.name}'")
+    in_process, settings = _settings(model, _state(model.backend))
+    model.state = _ModelState(path, in_process, settings)
+
+
+def _args(instance: ModelInstance) -> dict[str, str]:
+    model = instance.model
+    return {
+        "model_config": json.dumps(model.config),
+        "model_instance_kind": instance.kind.removeprefix("KIND_"),
+        "model_instance_name": instance.name,
+        "model_instance_device_id": str(instance.device_id),
+        "model_repository": str(model.repository_path.resolve()),
+        "model_version": str(model.version),
+        "model_name": model.name,
+    }
+
+
+@hookimpl
+def instance_initialize(instance: ModelInstance) -> None:
+    model = instance.model
+    mstate = model.state
+    assert isinstance(mstate, _ModelState)
+    outputs = [o["name"] for o in model.config.get("output", [])]
+    services = _state(model.backend).services
+    if mstate.in_process:
+        if not isinstance(_runtime.current(), InProcessRuntime):
+            _runtime.install(InProcessRuntime(services))
+        try:
+            instance.state = InProcessInstance(instance.name, mstate.file, _args(instance), outputs)
+        except Exception as exc:
+            raise TritonError.internal(
+                f"initialize of '{instance.name}' failed: {type(exc).__name__}: {exc}"
+            ) from None
+        return
+    stub = StubProcess(instance.name, mstate.file, _args(instance), outputs, mstate.settings, services)
+    stub.start()
+    instance.state = stub
+
+
+@hookimpl
+def execute(instance: ModelInstance, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+    runner: Any = instance.state
+    return runner.execute(list(requests))  # type: ignore[no-any-return]
+
+
+@hookimpl
+def instance_finalize(instance: ModelInstance) -> None:
+    runner: Any = instance.state
+    if runner is not None:
+        runner.stop()
+    instance.state = None

@@ -1,0 +1,134 @@
+"""SDK objects ↔ the stub's wire descriptors, and ↔ ``pb_utils`` objects (in-process mode)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import triton_python_backend_utils as pb_utils
+from triton_python_backend_utils._dtypes import CODES, NAMES
+from triton_python_backend_utils._wire import Link
+from tritonpy_sdk import (
+    DataType,
+    ErrorCode,
+    InferenceRequest,
+    InferenceResponse,
+    RequestedOutput,
+    Tensor,
+    TritonError,
+)
+
+_CODES = list(ErrorCode)  # index = pb_utils.TritonError code
+
+
+def error_to_pair(error: TritonError) -> tuple[str, int]:
+    return error.message, _CODES.index(error.code)
+
+
+def error_from_pair(message: str, code: int) -> TritonError:
+    return TritonError(message, _CODES[code] if 0 <= code < len(_CODES) else ErrorCode.INTERNAL)
+
+
+# -- wire (stub processes) ---------------------------------------------------------------------
+
+
+def request_to_wire(
+    link: Link, request: InferenceRequest, token: int, all_outputs: list[str]
+) -> dict[str, Any]:
+    return {
+        "t": token,
+        "id": request.id,
+        "cid": request.correlation_id,
+        "f": request.flags,
+        "to": request.timeout_us,
+        "p": request.parameters,
+        "i": [link.put(name, t.datatype.value, t.data) for name, t in request.inputs.items()],
+        "r": [o.name for o in request.requested_outputs] or all_outputs,
+    }
+
+
+def response_from_wire(link: Link, desc: dict[str, Any]) -> InferenceResponse:
+    if desc["e"] is not None:
+        return InferenceResponse(error=error_from_pair(*desc["e"]), parameters=desc["p"])
+    outputs = {d[0]: Tensor(d[0], link.get(d), DataType(d[1])) for d in desc["o"]}
+    return InferenceResponse(outputs, parameters=desc["p"])
+
+
+def response_to_wire(link: Link, response: InferenceResponse) -> dict[str, Any]:
+    if response.error is not None:
+        return {"o": [], "e": error_to_pair(response.error), "p": response.parameters}
+    outputs = [link.put(name, t.datatype.value, t.data) for name, t in response.outputs.items()]
+    return {"o": outputs, "e": None, "p": response.parameters}
+
+
+def bls_request_from_wire(link: Link, desc: dict[str, Any]) -> InferenceRequest:
+    return InferenceRequest(
+        model_name=desc["m"],
+        model_version=int(desc["v"]),
+        inputs={d[0]: Tensor(d[0], link.get(d), DataType(d[1])) for d in desc["i"]},
+        requested_outputs=[RequestedOutput(n) for n in desc["r"]],
+        id=desc["id"],
+        parameters=desc["p"],
+        correlation_id=desc["cid"],
+        flags=desc["f"],
+        timeout_us=desc["to"],
+    )
+
+
+# -- pb_utils (in-process mode) ------------------------------------------------------------------
+
+
+def tensor_to_pb(tensor: Tensor) -> pb_utils.Tensor:
+    return pb_utils.Tensor(tensor.name, tensor.data, CODES[tensor.datatype.value])
+
+
+def tensor_from_pb(tensor: pb_utils.Tensor) -> Tensor:
+    return Tensor(tensor.name(), tensor.as_numpy(), DataType(NAMES[tensor.triton_dtype()]))
+
+
+def response_from_pb(response: pb_utils.InferenceResponse) -> InferenceResponse:
+    error = response.error()
+    params = response._parameters
+    if error is not None:
+        return InferenceResponse(error=error_from_pair(error.message(), error.code()), parameters=params)
+    return InferenceResponse(
+        {t.name(): tensor_from_pb(t) for t in response.output_tensors()}, parameters=params
+    )
+
+
+def response_to_pb(response: InferenceResponse) -> pb_utils.InferenceResponse:
+    if response.error is not None:
+        message, code = error_to_pair(response.error)
+        return pb_utils.InferenceResponse(
+            error=pb_utils.TritonError(message, code), parameters=response.parameters
+        )
+    return pb_utils.InferenceResponse(
+        [tensor_to_pb(t) for t in response.outputs.values()], parameters=response.parameters
+    )
+
+
+def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils.InferenceRequest:
+    return pb_utils.InferenceRequest(
+        model_name=request.model_name,
+        inputs=[tensor_to_pb(t) for t in request.inputs.values()],
+        requested_output_names=[o.name for o in request.requested_outputs] or all_outputs,
+        request_id=request.id,
+        correlation_id=request.correlation_id,
+        model_version=request.model_version,
+        flags=request.flags,
+        timeout=request.timeout_us,
+        parameters=request.parameters,
+    )
+
+
+def bls_request_from_pb(request: pb_utils.InferenceRequest) -> InferenceRequest:
+    return InferenceRequest(
+        model_name=request.model_name(),
+        model_version=request.model_version(),
+        inputs={t.name(): tensor_from_pb(t) for t in request.inputs()},
+        requested_outputs=[RequestedOutput(n) for n in request.requested_output_names()],
+        id=request.request_id(),
+        parameters=dict(request._parameters),
+        correlation_id=request.correlation_id(),
+        flags=request.flags(),
+        timeout_us=request.timeout(),
+    )

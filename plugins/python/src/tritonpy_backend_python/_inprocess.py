@@ -1,0 +1,220 @@
+"""``EXECUTION_MODE: in_process``: a model's code runs in the server's own interpreter.
+
+No stub and no IPC: requests reach ``execute`` on the instance's worker thread,
+and BLS goes straight to the server. For trusted models that are tiny or
+release the GIL; a crash here is a crash of the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import triton_python_backend_utils as pb_utils
+from triton_python_backend_utils import _runtime
+from triton_python_backend_utils._host import ModelHost
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
+
+from ._convert import bls_request_from_pb, request_to_pb, response_from_pb, response_to_pb
+from ._services import ServerServices
+
+_FINAL = RESPONSE_COMPLETE_FINAL
+
+
+class InProcessRuntime(_runtime.Runtime):
+    """``pb_utils`` calls answered directly by the server."""
+
+    def __init__(self, services: ServerServices) -> None:
+        self.services = services
+
+    def _submit(self, request: pb_utils.InferenceRequest, deliver: Any) -> None:
+        server = self.services.server
+        try:
+            if server is None:
+                raise TritonError.unavailable("BLS needs a running server")
+            server.submit(bls_request_from_pb(request), deliver)
+        except TritonError as exc:
+            deliver(InferenceResponse.from_error(exc), _FINAL)
+
+    def bls(self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
+        inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
+        self._submit(request, lambda response, flags: inbox.put((response, flags)))
+        if decoupled:
+            return self._iterate(inbox, timeout)
+        first: pb_utils.InferenceResponse | None = None
+        while True:
+            try:
+                response, flags = inbox.get(timeout=timeout)
+            except queue.Empty:
+                return _timed_out(request, timeout)
+            if response is not None and first is None:
+                first = response_to_pb(response)
+            if flags & _FINAL:
+                return first or pb_utils.InferenceResponse()
+
+    @staticmethod
+    def _iterate(
+        inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]], timeout: float | None
+    ) -> Iterator[pb_utils.InferenceResponse]:
+        while True:
+            try:
+                response, flags = inbox.get(timeout=timeout)
+            except queue.Empty:
+                yield pb_utils.InferenceResponse(error=pb_utils.TritonError("BLS response timed out"))
+                return
+            yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
+            if flags & _FINAL:
+                return
+
+    async def bls_async(
+        self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
+
+        def deliver(response: InferenceResponse | None, flags: int) -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, (response, flags))
+
+        self._submit(request, deliver)
+        if decoupled:
+            return self._aiterate(inbox, timeout)
+        first: pb_utils.InferenceResponse | None = None
+        while True:
+            try:
+                response, flags = await asyncio.wait_for(inbox.get(), timeout)
+            except asyncio.TimeoutError:
+                return _timed_out(request, timeout)
+            if response is not None and first is None:
+                first = response_to_pb(response)
+            if flags & _FINAL:
+                return first or pb_utils.InferenceResponse()
+
+    @staticmethod
+    async def _aiterate(
+        inbox: asyncio.Queue[tuple[InferenceResponse | None, int]], timeout: float | None
+    ) -> AsyncIterator[pb_utils.InferenceResponse]:
+        while True:
+            try:
+                response, flags = await asyncio.wait_for(inbox.get(), timeout)
+            except asyncio.TimeoutError:
+                yield pb_utils.InferenceResponse(error=pb_utils.TritonError("BLS response timed out"))
+                return
+            yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
+            if flags & _FINAL:
+                return
+
+    def log(self, level: str, message: str, filename: str, line: int) -> None:
+        self.services.log(level, message, filename, line)
+
+    def metric_family(self, name: str, description: str, kind: str) -> Any:
+        return _model_errors(self.services.family, name, description, kind)
+
+    def metric(self, family: Any, labels: dict[str, str], buckets: list[float] | None) -> Any:
+        return _model_errors(self.services.metric, family, labels, buckets)[0]
+
+    def metric_update(self, metric: Any, op: str, value: float) -> None:
+        _model_errors(self.services.update, metric, op, value)
+
+    def metric_value(self, metric: Any) -> float:
+        return float(_model_errors(self.services.value, metric))
+
+    def model_control(self, op: str, name: str, version: int, config: str, files: dict[str, bytes]) -> Any:
+        return _model_errors(self.services.control, op, name, version, config, files)
+
+
+def _model_errors(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except TritonError as exc:
+        raise pb_utils.TritonModelException(exc.message) from None
+
+
+def _timed_out(request: pb_utils.InferenceRequest, timeout: float | None) -> pb_utils.InferenceResponse:
+    return pb_utils.InferenceResponse(
+        error=pb_utils.TritonError(
+            f"BLS request to model '{request.model_name()}' got no response within {timeout} s",
+            pb_utils.TritonError.UNAVAILABLE,
+        )
+    )
+
+
+class InProcessInstance:
+    """One model instance in the server's interpreter."""
+
+    def __init__(self, name: str, model_file: Path, args: dict[str, str], outputs: list[str]) -> None:
+        self.name = name
+        self._outputs = outputs
+        self.host = ModelHost(model_file)
+        self.host.initialize(args)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if self.host.is_async:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name=f"async-{name}", daemon=True).start()
+
+    def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+        pb_requests = []
+        for request in requests:
+            pb_request = request_to_pb(request, self._outputs)
+            sender = request.response_sender
+            if sender is not None:
+                pb_request._sender = pb_utils.InferenceResponseSender(
+                    lambda response, flags, sender=sender: sender.send(
+                        None if response is None else response_from_pb(response), flags
+                    ),
+                    pb_request,
+                )
+            request.on_cancel(pb_request._cancelled.set)
+            pb_requests.append(pb_request)
+        if self._loop is not None:
+            future = asyncio.run_coroutine_threadsafe(self.host.execute(pb_requests), self._loop)
+            future.add_done_callback(lambda f: self._async_done(f, requests))
+            return None
+        try:
+            result = self.host.execute(pb_requests)
+        except pb_utils.TritonModelException as exc:
+            raise TritonError.internal(str(exc)) from None
+        return None if result is None else self._responses(result, requests)
+
+    def _responses(self, result: Any, requests: list[InferenceRequest]) -> list[InferenceResponse]:
+        if not isinstance(result, (list, tuple)) or len(result) != len(requests):
+            raise TritonError.internal(
+                f"execute of '{self.name}' must return a list of {len(requests)} InferenceResponse"
+            )
+        out = []
+        for response in result:
+            if not isinstance(response, pb_utils.InferenceResponse):
+                raise TritonError.internal(
+                    f"execute of '{self.name}' returned a {type(response).__name__}, not an InferenceResponse"
+                )
+            out.append(response_from_pb(response))
+        return out
+
+    def _async_done(self, future: Any, requests: list[InferenceRequest]) -> None:
+        try:
+            result = future.result()
+            responses = None if result is None else self._responses(result, requests)
+        except Exception as exc:
+            error = (
+                exc if isinstance(exc, TritonError) else TritonError.internal(f"{type(exc).__name__}: {exc}")
+            )
+            responses = [InferenceResponse.from_error(error) for _ in requests]
+        if responses is None:
+            return
+        for request, response in zip(requests, responses):
+            sender = request.response_sender
+            if sender is not None and not sender.closed:
+                sender.send(response, _FINAL)
+
+    def is_ready(self) -> bool:
+        return self.host.is_ready()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        try:
+            self.host.finalize()
+        finally:
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)

@@ -1,0 +1,464 @@
+"""The server's side of one stub process: start it, run batches in it, survive its death.
+
+Each model instance has its own stub (a separate interpreter), so pure-Python
+models run in parallel and a crash, a hang past ``EXECUTE_TIMEOUT_SECONDS``
+or a leak stays inside it: the requests it held fail with an error naming the
+instance, and the stub is started again with the model re-initialised.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import os
+import queue
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from triton_python_backend_utils._wire import Arena, Link, shm_dir
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    InferenceRequest,
+    InferenceResponse,
+    TritonError,
+)
+
+from ._convert import (
+    bls_request_from_wire,
+    request_to_wire,
+    response_from_wire,
+    response_to_wire,
+)
+from ._environment import StubEnvironment
+from ._services import ServerServices
+
+log = logging.getLogger("tritonpy.backend.python")
+
+
+@dataclass
+class StubSettings:
+    """How a model's stubs run (from the backend config and model parameters)."""
+
+    environment: StubEnvironment
+    shm_bytes: int = 64 << 20
+    start_timeout_s: float = 120.0
+    #: 0: no limit. Past it the stub is killed and restarted.
+    execute_timeout_s: float = 0.0
+    #: 0: no limit. The stub's address-space limit (RLIMIT_AS) in MiB.
+    memory_limit_mb: int = 0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class _Batch:
+    """A synchronous execute waiting for its stub's answer."""
+
+    __slots__ = ("event", "msg", "tokens")
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.event = threading.Event()
+        self.msg: dict[str, Any] | None = None
+        self.tokens = tokens
+
+
+class StubProcess:
+    """One model instance running in its own process."""
+
+    def __init__(
+        self,
+        instance_name: str,
+        model_file: Path,
+        args: dict[str, str],
+        outputs: list[str],
+        settings: StubSettings,
+        services: ServerServices,
+    ) -> None:
+        self.name = instance_name
+        self._file = model_file
+        self._args = args
+        self._outputs = outputs
+        self._settings = settings
+        self._services = services
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()  # start/restart
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._link: Link | None = None
+        self._alive = False
+        self._stopping = False
+        self.is_async = False
+        self.restarts = 0
+        self._batches: dict[int, _Batch] = {}
+        self._open: dict[int, InferenceRequest] = {}
+        self._bls: dict[int, InferenceRequest] = {}
+        self._control: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self._generation = 0
+        self._arenas: tuple[Arena, ...] = ()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the stub and initialise the model in it; TritonError if that fails."""
+        with self._lock:
+            if not self._alive:
+                self._spawn()
+
+    def _launch(self) -> Link:
+        """Start the process and its reader; nothing sent yet."""
+        settings = self._settings
+        tag = uuid.uuid4().hex[:12]
+        p2c = Arena(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-in"), settings.shm_bytes, True)
+        c2p = Arena(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-out"), settings.shm_bytes, True)
+        self._arenas = (p2c, c2p)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(settings.environment.env)
+        env.update(settings.extra_env)
+        try:
+            proc = subprocess.Popen(
+                [
+                    settings.environment.python,
+                    "-m",
+                    "triton_python_backend_utils._stub",
+                    str(theirs.fileno()),
+                    p2c.path,
+                    c2p.path,
+                ],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                cwd=str(self._file.parent),
+                preexec_fn=_limits(settings.memory_limit_mb) if settings.memory_limit_mb else None,
+            )
+        except OSError as exc:
+            ours.close()
+            self._unlink()
+            raise TritonError.unavailable(f"cannot start the stub of '{self.name}': {exc}") from None
+        finally:
+            theirs.close()
+        link = Link(Connection(ours.detach()), mine=p2c, theirs=c2p)
+        self._proc, self._link = proc, link
+        self._generation += 1
+        self._control = queue.SimpleQueue()
+        threading.Thread(
+            target=self._read, args=(link, self._generation), name=f"stub-{self.name}", daemon=True
+        ).start()
+        return link
+
+    def _unlink(self) -> None:
+        """Remove the arena files once both processes mapped them (the maps stay valid)."""
+        for arena in self._arenas:
+            try:
+                os.unlink(arena.path)
+            except OSError:
+                pass
+
+    def _spawn(self) -> None:
+        link = self._launch()
+        try:
+            link.send({"op": "init", "file": str(self._file), "args": self._args})
+            reply = self._wait_control("initialize", self._settings.start_timeout_s)
+        finally:
+            self._unlink()
+        if reply.get("error"):
+            self._stopping = True
+            self._kill()
+            self._stopping = False
+            raise TritonError.internal(reply["error"])
+        self.is_async = bool(reply.get("async"))
+        self._alive = True
+
+    def _wait_control(self, op: str, timeout: float) -> dict[str, Any]:
+        try:
+            reply = self._control.get(timeout=timeout)
+        except queue.Empty:
+            self._kill()
+            raise TritonError.unavailable(
+                f"the stub of '{self.name}' did not answer '{op}' within {timeout} s"
+            ) from None
+        if reply.get("op") == "died":
+            raise TritonError.unavailable(
+                f"Stub process '{self.name}' is not healthy: it exited with {reply.get('code')} "
+                f"while waiting for '{op}'"
+            )
+        return reply
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Let open requests finish (up to ``timeout``), finalize the model, end the stub."""
+        self._stopping = True
+        deadline = time.monotonic() + timeout
+        while self._open and time.monotonic() < deadline and self._alive:
+            time.sleep(0.01)
+        link = self._link
+        if self._alive and link is not None:
+            try:
+                link.send({"op": "fini"})
+                reply = self._wait_control("fini", max(1.0, deadline - time.monotonic()))
+                if reply.get("error"):
+                    log.warning("finalize of '%s' failed: %s", self.name, reply["error"])
+            except (TritonError, OSError) as exc:
+                log.warning("stopping '%s': %s", self.name, exc)
+        self._kill()
+
+    def _kill(self) -> None:
+        self._alive = False
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        if proc is not None:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._link is not None:
+            try:
+                self._link.conn.close()
+            except OSError:
+                pass
+
+    # -- execute ------------------------------------------------------------------------------
+
+    def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+        if not self._alive:
+            self.start()  # restarted after a crash
+        link = self._link
+        assert link is not None
+        tokens = []
+        descs = []
+        for request in requests:
+            token = next(self._ids)
+            tokens.append(token)
+            self._open[token] = request
+            request.on_cancel(functools.partial(self._cancel, token))
+            descs.append(request_to_wire(link, request, token, self._outputs))
+        batch_id = next(self._ids)
+        if self.is_async:
+            self._batches[batch_id] = _Batch(tokens)
+            link.send({"op": "exec", "b": batch_id, "reqs": descs})
+            return None
+        batch = self._batches[batch_id] = _Batch(tokens)
+        try:
+            link.send({"op": "exec", "b": batch_id, "reqs": descs})
+        except OSError:
+            pass  # the reader sees the death and answers the batch
+        timeout = self._settings.execute_timeout_s or None
+        if not batch.event.wait(timeout):
+            log.error("'%s' did not finish execute within %s s; restarting its stub", self.name, timeout)
+            self._kill()
+            batch.event.wait(10)
+            raise TritonError.unavailable(
+                f"Failed to process the request(s) for model instance '{self.name}', message: "
+                f"execute did not finish within EXECUTE_TIMEOUT_SECONDS={timeout:g}; the stub was restarted"
+            )
+        msg = batch.msg
+        assert msg is not None
+        for token in tokens:
+            if msg.get("r") is not None or msg.get("err"):
+                self._open.pop(token, None)
+        if msg.get("err"):
+            raise TritonError.internal(
+                f"Failed to process the request(s) for model instance '{self.name}', message: {msg['err']}"
+            )
+        if msg.get("r") is None:
+            return None
+        return [response_from_wire(link, desc) for desc in msg["r"]]
+
+    def _cancel(self, token: int) -> None:
+        link = self._link
+        if self._alive and link is not None and token in self._open:
+            try:
+                link.send({"op": "cancel", "t": token})
+            except OSError:
+                pass
+
+    def is_ready(self) -> bool:
+        return self._alive
+
+    # -- reader thread ------------------------------------------------------------------------
+
+    def _read(self, link: Link, generation: int) -> None:
+        try:
+            while True:
+                msg = link.recv()
+                try:
+                    self._dispatch(link, msg)
+                except Exception:  # a bug here must not stop the reader
+                    log.exception("handling '%s' from the stub of '%s'", msg.get("op"), self.name)
+                link.flush_releases()
+        except (EOFError, OSError):
+            pass
+        if generation == self._generation:
+            self._died()
+
+    def _dispatch(self, link: Link, msg: dict[str, Any]) -> None:
+        op = msg["op"]
+        if op == "send":
+            self._on_send(link, msg)
+        elif op == "done":
+            self._on_done(link, msg)
+        elif op == "bls":
+            self._on_bls(link, msg)
+        elif op == "bls_cancel":
+            request = self._bls.get(msg["c"])
+            if request is not None:
+                request.cancel()
+        elif op == "log":
+            self._services.log(msg["l"], msg["m"], msg["fn"], msg["n"])
+        elif op == "metric":
+            self._services.update(msg["h"], msg["k"], msg["v"])
+        elif op == "query":
+            try:
+                value, error = self._services.answer(msg["q"], msg), None
+            except TritonError as exc:
+                value, error = None, exc.message
+            link.send({"op": "reply", "c": msg["c"], "v": value, "e": error})
+        elif op in ("ready", "bye", "config"):
+            self._control.put(msg)
+
+    def _on_send(self, link: Link, msg: dict[str, Any]) -> None:
+        token = msg["t"]
+        flags = msg["f"]
+        request = self._open.get(token)
+        if request is None:
+            return
+        if flags & RESPONSE_COMPLETE_FINAL:
+            self._open.pop(token, None)
+        response = response_from_wire(link, msg["r"]) if msg["r"] is not None else None
+        sender = request.response_sender
+        if sender is not None and not sender.closed:
+            sender.send(response, flags)
+
+    def _on_done(self, link: Link, msg: dict[str, Any]) -> None:
+        batch = self._batches.pop(msg["b"], None)
+        if batch is None:
+            return
+        if not self.is_async:
+            batch.msg = msg
+            batch.event.set()
+            return
+        # An async model's batch: answer through the senders.
+        responses = msg.get("r")
+        for index, token in enumerate(batch.tokens):
+            request = self._open.get(token)
+            if request is None:
+                continue
+            if msg.get("err"):
+                response = InferenceResponse.from_error(
+                    TritonError.internal(
+                        f"Failed to process the request(s) for model instance '{self.name}', "
+                        f"message: {msg['err']}"
+                    )
+                )
+            elif responses is not None:
+                response = response_from_wire(link, responses[index])
+            else:
+                continue
+            self._open.pop(token, None)
+            sender = request.response_sender
+            if sender is not None and not sender.closed:
+                sender.send(response, RESPONSE_COMPLETE_FINAL)
+
+    def _on_bls(self, link: Link, msg: dict[str, Any]) -> None:
+        call = msg["c"]
+
+        def answer(response: InferenceResponse | None, flags: int) -> None:
+            if flags & RESPONSE_COMPLETE_FINAL:
+                self._bls.pop(call, None)
+            try:
+                desc = None if response is None else response_to_wire(link, response)
+                link.send({"op": "bls_resp", "c": call, "r": desc, "f": flags})
+            except OSError:
+                pass  # the stub is gone
+
+        try:
+            request = bls_request_from_wire(link, msg["req"])
+            server = self._services.server
+            if server is None:
+                raise TritonError.unavailable("BLS needs a running server")
+            self._bls[call] = request
+            server.submit(request, answer)
+        except TritonError as exc:
+            answer(InferenceResponse.from_error(exc), RESPONSE_COMPLETE_FINAL)
+
+    def _died(self) -> None:
+        proc = self._proc
+        code = proc.wait() if proc is not None else None
+        was_alive = self._alive
+        self._alive = False
+        if was_alive and not self._stopping:
+            log.error("the stub of '%s' exited (%s); its requests fail and it restarts", self.name, code)
+        self._control.put({"op": "died", "code": code})
+        error = TritonError.unavailable(
+            f"Failed to process the request(s) for model instance '{self.name}', message: "
+            f"Stub process '{self.name}' is not healthy."
+        )
+        for batch_id in list(self._batches):
+            batch = self._batches.pop(batch_id, None)
+            if batch is None:
+                continue
+            if not self.is_async:
+                for token in batch.tokens:
+                    self._open.pop(token, None)
+                batch.msg = {"err": f"Stub process '{self.name}' is not healthy."}
+                batch.event.set()
+        for token in list(self._open):
+            request = self._open.pop(token, None)
+            sender = request.response_sender if request is not None else None
+            if sender is not None and not sender.closed:
+                try:
+                    sender.send(InferenceResponse.from_error(error), RESPONSE_COMPLETE_FINAL)
+                except TritonError:
+                    pass
+        for request in list(self._bls.values()):
+            request.cancel()
+        self._bls.clear()
+        if was_alive and not self._stopping:
+            self.restarts += 1
+            threading.Thread(target=self._restart, name=f"restart-{self.name}", daemon=True).start()
+
+    def _restart(self) -> None:
+        try:
+            self.start()
+            log.info("the stub of '%s' was restarted", self.name)
+        except TritonError as exc:
+            log.error("restarting the stub of '%s' failed: %s", self.name, exc.message)
+
+
+def _limits(memory_limit_mb: int) -> Any:
+    def apply() -> None:
+        import resource
+
+        limit = memory_limit_mb << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def auto_complete_in_stub(
+    model_file: Path, config: dict[str, Any], settings: StubSettings, services: ServerServices
+) -> dict[str, Any]:
+    """Run the model's ``auto_complete_config`` in a short-lived stub; the completed config."""
+    stub = StubProcess(f"{config.get('name', '')}_autocomplete", model_file, {}, [], settings, services)
+    link = stub._launch()
+    try:
+        link.send({"op": "autocomplete", "file": str(model_file), "config": config})
+        reply = stub._wait_control("autocomplete", settings.start_timeout_s)
+    finally:
+        stub._unlink()
+        stub._stopping = True
+        try:
+            link.send({"op": "fini"})
+            stub._wait_control("fini", 10)
+        except (TritonError, OSError):
+            pass
+        stub._kill()
+    if reply.get("error"):
+        raise TritonError.internal(
+            f"auto_complete_config of model '{config.get('name', '')}' failed: {reply['error']}"
+        )
+    result: dict[str, Any] = reply["config"]
+    return result

@@ -1,0 +1,89 @@
+"""What a Python model may ask of the server besides inference: logs, metrics, model control.
+
+Shared by stub processes (answering the stub's queries) and in-process models.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from typing import Any
+
+from tritonpy_sdk import Metric, MetricFamily, ServerApi, TritonError
+
+_LEVELS = {"INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR, "VERBOSE": logging.DEBUG}
+
+
+class ServerServices:
+    """Logging, custom metrics and model control for the models of one backend."""
+
+    def __init__(self, server: ServerApi | None, logger: logging.Logger) -> None:
+        self.server = server
+        self.logger = logger
+        self._ids = itertools.count(1)
+        self._families: dict[int, MetricFamily] = {}
+        self._metrics: dict[int, Metric] = {}
+        self._lock = threading.Lock()
+
+    def log(self, level: str, message: str, filename: str, line: int) -> None:
+        levelno = _LEVELS.get(level, logging.INFO)
+        if not self.logger.isEnabledFor(levelno):
+            return
+        record = self.logger.makeRecord(self.logger.name, levelno, filename, line, "%s", (message,), None)
+        self.logger.handle(record)
+
+    def _server(self) -> ServerApi:
+        if self.server is None:
+            raise TritonError.unavailable("this backend does not run inside a server")
+        return self.server
+
+    def family(self, name: str, description: str, kind: str) -> int:
+        family = self._server().metrics.family(name, description, kind)
+        with self._lock:
+            handle = next(self._ids)
+            self._families[handle] = family
+        return handle
+
+    def metric(self, family: int, labels: dict[str, str], buckets: list[float] | None) -> tuple[int, str]:
+        fam = self._families.get(family)
+        if fam is None:
+            raise TritonError.invalid_arg("unknown metric family")
+        metric = fam.metric(labels, buckets)
+        with self._lock:
+            handle = next(self._ids)
+            self._metrics[handle] = metric
+        return handle, fam.kind.value
+
+    def update(self, handle: int, op: str, value: float) -> None:
+        metric = self._metrics.get(handle)
+        if metric is not None:
+            getattr(metric, op)(value)
+
+    def value(self, handle: int) -> float:
+        metric = self._metrics.get(handle)
+        if metric is None:
+            raise TritonError.invalid_arg("unknown metric")
+        return metric.value()
+
+    def control(self, op: str, name: str, version: int, config: str, files: dict[str, bytes]) -> Any:
+        server = self._server()
+        if op == "ready":
+            return server.is_model_ready(name, version)
+        if op == "load":
+            server.load_model(name, config, files)
+            return None
+        if op == "unload":
+            server.unload_model(name)
+            return None
+        raise TritonError.invalid_arg(f"unknown model control operation '{op}'")
+
+    def answer(self, what: str, fields: dict[str, Any]) -> Any:
+        """A stub's query (``what`` and its fields) → its value; TritonError on failure."""
+        if what == "family":
+            return self.family(fields["name"], fields["description"], fields["kind"])
+        if what == "metric":
+            return self.metric(fields["family"], fields["labels"], fields["buckets"])
+        if what == "value":
+            return self.value(fields["handle"])
+        return self.control(what, fields["name"], fields["version"], fields["config"], fields["files"])

@@ -1,0 +1,62 @@
+"""One real ``tritonpy serve`` process for the Python backend's tests.
+
+It serves a copy of ``models/`` (Triton-style Python models, unchanged from
+how Triton documents them) plus a tiny ONNX model that BLS calls, with
+``backends/`` as the backend directory. Clients are the real tritonclient.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2] / "tests"))
+
+from tritonpy_serverprocess import ServerProcess  # noqa: E402
+
+
+def _onnx_add_sub(folder: Path) -> None:
+    """``add_sub_onnx``: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (FP32 [4])."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in ("INPUT0", "INPUT1")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in ("OUTPUT0", "OUTPUT1")]
+    nodes = [
+        helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+        helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"]),
+    ]
+    graph = helper.make_graph(nodes, "add_sub", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (folder / "1").mkdir(parents=True)
+    onnx.save(model, str(folder / "1" / "model.onnx"))
+    (folder / "config.pbtxt").write_text('name: "add_sub_onnx"\nbackend: "onnxruntime"\n')
+
+
+@pytest.fixture(scope="session")
+def python_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("pyrepo") / "models"
+    shutil.copytree(HERE / "models", repo)
+    _onnx_add_sub(repo / "add_sub_onnx")
+    return repo
+
+
+@pytest.fixture(scope="session")
+def served(python_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    log = tmp_path_factory.mktemp("logs") / "server.log"
+    server = ServerProcess(
+        [python_repo],
+        "--backend-directory",
+        str(HERE / "backends"),
+        "--exit-on-error=false",
+        log=log,
+    )
+    server.wait_for_output("Started GRPCInferenceService", timeout=120)
+    yield server
+    server.stop()

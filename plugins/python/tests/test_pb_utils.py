@@ -1,0 +1,96 @@
+"""``triton_python_backend_utils`` without a server: types, codecs, config, shared memory."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import triton_python_backend_utils as pb_utils
+from triton_python_backend_utils._wire import Arena
+
+PB_UTILS = Path(pb_utils.__file__).parent
+
+
+def test_the_stub_side_needs_only_the_standard_library_and_numpy() -> None:
+    # Stubs may run in another environment (EXECUTION_ENV_PATH) where only numpy is installed.
+    allowed = set(sys.stdlib_module_names) | {"numpy", "ml_dtypes", "triton_python_backend_utils"}
+    found: set[str] = set()
+    for path in PB_UTILS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+    assert found - allowed == set()
+
+
+def test_type_tables_match_triton() -> None:
+    assert pb_utils.triton_string_to_numpy("TYPE_FP32") is np.float32
+    assert pb_utils.triton_string_to_numpy("TYPE_STRING") is np.object_
+    assert pb_utils.numpy_to_triton_type(np.int64) == pb_utils.TRITONSERVER_TYPE_INT64 == 9
+    assert pb_utils.triton_to_numpy_type(pb_utils.TRITONSERVER_TYPE_BOOL) is np.bool_
+    assert pb_utils.Tensor("s", np.array(["a", "b"])).triton_dtype() == pb_utils.TRITONSERVER_TYPE_BYTES
+
+
+def test_byte_tensor_round_trip() -> None:
+    data = np.array([b"a", "\u00e9", b""], dtype=np.object_)
+    encoded = pb_utils.serialize_byte_tensor(data)
+    assert encoded is not None and encoded.dtype == np.uint8
+    assert list(pb_utils.deserialize_bytes_tensor(encoded)) == [b"a", "\u00e9".encode(), b""]
+
+
+def test_tensor_dlpack_round_trip() -> None:
+    tensor = pb_utils.Tensor("x", np.arange(6, dtype=np.float32).reshape(2, 3))
+    back = pb_utils.Tensor.from_dlpack("y", tensor)
+    np.testing.assert_array_equal(back.as_numpy(), tensor.as_numpy())
+    assert back.name() == "y" and back.shape() == [2, 3] and back.is_cpu()
+    with pytest.raises(pb_utils.TritonModelException):
+        pb_utils.Tensor("s", np.array([b"x"], dtype=np.object_)).to_dlpack()
+
+
+def test_model_config_keeps_what_the_user_wrote() -> None:
+    config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 4, "input": [{"name": "X", "dims": [2]}]})
+    config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [2]})
+    config.add_output({"name": "Y", "data_type": "TYPE_FP32", "dims": [2]})
+    config.set_dynamic_batching()
+    config.set_model_transaction_policy({"decoupled": True})
+    assert config.as_dict()["input"] == [{"name": "X", "dims": [2], "data_type": "TYPE_FP32"}]
+    assert pb_utils.using_decoupled_model_transaction_policy(config.as_dict())
+    with pytest.raises(ValueError, match="max_batch_size"):
+        config.set_max_batch_size(8)
+    with pytest.raises(ValueError, match="dims"):
+        config.add_input({"name": "X", "dims": [3]})
+
+
+def test_sender_refuses_after_final() -> None:
+    sent = []
+    request = pb_utils.InferenceRequest(model_name="m")
+    sender = pb_utils.InferenceResponseSender(lambda r, f: sent.append(f), request)
+    sender.send(pb_utils.InferenceResponse())
+    sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+    with pytest.raises(pb_utils.TritonModelException, match="closed"):
+        sender.send(pb_utils.InferenceResponse())
+    assert sent == [0, 1]
+
+
+def test_bls_outside_a_server_is_a_clear_error() -> None:
+    request = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[])
+    with pytest.raises(pb_utils.TritonModelException, match="needs a running server"):
+        request.exec()
+
+
+def test_arena_reuses_and_coalesces_blocks(tmp_path: Path) -> None:
+    arena = Arena(str(tmp_path / "arena"), 1 << 16, create=True)
+    a, b, c = (arena.alloc(1000) for _ in range(3))
+    assert None not in (a, b, c) and len({a, b, c}) == 3
+    assert arena.alloc(1 << 17) is None  # larger than the arena: the caller sends it inline
+    for offset in (b, a, c):
+        assert offset is not None
+        arena.free(offset)
+    assert arena.in_use == 0
+    assert arena.alloc((1 << 16) - 64) == 0  # everything merged back into one free block
+    os.unlink(arena.path)

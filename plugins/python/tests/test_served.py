@@ -1,0 +1,274 @@
+"""Triton-style Python models served by a real ``tritonpy serve``, queried with tritonclient."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+pytestmark = pytest.mark.integration
+
+
+def _inputs(module: Any, **arrays: np.ndarray) -> list[Any]:
+    out = []
+    for name, array in arrays.items():
+        tensor = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        tensor.set_data_from_numpy(array)
+        out.append(tensor)
+    return out
+
+
+@pytest.fixture(scope="module")
+def http(served: Any) -> Any:
+    client = httpclient.InferenceServerClient(served.url)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def grpc(served: Any) -> Any:
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    yield client
+    client.close()
+
+
+A = np.array([1, 2, 3, 4], dtype=np.float32)
+B = np.array([10, 20, 30, 40], dtype=np.float32)
+
+
+def test_every_model_is_ready(http: Any) -> None:
+    index = {m["name"]: m for m in http.get_model_repository_index()}
+    not_ready = {n: m.get("reason") for n, m in index.items() if m.get("state") != "READY"}
+    assert not not_ready
+
+
+@pytest.mark.parametrize("model", ["add_sub", "add_sub_inproc"])
+def test_add_sub_over_http_and_grpc(http: Any, grpc: Any, model: str) -> None:
+    for client, module in ((http, httpclient), (grpc, grpcclient)):
+        result = client.infer(model, _inputs(module, INPUT0=A, INPUT1=B))
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), A - B)
+
+
+def test_large_tensors_cross_through_shared_memory(http: Any) -> None:
+    # Above the inline limit both ways; add_sub's dims are fixed, so use the strings model's
+    # batch of long texts as well as a numeric round trip through BLS below.
+    text = np.array([["x" * 20000, "héllo"]], dtype=np.object_)
+    result = http.infer("strings", _inputs(httpclient, TEXT=text))
+    assert result.as_numpy("UPPER")[0, 0] == b"X" * 20000
+    assert result.as_numpy("UPPER")[0, 1] == "HÉLLO".encode()
+    np.testing.assert_array_equal(result.as_numpy("LENGTH"), [[20000, 6]])
+
+
+def test_strings_batch(grpc: Any) -> None:
+    text = np.array([[b"ab", b"cd"], [b"ef", b""]], dtype=np.object_)
+    result = grpc.infer("strings", _inputs(grpcclient, TEXT=text))
+    np.testing.assert_array_equal(result.as_numpy("UPPER"), [[b"AB", b"CD"], [b"EF", b""]])
+    np.testing.assert_array_equal(result.as_numpy("LENGTH"), [[2, 2], [2, 0]])
+
+
+def test_auto_complete_config(http: Any) -> None:
+    config = http.get_model_config("auto")
+    assert config["max_batch_size"] == 8
+    assert [i["name"] for i in config["input"]] == ["X"]
+    assert [o["name"] for o in config["output"]] == ["Y"]
+    assert "dynamic_batching" in config
+    x = np.ones((2, 3), dtype=np.float32)
+    np.testing.assert_array_equal(http.infer("auto", _inputs(httpclient, X=x)).as_numpy("Y"), x * 2)
+
+
+def _bls(client: Any, module: Any, target: str) -> Any:
+    name = np.array([target.encode()], dtype=np.object_)
+    return client.infer("bls", _inputs(module, MODEL_NAME=name, INPUT0=A, INPUT1=B))
+
+
+def _inference_count(http: Any, model: str) -> int:
+    stats = http.get_inference_statistics(model)["model_stats"][0]
+    return int(stats["inference_count"])
+
+
+@pytest.mark.parametrize("target", ["add_sub_onnx", "add_sub"])
+def test_bls_reaches_other_backends_and_is_counted(http: Any, grpc: Any, target: str) -> None:
+    before = _inference_count(http, target)
+    for client, module in ((http, httpclient), (grpc, grpcclient)):
+        result = _bls(client, module, target)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), A - B)
+    assert _inference_count(http, target) == before + 2
+
+
+def test_bls_to_a_decoupled_model_iterates_its_responses(http: Any) -> None:
+    assert _bls(http, httpclient, "repeat").as_numpy("COUNT")[0] == 5
+
+
+def test_bls_to_a_missing_model_is_an_error_response(http: Any) -> None:
+    with pytest.raises(InferenceServerException, match="does_not_exist"):
+        _bls(http, httpclient, "does_not_exist")
+
+
+def _stream(grpc_url: str, model: str, inputs: list[Any], **kwargs: Any) -> list[Any]:
+    results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(grpc_url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    client.async_stream_infer(model, inputs, **kwargs)
+    out = []
+    while True:
+        result, error = results.get(timeout=30)
+        assert error is None, error
+        out.append(result)
+        final = result.get_response().parameters.get("triton_final_response")
+        if final is not None and final.bool_param:
+            break
+    client.stop_stream()
+    client.close()
+    return out
+
+
+def test_decoupled_streams_one_response_per_element(served: Any) -> None:
+    values = np.array([5, 6, 7, 8], dtype=np.int32)
+    results = _stream(
+        served.grpc_url, "repeat", _inputs(grpcclient, IN=values), enable_empty_final_response=True
+    )
+    data = [r for r in results if r.as_numpy("OUT") is not None]
+    assert [int(r.as_numpy("OUT")[0]) for r in data] == [5, 6, 7, 8]
+    assert [int(r.as_numpy("IDX")[0]) for r in data] == [0, 1, 2, 3]
+    assert len(results) == 5  # and the empty final response
+
+
+def test_unary_infer_on_a_decoupled_model_is_refused(http: Any, grpc: Any) -> None:
+    values = np.array([1], dtype=np.int32)
+    with pytest.raises(InferenceServerException, match="decoupled transaction policy"):
+        http.infer("repeat", _inputs(httpclient, IN=values))
+    with pytest.raises(InferenceServerException, match="decoupled transaction policy"):
+        grpc.infer("repeat", _inputs(grpcclient, IN=values))
+
+
+def test_generate_stream_over_http(served: Any) -> None:
+    with httpx.stream(
+        "POST", f"http://{served.url}/v2/models/repeat/generate_stream", json={"IN": [3, 4, 5]}, timeout=30
+    ) as response:
+        assert response.status_code == 200
+        events = [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")]
+    assert [e["OUT"] for e in events] == [3, 4, 5]
+
+
+def test_closing_the_stream_cancels_the_request(served: Any) -> None:
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    got: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    client.start_stream(callback=lambda result, error: got.put((result, error)))
+    inputs = _inputs(
+        grpcclient, IN=np.array([1], dtype=np.int32), WAIT_CANCEL=np.array([True], dtype=np.bool_)
+    )
+    client.async_stream_infer("repeat", inputs, request_id="cancel-me")
+    result, error = got.get(timeout=30)  # the model answered and now waits
+    assert error is None and int(result.as_numpy("OUT")[0]) == 1
+    client.stop_stream(cancel_requests=True)
+    client.close()
+    served.wait_for_output("request cancel-me was cancelled", timeout=30)
+
+
+def test_model_errors_come_back_and_the_server_keeps_serving(http: Any, grpc: Any) -> None:
+    with pytest.raises(InferenceServerException, match="ValueError: the model raised on purpose") as raised:
+        http.infer("raiser", _inputs(httpclient, X=np.array([0], dtype=np.int32)))
+    assert "model.py" in str(raised.value)  # the model's own frame, as Triton reports it
+    with pytest.raises(InferenceServerException, match="bad input on purpose"):
+        grpc.infer("raiser", _inputs(grpcclient, X=np.array([1], dtype=np.int32)))
+    result = http.infer("raiser", _inputs(httpclient, X=np.array([7], dtype=np.int32)))
+    assert result.as_numpy("Y")[0] == 7
+
+
+def _pid(http: Any, model: str = "crasher") -> int:
+    return int(http.infer(model, _inputs(httpclient, X=np.array([0], dtype=np.int32))).as_numpy("PID")[0])
+
+
+def test_a_stub_that_kills_itself_is_reported_and_restarted(served: Any, http: Any) -> None:
+    first = _pid(http)
+    assert first != served.proc.pid  # the model runs in its own process
+    with pytest.raises(InferenceServerException, match="is not healthy"):
+        http.infer("crasher", _inputs(httpclient, X=np.array([1], dtype=np.int32)))
+    # The instance comes back with a new stub; other models never noticed.
+    result = http.infer("add_sub", _inputs(httpclient, INPUT0=A, INPUT1=B))
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
+    deadline = time.monotonic() + 60
+    second = None
+    while second is None and time.monotonic() < deadline:
+        try:
+            second = _pid(http)
+        except InferenceServerException:
+            time.sleep(0.1)
+    assert second is not None and second != first
+    served.wait_for_output("was restarted")
+
+
+def test_two_instances_of_a_pure_python_model_run_in_parallel(served: Any) -> None:
+    n = np.array([3_000_000], dtype=np.int64)
+    spans: list[tuple[float, float, int]] = []
+
+    def call() -> None:
+        client = httpclient.InferenceServerClient(served.url)
+        result = client.infer("busy", _inputs(httpclient, N=n))
+        spans.append((result.as_numpy("START")[0], result.as_numpy("END")[0], int(result.as_numpy("PID")[0])))
+        client.close()
+
+    for _ in range(3):  # overlap is what the design guarantees; give a loaded CI box a few tries
+        spans.clear()
+        threads = [threading.Thread(target=call) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        (s1, e1, p1), (s2, e2, p2) = spans
+        assert p1 != p2  # each instance is its own process
+        if s1 < e2 and s2 < e1:
+            return
+    pytest.fail(f"execution intervals never overlapped: {spans}")
+
+
+def test_async_execute_with_bls(served: Any) -> None:
+    results: list[Any] = []
+
+    def call(i: int) -> None:
+        client = httpclient.InferenceServerClient(served.url)
+        x = np.array([i, 1], dtype=np.float32)
+        results.append((i, client.infer("async_add", _inputs(httpclient, X=x)).as_numpy("Y")))
+        client.close()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted((i, list(y)) for i, y in results) == [(i, [2 * i, 2]) for i in range(4)]
+
+
+def test_custom_metrics_and_logging(served: Any, http: Any) -> None:
+    totals = []
+    for size in (1, 3, 20):
+        x = np.ones(size, dtype=np.float32)
+        totals.append(http.infer("counter", _inputs(httpclient, X=x)).as_numpy("TOTAL")[0])
+    assert totals == [1.0, 2.0, 3.0]
+    with urllib.request.urlopen(served.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    assert "# TYPE counter_requests_total_example counter" in text
+    assert 'counter_requests_total_example{model="counter"} 3' in text
+    assert 'counter_last_sum_example{model="counter"} 20' in text
+    assert 'counter_input_size_example_bucket{model="counter",le="4.0"} 2' in text
+    assert 'counter_input_size_example_count{model="counter"} 3' in text
+    out = served.wait_for_output("counter saw 20 values")
+    assert "counter initialized" in out
+
+
+def test_python_based_backend_from_the_backend_directory(http: Any) -> None:
+    text = np.array([b"hi"], dtype=np.object_)
+    result = http.infer("custom_be", _inputs(httpclient, TEXT=text))
+    assert result.as_numpy("OUT")[0] == b"custom_be: HI!"
