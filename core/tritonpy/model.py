@@ -188,9 +188,11 @@ class ModelVersion:
                 senders.fail_open(error)
                 senders.execute_returned()
                 return
+            senders.close()
             infer_end = time.monotonic_ns()
             outs = [self.error_response(job, error) for job in jobs]
         else:
+            senders.close()
             infer_end = time.monotonic_ns()
             outs = []
             for job, response in zip(jobs, responses):

@@ -107,6 +107,13 @@ class SenderBatch:
         if complete:
             self._record()
 
+    def close(self) -> None:
+        """``execute`` returned the responses itself: the senders are not used."""
+        for job in self._jobs:
+            sender = job.request.response_sender
+            if sender is not None:
+                sender.close()
+
     def fail_open(self, error: TritonError) -> None:
         """``execute`` raised: end every request that has not sent FINAL with ``error``."""
         for job in self._jobs:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import aclosing
 
@@ -22,6 +24,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tritonpy.Server
     repo = tmp_path_factory.mktemp("repo")
     write_sender_models(repo)
     write_model(repo, "addsub")
+    write_model(repo, "addsub_batched", extra="dynamic_batching { }")
     server = tritonpy.Server(model_repository=repo)
     server.backends.register("testbk", TestBackend())
     with server:
@@ -129,3 +132,26 @@ def test_execute_raising_after_sending_part(server: tritonpy.Server) -> None:
     assert _wait_stats(server, "raise_after", (before[0], before[1] + 1)) == (before[0], before[1] + 1)
     with pytest.raises(TritonError, match="raised after sending"):
         list(server.model("raise_after").infer({"INPUT0": A, "INPUT1": B}))
+
+
+@pytest.mark.parametrize("model", ["addsub", "addsub_batched", "decoupled", "sender_one"])
+def test_a_finished_request_is_freed_without_the_cyclic_gc(server: tritonpy.Server, model: str) -> None:
+    """Requests, senders and batches form no reference cycles: a request's tensors (and the
+    shared memory or buffers under them) are released when it ends, not at some later
+    garbage collection."""
+    handle = server.model(model)
+    gc.collect()
+    gc.disable()
+    try:
+        request = handle.create_request({"INPUT0": A.copy(), "INPUT1": B})
+        freed = weakref.ref(request.inputs["INPUT0"].data)  # the request's own array
+        responses = list(handle.infer(request))
+        output = weakref.ref(responses[-1].outputs["OUTPUT0"].data)
+        assert freed() is not None and output() is not None
+        del request, responses
+        deadline = time.monotonic() + 10  # the worker thread lets go of the batch just after
+        while (freed() is not None or output() is not None) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert freed() is None and output() is None
+    finally:
+        gc.enable()

@@ -66,3 +66,4 @@ class DefaultScheduler:
                 run(instance, (job,))
             except BaseException:  # the runner answers jobs itself; never lose a worker
                 log.exception("scheduler worker for %s failed", instance.name)
+            job = None  # not kept alive while idle

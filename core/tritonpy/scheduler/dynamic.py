@@ -277,6 +277,9 @@ class DynamicBatcher:
                 return
             if batch is not None:
                 self._inboxes[instance].put([e.job for e in batch])
+            # Drop this thread's references while it waits, so a finished request's
+            # tensors are freed when it ends, not when the next batch comes.
+            batch = rejected = entry = None  # type: ignore[assignment]
 
     def _expire(self, now: int) -> list[_Entry]:
         """Apply timeouts: REJECT removes expired entries, DELAY moves them behind."""
@@ -374,6 +377,7 @@ class DynamicBatcher:
                 self._runner(instance, jobs)
             except BaseException:  # the runner answers jobs itself; never lose a worker
                 log.exception("batch execution on %s failed", instance.name)
+            jobs = None  # not kept alive while idle
             with self._cond:
                 self._idle.append(index)
                 self._cond.notify()

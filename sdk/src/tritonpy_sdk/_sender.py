@@ -32,12 +32,13 @@ class ResponseSender:
     the FINAL flag.
     """
 
-    __slots__ = ("_deliver", "_request", "_closed", "_lock", "decoupled")
+    __slots__ = ("_deliver", "_request", "_closed", "_cancelled", "_lock", "decoupled")
 
     def __init__(self, deliver: Deliver, request: InferenceRequest, decoupled: bool = False) -> None:
-        self._deliver = deliver
-        self._request = request
+        self._deliver: Deliver | None = deliver
+        self._request: InferenceRequest | None = request
         self._closed = False
+        self._cancelled = False
         self._lock = threading.Lock()
         #: Whether the model may send more than one response.
         self.decoupled = decoupled
@@ -56,13 +57,30 @@ class ResponseSender:
                 raise TritonError.invalid_arg(
                     "Response is None but the FINAL flag is not set: nothing to send"
                 )
+            deliver = self._deliver
             if flags & RESPONSE_COMPLETE_FINAL:
-                self._closed = True
-        self._deliver(response, flags)
+                self._close()
+        assert deliver is not None
+        deliver(response, flags)
+
+    def close(self) -> None:
+        """Close without sending: the core does so when ``execute`` returned the responses."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        # The request holds its sender and the sender reaches the request (and through
+        # the core's callback its batch): drop those links once closed, so the request,
+        # its tensors and its responses are freed at once, not by a later cyclic GC.
+        self._closed = True
+        request, self._request, self._deliver = self._request, None, None
+        if request is not None:
+            self._cancelled = request.is_cancelled()
 
     def is_cancelled(self) -> bool:
         """Whether the client gave up on the request (e.g. closed its stream)."""
-        return self._request.is_cancelled()
+        request = self._request
+        return request.is_cancelled() if request is not None else self._cancelled
 
 
 def execute_collect(
@@ -93,6 +111,9 @@ def execute_collect(
         request.response_sender = ResponseSender(deliver_to(index), request, decoupled)
     returned = execute(requests)
     if returned is not None:
+        for request in requests:
+            if request.response_sender is not None:
+                request.response_sender.close()
         if len(returned) != len(requests):
             raise TritonError.internal(
                 f"execute returned {len(returned)} responses for {len(requests)} requests"
