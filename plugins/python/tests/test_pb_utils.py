@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import ast
+import gc
 import os
+import socket
 import sys
+import weakref
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
 import pytest
 import triton_python_backend_utils as pb_utils
-from triton_python_backend_utils._wire import Arena
+from triton_python_backend_utils._wire import INLINE_BYTES, Arena, Link
 
 PB_UTILS = Path(pb_utils.__file__).parent
 
@@ -94,3 +98,43 @@ def test_arena_reuses_and_coalesces_blocks(tmp_path: Path) -> None:
     assert arena.in_use == 0
     assert arena.alloc((1 << 16) - 64) == 0  # everything merged back into one free block
     os.unlink(arena.path)
+
+
+def test_a_request_with_a_sender_is_freed_without_the_cyclic_gc() -> None:
+    gc.disable()
+    try:
+        request = pb_utils.InferenceRequest(model_name="m", inputs=[pb_utils.Tensor("X", np.ones(4))])
+        request._sender = pb_utils.InferenceResponseSender(lambda r, f: None, request)
+        freed = weakref.ref(request)
+        del request
+        assert freed() is None
+    finally:
+        gc.enable()
+
+
+def test_shared_memory_blocks_return_to_their_writer(tmp_path: Path) -> None:
+    ours, theirs = socket.socketpair()
+    p2c = Arena(str(tmp_path / "p2c"), 1 << 20, create=True)
+    c2p = Arena(str(tmp_path / "c2p"), 1 << 20, create=True)
+    server = Link(Connection(ours.detach()), mine=p2c, theirs=c2p)
+    stub = Link(Connection(theirs.detach()), mine=c2p, theirs=p2c)
+    try:
+        big = np.arange(INLINE_BYTES, dtype=np.float32)  # 4 x INLINE_BYTES bytes: shared memory
+        small = np.arange(4, dtype=np.int64)
+        server.send({"op": "exec", "i": [server.put("A", "FP32", big), server.put("B", "INT64", small)]})
+        descs = stub.recv()["i"]
+        assert [d[3] for d in descs] == ["s", "i"]  # where: shared memory, inline
+        assert p2c.in_use >= big.nbytes
+        view = stub.get(descs[0]).reshape(64, -1)
+        np.testing.assert_array_equal(stub.get(descs[1]), small)
+        np.testing.assert_array_equal(view.reshape(-1), big)
+        big[0] = -1  # the reader sees the writer's copy, not the caller's array
+        assert view[0, 0] == 0
+        stub.flush_releases()  # nothing to release while the reader holds a view
+        del view
+        stub.flush_releases()  # now the release travels back
+        server.recv()
+        assert p2c.in_use == 0
+    finally:
+        server.conn.close()
+        stub.conn.close()

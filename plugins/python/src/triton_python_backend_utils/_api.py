@@ -143,6 +143,21 @@ class Tensor:
 # -- requests --------------------------------------------------------------------------------
 
 
+class CancelFlag:
+    """Whether a request was cancelled: set once, from any thread (cheaper than an Event)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 class InferenceRequest:
     """A request: one the model received in ``execute``, or a BLS request it builds.
 
@@ -181,7 +196,7 @@ class InferenceRequest:
                 )
         self._parameters: dict[str, Any] = dict(parameters or {})
         self._sender: InferenceResponseSender | None = None
-        self._cancelled = threading.Event()
+        self._cancelled = CancelFlag()
         #: Set by the runtime for a request received in ``execute``: its wire token.
         self._token: Any = None
 
@@ -289,7 +304,10 @@ class InferenceResponseSender:
 
     def __init__(self, send: Any, request: InferenceRequest) -> None:
         self._send = send
-        self._request = request
+        # Only the request's cancellation flag: a reference to the request itself would
+        # make a cycle (request -> sender -> request) that keeps its input tensors, and
+        # the shared memory under them, alive until the cyclic GC happens to run.
+        self._cancelled = request._cancelled
         self._closed = False
         self._lock = threading.Lock()
 
@@ -306,7 +324,7 @@ class InferenceResponseSender:
         self._send(response, flags)
 
     def is_cancelled(self) -> bool:
-        return self._request.is_cancelled()
+        return self._cancelled.is_set()
 
 
 # -- logging ---------------------------------------------------------------------------------

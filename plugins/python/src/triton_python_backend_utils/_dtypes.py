@@ -70,9 +70,18 @@ def triton_to_numpy_type(data_type: int) -> Any:
     return _NUMPY.get(data_type)
 
 
+#: numpy dtype → type code, for the hot path (BYTES kinds and bfloat16 are handled apart).
+_CODE_OF_DTYPE: dict[np.dtype[Any], int] = {
+    np.dtype(t): code for code, t in _NUMPY.items() if code != TRITONSERVER_TYPE_BYTES
+}
+
+
 def numpy_to_triton_type(data_type: Any) -> int | None:
     """The ``TRITONSERVER_TYPE_*`` code of a numpy type; strings and bytes are BYTES."""
-    dtype = np.dtype(data_type)
+    dtype = data_type if isinstance(data_type, np.dtype) else np.dtype(data_type)
+    code = _CODE_OF_DTYPE.get(dtype)
+    if code is not None:
+        return code
     if dtype.kind in ("O", "S", "U"):
         return TRITONSERVER_TYPE_BYTES
     if dtype.name == "bfloat16":
