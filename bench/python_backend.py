@@ -1,0 +1,144 @@
+"""Python backend overhead: a model.py served in a stub process vs in-process vs called directly.
+
+    python bench/python_backend.py            # prints a markdown table, writes bench/python_backend.md
+
+Three ways to run the same Triton-style model, in one run:
+  direct      — ``TritonPythonModel.execute`` called in this process with pb_utils objects
+                (the model's own speed: the limit);
+  in_process  — served by tritonpy with ``EXECUTION_MODE: in_process`` (no IPC);
+  stub        — served by tritonpy in a stub process (the default): shared memory + a socket.
+For a 16-element add/sub and a 4 MiB identity (which crosses through shared memory).
+Reported: calls/s and p50 per path, the stub's added p50 over in-process, and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+IDENTITY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x)]))
+        return responses
+"""
+
+
+def _model(repo: Path, name: str, source: str, config: str, in_process: bool) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "1" / "model.py").write_text(source)
+    mode = ""
+    if in_process:
+        mode = 'parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }\n'
+    (repo / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "python"\n{config}{mode}')
+
+
+def repository(root: Path) -> Path:
+    repo = root / "models"
+    add_sub = ROOT / "plugins" / "python" / "tests" / "models" / "add_sub"
+    add_sub_config = (add_sub / "config.pbtxt").read_text().split("\n", 1)[1]
+    add_sub_config = add_sub_config.replace('backend: "python"\n', "")
+    identity_config = (
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+    )
+    for in_process in (False, True):
+        suffix = "_inproc" if in_process else ""
+        _model(repo, "add_sub" + suffix, (add_sub / "1" / "model.py").read_text(), add_sub_config, in_process)
+        _model(repo, "identity" + suffix, IDENTITY, identity_config, in_process)
+    return repo
+
+
+def _time(call: Any, seconds: float) -> dict[str, float]:
+    for _ in range(20):
+        call()
+    times = []
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
+    return {"per_s": len(times) / sum(times), "p50_us": statistics.median(times) * 1e6}
+
+
+def direct(model_file: Path, inputs: dict[str, np.ndarray], outputs: list[str]) -> Any:
+    import json
+
+    import triton_python_backend_utils as pb_utils
+    from triton_python_backend_utils._host import ModelHost
+
+    host = ModelHost(model_file)
+    config = json.dumps({"output": [{"name": n, "data_type": "TYPE_FP32"} for n in outputs]})
+    host.initialize({"model_config": config, "model_instance_name": "direct"})
+
+    def call() -> None:
+        request = pb_utils.InferenceRequest(
+            model_name="direct", inputs=[pb_utils.Tensor(n, a) for n, a in inputs.items()]
+        )
+        host.execute([request])
+
+    return call
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "python_backend.md"))
+    args = parser.parse_args()
+    import tritonpy
+
+    cases = {
+        "add_sub": (
+            {"INPUT0": np.ones(4, np.float32), "INPUT1": np.arange(4, dtype=np.float32)},
+            ["OUTPUT0", "OUTPUT1"],
+        ),
+        "identity": ({"X": np.ones(1 << 20, np.float32)}, ["Y"]),
+    }
+    lines = [
+        f"Run {time.strftime('%Y-%m-%d %H:%M')}, {args.seconds:g} s per path, one caller thread.",
+        "",
+        "| model | path | calls/s | p50 µs | ÷ direct | stub − in-process p50 |",
+        "|---|---|---|---|---|---|",
+    ]
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        repo = repository(tmp)
+        with tritonpy.Server(model_repository=repo) as server:
+            for name, (inputs, outputs) in cases.items():
+                results = {
+                    "direct": _time(direct(repo / name / "1" / "model.py", inputs, outputs), args.seconds)
+                }
+                for path, model in (("in_process", name + "_inproc"), ("stub", name)):
+                    handle = server.model(model)
+                    results[path] = _time(lambda h=handle, x=inputs: h.predict(x), args.seconds)
+                added = results["stub"]["p50_us"] - results["in_process"]["p50_us"]
+                for path, r in results.items():
+                    ratio = r["per_s"] / results["direct"]["per_s"]
+                    extra = f"{added:.0f} µs" if path == "stub" else ""
+                    row = (
+                        f"| {name} | {path} | {r['per_s']:.0f} | {r['p50_us']:.0f} | {ratio:.2f} | {extra} |"
+                    )
+                    lines.append(row)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = "\n".join(lines) + "\n"
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
