@@ -36,6 +36,12 @@ def main(url: str = "localhost:8000") -> None:
     result = client.infer("iris_classifier", [features], outputs=[top2])
     print("iris top-2:", result.as_numpy("PROBABILITIES"))
 
+    # iris_species: a Python model (model.py) that calls iris_classifier through BLS
+    measurements = httpclient.InferInput("MEASUREMENTS_MM", [2, 4], "FP32")
+    measurements.set_data_from_numpy(np.array([[51, 35, 14, 2], [67, 30, 52, 23]], dtype=np.float32))
+    result = client.infer("iris_species", [measurements])
+    print("species:", result.as_numpy("SPECIES").reshape(-1), result.as_numpy("PROBABILITY").reshape(-1))
+
     # string_identity: BYTES tensors (config.pbtxt auto-completed from the graph)
     text = httpclient.InferInput("TEXT_IN", [1, 2], "BYTES")
     text.set_data_from_numpy(np.array([[b"hello", b"tritonpy"]], dtype=object))

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_example_repository_and_client(server_factory) -> None:  # type: ignore[no-untyped-def]
     server = server_factory([ROOT / "examples" / "model_repository"])
-    for model in ("iris_classifier", "simple", "string_identity"):
+    for model in ("iris_classifier", "iris_species", "simple", "string_identity"):
         assert f"| {model}" in server.output()
     run = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "client_example.py"), server.url],
@@ -28,6 +28,9 @@ def test_example_repository_and_client(server_factory) -> None:  # type: ignore[
     assert "simple OUTPUT0: [[ 1  2  3" in run.stdout
     assert ":setosa" in run.stdout or ":versicolor" in run.stdout or ":virginica" in run.stdout
     assert "strings: [[b'hello' b'tritonpy']]" in run.stdout
+    # iris_species (Python, BLS) agrees with iris_classifier on the same flower, given in mm.
+    top1 = run.stdout.split("iris top-2: [[b'", 1)[1].split("'", 1)[0].split(":")[2]
+    assert f"species: [b'{top1}' b'" in run.stdout, run.stdout
 
 
 def test_example_models_are_reproducible(tmp_path: Path) -> None:

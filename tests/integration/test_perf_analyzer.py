@@ -34,14 +34,26 @@ def perf_analyzer() -> Path:
         pytest.skip(f"perf_analyzer could not be provisioned: {exc}")
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc", "grpc-streaming"])
-def test_perf_analyzer_runs_without_errors(server_factory, perf_analyzer: Path, protocol: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("model", "protocol"),
+    [
+        ("simple", "http"),
+        ("simple", "grpc"),
+        ("simple", "grpc-streaming"),
+        # A Python-backend model in a stub process, calling an ONNX model through BLS.
+        ("iris_species", "http"),
+        ("iris_species", "grpc"),
+    ],
+)
+def test_perf_analyzer_runs_without_errors(
+    server_factory, perf_analyzer: Path, model: str, protocol: str
+) -> None:  # type: ignore[no-untyped-def]
     server = server_factory([ROOT / "examples" / "model_repository"])
     url = server.url if protocol == "http" else server.grpc_url
     args = [
         str(perf_analyzer),
         "-m",
-        "simple",
+        model,
         "-u",
         url,
         "-i",
@@ -64,7 +76,7 @@ def test_perf_analyzer_runs_without_errors(server_factory, perf_analyzer: Path, 
     assert run.returncode == 0, output
     assert "Concurrency: 1, throughput" in output and "Concurrency: 8, throughput" in output, output
     assert "error" not in output.lower(), output
-    with urllib.request.urlopen(f"http://{server.url}/v2/models/simple/stats", timeout=10) as resp:
+    with urllib.request.urlopen(f"http://{server.url}/v2/models/{model}/stats", timeout=10) as resp:
         (stats,) = json.load(resp)["model_stats"]
     assert stats["inference_stats"]["fail"]["count"] == 0
     assert stats["inference_stats"]["success"]["count"] >= 200
