@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import shutil
 import sys
+import sysconfig
+import tarfile
+import venv
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,11 +42,30 @@ def _onnx_add_sub(folder: Path) -> None:
     (folder / "config.pbtxt").write_text('name: "add_sub_onnx"\nbackend: "onnxruntime"\n')
 
 
+def _environment(model: Path) -> None:
+    """``envinfo``'s execution environment: a venv (numpy reached through a .pth file)
+    with a module no other environment has; ``envinfo_packed`` gets it as a .tar.gz."""
+    import numpy
+
+    env = model / "env"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(env), "platbase": str(env)}))
+    (site / "server_numpy.pth").write_text(str(Path(numpy.__file__).parents[1]) + "\n")
+    (site / "envmarker.py").write_text('VALUE = "from the execution environment"\n')
+    packed = model.parent / "envinfo_packed"
+    shutil.copytree(model, packed, ignore=shutil.ignore_patterns("env"))
+    with tarfile.open(packed / "env.tar.gz", "w:gz") as tar:
+        tar.add(env, arcname=".")
+    config = (packed / "config.pbtxt").read_text()
+    (packed / "config.pbtxt").write_text(config.replace("/env", "/env.tar.gz"))
+
+
 @pytest.fixture(scope="session")
 def python_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("pyrepo") / "models"
     shutil.copytree(HERE / "models", repo)
     _onnx_add_sub(repo / "add_sub_onnx")
+    _environment(repo / "envinfo")
     return repo
 
 
@@ -56,6 +78,8 @@ def served(python_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         str(HERE / "backends"),
         "--exit-on-error=false",
         log=log,
+        # packed execution environments are unpacked under here
+        env={"XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache"))},
     )
     server.wait_for_output("Started GRPCInferenceService", timeout=120)
     yield server

@@ -272,3 +272,15 @@ def test_python_based_backend_from_the_backend_directory(http: Any) -> None:
     text = np.array([b"hi"], dtype=np.object_)
     result = http.infer("custom_be", _inputs(httpclient, TEXT=text))
     assert result.as_numpy("OUT")[0] == b"custom_be: HI!"
+
+
+@pytest.mark.parametrize("model", ["envinfo", "envinfo_packed"])
+def test_execution_environment(served: Any, http: Any, model: str) -> None:
+    """EXECUTION_ENV_PATH: the stub runs that environment's interpreter, with its packages."""
+    result = http.infer(model, _inputs(httpclient, X=np.zeros(1, np.float32)))
+    prefix, marker = (v.decode() for v in result.as_numpy("INFO"))
+    assert marker == "from the execution environment"
+    if model == "envinfo":
+        assert prefix.endswith("/envinfo/env")
+    else:  # unpacked once into the cache
+        assert "/tritonpy/envs/" in prefix

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,16 +39,25 @@ def _utils_parent() -> str:
 
 
 def _isolated_utils_path() -> str:
-    """A folder holding only ``triton_python_backend_utils`` (a link), for foreign interpreters."""
+    """A folder holding only ``triton_python_backend_utils`` (a link), for foreign interpreters.
+
+    One per installed copy of the package, in the cache, so servers share it and
+    nothing is left in the temporary folder.
+    """
     global _isolated_path
     with _lock:
         if _isolated_path is None:
-            folder = tempfile.mkdtemp(prefix="tritonpy-pbutils-")
-            os.symlink(
-                Path(triton_python_backend_utils.__file__).resolve().parent,
-                Path(folder) / "triton_python_backend_utils",
-            )
-            _isolated_path = folder
+            package = Path(triton_python_backend_utils.__file__).resolve().parent
+            key = hashlib.sha256(str(package).encode()).hexdigest()[:16]
+            folder = _cache_root().parent / "pbutils" / key
+            link = folder / "triton_python_backend_utils"
+            if not link.exists():
+                folder.mkdir(parents=True, exist_ok=True)
+                staging = folder / f".link-{os.getpid()}"
+                staging.unlink(missing_ok=True)
+                os.symlink(package, staging)
+                os.replace(staging, link)  # atomic: a concurrent server sees a whole link
+            _isolated_path = str(folder)
         return _isolated_path
 
 
@@ -96,7 +104,10 @@ def _unpack(archive: Path) -> Path:
         target.mkdir(parents=True, exist_ok=True)
         try:
             with tarfile.open(archive) as tar:
-                tar.extractall(target, filter="tar")
+                if hasattr(tarfile, "tar_filter"):  # Python with extraction filters
+                    tar.extractall(target, filter="tar")
+                else:
+                    tar.extractall(target)  # the model owner's own archive
         except (tarfile.TarError, OSError) as exc:
             raise TritonError.invalid_arg(f"cannot unpack EXECUTION_ENV_PATH '{archive}': {exc}") from None
         unpack = target / "bin" / "conda-unpack"
