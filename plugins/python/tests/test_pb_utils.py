@@ -138,3 +138,26 @@ def test_shared_memory_blocks_return_to_their_writer(tmp_path: Path) -> None:
     finally:
         server.conn.close()
         stub.conn.close()
+
+
+def test_a_model_exception_names_the_models_frames_only(tmp_path: Path) -> None:
+    from triton_python_backend_utils._host import ModelHost, error_text
+
+    model = tmp_path / "model.py"
+    model.write_text(
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        return self.helper()\n"
+        "    def helper(self):\n"
+        "        raise ValueError('boom')\n"
+    )
+    host = ModelHost(model)
+    host.initialize({"model_config": "{}"})
+    with pytest.raises(ValueError) as raised:
+        host.execute([])
+    text = error_text(raised.value)
+    head, frames = text.split("\n\nAt:\n")
+    assert head == "ValueError: boom"
+    # Innermost first; the host's own frames are left out (the test's frame is the caller's).
+    assert frames.splitlines()[:2] == [f"  {model}(5): helper", f"  {model}(3): execute"]
+    assert "_host.py" not in text

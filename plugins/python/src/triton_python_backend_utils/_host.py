@@ -6,13 +6,44 @@ import importlib.util
 import inspect
 import itertools
 import sys
+import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ._api import ModelConfig, TritonModelException
+from ._api import InferenceResponse, ModelConfig, TritonModelException
 
 _counter = itertools.count()
+_OWN = str(Path(__file__).resolve().parent)
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` and the model's frames, as Triton reports a model's exception.
+
+    Frames of this package and of the import machinery are left out: they say
+    nothing about the model.
+    """
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith((_OWN, "<frozen"))
+    ]
+    lines = [f"  {f.filename}({f.lineno}): {f.name}" for f in reversed(frames)]
+    head = str(exc) if isinstance(exc, TritonModelException) else f"{type(exc).__name__}: {exc}"
+    return head + ("\n\nAt:\n" + "\n".join(lines) + "\n" if lines else "")
+
+
+def check_responses(result: Any, count: int) -> list[InferenceResponse]:
+    """What a non-None ``execute`` returned, checked: one ``InferenceResponse`` per request."""
+    if not isinstance(result, (list, tuple)) or len(result) != count:
+        got = f"{len(result)} responses" if isinstance(result, (list, tuple)) else type(result).__name__
+        raise TritonModelException(
+            f"execute must return a list of {count} InferenceResponse (one per request), got {got}"
+        )
+    for response in result:
+        if not isinstance(response, InferenceResponse):
+            raise TritonModelException(
+                f"execute must return pb_utils.InferenceResponse objects, got {type(response).__name__}"
+            )
+    return list(result)
 
 
 def load_module(model_file: str | Path) -> ModuleType:

@@ -15,7 +15,6 @@ import os
 import queue
 import sys
 import threading
-import traceback
 from collections.abc import AsyncIterator, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
@@ -30,18 +29,10 @@ from ._api import (
     TritonModelException,
 )
 from ._convert import bls_request_to_wire, request_from_wire, response_from_wire, response_to_wire
-from ._host import ModelHost, auto_complete
+from ._host import ModelHost, auto_complete, check_responses, error_text
 from ._wire import Arena, Link
 
 _FINAL = TRITONSERVER_RESPONSE_COMPLETE_FINAL
-
-
-def error_text(exc: BaseException) -> str:
-    """``Type: message`` and the model's frames, as Triton reports a model's exception."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    lines = [f"  {f.filename}({f.lineno}): {f.name}" for f in reversed(frames)]
-    head = str(exc) if isinstance(exc, TritonModelException) else f"{type(exc).__name__}: {exc}"
-    return head + ("\n\nAt:\n" + "\n".join(lines) + "\n" if lines else "")
 
 
 class StubRuntime(_runtime.Runtime):
@@ -323,21 +314,7 @@ class Stub:
         if result is None:
             self.link.send({"op": "done", "b": msg["b"], "r": None})
             return
-        if not isinstance(result, (list, tuple)) or len(result) != len(requests):
-            got = (
-                type(result).__name__ if not isinstance(result, (list, tuple)) else f"{len(result)} responses"
-            )
-            raise TritonModelException(
-                f"execute must return a list of {len(requests)} InferenceResponse (one per request), "
-                f"got {got}"
-            )
-        descs = []
-        for response in result:
-            if not isinstance(response, InferenceResponse):
-                raise TritonModelException(
-                    f"execute must return pb_utils.InferenceResponse objects, got {type(response).__name__}"
-                )
-            descs.append(response_to_wire(self.link, response))
+        descs = [response_to_wire(self.link, r) for r in check_responses(result, len(requests))]
         for request in requests:
             self.requests.pop(request._token, None)
         self.link.send({"op": "done", "b": msg["b"], "r": descs})

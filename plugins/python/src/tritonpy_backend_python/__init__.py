@@ -25,6 +25,7 @@ from typing import Any
 
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils import _runtime
+from triton_python_backend_utils._host import error_text
 from tritonpy_sdk import (
     Backend,
     BackendInfo,
@@ -199,9 +200,7 @@ def instance_initialize(instance: ModelInstance) -> None:
         try:
             instance.state = InProcessInstance(instance.name, mstate.file, _args(instance), outputs)
         except Exception as exc:
-            raise TritonError.internal(
-                f"initialize of '{instance.name}' failed: {type(exc).__name__}: {exc}"
-            ) from None
+            raise TritonError.internal(error_text(exc)) from None
         return
     stub = StubProcess(instance.name, mstate.file, _args(instance), outputs, mstate.settings, services)
     stub.start()

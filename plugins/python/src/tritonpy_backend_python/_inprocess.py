@@ -16,7 +16,7 @@ from typing import Any
 
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils import _runtime
-from triton_python_backend_utils._host import ModelHost
+from triton_python_backend_utils._host import ModelHost, check_responses, error_text
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
 
 from ._convert import bls_request_from_pb, request_to_pb, response_from_pb, response_to_pb
@@ -44,7 +44,7 @@ class InProcessRuntime(_runtime.Runtime):
         inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
         self._submit(request, lambda response, flags: inbox.put((response, flags)))
         if decoupled:
-            return self._iterate(inbox, timeout)
+            return self._iterate(inbox, request, timeout)
         first: pb_utils.InferenceResponse | None = None
         while True:
             try:
@@ -58,13 +58,15 @@ class InProcessRuntime(_runtime.Runtime):
 
     @staticmethod
     def _iterate(
-        inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]], timeout: float | None
+        inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]],
+        request: pb_utils.InferenceRequest,
+        timeout: float | None,
     ) -> Iterator[pb_utils.InferenceResponse]:
         while True:
             try:
                 response, flags = inbox.get(timeout=timeout)
             except queue.Empty:
-                yield pb_utils.InferenceResponse(error=pb_utils.TritonError("BLS response timed out"))
+                yield _timed_out(request, timeout)
                 return
             yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
             if flags & _FINAL:
@@ -81,7 +83,7 @@ class InProcessRuntime(_runtime.Runtime):
 
         self._submit(request, deliver)
         if decoupled:
-            return self._aiterate(inbox, timeout)
+            return self._aiterate(inbox, request, timeout)
         first: pb_utils.InferenceResponse | None = None
         while True:
             try:
@@ -95,13 +97,15 @@ class InProcessRuntime(_runtime.Runtime):
 
     @staticmethod
     async def _aiterate(
-        inbox: asyncio.Queue[tuple[InferenceResponse | None, int]], timeout: float | None
+        inbox: asyncio.Queue[tuple[InferenceResponse | None, int]],
+        request: pb_utils.InferenceRequest,
+        timeout: float | None,
     ) -> AsyncIterator[pb_utils.InferenceResponse]:
         while True:
             try:
                 response, flags = await asyncio.wait_for(inbox.get(), timeout)
             except asyncio.TimeoutError:
-                yield pb_utils.InferenceResponse(error=pb_utils.TritonError("BLS response timed out"))
+                yield _timed_out(request, timeout)
                 return
             yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
             if flags & _FINAL:
@@ -175,33 +179,26 @@ class InProcessInstance:
             return None
         try:
             result = self.host.execute(pb_requests)
-        except pb_utils.TritonModelException as exc:
-            raise TritonError.internal(str(exc)) from None
-        return None if result is None else self._responses(result, requests)
+            return None if result is None else self._responses(result, len(requests))
+        except Exception as exc:
+            raise self._failed(exc) from None
 
-    def _responses(self, result: Any, requests: list[InferenceRequest]) -> list[InferenceResponse]:
-        if not isinstance(result, (list, tuple)) or len(result) != len(requests):
-            raise TritonError.internal(
-                f"execute of '{self.name}' must return a list of {len(requests)} InferenceResponse"
-            )
-        out = []
-        for response in result:
-            if not isinstance(response, pb_utils.InferenceResponse):
-                raise TritonError.internal(
-                    f"execute of '{self.name}' returned a {type(response).__name__}, not an InferenceResponse"
-                )
-            out.append(response_from_pb(response))
-        return out
+    def _failed(self, exc: BaseException) -> TritonError:
+        """A model's exception as the stub reports it (and Triton does)."""
+        return TritonError.internal(
+            f"Failed to process the request(s) for model instance '{self.name}', message: {error_text(exc)}"
+        )
+
+    @staticmethod
+    def _responses(result: Any, count: int) -> list[InferenceResponse]:
+        return [response_from_pb(r) for r in check_responses(result, count)]
 
     def _async_done(self, future: Any, requests: list[InferenceRequest]) -> None:
         try:
             result = future.result()
-            responses = None if result is None else self._responses(result, requests)
+            responses = None if result is None else self._responses(result, len(requests))
         except Exception as exc:
-            error = (
-                exc if isinstance(exc, TritonError) else TritonError.internal(f"{type(exc).__name__}: {exc}")
-            )
-            responses = [InferenceResponse.from_error(error) for _ in requests]
+            responses = [InferenceResponse.from_error(self._failed(exc)) for _ in requests]
         if responses is None:
             return
         for request, response in zip(requests, responses):
