@@ -284,3 +284,15 @@ def test_execution_environment(served: Any, http: Any, model: str) -> None:
         assert prefix.endswith("/envinfo/env")
     else:  # unpacked once into the cache
         assert "/tritonpy/envs/" in prefix
+
+
+@pytest.mark.parametrize("model", ["extra", "extra_inproc"])
+def test_only_requested_outputs_come_back(http: Any, model: str) -> None:
+    """As Triton: outputs the client did not ask for (by default: the config's) are dropped,
+    including ones the config does not declare."""
+    x = np.array([1, 2], dtype=np.float32)
+    result = http.infer(model, _inputs(httpclient, X=x))
+    assert sorted(o["name"] for o in result.get_response()["outputs"]) == ["W", "Y"]
+    only_w = http.infer(model, _inputs(httpclient, X=x), outputs=[httpclient.InferRequestedOutput("W")])
+    assert [o["name"] for o in only_w.get_response()["outputs"]] == ["W"]
+    np.testing.assert_array_equal(only_w.as_numpy("W"), 2 * x)

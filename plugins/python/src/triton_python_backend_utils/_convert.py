@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ._api import InferenceRequest, InferenceResponse, Tensor, TritonError, TritonModelException
@@ -20,12 +21,18 @@ def tensor_from_wire(link: Link, desc: Any) -> Tensor:
     return Tensor(desc[0], link.get(desc), CODES[desc[1]])
 
 
-def response_to_wire(link: Link, response: InferenceResponse) -> dict[str, Any]:
+def response_to_wire(
+    link: Link, response: InferenceResponse, wanted: Collection[str] | None = None
+) -> dict[str, Any]:
+    """``response`` for the server; with ``wanted``, only those outputs (the request's
+    requested outputs: Triton drops the others, before they cost a copy here)."""
     error = response.error()
     if error is not None:
         return {"o": [], "e": (error.message(), error.code()), "p": response._parameters}
     return {
-        "o": [tensor_to_wire(link, t) for t in response.output_tensors()],
+        "o": [
+            tensor_to_wire(link, t) for t in response.output_tensors() if wanted is None or t.name() in wanted
+        ],
         "e": None,
         "p": response._parameters,
     }

@@ -305,7 +305,9 @@ class Stub:
         return requests
 
     def _send(self, token: int, response: InferenceResponse | None, flags: int) -> None:
-        desc = None if response is None else response_to_wire(self.link, response)
+        request = self.requests.get(token)
+        wanted = request.requested_output_names() if request is not None else None
+        desc = None if response is None else response_to_wire(self.link, response, wanted)
         if flags & _FINAL:
             self.requests.pop(token, None)
         self.link.send({"op": "send", "t": token, "r": desc, "f": flags})
@@ -314,7 +316,10 @@ class Stub:
         if result is None:
             self.link.send({"op": "done", "b": msg["b"], "r": None})
             return
-        descs = [response_to_wire(self.link, r) for r in check_responses(result, len(requests))]
+        responses = check_responses(result, len(requests))
+        descs = [
+            response_to_wire(self.link, r, q.requested_output_names()) for r, q in zip(responses, requests)
+        ]
         for request in requests:
             self.requests.pop(request._token, None)
         self.link.send({"op": "done", "b": msg["b"], "r": descs})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import triton_python_backend_utils as pb_utils
@@ -85,13 +86,21 @@ def tensor_from_pb(tensor: pb_utils.Tensor) -> Tensor:
     return Tensor(tensor.name(), tensor.as_numpy(), DataType(NAMES[tensor.triton_dtype()]))
 
 
-def response_from_pb(response: pb_utils.InferenceResponse) -> InferenceResponse:
+def response_from_pb(
+    response: pb_utils.InferenceResponse, wanted: Collection[str] | None = None
+) -> InferenceResponse:
+    """A model's response for the core; with ``wanted``, only those outputs (as Triton)."""
     error = response.error()
     params = response._parameters
     if error is not None:
         return InferenceResponse(error=error_from_pair(error.message(), error.code()), parameters=params)
     return InferenceResponse(
-        {t.name(): tensor_from_pb(t) for t in response.output_tensors()}, parameters=params
+        {
+            t.name(): tensor_from_pb(t)
+            for t in response.output_tensors()
+            if wanted is None or t.name() in wanted
+        },
+        parameters=params,
     )
 
 

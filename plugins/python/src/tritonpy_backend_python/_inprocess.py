@@ -165,9 +165,10 @@ class InProcessInstance:
             pb_request = request_to_pb(request, self._outputs)
             sender = request.response_sender
             if sender is not None:
+                wanted = pb_request.requested_output_names()
                 pb_request._sender = pb_utils.InferenceResponseSender(
-                    lambda response, flags, sender=sender: sender.send(
-                        None if response is None else response_from_pb(response), flags
+                    lambda response, flags, sender=sender, wanted=wanted: sender.send(
+                        None if response is None else response_from_pb(response, wanted), flags
                     ),
                     pb_request,
                 )
@@ -175,11 +176,11 @@ class InProcessInstance:
             pb_requests.append(pb_request)
         if self._loop is not None:
             future = asyncio.run_coroutine_threadsafe(self.host.execute(pb_requests), self._loop)
-            future.add_done_callback(lambda f: self._async_done(f, requests))
+            future.add_done_callback(lambda f: self._async_done(f, requests, pb_requests))
             return None
         try:
             result = self.host.execute(pb_requests)
-            return None if result is None else self._responses(result, len(requests))
+            return None if result is None else self._responses(result, pb_requests)
         except Exception as exc:
             raise self._failed(exc) from None
 
@@ -190,13 +191,16 @@ class InProcessInstance:
         )
 
     @staticmethod
-    def _responses(result: Any, count: int) -> list[InferenceResponse]:
-        return [response_from_pb(r) for r in check_responses(result, count)]
+    def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse]:
+        responses = check_responses(result, len(requests))
+        return [response_from_pb(r, q.requested_output_names()) for r, q in zip(responses, requests)]
 
-    def _async_done(self, future: Any, requests: list[InferenceRequest]) -> None:
+    def _async_done(
+        self, future: Any, requests: list[InferenceRequest], pb_requests: list[pb_utils.InferenceRequest]
+    ) -> None:
         try:
             result = future.result()
-            responses = None if result is None else self._responses(result, len(requests))
+            responses = None if result is None else self._responses(result, pb_requests)
         except Exception as exc:
             responses = [InferenceResponse.from_error(self._failed(exc)) for _ in requests]
         if responses is None:
