@@ -1,14 +1,21 @@
 """Python backend overhead: a model.py served in a stub process vs in-process vs called directly.
 
     python bench/python_backend.py            # prints a markdown table, writes bench/python_backend.md
+    python bench/python_backend.py --write-repo DIR     # only write the model repository
+    python bench/python_backend.py --peer HOST:PORT     # also measure a peer serving that repository
 
 Three ways to run the same Triton-style model, in one run:
   direct      — ``TritonPythonModel.execute`` called in this process with pb_utils objects
                 (the model's own speed: the limit);
   in_process  — served by tritonpy with ``EXECUTION_MODE: in_process`` (no IPC);
   stub        — served by tritonpy in a stub process (the default): shared memory + a socket.
-For a 16-element add/sub and a 4 MiB identity (which crosses through shared memory).
+For a 4-element add/sub and a 4 MiB identity (which crosses through shared memory).
 Reported: calls/s and p50 per path, the stub's added p50 over in-process, and ratios.
+
+Then the same ``add_sub`` over gRPC with perf_analyzer at concurrency 1 and 4:
+tritonpy's stub, and with ``--peer`` the same repository served by another
+server (e.g. Triton: ``tritonserver --model-repository DIR`` after
+``--write-repo DIR``; its gRPC address goes to ``--peer``), as a ratio.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -94,11 +102,49 @@ def direct(model_file: Path, inputs: dict[str, np.ndarray], outputs: list[str]) 
     return call
 
 
+def served(repo: Path, peer: str | None, peer_name: str, requests: int) -> list[str]:
+    """``add_sub`` over gRPC with perf_analyzer: tritonpy's stub, and the peer when given."""
+    sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "scripts")]
+    from get_perf_analyzer import provision
+    from run import Served, perf
+
+    pa = provision()
+    lines = [
+        "",
+        "`add_sub` over gRPC, perf_analyzer:",
+        "",
+        "| server | concurrency | infer/s | p50 µs | p99 µs | tritonpy ÷ peer (infer/s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    server = Served(repo)
+    try:
+        ours = {c: perf(pa, "add_sub", f"127.0.0.1:{server.grpc}", "grpc", c, requests) for c in (1, 4)}
+    finally:
+        server.stop()
+    theirs = {c: perf(pa, "add_sub", peer, "grpc", c, requests) for c in (1, 4)} if peer else {}
+
+    def line(name: str, c: int, r: dict[str, float], ratio: str = "") -> str:
+        return f"| {name} | {c} | {r['throughput']:.0f} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {ratio} |"
+
+    for c, r in ours.items():
+        ratio = f"{r['throughput'] / theirs[c]['throughput']:.2f}" if c in theirs else ""
+        lines.append(line("tritonpy (stub)", c, r, ratio))
+    lines += [line(peer_name, c, r) for c, r in theirs.items()]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--out", default=str(ROOT / "bench" / "python_backend.md"))
+    parser.add_argument("--write-repo", metavar="DIR", help="write the model repository to DIR and stop")
+    parser.add_argument("--peer", metavar="HOST:PORT", help="gRPC address of a peer serving --write-repo")
+    parser.add_argument("--peer-name", default="peer", help="what the peer is, for the table")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per perf_analyzer window")
     args = parser.parse_args()
+    if args.write_repo:
+        print(repository(Path(args.write_repo)))
+        return
     import tritonpy
 
     cases = {
@@ -133,6 +179,7 @@ def main() -> None:
                         f"| {name} | {path} | {r['per_s']:.0f} | {r['p50_us']:.0f} | {ratio:.2f} | {extra} |"
                     )
                     lines.append(row)
+        lines += served(repo, args.peer, args.peer_name, args.requests)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     text = "\n".join(lines) + "\n"
