@@ -75,4 +75,4 @@ def test_statistics_and_metrics_over_every_protocol(server_factory) -> None:  # 
     assert 'nv_inference_count{model="simple",version="1"} 10' in text
     assert 'nv_inference_exec_count{model="simple",version="1"} 5' in text
     assert "nv_cpu_memory_used_bytes" in text
-    assert f"Started Metrics Service at 127.0.0.1:{server.metrics_port}" in server.output()
+    server.wait_for_output(f"Started Metrics Service at 127.0.0.1:{server.metrics_port}")
