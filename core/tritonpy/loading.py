@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import Backend, BackendHooks, Model, ModelInstance, ResponseCache, TritonError, call_hook
+from tritonpy_sdk import (
+    Backend,
+    BackendHooks,
+    ErrorCode,
+    Model,
+    ModelInstance,
+    ResponseCache,
+    TritonError,
+    call_hook,
+)
 
 from .config import (
     ConfigError,
@@ -313,8 +322,9 @@ class ModelLoader:
 
 
 def _reason(exc: Exception) -> str:
-    """The message for a load failure; unexpected exceptions keep their type and are logged."""
+    """The reason of a load failure as Triton gives it: ``<code>: <message>``
+    (``Internal: RuntimeError: ...``); unexpected exceptions keep their type and are logged."""
     if isinstance(exc, TritonError):
-        return exc.message
+        return f"{exc.code.value}: {exc.message}"
     log.exception("unexpected error while loading a model")
-    return f"{type(exc).__name__}: {exc}"
+    return f"{ErrorCode.INTERNAL.value}: {type(exc).__name__}: {exc}"

@@ -81,6 +81,8 @@ def served(python_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         # packed execution environments are unpacked under here
         env={"XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache"))},
     )
-    server.wait_for_output("Started GRPCInferenceService", timeout=120)
-    yield server
-    server.stop()
+    try:
+        server.wait_for_output("Started GRPCInferenceService", timeout=120)
+        yield server
+    finally:
+        server.stop()

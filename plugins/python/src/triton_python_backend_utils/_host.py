@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ._api import InferenceResponse, ModelConfig, TritonModelException
+from ._api import InferenceResponse, ModelConfig
 
 _counter = itertools.count()
 _OWN = str(Path(__file__).resolve().parent)
@@ -27,20 +27,30 @@ def error_text(exc: BaseException) -> str:
         f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith((_OWN, "<frozen"))
     ]
     lines = [f"  {f.filename}({f.lineno}): {f.name}" for f in reversed(frames)]
-    head = str(exc) if isinstance(exc, TritonModelException) else f"{type(exc).__name__}: {exc}"
+    head = str(exc) if isinstance(exc, ContractError) else f"{type(exc).__name__}: {exc}"
     return head + ("\n\nAt:\n" + "\n".join(lines) + "\n" if lines else "")
 
 
+class ContractError(Exception):
+    """A model broke the ``TritonPythonModel`` contract; reported without type or frames."""
+
+
 def check_responses(result: Any, count: int) -> list[InferenceResponse]:
-    """What a non-None ``execute`` returned, checked: one ``InferenceResponse`` per request."""
-    if not isinstance(result, (list, tuple)) or len(result) != count:
-        got = f"{len(result)} responses" if isinstance(result, (list, tuple)) else type(result).__name__
-        raise TritonModelException(
-            f"execute must return a list of {count} InferenceResponse (one per request), got {got}"
+    """What a non-None ``execute`` returned, checked: one ``InferenceResponse`` per request.
+
+    The wording is Triton's (its messages end in a newline too).
+    """
+    if not isinstance(result, (list, tuple)):
+        raise ContractError(f"Expected a list in the execute return, found type '{type(result)}'.")
+    if len(result) != count:
+        raise ContractError(
+            "Number of InferenceResponse objects do not match the number of InferenceRequest "
+            f"objects. InferenceRequest(s) size is:{count}, and InferenceResponse(s) size "
+            f"is:{len(result)}\n"
         )
     for response in result:
         if not isinstance(response, InferenceResponse):
-            raise TritonModelException(
+            raise ContractError(
                 f"execute must return pb_utils.InferenceResponse objects, got {type(response).__name__}"
             )
     return list(result)
@@ -50,19 +60,19 @@ def load_module(model_file: str | Path) -> ModuleType:
     """Import ``model_file`` under a unique name; its folder joins ``sys.path`` (as in Triton)."""
     path = Path(model_file)
     if not path.is_file():
-        raise TritonModelException(f"model file '{path}' does not exist")
+        raise ContractError(f"model file '{path}' does not exist")
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
     name = f"_tritonpy_model_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise TritonModelException(f"cannot import '{path}'")
+        raise ContractError(f"cannot import '{path}'")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     if not hasattr(module, "TritonPythonModel"):
-        raise TritonModelException(f"'{path}' defines no class TritonPythonModel")
+        raise ContractError(f"'{path}' defines no class TritonPythonModel")
     return module
 
 
@@ -74,7 +84,7 @@ def auto_complete(model_file: str | Path, config: dict[str, Any]) -> dict[str, A
         return config
     result = hook(ModelConfig(config))
     if not isinstance(result, ModelConfig):
-        raise TritonModelException("auto_complete_config must return the pb_utils.ModelConfig it was given")
+        raise ContractError("auto_complete_config must return the pb_utils.ModelConfig it was given")
     return result.as_dict()
 
 
@@ -86,7 +96,7 @@ class ModelHost:
         self.model = self.module.TritonPythonModel()
         execute = getattr(self.model, "execute", None)
         if execute is None:
-            raise TritonModelException("TritonPythonModel has no execute method")
+            raise ContractError("TritonPythonModel has no execute method")
         self.execute = execute
         self.is_async = inspect.iscoroutinefunction(execute)
 

@@ -32,13 +32,12 @@ class InProcessRuntime(_runtime.Runtime):
         self.services = services
 
     def _submit(self, request: pb_utils.InferenceRequest, deliver: Any) -> None:
-        server = self.services.server
         try:
-            if server is None:
-                raise TritonError.unavailable("BLS needs a running server")
-            server.submit(bls_request_from_pb(request), deliver)
+            core_request = bls_request_from_pb(request)
         except TritonError as exc:
             deliver(InferenceResponse.from_error(exc), _FINAL)
+            return
+        self.services.submit(core_request, deliver)
 
     def bls(self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
         inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
@@ -187,7 +186,7 @@ class InProcessInstance:
     def _failed(self, exc: BaseException) -> TritonError:
         """A model's exception as the stub reports it (and Triton does)."""
         return TritonError.internal(
-            f"Failed to process the request(s) for model instance '{self.name}', message: {error_text(exc)}"
+            f"Failed to process the request(s) for model '{self.name}', message: {error_text(exc)}"
         )
 
     @staticmethod

@@ -250,22 +250,30 @@ class StubProcess:
             log.error("'%s' did not finish execute within %s s; restarting its stub", self.name, timeout)
             self._kill()
             batch.event.wait(10)
-            raise TritonError.unavailable(
-                f"Failed to process the request(s) for model instance '{self.name}', message: "
-                f"execute did not finish within EXECUTE_TIMEOUT_SECONDS={timeout:g}; the stub was restarted"
+            raise self._failed(
+                f"execute did not finish within EXECUTE_TIMEOUT_SECONDS={timeout:g}; the stub was restarted",
+                TritonError.unavailable,
             )
         msg = batch.msg
         assert msg is not None
         for token in tokens:
             if msg.get("r") is not None or msg.get("err"):
                 self._open.pop(token, None)
+        if msg.get("dead"):
+            raise self._unhealthy()
         if msg.get("err"):
-            raise TritonError.internal(
-                f"Failed to process the request(s) for model instance '{self.name}', message: {msg['err']}"
-            )
+            raise self._failed(msg["err"])
         if msg.get("r") is None:
             return None
         return [response_from_wire(link, desc) for desc in msg["r"]]
+
+    def _failed(self, text: str, kind: Any = TritonError.internal) -> TritonError:
+        """A failed execute, worded as Triton's Python backend words it."""
+        return kind(f"Failed to process the request(s) for model '{self.name}', message: {text}")  # type: ignore[no-any-return]
+
+    def _unhealthy(self) -> TritonError:
+        """Requests a dead stub held (Triton's wording; it answers INTERNAL too)."""
+        return TritonError.internal(f"Stub process '{self.name}' is not healthy.")
 
     def _cancel(self, token: int) -> None:
         link = self._link
@@ -347,12 +355,7 @@ class StubProcess:
             if request is None:
                 continue
             if msg.get("err"):
-                response = InferenceResponse.from_error(
-                    TritonError.internal(
-                        f"Failed to process the request(s) for model instance '{self.name}', "
-                        f"message: {msg['err']}"
-                    )
-                )
+                response = InferenceResponse.from_error(self._failed(msg["err"]))
             elif responses is not None:
                 response = response_from_wire(link, responses[index])
             else:
@@ -376,13 +379,11 @@ class StubProcess:
 
         try:
             request = bls_request_from_wire(link, msg["req"])
-            server = self._services.server
-            if server is None:
-                raise TritonError.unavailable("BLS needs a running server")
-            self._bls[call] = request
-            server.submit(request, answer)
         except TritonError as exc:
             answer(InferenceResponse.from_error(exc), RESPONSE_COMPLETE_FINAL)
+            return
+        self._bls[call] = request
+        self._services.submit(request, answer)
 
     def _died(self) -> None:
         proc = self._proc
@@ -392,10 +393,7 @@ class StubProcess:
         if was_alive and not self._stopping:
             log.error("the stub of '%s' exited (%s); its requests fail and it restarts", self.name, code)
         self._control.put({"op": "died", "code": code})
-        error = TritonError.unavailable(
-            f"Failed to process the request(s) for model instance '{self.name}', message: "
-            f"Stub process '{self.name}' is not healthy."
-        )
+        error = self._unhealthy()
         for batch_id in list(self._batches):
             batch = self._batches.pop(batch_id, None)
             if batch is None:
@@ -403,7 +401,7 @@ class StubProcess:
             if not self.is_async:
                 for token in batch.tokens:
                     self._open.pop(token, None)
-                batch.msg = {"err": f"Stub process '{self.name}' is not healthy."}
+                batch.msg = {"dead": True}
                 batch.event.set()
         for token in list(self._open):
             request = self._open.pop(token, None)

@@ -10,13 +10,32 @@ import logging
 import threading
 from typing import Any
 
-from tritonpy_sdk import Metric, MetricFamily, ServerApi, TritonError
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    ErrorCode,
+    InferenceRequest,
+    InferenceResponse,
+    Metric,
+    MetricFamily,
+    OnResponse,
+    ServerApi,
+    TritonError,
+)
 
 _LEVELS = {"INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR, "VERBOSE": logging.DEBUG}
 
 
 class ServerServices:
-    """Logging, custom metrics and model control for the models of one backend."""
+    """BLS, logging, custom metrics and model control for the models of one backend."""
+
+    def submit(self, request: InferenceRequest, answer: OnResponse) -> None:
+        """Run a model's BLS request; a request that cannot start is answered with its error."""
+        try:
+            if self.server is None:
+                raise TritonError.unavailable("BLS needs a running server")
+            self.server.submit(request, answer)
+        except TritonError as exc:
+            answer(InferenceResponse.from_error(_bls_error(request, exc)), RESPONSE_COMPLETE_FINAL)
 
     def __init__(self, server: ServerApi | None, logger: logging.Logger) -> None:
         self.server = server
@@ -87,3 +106,14 @@ class ServerServices:
         if what == "value":
             return self.value(fields["handle"])
         return self.control(what, fields["name"], fields["version"], fields["config"], fields["files"])
+
+
+def _bls_error(request: InferenceRequest, error: TritonError) -> TritonError:
+    """Triton's wording (and INTERNAL code) for a BLS request to a model that is not there."""
+    if error.code in (ErrorCode.NOT_FOUND, ErrorCode.UNAVAILABLE) and "unknown model" in error.message:
+        name = request.model_name
+        return TritonError.internal(
+            f"Model {name} - Error when running inference: Failed for execute the inference "
+            f"request. Model '{name}' is not ready."
+        )
+    return error

@@ -45,9 +45,7 @@ class TritonPythonModel:
             )
             response = bls.exec()
             if response.has_error():
-                responses.append(
-                    pb_utils.InferenceResponse(error=pb_utils.TritonError(response.error().message()))
-                )
+                responses.append(pb_utils.InferenceResponse(error=response.error()))
                 continue
             out0 = pb_utils.get_output_tensor_by_name(response, "OUTPUT0")
             out1 = pb_utils.get_output_tensor_by_name(response, "OUTPUT1")
