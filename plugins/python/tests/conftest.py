@@ -1,7 +1,8 @@
 """One real ``tritonpy serve`` process for the Python backend's tests.
 
 It serves a copy of ``models/`` (Triton-style Python models, unchanged from
-how Triton documents them) plus a tiny ONNX model that BLS calls, with
+how Triton documents them), ``_inproc`` copies of some run in-process, a venv
+as an execution environment, and a tiny ONNX model that BLS calls, with
 ``backends/`` as the backend directory. Clients are the real tritonclient.
 """
 
@@ -60,12 +61,26 @@ def _environment(model: Path) -> None:
     (packed / "config.pbtxt").write_text(config.replace("/env", "/env.tar.gz"))
 
 
+IN_PROCESS = 'parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }\n'
+
+
+def _in_process_copy(model: Path) -> None:
+    """``<model>_inproc``: the same model.py and config, run with EXECUTION_MODE in_process."""
+    copy = model.parent / f"{model.name}_inproc"
+    shutil.copytree(model, copy)
+    config = (copy / "config.pbtxt").read_text()
+    config = config.replace(f'name: "{model.name}"', f'name: "{copy.name}"')
+    (copy / "config.pbtxt").write_text(config + IN_PROCESS)
+
+
 @pytest.fixture(scope="session")
 def python_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("pyrepo") / "models"
     shutil.copytree(HERE / "models", repo)
     _onnx_add_sub(repo / "add_sub_onnx")
     _environment(repo / "envinfo")
+    for name in ("add_sub", "extra", "bls", "bls_timeout"):
+        _in_process_copy(repo / name)
     return repo
 
 

@@ -87,9 +87,12 @@ def test_auto_complete_config(http: Any) -> None:
     np.testing.assert_array_equal(http.infer("auto", _inputs(httpclient, X=x)).as_numpy("Y"), x * 2)
 
 
-def _bls(client: Any, module: Any, target: str) -> Any:
+def _bls(client: Any, module: Any, target: str, caller: str = "bls") -> Any:
     name = np.array([target.encode()], dtype=np.object_)
-    return client.infer("bls", _inputs(module, MODEL_NAME=name, INPUT0=A, INPUT1=B))
+    return client.infer(caller, _inputs(module, MODEL_NAME=name, INPUT0=A, INPUT1=B))
+
+
+BLS_CALLERS = pytest.mark.parametrize("caller", ["bls", "bls_inproc"])
 
 
 def _inference_count(http: Any, model: str) -> int:
@@ -97,32 +100,45 @@ def _inference_count(http: Any, model: str) -> int:
     return int(stats["inference_count"])
 
 
+@BLS_CALLERS
 @pytest.mark.parametrize("target", ["add_sub_onnx", "add_sub"])
-def test_bls_reaches_other_backends_and_is_counted(http: Any, grpc: Any, target: str) -> None:
+def test_bls_reaches_other_backends_and_is_counted(http: Any, grpc: Any, target: str, caller: str) -> None:
     before = _inference_count(http, target)
     for client, module in ((http, httpclient), (grpc, grpcclient)):
-        result = _bls(client, module, target)
+        result = _bls(client, module, target, caller)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), A - B)
     assert _inference_count(http, target) == before + 2
 
 
-def test_bls_to_a_decoupled_model_iterates_its_responses(http: Any) -> None:
-    assert _bls(http, httpclient, "repeat").as_numpy("COUNT")[0] == 5
+@BLS_CALLERS
+def test_bls_to_a_decoupled_model_iterates_its_responses(http: Any, caller: str) -> None:
+    assert _bls(http, httpclient, "repeat", caller).as_numpy("COUNT")[0] == 5
 
 
-def test_bls_to_a_missing_model_is_an_error_response(http: Any, grpc: Any) -> None:
+@BLS_CALLERS
+def test_bls_to_a_missing_model_is_an_error_response(http: Any, grpc: Any, caller: str) -> None:
     # Triton's words and code (INTERNAL), passed through by the calling model.
     expected = (
         "Model does_not_exist - Error when running inference: Failed for execute the inference "
         "request. Model 'does_not_exist' is not ready."
     )
     with pytest.raises(InferenceServerException) as raised:
-        _bls(http, httpclient, "does_not_exist")
+        _bls(http, httpclient, "does_not_exist", caller)
     assert raised.value.message() == expected
     with pytest.raises(InferenceServerException) as raised:
-        _bls(grpc, grpcclient, "does_not_exist")
+        _bls(grpc, grpcclient, "does_not_exist", caller)
     assert (raised.value.status(), raised.value.message()) == ("StatusCode.INTERNAL", expected)
+
+
+@pytest.mark.parametrize("caller", ["bls_timeout", "bls_timeout_inproc"])
+def test_a_bls_call_past_its_timeout_gets_an_error_response(served: Any, http: Any, caller: str) -> None:
+    result = http.infer(caller, _inputs(httpclient, X=np.zeros(1, np.float32)))
+    message = result.as_numpy("MESSAGE")[0].decode()
+    assert message == "BLS request to model 'busy' got no response within 0.01 s"
+    # The target is untouched and keeps serving.
+    n = np.array([10], np.int64)
+    assert http.infer("busy", _inputs(httpclient, N=n)).as_numpy("PID")[0] > 0
 
 
 def _stream(grpc_url: str, model: str, inputs: list[Any], **kwargs: Any) -> list[Any]:

@@ -97,22 +97,8 @@ class StubRuntime(_runtime.Runtime):
     def bls(self, request: InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
         inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         call = self._start_bls(request, decoupled, inbox)
-        if decoupled:
-            return self._bls_iter(call, inbox, request, timeout)
-        try:
-            response: InferenceResponse | None = None
-            while True:
-                try:
-                    desc, flags = inbox.get(timeout=timeout)
-                except queue.Empty:
-                    self.link.send({"op": "bls_cancel", "c": call})
-                    return self._timed_out(request, timeout)
-                if desc is not None and response is None:
-                    response = response_from_wire(self.link, desc)
-                if flags & _FINAL:
-                    return response or InferenceResponse()
-        finally:
-            self._waiters.pop(call, None)
+        responses = self._bls_iter(call, inbox, request, timeout)
+        return responses if decoupled else _runtime.first_response(responses)
 
     def _bls_iter(
         self, call: int, inbox: queue.SimpleQueue[Any], request: InferenceRequest, timeout: float | None
@@ -136,22 +122,8 @@ class StubRuntime(_runtime.Runtime):
         loop = asyncio.get_running_loop()
         inbox: asyncio.Queue[Any] = asyncio.Queue()
         call = self._start_bls(request, decoupled, (loop, inbox))
-        if decoupled:
-            return self._bls_aiter(call, inbox, request, timeout)
-        try:
-            response: InferenceResponse | None = None
-            while True:
-                try:
-                    desc, flags = await asyncio.wait_for(inbox.get(), timeout)
-                except asyncio.TimeoutError:
-                    self.link.send({"op": "bls_cancel", "c": call})
-                    return self._timed_out(request, timeout)
-                if desc is not None and response is None:
-                    response = response_from_wire(self.link, desc)
-                if flags & _FINAL:
-                    return response or InferenceResponse()
-        finally:
-            self._waiters.pop(call, None)
+        responses = self._bls_aiter(call, inbox, request, timeout)
+        return responses if decoupled else await _runtime.first_response_async(responses)
 
     async def _bls_aiter(
         self, call: int, inbox: asyncio.Queue[Any], request: InferenceRequest, timeout: float | None

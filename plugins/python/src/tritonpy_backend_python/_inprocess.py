@@ -31,45 +31,42 @@ class InProcessRuntime(_runtime.Runtime):
     def __init__(self, services: ServerServices) -> None:
         self.services = services
 
-    def _submit(self, request: pb_utils.InferenceRequest, deliver: Any) -> None:
+    def _submit(self, request: pb_utils.InferenceRequest, deliver: Any) -> InferenceRequest | None:
+        """Start a BLS request; the core request (to cancel), or None when it failed at once."""
         try:
             core_request = bls_request_from_pb(request)
         except TritonError as exc:
             deliver(InferenceResponse.from_error(exc), _FINAL)
-            return
+            return None
         self.services.submit(core_request, deliver)
+        return core_request
 
     def bls(self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
         inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
-        self._submit(request, lambda response, flags: inbox.put((response, flags)))
-        if decoupled:
-            return self._iterate(inbox, request, timeout)
-        first: pb_utils.InferenceResponse | None = None
-        while True:
-            try:
-                response, flags = inbox.get(timeout=timeout)
-            except queue.Empty:
-                return _timed_out(request, timeout)
-            if response is not None and first is None:
-                first = response_to_pb(response)
-            if flags & _FINAL:
-                return first or pb_utils.InferenceResponse()
+        core_request = self._submit(request, lambda response, flags: inbox.put((response, flags)))
+        responses = self._iterate(inbox, request, core_request, timeout)
+        return responses if decoupled else _runtime.first_response(responses)
 
     @staticmethod
     def _iterate(
         inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]],
         request: pb_utils.InferenceRequest,
+        core_request: InferenceRequest | None,
         timeout: float | None,
     ) -> Iterator[pb_utils.InferenceResponse]:
-        while True:
-            try:
-                response, flags = inbox.get(timeout=timeout)
-            except queue.Empty:
-                yield _timed_out(request, timeout)
-                return
-            yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
-            if flags & _FINAL:
-                return
+        finished = False
+        try:
+            while not finished:
+                try:
+                    response, flags = inbox.get(timeout=timeout)
+                except queue.Empty:
+                    yield _timed_out(request, timeout)
+                    return
+                finished = bool(flags & _FINAL)
+                yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
+        finally:
+            if not finished and core_request is not None:
+                core_request.cancel()  # timed out, or the model stopped reading
 
     async def bls_async(
         self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None
@@ -80,35 +77,30 @@ class InProcessRuntime(_runtime.Runtime):
         def deliver(response: InferenceResponse | None, flags: int) -> None:
             loop.call_soon_threadsafe(inbox.put_nowait, (response, flags))
 
-        self._submit(request, deliver)
-        if decoupled:
-            return self._aiterate(inbox, request, timeout)
-        first: pb_utils.InferenceResponse | None = None
-        while True:
-            try:
-                response, flags = await asyncio.wait_for(inbox.get(), timeout)
-            except asyncio.TimeoutError:
-                return _timed_out(request, timeout)
-            if response is not None and first is None:
-                first = response_to_pb(response)
-            if flags & _FINAL:
-                return first or pb_utils.InferenceResponse()
+        core_request = self._submit(request, deliver)
+        responses = self._aiterate(inbox, request, core_request, timeout)
+        return responses if decoupled else await _runtime.first_response_async(responses)
 
     @staticmethod
     async def _aiterate(
         inbox: asyncio.Queue[tuple[InferenceResponse | None, int]],
         request: pb_utils.InferenceRequest,
+        core_request: InferenceRequest | None,
         timeout: float | None,
     ) -> AsyncIterator[pb_utils.InferenceResponse]:
-        while True:
-            try:
-                response, flags = await asyncio.wait_for(inbox.get(), timeout)
-            except asyncio.TimeoutError:
-                yield _timed_out(request, timeout)
-                return
-            yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
-            if flags & _FINAL:
-                return
+        finished = False
+        try:
+            while not finished:
+                try:
+                    response, flags = await asyncio.wait_for(inbox.get(), timeout)
+                except asyncio.TimeoutError:
+                    yield _timed_out(request, timeout)
+                    return
+                finished = bool(flags & _FINAL)
+                yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
+        finally:
+            if not finished and core_request is not None:
+                core_request.cancel()
 
     def log(self, level: str, message: str, filename: str, line: int) -> None:
         self.services.log(level, message, filename, line)
