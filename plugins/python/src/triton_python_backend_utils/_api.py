@@ -482,7 +482,8 @@ class ModelConfig:
                         f"the model config specifies {key} {existing[key]} but the auto-complete-config "
                         f"function specifies {key} {tensor[key]}"
                     )
-                existing.setdefault(key, tensor[key]) if key in tensor else None
+                if key in tensor:
+                    existing.setdefault(key, tensor[key])
             return
         entry = dict(tensor)
         if "dims" in entry:
