@@ -64,7 +64,11 @@ class ServerProcess:
             env={**os.environ, **(env or {})},
         )
         if wait_ready:
-            self.wait_live()
+            try:
+                self.wait_live()
+            except BaseException:
+                self.stop()  # never leave a server behind a failed start
+                raise
 
     def output(self) -> str:
         if not self._out.closed:

@@ -90,6 +90,7 @@ class StubProcess:
         self._lock = threading.Lock()  # start/restart
         self._proc: subprocess.Popen[bytes] | None = None
         self._link: Link | None = None
+        self._sock: socket.socket | None = None
         self._alive = False
         self._stopping = False
         self.is_async = False
@@ -140,12 +141,15 @@ class StubProcess:
             raise TritonError.unavailable(f"cannot start the stub of '{self.name}': {exc}") from None
         finally:
             theirs.close()
-        link = Link(Connection(ours.detach()), mine=p2c, theirs=c2p)
-        self._proc, self._link = proc, link
+        # No descriptor is closed while a thread may be blocked on it (it could be
+        # reused by the next stub's socket): the connection's closes with its last
+        # reference, and ``ours`` — a descriptor of its own — only shuts the socket down.
+        link = Link(Connection(os.dup(ours.fileno())), mine=p2c, theirs=c2p)
+        self._proc, self._link, self._sock = proc, link, ours
         self._generation += 1
         self._control = queue.SimpleQueue()
         threading.Thread(
-            target=self._read, args=(link, self._generation), name=f"stub-{self.name}", daemon=True
+            target=self._read, args=(link, ours, self._generation), name=f"stub-{self.name}", daemon=True
         ).start()
         return link
 
@@ -214,11 +218,13 @@ class StubProcess:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 pass
-        if self._link is not None:
-            try:
-                self._link.conn.close()
+        sock = self._sock
+        if sock is not None:
+            try:  # wakes the reader with EOF, even if a child of the stub holds the other end
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            sock.close()
 
     # -- execute ------------------------------------------------------------------------------
 
@@ -227,24 +233,30 @@ class StubProcess:
             self.start()  # restarted after a crash
         link = self._link
         assert link is not None
-        tokens = []
-        descs = []
-        for request in requests:
-            token = next(self._ids)
-            tokens.append(token)
-            self._open[token] = request
-            request.on_cancel(functools.partial(self._cancel, token))
-            descs.append(request_to_wire(link, request, token, self._outputs))
+        tokens = [next(self._ids) for _ in requests]
         batch_id = next(self._ids)
-        if self.is_async:
-            self._batches[batch_id] = _Batch(tokens)
-            link.send({"op": "exec", "b": batch_id, "reqs": descs})
-            return None
-        batch = self._batches[batch_id] = _Batch(tokens)
+        batch = _Batch(tokens)
         try:
+            descs = [
+                request_to_wire(link, request, token, self._outputs)
+                for request, token in zip(requests, tokens)
+            ]
+            # Registered before sending: a stub that dies from here on has the reader
+            # answer them (``_died``).
+            for request, token in zip(requests, tokens):
+                self._open[token] = request
+            self._batches[batch_id] = batch
             link.send({"op": "exec", "b": batch_id, "reqs": descs})
         except OSError:
-            pass  # the reader sees the death and answers the batch
+            # The stub is gone (the reader may have finished with it already).
+            self._batches.pop(batch_id, None)
+            for token in tokens:
+                self._open.pop(token, None)
+            raise self._unhealthy() from None
+        for request, token in zip(requests, tokens):
+            request.on_cancel(functools.partial(self._cancel, token))
+        if self.is_async:
+            return None
         timeout = self._settings.execute_timeout_s or None
         if not batch.event.wait(timeout):
             log.error("'%s' did not finish execute within %s s; restarting its stub", self.name, timeout)
@@ -288,7 +300,7 @@ class StubProcess:
 
     # -- reader thread ------------------------------------------------------------------------
 
-    def _read(self, link: Link, generation: int) -> None:
+    def _read(self, link: Link, sock: socket.socket, generation: int) -> None:
         try:
             while True:
                 msg = link.recv()
@@ -299,6 +311,8 @@ class StubProcess:
                 link.flush_releases()
         except (EOFError, OSError):
             pass
+        # Descriptors are closed when the last thread lets go of ``link`` and ``sock``
+        # (a close here could pull the descriptor from under a thread sending on it).
         if generation == self._generation:
             self._died()
 
