@@ -328,3 +328,13 @@ def test_only_requested_outputs_come_back(http: Any, model: str) -> None:
     only_w = http.infer(model, _inputs(httpclient, X=x), outputs=[httpclient.InferRequestedOutput("W")])
     assert [o["name"] for o in only_w.get_response()["outputs"]] == ["W"]
     np.testing.assert_array_equal(only_w.as_numpy("W"), 2 * x)
+
+
+def test_a_stub_past_its_memory_limit_fails_inside_the_model(http: Any) -> None:
+    small = http.infer("hog", _inputs(httpclient, MB=np.array([16], np.int64)))
+    assert small.as_numpy("GOT_MB")[0] == 16
+    with pytest.raises(InferenceServerException, match="Unable to allocate") as raised:
+        http.infer("hog", _inputs(httpclient, MB=np.array([4096], np.int64)))
+    assert raised.value.message().startswith("Failed to process the request(s) for model 'hog_0'")
+    # The stub survived its MemoryError and keeps serving; the server never saw the allocation.
+    assert http.infer("hog", _inputs(httpclient, MB=np.array([8], np.int64))).as_numpy("GOT_MB")[0] == 8
