@@ -284,34 +284,44 @@ class Stub:
             self.requests.pop(token, None)
         self.link.send({"op": "send", "t": token, "r": desc, "f": flags})
 
-    def _answer(self, msg: dict[str, Any], requests: list[InferenceRequest], result: Any) -> None:
+    def _reply(self, msg: dict[str, Any], requests: list[InferenceRequest], result: Any) -> dict[str, Any]:
+        """The "done" message for what ``execute`` returned."""
         if result is None:
-            self.link.send({"op": "done", "b": msg["b"], "r": None})
-            return
+            return {"op": "done", "b": msg["b"], "r": None}
         responses = check_responses(result, len(requests))
         descs = [
             response_to_wire(self.link, r, q.requested_output_names()) for r, q in zip(responses, requests)
         ]
         for request in requests:
             self.requests.pop(request._token, None)
-        self.link.send({"op": "done", "b": msg["b"], "r": descs})
+        return {"op": "done", "b": msg["b"], "r": descs}
 
-    def _fail(self, msg: dict[str, Any], requests: list[InferenceRequest], exc: BaseException) -> None:
+    def _failure(
+        self, msg: dict[str, Any], requests: list[InferenceRequest], exc: BaseException
+    ) -> dict[str, Any]:
         for request in requests:
             self.requests.pop(request._token, None)
-        self.link.send({"op": "done", "b": msg["b"], "err": error_text(exc)})
+        return {"op": "done", "b": msg["b"], "err": error_text(exc)}
+
+    def _done(self, reply: dict[str, Any], requests: list[InferenceRequest]) -> None:
+        """Send ``reply`` once this side let go of the batch's requests: the shared-memory
+        blocks under their inputs are then released with the reply itself, not by a
+        message of their own after it."""
+        requests.clear()
+        self.link.send(reply)
+        self.link.flush_releases()
 
     def _execute(self, msg: dict[str, Any]) -> None:
         requests: list[InferenceRequest] = []
         try:
             assert self.host is not None
             requests = self._requests(msg)
-            self._answer(msg, requests, self.host.execute(requests))
+            result = self.host.execute(list(requests))
+            reply = self._reply(msg, requests, result)
+            del result
         except BaseException as exc:
-            self._fail(msg, requests, exc)
-        finally:
-            del requests
-            self.link.flush_releases()
+            reply = self._failure(msg, requests, exc)
+        self._done(reply, requests)
 
     # -- async models ------------------------------------------------------------------------
 
@@ -360,12 +370,12 @@ class Stub:
         try:
             assert self.host is not None
             requests = self._requests(msg)
-            self._answer(msg, requests, await self.host.execute(requests))
+            result = await self.host.execute(list(requests))
+            reply = self._reply(msg, requests, result)
+            del result
         except BaseException as exc:
-            self._fail(msg, requests, exc)
-        finally:
-            del requests
-            self.link.flush_releases()
+            reply = self._failure(msg, requests, exc)
+        self._done(reply, requests)
 
 
 def main(argv: list[str]) -> None:
