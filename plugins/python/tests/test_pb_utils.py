@@ -10,6 +10,7 @@ import sys
 import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -161,3 +162,78 @@ def test_a_model_exception_names_the_models_frames_only(tmp_path: Path) -> None:
     # Innermost first; the host's own frames are left out (the test's frame is the caller's).
     assert frames.splitlines()[:2] == [f"  {model}(5): helper", f"  {model}(3): execute"]
     assert "_host.py" not in text
+
+
+def test_the_rest_of_tritons_api_surface() -> None:
+    # Triton's positional order: request_id, correlation_id, inputs, requested_output_names, model_name
+    request = pb_utils.InferenceRequest("id-1", 7, [pb_utils.Tensor("X", np.ones(2))], ["Y"], "target")
+    assert (request.request_id(), request.correlation_id(), request.model_name()) == ("id-1", 7, "target")
+    assert request.requested_output_names() == ["Y"] and request.trace().get_context() is None
+    request.set_flags(pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START)
+    assert request.flags() == 1
+    memory = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0)
+    assert pb_utils.InferenceRequest(
+        model_name="m", inputs=[], requested_output_names=[], preferred_memory=memory
+    )
+    assert pb_utils.Logger.INFO == pb_utils.Logger.LogLevel.INFO == pb_utils.LogLevel.INFO
+    assert pb_utils.MetricFamily.GAUGE == pb_utils.MetricKind.GAUGE
+
+
+def _iterator(inbox: Any, cancelled: list[bool], timeout: float | None = None) -> Any:
+    from triton_python_backend_utils._bls import ResponseIterator
+
+    request = pb_utils.InferenceRequest(model_name="target")
+    return ResponseIterator(
+        inbox,
+        lambda r: pb_utils.InferenceResponse(r),
+        request,
+        timeout,
+        lambda: cancelled.append(True),
+        lambda: None,
+    )
+
+
+def test_response_iterator_plain_and_async() -> None:
+    import asyncio
+    import threading
+
+    from triton_python_backend_utils._bls import BlsInbox, first_response_async
+
+    cancelled: list[bool] = []
+    inbox = BlsInbox()
+    for flags in (0, 0, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+        inbox.put(([pb_utils.Tensor("Y", np.ones(1))], flags))
+    assert len(list(_iterator(inbox, cancelled))) == 3 and not cancelled
+
+    async def scenario() -> tuple[int, int]:
+        inbox = BlsInbox(asyncio.get_running_loop())
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        sender = threading.Timer(0.05, lambda: [inbox.put((None, 0)), inbox.put((None, final))])
+        sender.start()
+        seen = [r async for r in _iterator(inbox, cancelled)]  # the loop keeps running meanwhile
+        sender.join()
+        inbox = BlsInbox(asyncio.get_running_loop())
+        threading.Timer(0.05, inbox.put, [([pb_utils.Tensor("Y", np.ones(1))], final)]).start()
+        one = await first_response_async(_iterator(inbox, cancelled))
+        return len(seen), len(one.output_tensors())
+
+    assert asyncio.run(scenario()) == (2, 1) and not cancelled
+
+
+def test_response_iterator_timeout_and_cancel() -> None:
+    from triton_python_backend_utils._bls import BlsInbox
+
+    cancelled: list[bool] = []
+    responses = _iterator(BlsInbox(), cancelled, timeout=0.05)
+    (only,) = list(responses)
+    assert only.has_error() and "got no response within 0.05 s" in only.error().message()
+    assert cancelled == [True]
+    cancelled.clear()
+    inbox = BlsInbox()
+    inbox.put((None, 0))
+    responses = _iterator(inbox, cancelled)
+    next(responses)
+    responses.cancel()
+    assert cancelled == [True]
+    del responses  # dropped before its end: cancelled (again)
+    assert cancelled == [True, True]

@@ -283,6 +283,20 @@ def test_async_execute_with_bls(served: Any) -> None:
     assert sorted((i, list(y)) for i, y in results) == [(i, [2 * i, 2]) for i in range(4)]
 
 
+@pytest.mark.parametrize("model", ["stream_reader", "stream_reader_inproc"])
+def test_decoupled_bls_iterated_and_cancelled_as_triton_documents(served: Any, http: Any, model: str) -> None:
+    """``await async_exec(decoupled=True)`` gives a plain iterator with ``cancel()``."""
+
+    def received(cancel_after: int) -> int:
+        x = np.array([cancel_after], np.int32)
+        return int(http.infer(model, _inputs(httpclient, CANCEL_AFTER=x)).as_numpy("RECEIVED")[0])
+
+    assert received(0) == 5
+    # repeat sends its five responses, then waits until it sees the cancellation.
+    assert received(2) == 5
+    served.wait_for_output(f"repeat: request {model}-2 was cancelled", timeout=30)
+
+
 def test_custom_metrics_and_logging(served: Any, http: Any) -> None:
     totals = []
     for size in (1, 3, 20):

@@ -16,11 +16,14 @@ from ._api import (
     InferenceRequest,
     InferenceResponse,
     InferenceResponseSender,
+    InferenceTrace,
     Logger,
     LogLevel,
     Metric,
     MetricFamily,
+    MetricKind,
     ModelConfig,
+    PreferredMemory,
     Tensor,
     TritonError,
     TritonModelException,
@@ -33,6 +36,7 @@ from ._api import (
     unload_model,
     using_decoupled_model_transaction_policy,
 )
+from ._bls import ResponseIterator
 from ._bytes import deserialize_bytes_tensor, serialize_byte_tensor
 from ._dtypes import (
     TRITONSERVER_TYPE_BF16,
@@ -82,11 +86,15 @@ __all__ = [
     "InferenceRequest",
     "InferenceResponse",
     "InferenceResponseSender",
+    "InferenceTrace",
     "LogLevel",
     "Logger",
     "Metric",
+    "ResponseIterator",
     "MetricFamily",
+    "MetricKind",
     "ModelConfig",
+    "PreferredMemory",
     "Tensor",
     "TritonError",
     "TritonModelException",

@@ -143,6 +143,27 @@ class Tensor:
 # -- requests --------------------------------------------------------------------------------
 
 
+class PreferredMemory:
+    """Where a BLS call would like its outputs (``TRITONSERVER_MEMORY_CPU``/``_GPU``, device).
+
+    Accepted for compatibility; outputs are on the CPU in this backend.
+    """
+
+    def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
+class InferenceTrace:
+    """A request's trace handle (``request.trace()``); pass it on to BLS requests."""
+
+    def __init__(self, context: str | None = None) -> None:
+        self._context = context
+
+    def get_context(self) -> str | None:
+        return self._context
+
+
 class CancelFlag:
     """Whether a request was cancelled: set once, from any thread (cheaper than an Event)."""
 
@@ -167,18 +188,19 @@ class InferenceRequest:
 
     def __init__(
         self,
-        model_name: str = "",
-        inputs: list[Tensor] | None = None,
-        requested_output_names: list[str] | None = None,
         request_id: str = "",
         correlation_id: int | str = 0,
+        inputs: list[Tensor] | None = None,
+        requested_output_names: list[str] | None = None,
+        model_name: str = "",
         model_version: int = -1,
         flags: int = 0,
         timeout: int = 0,
-        preferred_memory: Any = None,
-        trace: Any = None,
+        preferred_memory: PreferredMemory | None = None,
+        trace: InferenceTrace | None = None,
         parameters: dict[str, Any] | str | None = None,
     ) -> None:
+        # Triton's order of arguments (all of them are usually given by name).
         self._model_name = model_name
         self._model_version = model_version
         self._inputs = list(inputs or [])
@@ -187,6 +209,7 @@ class InferenceRequest:
         self._correlation_id = correlation_id
         self._flags = flags
         self._timeout = timeout
+        self._trace = trace if trace is not None else InferenceTrace()
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
         for key, value in (parameters or {}).items():
@@ -215,6 +238,12 @@ class InferenceRequest:
 
     def flags(self) -> int:
         return self._flags
+
+    def set_flags(self, flags: int) -> None:
+        self._flags = int(flags)
+
+    def trace(self) -> InferenceTrace:
+        return self._trace
 
     def timeout(self) -> int:
         return self._timeout
@@ -371,15 +400,29 @@ class LogLevel:
     VERBOSE = 3
 
 
+# As in Triton: ``logger.log("...", logger.INFO)`` and ``Logger.LogLevel``.
+Logger.LogLevel = LogLevel  # type: ignore[attr-defined]
+for _name in ("INFO", "WARNING", "ERROR", "VERBOSE"):
+    setattr(Logger, _name, getattr(LogLevel, _name))
+
+
 # -- metrics ---------------------------------------------------------------------------------
+
+
+class MetricKind:
+    """The kinds of ``MetricFamily`` (also reachable as ``MetricFamily.COUNTER`` etc.)."""
+
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
 
 
 class MetricFamily:
     """A custom metric family exported on the server's metrics port."""
 
-    COUNTER = "counter"
-    GAUGE = "gauge"
-    HISTOGRAM = "histogram"
+    COUNTER = MetricKind.COUNTER
+    GAUGE = MetricKind.GAUGE
+    HISTOGRAM = MetricKind.HISTOGRAM
 
     def __init__(self, name: str, description: str, kind: str) -> None:
         if kind not in (self.COUNTER, self.GAUGE, self.HISTOGRAM):

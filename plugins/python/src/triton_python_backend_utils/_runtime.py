@@ -14,33 +14,6 @@ if TYPE_CHECKING:
     from ._api import InferenceRequest, InferenceResponse
 
 
-def first_response(responses: Iterator[InferenceResponse]) -> InferenceResponse:
-    """The answer of a BLS call to a model that is not decoupled: its (one) response.
-
-    Reads ``responses`` to the end (the FINAL flag), so nothing is left pending.
-    """
-    first = None
-    for response in responses:
-        if first is None:
-            first = response
-    return first if first is not None else _empty()
-
-
-async def first_response_async(responses: AsyncIterator[InferenceResponse]) -> InferenceResponse:
-    """``first_response`` for ``async_exec``."""
-    first = None
-    async for response in responses:
-        if first is None:
-            first = response
-    return first if first is not None else _empty()
-
-
-def _empty() -> InferenceResponse:
-    from ._api import InferenceResponse
-
-    return InferenceResponse()
-
-
 class Runtime:
     """The server side of the ``pb_utils`` API. Subclassed by the stub and the in-process host."""
 

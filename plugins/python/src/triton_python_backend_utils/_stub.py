@@ -15,7 +15,6 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -25,9 +24,9 @@ from ._api import (
     InferenceRequest,
     InferenceResponse,
     InferenceResponseSender,
-    TritonError,
     TritonModelException,
 )
+from ._bls import BlsInbox, ResponseIterator, first_response, first_response_async
 from ._convert import bls_request_to_wire, request_from_wire, response_from_wire, response_to_wire
 from ._host import ModelHost, auto_complete, check_responses, error_text
 from ._wire import Arena, Link
@@ -48,15 +47,7 @@ class StubRuntime(_runtime.Runtime):
 
     def deliver(self, call: int, item: Any) -> None:
         waiter = self._waiters.get(call)
-        if waiter is None:
-            return
-        if isinstance(waiter, tuple):  # (loop, asyncio.Queue)
-            loop, inbox = waiter
-            try:
-                loop.call_soon_threadsafe(inbox.put_nowait, item)
-            except RuntimeError:
-                pass
-        else:
+        if waiter is not None:
             waiter.put(item)
 
     def _query(self, what: str, **fields: Any) -> Any:
@@ -74,9 +65,13 @@ class StubRuntime(_runtime.Runtime):
 
     # -- BLS -------------------------------------------------------------------------------
 
-    def _start_bls(self, request: InferenceRequest, decoupled: bool, waiter: Any) -> int:
+    def _call(
+        self, request: InferenceRequest, decoupled: bool, timeout: float | None, loop: Any
+    ) -> ResponseIterator:
+        """Send a BLS request; its answers as a ``ResponseIterator``."""
         call = next(self._calls)
-        self._waiters[call] = waiter
+        inbox = BlsInbox(loop)
+        self._waiters[call] = inbox
         try:
             self.link.send(
                 {"op": "bls", "c": call, "req": bls_request_to_wire(self.link, request), "d": decoupled}
@@ -84,64 +79,27 @@ class StubRuntime(_runtime.Runtime):
         except Exception:
             self._waiters.pop(call, None)
             raise
-        return call
 
-    def _timed_out(self, request: InferenceRequest, timeout: float | None) -> InferenceResponse:
-        return InferenceResponse(
-            error=TritonError(
-                f"BLS request to model '{request.model_name()}' got no response within {timeout} s",
-                TritonError.UNAVAILABLE,
-            )
+        def cancel() -> None:
+            try:
+                self.link.send({"op": "bls_cancel", "c": call})
+            except OSError:
+                pass  # the server is gone; so is the request
+
+        def convert(desc: Any) -> InferenceResponse:
+            return response_from_wire(self.link, desc)
+
+        return ResponseIterator(
+            inbox, convert, request, timeout, cancel, lambda: self._waiters.pop(call, None)
         )
 
     def bls(self, request: InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
-        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        call = self._start_bls(request, decoupled, inbox)
-        responses = self._bls_iter(call, inbox, request, timeout)
-        return responses if decoupled else _runtime.first_response(responses)
-
-    def _bls_iter(
-        self, call: int, inbox: queue.SimpleQueue[Any], request: InferenceRequest, timeout: float | None
-    ) -> Iterator[InferenceResponse]:
-        finished = False
-        try:
-            while not finished:
-                try:
-                    desc, flags = inbox.get(timeout=timeout)
-                except queue.Empty:
-                    yield self._timed_out(request, timeout)
-                    return
-                finished = bool(flags & _FINAL)
-                yield response_from_wire(self.link, desc) if desc is not None else InferenceResponse()
-        finally:
-            self._waiters.pop(call, None)
-            if not finished:
-                self.link.send({"op": "bls_cancel", "c": call})
+        responses = self._call(request, decoupled, timeout, None)
+        return responses if decoupled else first_response(responses)
 
     async def bls_async(self, request: InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
-        loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue[Any] = asyncio.Queue()
-        call = self._start_bls(request, decoupled, (loop, inbox))
-        responses = self._bls_aiter(call, inbox, request, timeout)
-        return responses if decoupled else await _runtime.first_response_async(responses)
-
-    async def _bls_aiter(
-        self, call: int, inbox: asyncio.Queue[Any], request: InferenceRequest, timeout: float | None
-    ) -> AsyncIterator[InferenceResponse]:
-        finished = False
-        try:
-            while not finished:
-                try:
-                    desc, flags = await asyncio.wait_for(inbox.get(), timeout)
-                except asyncio.TimeoutError:
-                    yield self._timed_out(request, timeout)
-                    return
-                finished = bool(flags & _FINAL)
-                yield response_from_wire(self.link, desc) if desc is not None else InferenceResponse()
-        finally:
-            self._waiters.pop(call, None)
-            if not finished:
-                self.link.send({"op": "bls_cancel", "c": call})
+        responses = self._call(request, decoupled, timeout, asyncio.get_running_loop())
+        return responses if decoupled else await first_response_async(responses)
 
     # -- logging, metrics, model control ----------------------------------------------------------
 

@@ -8,14 +8,18 @@ release the GIL; a crash here is a crash of the server.
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils import _runtime
+from triton_python_backend_utils._bls import (
+    BlsInbox,
+    ResponseIterator,
+    first_response,
+    first_response_async,
+)
 from triton_python_backend_utils._host import ModelHost, check_responses, error_text
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
 
@@ -41,66 +45,21 @@ class InProcessRuntime(_runtime.Runtime):
         self.services.submit(core_request, deliver)
         return core_request
 
-    def bls(self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
-        inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
+    def _call(self, request: pb_utils.InferenceRequest, timeout: float | None, loop: Any) -> ResponseIterator:
+        inbox = BlsInbox(loop)
         core_request = self._submit(request, lambda response, flags: inbox.put((response, flags)))
-        responses = self._iterate(inbox, request, core_request, timeout)
-        return responses if decoupled else _runtime.first_response(responses)
+        cancel = core_request.cancel if core_request is not None else (lambda: None)
+        return ResponseIterator(inbox, response_to_pb, request, timeout, cancel, lambda: None)
 
-    @staticmethod
-    def _iterate(
-        inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]],
-        request: pb_utils.InferenceRequest,
-        core_request: InferenceRequest | None,
-        timeout: float | None,
-    ) -> Iterator[pb_utils.InferenceResponse]:
-        finished = False
-        try:
-            while not finished:
-                try:
-                    response, flags = inbox.get(timeout=timeout)
-                except queue.Empty:
-                    yield _timed_out(request, timeout)
-                    return
-                finished = bool(flags & _FINAL)
-                yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
-        finally:
-            if not finished and core_request is not None:
-                core_request.cancel()  # timed out, or the model stopped reading
+    def bls(self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
+        responses = self._call(request, timeout, None)
+        return responses if decoupled else first_response(responses)
 
     async def bls_async(
         self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None
     ) -> Any:
-        loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
-
-        def deliver(response: InferenceResponse | None, flags: int) -> None:
-            loop.call_soon_threadsafe(inbox.put_nowait, (response, flags))
-
-        core_request = self._submit(request, deliver)
-        responses = self._aiterate(inbox, request, core_request, timeout)
-        return responses if decoupled else await _runtime.first_response_async(responses)
-
-    @staticmethod
-    async def _aiterate(
-        inbox: asyncio.Queue[tuple[InferenceResponse | None, int]],
-        request: pb_utils.InferenceRequest,
-        core_request: InferenceRequest | None,
-        timeout: float | None,
-    ) -> AsyncIterator[pb_utils.InferenceResponse]:
-        finished = False
-        try:
-            while not finished:
-                try:
-                    response, flags = await asyncio.wait_for(inbox.get(), timeout)
-                except asyncio.TimeoutError:
-                    yield _timed_out(request, timeout)
-                    return
-                finished = bool(flags & _FINAL)
-                yield response_to_pb(response) if response is not None else pb_utils.InferenceResponse()
-        finally:
-            if not finished and core_request is not None:
-                core_request.cancel()
+        responses = self._call(request, timeout, asyncio.get_running_loop())
+        return responses if decoupled else await first_response_async(responses)
 
     def log(self, level: str, message: str, filename: str, line: int) -> None:
         self.services.log(level, message, filename, line)
@@ -126,15 +85,6 @@ def _model_errors(fn: Any, *args: Any) -> Any:
         return fn(*args)
     except TritonError as exc:
         raise pb_utils.TritonModelException(exc.message) from None
-
-
-def _timed_out(request: pb_utils.InferenceRequest, timeout: float | None) -> pb_utils.InferenceResponse:
-    return pb_utils.InferenceResponse(
-        error=pb_utils.TritonError(
-            f"BLS request to model '{request.model_name()}' got no response within {timeout} s",
-            pb_utils.TritonError.UNAVAILABLE,
-        )
-    )
 
 
 class InProcessInstance:

@@ -1,0 +1,174 @@
+"""The answers of a BLS call: ``ResponseIterator``, as Triton's, and how they arrive.
+
+``exec(decoupled=True)`` and ``await async_exec(decoupled=True)`` both give a
+``ResponseIterator``. As in Triton it is a plain iterator (``for response in
+responses``) even after ``async_exec``, and ``cancel()`` asks the target to stop;
+tritonpy also lets ``async for`` wait without blocking the event loop. A call to
+a model that is not decoupled reads the iterator to its end and returns the one
+response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._api import InferenceRequest, InferenceResponse, TritonError
+
+#: What arrives for a BLS call: (the response in the runtime's form or None, flags).
+Item = tuple[Any, int]
+_FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+class BlsInbox:
+    """Where a BLS call's answers land, from any thread; readable blocking or awaited.
+
+    Answers always go into a thread-safe queue, so a model that iterates with a
+    plain ``for`` on its event loop's thread still gets them; ``loop`` (when the
+    call came from ``async_exec``) is woken as well, for ``async for``.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._queue: queue.SimpleQueue[Item] = queue.SimpleQueue()
+        self._loop = loop
+        self._arrived = asyncio.Event() if loop is not None else None
+
+    def put(self, item: Item) -> None:
+        self._queue.put(item)
+        if self._loop is not None and self._arrived is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._arrived.set)
+            except RuntimeError:  # the loop is closed: nobody awaits any more
+                pass
+
+    def get(self, timeout: float | None) -> Item:
+        """The next answer; ``queue.Empty`` after ``timeout`` seconds."""
+        return self._queue.get(timeout=timeout)
+
+    async def get_async(self, timeout: float | None) -> Item:
+        """``get`` without blocking the event loop; ``queue.Empty`` after ``timeout``."""
+        if self._arrived is None:  # made by exec(), iterated with async for
+            return await asyncio.to_thread(self._queue.get, True, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._arrived.clear()
+            try:  # an answer may have landed between the check and the clear
+                return self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise queue.Empty
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except asyncio.TimeoutError:
+                raise queue.Empty from None
+
+
+class ResponseIterator:
+    """The responses of a decoupled BLS call, ending with the one that carries FINAL
+    (which may be empty, as in Triton)."""
+
+    def __init__(
+        self,
+        inbox: BlsInbox,
+        convert: Callable[[Any], InferenceResponse],
+        request: InferenceRequest,
+        timeout: float | None,
+        cancel: Callable[[], None],
+        close: Callable[[], None],
+    ) -> None:
+        self._inbox = inbox
+        self._convert = convert
+        self._request = request
+        self._timeout = timeout
+        self._cancel = cancel
+        self._close = close
+        self._finished = False
+
+    def __iter__(self) -> ResponseIterator:
+        return self
+
+    def __next__(self) -> InferenceResponse:
+        if self._finished:
+            raise StopIteration
+        try:
+            item = self._inbox.get(self._timeout)
+        except queue.Empty:
+            return self._timed_out()
+        return self._take(item)
+
+    def __aiter__(self) -> ResponseIterator:
+        return self
+
+    async def __anext__(self) -> InferenceResponse:
+        if self._finished:
+            raise StopAsyncIteration
+        try:
+            item = await self._inbox.get_async(self._timeout)
+        except queue.Empty:
+            return self._timed_out()
+        return self._take(item)
+
+    def cancel(self) -> None:
+        """Ask the target to stop (its remaining responses, if any, still arrive)."""
+        if not self._finished:
+            self._cancel()
+
+    def _take(self, item: Item) -> InferenceResponse:
+        raw, flags = item
+        if flags & _FINAL:
+            self._end()
+        return self._convert(raw) if raw is not None else InferenceResponse()
+
+    def _timed_out(self) -> InferenceResponse:
+        self._cancel()
+        self._end()
+        return InferenceResponse(
+            error=TritonError(
+                f"BLS request to model '{self._request.model_name()}' got no response "
+                f"within {self._timeout} s",
+                TritonError.UNAVAILABLE,
+            )
+        )
+
+    def _end(self) -> None:
+        self._finished = True
+        self._close()
+
+    def __del__(self) -> None:
+        # Dropped before its end: the target need not go on for nobody.
+        if not self._finished:
+            try:
+                self._cancel()
+                self._close()
+            except Exception:  # interpreter shutdown, a dead link: nothing to tell
+                pass
+
+
+def first_response(responses: ResponseIterator) -> InferenceResponse:
+    """The answer of a BLS call to a model that is not decoupled: its (one) response.
+
+    Reads ``responses`` to the end (the FINAL flag), so nothing is left pending.
+    """
+    first = None
+    for response in responses:
+        if first is None:
+            first = response
+    return first if first is not None else InferenceResponse()
+
+
+async def first_response_async(responses: ResponseIterator) -> InferenceResponse:
+    """``first_response`` for ``async_exec``."""
+    first = None
+    async for response in responses:
+        if first is None:
+            first = response
+    return first if first is not None else InferenceResponse()
