@@ -100,6 +100,21 @@ class ModelVersion:
     def ready(self) -> bool:
         return self.state is ModelState.READY
 
+    def instances_ready(self) -> bool:
+        """Whether every instance can serve now, as the backend's ``instance_ready`` says
+        (True without that hook). Blocking: it may ask the backend's processes."""
+        hook = self.hooks.instance_ready
+        if hook is None:
+            return True
+        for instance in self.instances:
+            try:
+                if not hook(instance=instance):
+                    return False
+            except Exception as exc:  # a failing check is a "no", never an error
+                log.warning("readiness check of '%s' failed: %s", instance.name, exc)
+                return False
+        return True
+
     def submit(self, request: InferenceRequest, done: OnResponse, trace: Any = None) -> None:
         """Validate ``request`` and queue it; ``done(response, flags)`` gets its responses.
 

@@ -264,9 +264,27 @@ class Server:
         return mv
 
     def model_ready(self, name: str, version: int | str | None = None) -> bool:
+        """Whether the model (version) is loaded and its backend says it can serve now."""
         try:
-            return self.get_version(name, version).ready
+            mv = self.get_version(name, version)
         except TritonError:
+            return False
+        return mv.ready and mv.instances_ready()
+
+    async def model_ready_async(self, name: str, version: int | str | None = None) -> bool:
+        """``model_ready`` for the front ends: a backend's check runs off the event loop,
+        and one that takes longer than ``READY_CHECK_SECONDS`` counts as not ready."""
+        try:
+            mv = self.get_version(name, version)
+        except TritonError:
+            return False
+        if not mv.ready:
+            return False
+        if mv.hooks.instance_ready is None:
+            return True
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(mv.instances_ready), READY_CHECK_SECONDS)
+        except asyncio.TimeoutError:
             return False
 
     def model_metadata(self, name: str, version: int | str | None = None) -> dict[str, Any]:
@@ -474,6 +492,10 @@ class Server:
         finally:
             if not finished:
                 request.cancel()
+
+
+#: How long a backend's readiness check may take before the model counts as not ready.
+READY_CHECK_SECONDS = 5.0
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:

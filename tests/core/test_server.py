@@ -210,3 +210,32 @@ def test_stop_waits_for_in_flight_requests(tmp_path: Path) -> None:
     stopper.join(10)
     caller.join(10)
     np.testing.assert_array_equal(result["out"]["OUTPUT0"], A + B)  # type: ignore[index]
+
+
+class Gated(AddSub):
+    """AddSub whose instances say they are ready only while ``open`` names them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: set[str] = set()
+
+    @hookimpl
+    def instance_ready(self, instance: ModelInstance) -> bool:
+        return instance.name in self.open
+
+
+def test_backend_readiness_hook(tmp_path: Path) -> None:
+    backend = Gated()
+    _model(tmp_path, "gated", count=2)
+    server = tritonpy.Server(model_repository=tmp_path)
+    server.backends.register("addsub", backend)
+    with server:
+        assert not server.model_ready("gated")  # loaded, but the backend says no
+        backend.open = {"gated_0_0"}
+        assert not server.model_ready("gated")  # every instance must say yes
+        backend.open = {"gated_0_0", "gated_0_1"}
+        assert server.model_ready("gated") and asyncio.run(server.model_ready_async("gated"))
+        backend.open = set()
+        assert not asyncio.run(server.model_ready_async("gated"))
+        # Requests are still served: readiness is advice for the orchestrator.
+        assert "OUTPUT0" in server.model("gated").predict({"INPUT0": A, "INPUT1": B})

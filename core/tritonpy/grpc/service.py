@@ -69,7 +69,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @_unary
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
-        return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, _version(request.version)))
+        ready = await self.server.model_ready_async(request.name, _version(request.version))
+        return pb.ModelReadyResponse(ready=ready)
 
     @_unary
     async def ServerMetadata(

@@ -79,7 +79,7 @@ class HttpFrontend:
 
     async def model_ready(self, request: Request) -> Response:
         p = request.path_params
-        if self.server.model_ready(p["model"], _version(p) or None):
+        if await self.server.model_ready_async(p["model"], _version(p) or None):
             return Response(status_code=200)
         return error_response("Model version not ready", 400)
 

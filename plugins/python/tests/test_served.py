@@ -352,3 +352,18 @@ def test_a_stub_past_its_memory_limit_fails_inside_the_model(http: Any) -> None:
     assert raised.value.message().startswith("Failed to process the request(s) for model 'hog_0'")
     # The stub survived its MemoryError and keeps serving; the server never saw the allocation.
     assert http.infer("hog", _inputs(httpclient, MB=np.array([8], np.int64))).as_numpy("GOT_MB")[0] == 8
+
+
+@pytest.mark.parametrize("model", ["gate", "gate_inproc"])
+def test_is_ready_decides_model_readiness(python_repo: Any, http: Any, grpc: Any, model: str) -> None:
+    flag = python_repo / model / "closed"
+    assert http.is_model_ready(model) and grpc.is_model_ready(model)
+    flag.write_text("")
+    try:
+        assert not http.is_model_ready(model) and not grpc.is_model_ready(model)
+        assert http.is_server_live()
+        index = {m["name"]: m for m in http.get_model_repository_index()}
+        assert index[model]["state"] == "READY"  # loaded; just not ready to serve now
+    finally:
+        flag.unlink()
+    assert http.is_model_ready(model) and grpc.is_model_ready(model)

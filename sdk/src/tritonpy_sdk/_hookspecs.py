@@ -136,6 +136,19 @@ def instance_finalize(instance: ModelInstance) -> None:
     """Release ``instance.state``; called once at unload, never during ``execute``."""
 
 
+@hookspec(firstresult=True)
+def instance_ready(instance: ModelInstance) -> bool:
+    """Whether a loaded instance can serve right now (optional).
+
+    Asked on every readiness check of its model (HTTP ``/v2/models/<m>/ready``,
+    gRPC ``ModelReady``, ``Server.model_ready``), from a thread of its own and
+    possibly while the instance executes; the model is ready when every
+    instance says so. Keep it quick: a check that takes longer than five
+    seconds counts as not ready. Without this hook a loaded model is ready.
+    """
+    raise NotImplementedError
+
+
 # -- execution ------------------------------------------------------------------------
 
 

@@ -59,6 +59,8 @@ class BackendHooks:
     model_finalize: _Hook
     instance_initialize: _Hook
     instance_finalize: _Hook
+    #: The backend's ``instance_ready`` (None: instances are ready while loaded).
+    instance_ready: _Hook | None
     _execute: HookFn
     _execute_args: tuple[str, ...]
 
@@ -124,6 +126,7 @@ def validate_backend(name: str, plugin: object) -> BackendHooks:
         model_finalize=impls.get("model_finalize", _NOOP),
         instance_initialize=impls.get("instance_initialize", _NOOP),
         instance_finalize=impls.get("instance_finalize", _NOOP),
+        instance_ready=impls.get("instance_ready"),
         _execute=execute.fn,
         _execute_args=execute.argnames,
     )
@@ -149,5 +152,6 @@ _HOOK_NAMES = (
     "model_finalize",
     "instance_initialize",
     "instance_finalize",
+    "instance_ready",
     "execute",
 )

@@ -110,9 +110,27 @@ class ModelHost:
 
             asyncio.run(result)
 
-    def is_ready(self) -> bool:
+    @property
+    def has_is_ready(self) -> bool:
+        return getattr(self.model, "is_ready", None) is not None
+
+    def is_ready(self, loop: Any = None) -> bool:
+        """The model's ``is_ready()`` (True when it has none); ``async def`` ones run on
+        ``loop`` when given (the model's own), else on a loop of their own."""
         check = getattr(self.model, "is_ready", None)
-        return True if check is None else bool(check())
+        if check is None:
+            return True
+        result = check()
+        if inspect.iscoroutine(result):
+            import asyncio
+
+            if loop is not None:
+                result = asyncio.run_coroutine_threadsafe(result, loop).result()
+            else:
+                result = asyncio.run(result)
+        if not isinstance(result, bool):
+            raise ContractError("is_ready() must return a boolean value")
+        return result
 
     def finalize(self) -> None:
         fin = getattr(self.model, "finalize", None)

@@ -116,8 +116,8 @@ class StubRuntime(_runtime.Runtime):
 
     def metric_update(self, metric: Any, op: str, value: float) -> None:
         kind = self._kinds.get(metric, "")
-        allowed = {"counter": "increment", "gauge": ("increment", "set"), "histogram": "observe"}[kind]
-        if op not in allowed:
+        allowed = {"counter": ("increment",), "gauge": ("increment", "set"), "histogram": ("observe",)}
+        if op not in allowed.get(kind, ()):
             raise TritonModelException(f"{op} is not supported for a {kind} metric")
         if kind == "counter" and value < 0:
             raise TritonModelException("value must be non-negative for counter metric")
@@ -162,6 +162,9 @@ class Stub:
                         request._cancelled.set()
                 elif op == "rel":
                     pass
+                elif op == "ready?":
+                    # Beside execute, never in the way of the answers this thread reads.
+                    threading.Thread(target=self._ready, args=(msg,), daemon=True).start()
                 elif self.loop is not None and op == "exec":
                     self.loop.call_soon_threadsafe(self._start_async, msg)
                 else:
@@ -189,8 +192,6 @@ class Stub:
                     self.link.send({"op": "config", "error": error_text(exc)})
             elif op == "exec":
                 self._execute(msg)
-            elif op == "ready?":
-                self._ready(msg)
             elif op == "fini":
                 self._finalize()
                 return
@@ -204,11 +205,12 @@ class Stub:
         except BaseException as exc:
             self.link.send({"op": "ready", "error": error_text(exc)})
             return
-        self.link.send({"op": "ready", "async": self.host.is_async})
+        self.link.send({"op": "ready", "async": self.host.is_async, "is_ready": self.host.has_is_ready})
 
     def _ready(self, msg: dict[str, Any]) -> None:
+        """Answer a readiness check with the model's ``is_ready()``."""
         try:
-            ok = self.host is not None and self.host.is_ready()
+            ok = self.host is not None and self.host.is_ready(self.loop)
             self.link.send({"op": "ready!", "c": msg["c"], "v": ok})
         except BaseException as exc:
             self.link.send({"op": "ready!", "c": msg["c"], "v": False, "e": error_text(exc)})
@@ -312,8 +314,6 @@ class Stub:
     def _dispatch_async(self, msg: dict[str, Any]) -> None:
         if msg["op"] == "exec":
             self._start_async(msg)
-        elif msg["op"] == "ready?":
-            self._ready(msg)
         elif msg["op"] == "fini":
             if not self._stopping.done():
                 self._stopping.set_result(None)

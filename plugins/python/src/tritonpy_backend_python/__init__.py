@@ -214,6 +214,13 @@ def execute(instance: ModelInstance, requests: list[InferenceRequest]) -> list[I
 
 
 @hookimpl
+def instance_ready(instance: ModelInstance) -> bool:
+    """Alive and, when the model defines ``is_ready()``, what it says (as in Triton)."""
+    runner: Any = instance.state
+    return runner is not None and bool(runner.is_ready())
+
+
+@hookimpl
 def instance_finalize(instance: ModelInstance) -> None:
     runner: Any = instance.state
     if runner is not None:

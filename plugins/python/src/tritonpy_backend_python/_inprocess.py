@@ -8,6 +8,7 @@ release the GIL; a crash here is a crash of the server.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from ._convert import bls_request_from_pb, request_to_pb, response_from_pb, resp
 from ._services import ServerServices
 
 _FINAL = RESPONSE_COMPLETE_FINAL
+log = logging.getLogger("tritonpy.backend.python")
 
 
 class InProcessRuntime(_runtime.Runtime):
@@ -152,7 +154,11 @@ class InProcessInstance:
                 sender.send(response, _FINAL)
 
     def is_ready(self) -> bool:
-        return self.host.is_ready()
+        try:
+            return self.host.is_ready(self._loop)
+        except Exception as exc:
+            log.warning("is_ready() of '%s' failed: %s", self.name, error_text(exc))
+            return False
 
     def stop(self, timeout: float = 30.0) -> None:
         try:

@@ -68,6 +68,21 @@ class _Batch:
         self.tokens = tokens
 
 
+#: How long a model's ``is_ready()`` may take before the check counts as "not ready".
+READY_TIMEOUT_S = 5.0
+
+
+class _ReadyCheck:
+    """One readiness question to a stub; callers meanwhile wait for it and share its answer."""
+
+    __slots__ = ("call", "event", "value")
+
+    def __init__(self, call: int) -> None:
+        self.call = call
+        self.event = threading.Event()
+        self.value = False
+
+
 class StubProcess:
     """One model instance running in its own process."""
 
@@ -94,6 +109,10 @@ class StubProcess:
         self._alive = False
         self._stopping = False
         self.is_async = False
+        #: Whether the model defines ``is_ready`` (asked on readiness checks).
+        self.has_is_ready = False
+        self._ready_check: _ReadyCheck | None = None
+        self._ready_lock = threading.Lock()
         self.restarts = 0
         self._batches: dict[int, _Batch] = {}
         self._open: dict[int, InferenceRequest] = {}
@@ -174,6 +193,7 @@ class StubProcess:
             self._stopping = False
             raise TritonError.internal(reply["error"])
         self.is_async = bool(reply.get("async"))
+        self.has_is_ready = bool(reply.get("is_ready"))
         self._alive = True
 
     def _wait_control(self, op: str, timeout: float) -> dict[str, Any]:
@@ -296,7 +316,36 @@ class StubProcess:
                 pass
 
     def is_ready(self) -> bool:
-        return self._alive
+        """Alive, and the model's ``is_ready()`` (if it has one) said yes within
+        ``READY_TIMEOUT_S``. One question at a time goes to the stub."""
+        link = self._link
+        if not self._alive or link is None:
+            return False
+        if not self.has_is_ready:
+            return True
+        with self._ready_lock:
+            check = self._ready_check
+            ask = check is None
+            if check is None:
+                check = self._ready_check = _ReadyCheck(next(self._ids))
+        if ask:
+            try:
+                link.send({"op": "ready?", "c": check.call})
+            except OSError:
+                self._answer_ready(check.call, False)
+        if not check.event.wait(READY_TIMEOUT_S):
+            log.warning("is_ready() of '%s' did not answer within %g s", self.name, READY_TIMEOUT_S)
+            self._answer_ready(check.call, False)
+        return check.value
+
+    def _answer_ready(self, call: int, value: bool) -> None:
+        with self._ready_lock:
+            check = self._ready_check
+            if check is None or check.call != call:
+                return  # a late answer to a question already given up on
+            self._ready_check = None
+        check.value = value
+        check.event.set()
 
     # -- reader thread ------------------------------------------------------------------------
 
@@ -333,13 +382,28 @@ class StubProcess:
         elif op == "metric":
             self._services.update(msg["h"], msg["k"], msg["v"])
         elif op == "query":
-            try:
-                value, error = self._services.answer(msg["q"], msg), None
-            except TritonError as exc:
-                value, error = None, exc.message
-            link.send({"op": "reply", "c": msg["c"], "v": value, "e": error})
+            if msg["q"] in ("ready", "load", "unload"):
+                # Model control may wait (on a readiness check, on a load): not here,
+                # where the answers this stub is waiting for are read.
+                threading.Thread(target=self._on_query, args=(link, msg), daemon=True).start()
+            else:
+                self._on_query(link, msg)
+        elif op == "ready!":
+            if msg.get("e"):
+                log.warning("is_ready() of '%s' failed: %s", self.name, msg["e"])
+            self._answer_ready(msg["c"], bool(msg.get("v")))
         elif op in ("ready", "bye", "config"):
             self._control.put(msg)
+
+    def _on_query(self, link: Link, msg: dict[str, Any]) -> None:
+        try:
+            value, error = self._services.answer(msg["q"], msg), None
+        except TritonError as exc:
+            value, error = None, exc.message
+        try:
+            link.send({"op": "reply", "c": msg["c"], "v": value, "e": error})
+        except OSError:
+            pass  # the stub is gone
 
     def _on_send(self, link: Link, msg: dict[str, Any]) -> None:
         token = msg["t"]
@@ -407,6 +471,9 @@ class StubProcess:
         if was_alive and not self._stopping:
             log.error("the stub of '%s' exited (%s); its requests fail and it restarts", self.name, code)
         self._control.put({"op": "died", "code": code})
+        pending = self._ready_check
+        if pending is not None:
+            self._answer_ready(pending.call, False)
         error = self._unhealthy()
         for batch_id in list(self._batches):
             batch = self._batches.pop(batch_id, None)
