@@ -367,3 +367,17 @@ def test_is_ready_decides_model_readiness(python_repo: Any, http: Any, grpc: Any
     finally:
         flag.unlink()
     assert http.is_model_ready(model) and grpc.is_model_ready(model)
+
+
+def test_a_hung_execute_fails_past_its_timeout_and_the_stub_restarts(http: Any) -> None:
+    def pid() -> int:
+        return int(http.infer("hang", _inputs(httpclient, X=np.array([1], np.int32))).as_numpy("PID")[0])
+
+    before = pid()
+    with pytest.raises(InferenceServerException) as raised:
+        http.infer("hang", _inputs(httpclient, X=np.array([0], np.int32)))
+    assert raised.value.message() == (
+        "Failed to process the request(s) for model 'hang_0', message: execute did not finish "
+        "within EXECUTE_TIMEOUT_SECONDS=1; the stub was restarted"
+    )
+    assert pid() != before  # a new stub serves the next request
