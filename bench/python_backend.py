@@ -46,6 +46,25 @@ class TritonPythonModel:
 """
 
 
+FORWARD = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            call = pb_utils.InferenceRequest(
+                model_name="add_sub_inproc",
+                inputs=request.inputs(),
+                requested_output_names=["OUTPUT0", "OUTPUT1"],
+            )
+            answer = call.exec()
+            responses.append(pb_utils.InferenceResponse(answer.output_tensors(), answer.error()))
+        return responses
+"""
+
+
 def _model(repo: Path, name: str, source: str, config: str, in_process: bool) -> None:
     (repo / name / "1").mkdir(parents=True)
     (repo / name / "1" / "model.py").write_text(source)
@@ -68,6 +87,8 @@ def repository(root: Path) -> Path:
         suffix = "_inproc" if in_process else ""
         _model(repo, "add_sub" + suffix, (add_sub / "1" / "model.py").read_text(), add_sub_config, in_process)
         _model(repo, "identity" + suffix, IDENTITY, identity_config, in_process)
+    # add_sub_inproc again, behind one BLS call from a stub: what a BLS hop costs.
+    _model(repo, "bls_add_sub", FORWARD, add_sub_config, False)
     return repo
 
 
@@ -179,6 +200,13 @@ def main() -> None:
                         f"| {name} | {path} | {r['per_s']:.0f} | {r['p50_us']:.0f} | {ratio:.2f} | {extra} |"
                     )
                     lines.append(row)
+            forward, inputs = server.model("bls_add_sub"), cases["add_sub"][0]
+            bls = _time(lambda: forward.predict(inputs), args.seconds)
+            lines += [
+                "",
+                f"A stub model that forwards to `add_sub_inproc` through one BLS call: p50 "
+                f"{bls['p50_us']:.0f} µs, {bls['per_s']:.0f} calls/s.",
+            ]
         lines += served(repo, args.peer, args.peer_name, args.requests)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
