@@ -381,3 +381,9 @@ def test_a_hung_execute_fails_past_its_timeout_and_the_stub_restarts(http: Any) 
         "within EXECUTE_TIMEOUT_SECONDS=1; the stub was restarted"
     )
     assert pid() != before  # a new stub serves the next request
+
+
+@pytest.mark.parametrize("model", ["fanout", "fanout_inproc"])
+def test_bls_from_the_models_own_threads_while_execute_waits(http: Any, model: str) -> None:
+    result = http.infer(model, _inputs(httpclient, N=np.array([16], np.int32)))
+    assert result.as_numpy("SUM")[0] == sum(2 * v for v in range(16))
