@@ -159,10 +159,14 @@ def _stream(grpc_url: str, model: str, inputs: list[Any], **kwargs: Any) -> list
     return out
 
 
-def test_decoupled_streams_one_response_per_element(served: Any) -> None:
+DECOUPLED = pytest.mark.parametrize("model", ["repeat", "repeat_inproc"])
+
+
+@DECOUPLED
+def test_decoupled_streams_one_response_per_element(served: Any, model: str) -> None:
     values = np.array([5, 6, 7, 8], dtype=np.int32)
     results = _stream(
-        served.grpc_url, "repeat", _inputs(grpcclient, IN=values), enable_empty_final_response=True
+        served.grpc_url, model, _inputs(grpcclient, IN=values), enable_empty_final_response=True
     )
     data = [r for r in results if r.as_numpy("OUT") is not None]
     assert [int(r.as_numpy("OUT")[0]) for r in data] == [5, 6, 7, 8]
@@ -178,28 +182,30 @@ def test_unary_infer_on_a_decoupled_model_is_refused(http: Any, grpc: Any) -> No
         grpc.infer("repeat", _inputs(grpcclient, IN=values))
 
 
-def test_generate_stream_over_http(served: Any) -> None:
+@DECOUPLED
+def test_generate_stream_over_http(served: Any, model: str) -> None:
     with httpx.stream(
-        "POST", f"http://{served.url}/v2/models/repeat/generate_stream", json={"IN": [3, 4, 5]}, timeout=30
+        "POST", f"http://{served.url}/v2/models/{model}/generate_stream", json={"IN": [3, 4, 5]}, timeout=30
     ) as response:
         assert response.status_code == 200
         events = [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")]
     assert [e["OUT"] for e in events] == [3, 4, 5]
 
 
-def test_closing_the_stream_cancels_the_request(served: Any) -> None:
+@DECOUPLED
+def test_closing_the_stream_cancels_the_request(served: Any, model: str) -> None:
     client = grpcclient.InferenceServerClient(served.grpc_url)
     got: queue.SimpleQueue[Any] = queue.SimpleQueue()
     client.start_stream(callback=lambda result, error: got.put((result, error)))
     inputs = _inputs(
         grpcclient, IN=np.array([1], dtype=np.int32), WAIT_CANCEL=np.array([True], dtype=np.bool_)
     )
-    client.async_stream_infer("repeat", inputs, request_id="cancel-me")
+    client.async_stream_infer(model, inputs, request_id=f"cancel-{model}")
     result, error = got.get(timeout=30)  # the model answered and now waits
     assert error is None and int(result.as_numpy("OUT")[0]) == 1
     client.stop_stream(cancel_requests=True)
     client.close()
-    served.wait_for_output("request cancel-me was cancelled", timeout=30)
+    served.wait_for_output(f"request cancel-{model} was cancelled", timeout=30)
 
 
 def test_model_errors_come_back_and_the_server_keeps_serving(http: Any, grpc: Any) -> None:
