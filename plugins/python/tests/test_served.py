@@ -60,9 +60,15 @@ def test_add_sub_over_http_and_grpc(http: Any, grpc: Any, model: str) -> None:
         np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), A - B)
 
 
-def test_large_tensors_cross_through_shared_memory(http: Any) -> None:
-    # Above the inline limit both ways; add_sub's dims are fixed, so use the strings model's
-    # batch of long texts as well as a numeric round trip through BLS below.
+def test_large_tensors_cross_through_shared_memory(http: Any, grpc: Any) -> None:
+    # Above the inline limit both ways: 4 MiB of floats, many times over the 64 MiB arenas
+    # (blocks must come back), and BYTES tensors of long texts.
+    x = np.arange(1 << 20, dtype=np.float32)
+    for i in range(20):
+        client, module = (http, httpclient) if i % 2 else (grpc, grpcclient)
+        np.testing.assert_array_equal(
+            client.infer("double", _inputs(module, X=x + i)).as_numpy("Y"), 2 * (x + i)
+        )
     text = np.array([["x" * 20000, "héllo"]], dtype=np.object_)
     result = http.infer("strings", _inputs(httpclient, TEXT=text))
     assert result.as_numpy("UPPER")[0, 0] == b"X" * 20000
