@@ -237,3 +237,29 @@ def test_response_iterator_timeout_and_cancel() -> None:
     assert cancelled == [True]
     del responses  # dropped before its end: cancelled (again)
     assert cancelled == [True, True]
+
+
+def test_a_full_dev_shm_sends_tensors_inline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages are reserved before their first write: no room means inline, never SIGBUS."""
+    import errno
+
+    ours, theirs = socket.socketpair()
+    mine = Arena(str(tmp_path / "mine"), 16 << 20, create=True)
+    peer = Arena(str(tmp_path / "peer"), 1 << 20, create=True)
+    link = Link(Connection(ours.detach()), mine=mine, theirs=peer)
+    try:
+        big = np.ones(1 << 20, np.float32)  # 4 MiB
+
+        def full(fd: int, offset: int, length: int) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "posix_fallocate", full)
+        assert link.put("X", "FP32", big)[3] == "i"  # inline: the arena could not get pages
+        assert mine.in_use == 0
+        monkeypatch.undo()
+        desc = link.put("X", "FP32", big)
+        assert desc[3] == "s" and mine.in_use >= big.nbytes  # room again: shared memory
+        assert os.stat(mine.path).st_blocks * 512 >= big.nbytes  # its pages are reserved
+    finally:
+        link.conn.close()
+        theirs.close()

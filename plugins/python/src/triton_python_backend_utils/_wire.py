@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import bisect
 import collections
+import errno
+import logging
 import mmap
 import os
 import pickle
@@ -29,6 +31,10 @@ from ._dtypes import CODES, triton_to_numpy_type
 #: Tensors smaller than this travel inside the control message.
 INLINE_BYTES = 4096
 _ALIGN = 64
+#: Pages of an arena are reserved this much at a time, ahead of their first write.
+_RESERVE_STEP = 4 << 20
+
+log = logging.getLogger("tritonpy.backend.python")
 
 #: A tensor on the wire: (name, datatype, shape, where, a, b) with where "i" (a = bytes) or
 #: "s" (a = offset, b = byte size in the sender's arena).
@@ -40,28 +46,36 @@ def shm_dir() -> str:
 
 
 class Arena:
-    """A shared-memory file mapped by both processes; its writer allocates blocks in it."""
+    """A shared-memory file mapped by both processes; its writer allocates blocks in it.
+
+    The file is sparse: pages cost memory only once written. Before a block is
+    first written its pages are reserved (``posix_fallocate``), so a full
+    ``/dev/shm`` (64 MiB in a default Docker container) makes that tensor travel
+    inline instead of killing the writer with SIGBUS.
+    """
 
     def __init__(self, path: str, size: int, create: bool) -> None:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o600)
-        try:
-            if create:
-                os.ftruncate(fd, size)
-            self.size = os.fstat(fd).st_size
-            self.map = mmap.mmap(fd, self.size)
-        finally:
-            os.close(fd)
+        self._fd = os.open(path, flags, 0o600)
+        if create:
+            os.ftruncate(self._fd, size)
+        self.size = os.fstat(self._fd).st_size
+        self.map = mmap.mmap(self._fd, self.size)
         self.path = path
         self._free: list[tuple[int, int]] = [(0, self.size)]  # (offset, size), sorted by offset
         self._used: dict[int, int] = {}
         self._lock = threading.Lock()
+        self._reserved = 0  # bytes from the start whose pages are reserved
+        self._warned = False
 
     def alloc(self, nbytes: int) -> int | None:
+        """A block of at least ``nbytes``, or None (no room, or no memory behind it)."""
         need = (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
         with self._lock:
             for i, (offset, size) in enumerate(self._free):
                 if size >= need:
+                    if not self._reserve(offset + need):
+                        return None
                     if size == need:
                         del self._free[i]
                     else:
@@ -69,6 +83,42 @@ class Arena:
                     self._used[offset] = need
                     return offset
         return None
+
+    def _reserve(self, end: int) -> bool:
+        """Make sure the pages up to ``end`` exist (in steps of ``_RESERVE_STEP``)."""
+        if end <= self._reserved:
+            return True
+        target = min(self.size, max(end, self._reserved + _RESERVE_STEP))
+        try:
+            os.posix_fallocate(self._fd, self._reserved, target - self._reserved)
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                self._reserved = self.size  # a file system that cannot reserve: write as is
+                return True
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "shared memory for Python-backend tensors is full (%s: %s); tensors now travel "
+                    "inside messages, which is slower. Give %s more room (docker: --shm-size).",
+                    os.path.dirname(self.path),
+                    exc.strerror,
+                    os.path.dirname(self.path),
+                )
+            return False
+        except AttributeError:  # no posix_fallocate on this platform
+            self._reserved = self.size
+            return True
+        self._reserved = target
+        return True
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            self._fd = -1
 
     def free(self, offset: int) -> None:
         with self._lock:
