@@ -203,11 +203,9 @@ class ModelVersion:
                 senders.fail_open(error)
                 senders.execute_returned()
                 return
-            senders.close()
             infer_end = time.monotonic_ns()
             outs = [self.error_response(job, error) for job in jobs]
         else:
-            senders.close()
             infer_end = time.monotonic_ns()
             outs = []
             for job, response in zip(jobs, responses):
@@ -215,6 +213,7 @@ class ModelVersion:
                     outs.append(finish_response(self.spec, self.labels, job.request, response))
                 except TritonError as exc:
                     outs.append(self.error_response(job, exc))
+        senders.close()  # every job is answered below, not through its sender
         times = ExecutionTimes(start, infer_start, infer_end, time.monotonic_ns())
         self.stats.record_execution(
             times,

@@ -115,9 +115,7 @@ class Tensor:
         return TRITONSERVER_MEMORY_CPU
 
     def to_dlpack(self) -> Any:
-        if self._array.dtype == np.object_:
-            raise TritonModelException("DLPack does not support BYTES tensors")
-        return self._array.__dlpack__()
+        return self.__dlpack__()
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         if self._array.dtype == np.object_:
@@ -162,6 +160,9 @@ class InferenceTrace:
 
     def get_context(self) -> str | None:
         return self._context
+
+
+_NO_TRACE = InferenceTrace()
 
 
 class CancelFlag:
@@ -209,7 +210,7 @@ class InferenceRequest:
         self._correlation_id = correlation_id
         self._flags = flags
         self._timeout = timeout
-        self._trace = trace if trace is not None else InferenceTrace()
+        self._trace = trace
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
         for key, value in (parameters or {}).items():
@@ -243,7 +244,7 @@ class InferenceRequest:
         self._flags = int(flags)
 
     def trace(self) -> InferenceTrace:
-        return self._trace
+        return self._trace if self._trace is not None else _NO_TRACE
 
     def timeout(self) -> int:
         return self._timeout

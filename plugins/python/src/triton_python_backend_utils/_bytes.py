@@ -20,6 +20,26 @@ def _as_bytes(value: Any) -> bytes:
     return str(value).encode("utf-8")
 
 
+def elements(array: np.ndarray[Any, Any]) -> list[bytes]:
+    """The elements of a BYTES tensor as ``bytes``, in C order (``str`` encoded as UTF-8)."""
+    return [_as_bytes(v) for v in array.reshape(-1)]
+
+
+def encoded_size(items: list[bytes]) -> int:
+    return 4 * len(items) + sum(len(b) for b in items)
+
+
+def encode_into(items: list[bytes], target: memoryview) -> int:
+    """Write ``items`` in the BYTES encoding into ``target``; return the bytes written."""
+    pos = 0
+    for b in items:
+        _LEN.pack_into(target, pos, len(b))
+        pos += 4
+        target[pos : pos + len(b)] = b
+        pos += len(b)
+    return pos
+
+
 def serialize_byte_tensor(input_tensor: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
     """Triton's ``serialize_byte_tensor``: a flat ``uint8`` array of the encoded elements.
 
@@ -27,29 +47,10 @@ def serialize_byte_tensor(input_tensor: np.ndarray[Any, Any]) -> np.ndarray[Any,
     """
     if input_tensor.size == 0:
         return None
-    flat = input_tensor.reshape(-1)
-    parts = []
-    for value in flat:
-        b = _as_bytes(value)
-        parts.append(_LEN.pack(len(b)))
-        parts.append(b)
-    return np.frombuffer(b"".join(parts), dtype=np.uint8)
-
-
-def encoded_size(array: np.ndarray[Any, Any]) -> int:
-    return sum(4 + len(_as_bytes(v)) for v in array.reshape(-1))
-
-
-def encode_into(array: np.ndarray[Any, Any], target: memoryview) -> int:
-    """Write ``array`` in the BYTES encoding into ``target``; return the bytes written."""
-    pos = 0
-    for value in array.reshape(-1):
-        b = _as_bytes(value)
-        _LEN.pack_into(target, pos, len(b))
-        pos += 4
-        target[pos : pos + len(b)] = b
-        pos += len(b)
-    return pos
+    items = elements(input_tensor)
+    buf = bytearray(encoded_size(items))
+    encode_into(items, memoryview(buf))
+    return np.frombuffer(buf, dtype=np.uint8)
 
 
 def deserialize_bytes_tensor(encoded_tensor: Any) -> np.ndarray[Any, Any]:

@@ -86,21 +86,11 @@ def numpy_to_triton_type(data_type: Any) -> int | None:
         return TRITONSERVER_TYPE_BYTES
     if dtype.name == "bfloat16":
         return TRITONSERVER_TYPE_BF16
-    for code, np_type in _NUMPY.items():
-        if code != TRITONSERVER_TYPE_BYTES and np.dtype(np_type) == dtype:
-            return code
     return None
 
 
 def triton_string_to_numpy(triton_type_string: str) -> Any:
     """``"TYPE_FP32"`` (config name) → ``numpy.float32``; ``TYPE_STRING`` → ``numpy.object_``."""
     name = triton_type_string.removeprefix("TYPE_")
-    if name == "STRING":
-        name = "BYTES"
-    code = CODES.get(name)
+    code = CODES.get("BYTES" if name == "STRING" else name)
     return None if code is None else triton_to_numpy_type(code)
-
-
-def triton_string_to_code(triton_type_string: str) -> int:
-    name = triton_type_string.removeprefix("TYPE_")
-    return CODES.get("BYTES" if name == "STRING" else name, TRITONSERVER_TYPE_INVALID)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import collections
 import errno
+import functools
 import logging
 import mmap
 import os
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ._bytes import deserialize_bytes_tensor, encode_into, encoded_size
+from ._bytes import deserialize_bytes_tensor, elements, encode_into, encoded_size
 from ._dtypes import CODES, triton_to_numpy_type
 
 #: Tensors smaller than this travel inside the control message.
@@ -141,8 +142,10 @@ class Arena:
             return sum(self._used.values())
 
 
-def _numpy_type(datatype: str) -> Any:
-    return triton_to_numpy_type(CODES[datatype])
+@functools.cache
+def _numpy_dtype(datatype: str) -> np.dtype[Any]:
+    dtype: np.dtype[Any] = np.dtype(triton_to_numpy_type(CODES[datatype]))
+    return dtype
 
 
 class Link:
@@ -191,13 +194,14 @@ class Link:
         """Describe ``array`` for the peer, copying its data into my arena (or inline)."""
         shape = tuple(int(d) for d in array.shape)
         if datatype == "BYTES":
-            nbytes = encoded_size(array)
+            items = elements(array)
+            nbytes = encoded_size(items)
             offset = self.mine.alloc(nbytes) if nbytes >= INLINE_BYTES else None
             if offset is None:
                 buf = bytearray(nbytes)
-                encode_into(array, memoryview(buf))
+                encode_into(items, memoryview(buf))
                 return (name, datatype, shape, "i", buf, nbytes)
-            encode_into(array, memoryview(self.mine.map)[offset : offset + nbytes])
+            encode_into(items, memoryview(self.mine.map)[offset : offset + nbytes])
             return (name, datatype, shape, "s", offset, nbytes)
         array = np.ascontiguousarray(array)
         nbytes = array.nbytes
@@ -218,7 +222,7 @@ class Link:
                 return deserialize_bytes_tensor(memoryview(self.theirs.map)[a : a + nbytes]).reshape(shape)
             finally:
                 self._releases.append(a)
-        dtype = np.dtype(_numpy_type(datatype))
+        dtype = _numpy_dtype(datatype)
         count = nbytes // dtype.itemsize if dtype.itemsize else 0
         if where == "i":
             return np.frombuffer(a, dtype=dtype, count=count).reshape(shape)

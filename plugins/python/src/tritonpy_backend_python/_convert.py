@@ -19,14 +19,26 @@ from tritonpy_sdk import (
 )
 
 _CODES = list(ErrorCode)  # index = pb_utils.TritonError code
+_NUMBERS = {code: number for number, code in enumerate(_CODES)}
 
 
 def error_to_pair(error: TritonError) -> tuple[str, int]:
-    return error.message, _CODES.index(error.code)
+    return error.message, _NUMBERS[error.code]
 
 
 def error_from_pair(message: str, code: int) -> TritonError:
     return TritonError(message, _CODES[code] if 0 <= code < len(_CODES) else ErrorCode.INTERNAL)
+
+
+def execute_error(instance: str, text: str, kind: Any = TritonError.internal) -> TritonError:
+    """A failed execute of ``instance``, worded as Triton's Python backend words it."""
+    error: TritonError = kind(f"Failed to process the request(s) for model '{instance}', message: {text}")
+    return error
+
+
+def _requested(request: InferenceRequest, all_outputs: list[str]) -> list[str]:
+    """The outputs a request asked for; all of the config's when it named none (as Triton)."""
+    return [o.name for o in request.requested_outputs] or all_outputs
 
 
 # -- wire (stub processes) ---------------------------------------------------------------------
@@ -43,7 +55,7 @@ def request_to_wire(
         "to": request.timeout_us,
         "p": request.parameters,
         "i": [link.put(name, t.datatype.value, t.data) for name, t in request.inputs.items()],
-        "r": [o.name for o in request.requested_outputs] or all_outputs,
+        "r": _requested(request, all_outputs),
     }
 
 
@@ -119,7 +131,7 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
     return pb_utils.InferenceRequest(
         model_name=request.model_name,
         inputs=[tensor_to_pb(t) for t in request.inputs.values()],
-        requested_output_names=[o.name for o in request.requested_outputs] or all_outputs,
+        requested_output_names=_requested(request, all_outputs),
         request_id=request.id,
         correlation_id=request.correlation_id,
         model_version=request.model_version,

@@ -34,8 +34,8 @@ class StubEnvironment:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def _utils_parent() -> str:
-    return str(Path(triton_python_backend_utils.__file__).resolve().parent.parent)
+#: The ``triton_python_backend_utils`` package every stub imports.
+_PACKAGE = Path(triton_python_backend_utils.__file__).resolve().parent
 
 
 def _isolated_utils_path() -> str:
@@ -47,15 +47,14 @@ def _isolated_utils_path() -> str:
     global _isolated_path
     with _lock:
         if _isolated_path is None:
-            package = Path(triton_python_backend_utils.__file__).resolve().parent
-            key = hashlib.sha256(str(package).encode()).hexdigest()[:16]
+            key = hashlib.sha256(str(_PACKAGE).encode()).hexdigest()[:16]
             folder = _cache_root().parent / "pbutils" / key
             link = folder / "triton_python_backend_utils"
             if not link.exists():
                 folder.mkdir(parents=True, exist_ok=True)
                 staging = folder / f".link-{os.getpid()}"
                 staging.unlink(missing_ok=True)
-                os.symlink(package, staging)
+                os.symlink(_PACKAGE, staging)
                 os.replace(staging, link)  # atomic: a concurrent server sees a whole link
             _isolated_path = str(folder)
         return _isolated_path
@@ -63,7 +62,7 @@ def _isolated_utils_path() -> str:
 
 def default_environment() -> StubEnvironment:
     env = dict(os.environ)
-    path = [_utils_parent(), *env.get("PYTHONPATH", "").split(os.pathsep)]
+    path = [str(_PACKAGE.parent), *env.get("PYTHONPATH", "").split(os.pathsep)]
     env["PYTHONPATH"] = os.pathsep.join(p for p in dict.fromkeys(path) if p)
     return StubEnvironment(sys.executable, env)
 

@@ -24,7 +24,7 @@ from triton_python_backend_utils._bls import (
 from triton_python_backend_utils._host import ModelHost, check_responses, error_text
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
 
-from ._convert import bls_request_from_pb, request_to_pb, response_from_pb, response_to_pb
+from ._convert import bls_request_from_pb, execute_error, request_to_pb, response_from_pb, response_to_pb
 from ._services import ServerServices
 
 _FINAL = RESPONSE_COMPLETE_FINAL
@@ -129,9 +129,7 @@ class InProcessInstance:
 
     def _failed(self, exc: BaseException) -> TritonError:
         """A model's exception as the stub reports it (and Triton does)."""
-        return TritonError.internal(
-            f"Failed to process the request(s) for model '{self.name}', message: {error_text(exc)}"
-        )
+        return execute_error(self.name, error_text(exc))
 
     @staticmethod
     def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse]:

@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from tritonpy_sdk import (
 
 from ._convert import (
     bls_request_from_wire,
+    execute_error,
     request_to_wire,
     response_from_wire,
     response_to_wire,
@@ -54,7 +55,6 @@ class StubSettings:
     execute_timeout_s: float = 0.0
     #: 0: no limit. The stub's address-space limit (RLIMIT_AS) in MiB.
     memory_limit_mb: int = 0
-    extra_env: dict[str, str] = field(default_factory=dict)
 
 
 class _Batch:
@@ -113,13 +113,11 @@ class StubProcess:
         self.has_is_ready = False
         self._ready_check: _ReadyCheck | None = None
         self._ready_lock = threading.Lock()
-        self.restarts = 0
         self._batches: dict[int, _Batch] = {}
         self._open: dict[int, InferenceRequest] = {}
         self._bls: dict[int, InferenceRequest] = {}
         self._control: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self._generation = 0
-        self._arenas: tuple[Arena, ...] = ()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -135,10 +133,7 @@ class StubProcess:
         tag = uuid.uuid4().hex[:12]
         p2c = Arena(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-in"), settings.shm_bytes, True)
         c2p = Arena(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-out"), settings.shm_bytes, True)
-        self._arenas = (p2c, c2p)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(settings.environment.env)
-        env.update(settings.extra_env)
         try:
             proc = subprocess.Popen(
                 [
@@ -150,13 +145,13 @@ class StubProcess:
                     c2p.path,
                 ],
                 pass_fds=(theirs.fileno(),),
-                env=env,
+                env=settings.environment.env,
                 cwd=str(self._file.parent),
                 preexec_fn=_limits(settings.memory_limit_mb) if settings.memory_limit_mb else None,
             )
         except OSError as exc:
             ours.close()
-            self._unlink()
+            _unlink(p2c, c2p)
             raise TritonError.unavailable(f"cannot start the stub of '{self.name}': {exc}") from None
         finally:
             theirs.close()
@@ -172,21 +167,13 @@ class StubProcess:
         ).start()
         return link
 
-    def _unlink(self) -> None:
-        """Remove the arena files once both processes mapped them (the maps stay valid)."""
-        for arena in self._arenas:
-            try:
-                os.unlink(arena.path)
-            except OSError:
-                pass
-
     def _spawn(self) -> None:
         link = self._launch()
         try:
             link.send({"op": "init", "file": str(self._file), "args": self._args})
             reply = self._wait_control("initialize", self._settings.start_timeout_s)
         finally:
-            self._unlink()
+            _unlink(link.mine, link.theirs)
         if reply.get("error"):
             self._stopping = True
             self._kill()
@@ -300,8 +287,7 @@ class StubProcess:
         return [response_from_wire(link, desc) for desc in msg["r"]]
 
     def _failed(self, text: str, kind: Any = TritonError.internal) -> TritonError:
-        """A failed execute, worded as Triton's Python backend words it."""
-        return kind(f"Failed to process the request(s) for model '{self.name}', message: {text}")  # type: ignore[no-any-return]
+        return execute_error(self.name, text, kind)
 
     def _unhealthy(self) -> TritonError:
         """Requests a dead stub held (Triton's wording; it answers INTERNAL too)."""
@@ -496,7 +482,6 @@ class StubProcess:
             request.cancel()
         self._bls.clear()
         if was_alive and not self._stopping:
-            self.restarts += 1
             threading.Thread(target=self._restart, name=f"restart-{self.name}", daemon=True).start()
 
     def _restart(self) -> None:
@@ -505,6 +490,15 @@ class StubProcess:
             log.info("the stub of '%s' was restarted", self.name)
         except TritonError as exc:
             log.error("restarting the stub of '%s' failed: %s", self.name, exc.message)
+
+
+def _unlink(*arenas: Arena) -> None:
+    """Remove arena files once both processes mapped them (the maps stay valid)."""
+    for arena in arenas:
+        try:
+            os.unlink(arena.path)
+        except OSError:
+            pass
 
 
 def _limits(memory_limit_mb: int) -> Any:
@@ -527,7 +521,7 @@ def auto_complete_in_stub(
         link.send({"op": "autocomplete", "file": str(model_file), "config": config})
         reply = stub._wait_control("autocomplete", settings.start_timeout_s)
     finally:
-        stub._unlink()
+        _unlink(link.mine, link.theirs)
         stub._stopping = True
         try:
             link.send({"op": "fini"})

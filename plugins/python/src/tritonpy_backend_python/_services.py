@@ -28,15 +28,6 @@ _LEVELS = {"INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ER
 class ServerServices:
     """BLS, logging, custom metrics and model control for the models of one backend."""
 
-    def submit(self, request: InferenceRequest, answer: OnResponse) -> None:
-        """Run a model's BLS request; a request that cannot start is answered with its error."""
-        try:
-            if self.server is None:
-                raise TritonError.unavailable("BLS needs a running server")
-            self.server.submit(request, answer)
-        except TritonError as exc:
-            answer(InferenceResponse.from_error(_bls_error(request, exc)), RESPONSE_COMPLETE_FINAL)
-
     def __init__(self, server: ServerApi | None, logger: logging.Logger) -> None:
         self.server = server
         self.logger = logger
@@ -44,6 +35,13 @@ class ServerServices:
         self._families: dict[int, MetricFamily] = {}
         self._metrics: dict[int, Metric] = {}
         self._lock = threading.Lock()
+
+    def submit(self, request: InferenceRequest, answer: OnResponse) -> None:
+        """Run a model's BLS request; a request that cannot start is answered with its error."""
+        try:
+            self._server().submit(request, answer)
+        except TritonError as exc:
+            answer(InferenceResponse.from_error(_bls_error(request, exc)), RESPONSE_COMPLETE_FINAL)
 
     def log(self, level: str, message: str, filename: str, line: int) -> None:
         levelno = _LEVELS.get(level, logging.INFO)
