@@ -40,3 +40,6 @@ class BackendServerApi:
 
     def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         self._server.unload_model(name)
+
+    def exit_deadline(self) -> float | None:
+        return self._server.exit_deadline

@@ -134,6 +134,39 @@ def build_parser() -> argparse.ArgumentParser:
         default=64 * 1024 * 1024,
         help="largest HTTP request body in bytes (default 64 MiB)",
     )
+    serve.add_argument(
+        "--http-max-header-size",
+        type=int,
+        default=64 * 1024,
+        help="largest HTTP request line + headers in bytes (default 65536); larger heads get 431",
+    )
+    serve.add_argument(
+        "--http-max-header-count", type=int, default=128, help="most HTTP header fields (default 128)"
+    )
+    serve.add_argument(
+        "--http-header-timeout-secs",
+        type=float,
+        default=30.0,
+        help="seconds a request's line and headers may take to arrive (default 30)",
+    )
+    serve.add_argument(
+        "--http-read-timeout-secs",
+        type=float,
+        default=60.0,
+        help="seconds an incomplete HTTP request body may send nothing (default 60)",
+    )
+    serve.add_argument(
+        "--http-restricted-api",
+        action="append",
+        default=[],
+        help="<api>[,<api>...]:<header>=<value>: these API groups need that header",
+    )
+    serve.add_argument(
+        "--grpc-restricted-protocol",
+        action="append",
+        default=[],
+        help="<protocol>[,<protocol>...]:<header>=<value>: these gRPC groups need that header",
+    )
     _flag(
         serve,
         "--disable-auto-complete-config",
@@ -244,6 +277,12 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         http_address=args.http_address,
         http_port=args.http_port,
         http_max_input_size=args.http_max_input_size,
+        http_max_header_size=args.http_max_header_size,
+        http_max_header_count=args.http_max_header_count,
+        http_header_timeout_secs=args.http_header_timeout_secs,
+        http_read_timeout_secs=args.http_read_timeout_secs,
+        http_restricted_api=args.http_restricted_api,
+        grpc_restricted_protocol=args.grpc_restricted_protocol,
         allow_grpc=args.allow_grpc,
         grpc_address=args.grpc_address,
         grpc_port=args.grpc_port,

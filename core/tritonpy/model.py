@@ -260,13 +260,14 @@ class ModelVersion:
     def decoupled(self) -> bool:
         return self.config.model_transaction_policy.decoupled
 
-    def unload(self, timeout: float | None = None) -> None:
-        """Stop the scheduler (queued work finishes) and finalize instances and model."""
+    def unload(self, deadline: float | None = None) -> None:
+        """Stop the scheduler (queued work finishes until ``deadline``, a
+        ``time.monotonic()`` value) and finalize instances and model."""
         if self.state is ModelState.UNAVAILABLE and self._scheduler is None:
             return
         self.state = ModelState.UNLOADING
         if self._scheduler is not None:
-            self._scheduler.stop(timeout)
+            self._scheduler.stop(deadline)
             self._scheduler = None
         for inst in self.instances:
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)

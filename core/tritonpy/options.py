@@ -50,6 +50,20 @@ class ServerOptions:
     #: Largest request body the HTTP front end accepts, in bytes
     #: (``--http-max-input-size``, Triton's default 64 MiB).
     http_max_input_size: int = 64 * 1024 * 1024
+    #: ``--http-max-header-size``: largest request line plus headers of one HTTP
+    #: request, in bytes; a larger head is answered 431 and the connection closed.
+    http_max_header_size: int = 64 * 1024
+    #: ``--http-max-header-count``: most header fields in one HTTP request (431 past it).
+    http_max_header_count: int = 128
+    #: ``--http-header-timeout-secs``: a request's line and headers must arrive within
+    #: this many seconds of its first byte, else the connection is closed (slow clients).
+    http_header_timeout_secs: float = 30.0
+    #: ``--http-read-timeout-secs``: an incomplete request body that sends nothing for
+    #: this many seconds is dropped and its connection closed.
+    http_read_timeout_secs: float = 60.0
+    #: ``--http-restricted-api <api>[,<api>...]:<header>=<value>``: API groups that
+    #: answer only requests carrying that header (Triton's flag).
+    http_restricted_api: list[str] = field(default_factory=list)
     #: ``--id``: the server name reported by server metadata.
     server_id: str = "tritonpy"
     #: ``--allow-grpc``.
@@ -82,6 +96,9 @@ class ServerOptions:
     grpc_http2_max_ping_strikes: int = 2
     #: ``--grpc-max-message-size``: largest gRPC message in bytes either way (default 2 GiB - 1).
     grpc_max_message_size: int = 2**31 - 1
+    #: ``--grpc-restricted-protocol <protocol>[,<protocol>...]:<header>=<value>``: API
+    #: groups that answer only calls carrying ``triton-grpc-protocol-<header>`` (Triton's flag).
+    grpc_restricted_protocol: list[str] = field(default_factory=list)
     #: ``--allow-metrics``: serve Prometheus metrics.
     allow_metrics: bool = True
     #: ``--allow-cpu-metrics``.

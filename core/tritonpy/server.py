@@ -126,6 +126,8 @@ class Server:
         self._records: dict[str, ModelRecord] = {}
         self._started = False
         self._stopping = False
+        #: ``time.monotonic()`` by which a stopping server must be done; None while serving.
+        self.exit_deadline: float | None = None
         self._inflight = 0
         self._idle = threading.Condition()
 
@@ -168,12 +170,15 @@ class Server:
             return
         self._stopping = True
         limit = self.options.exit_timeout_secs if timeout is None else timeout
+        # One deadline for the whole shutdown: draining, schedulers and backends'
+        # finalize (they read it through ServerApi.exit_deadline) share it.
+        deadline = self.exit_deadline = time.monotonic() + limit
         with self._idle:
             if not self._idle.wait_for(lambda: self._inflight == 0, timeout=limit):
                 log.warning("timed out waiting for %d in-flight request(s)", self._inflight)
         for record in self._records.values():
             for mv in record.versions.values():
-                mv.unload(timeout=limit)
+                mv.unload(deadline)
         self.backends.finalize()
         self.tracer.flush()
         self._started = False

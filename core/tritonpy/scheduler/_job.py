@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +30,11 @@ class Job:
     cache_key: bytes | None = None
     #: How long the (missed) cache lookup took.
     cache_lookup_ns: int = 0
+
+
+def remaining(deadline: float | None) -> float | None:
+    """Seconds left until ``deadline`` (a ``time.monotonic()`` value; None: no limit)."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 #: Runs a batch of jobs on an instance and calls each job's ``done``.

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from tritonpy_sdk import ModelInstance, TritonError
 
-from ._job import Job, Runner
+from ._job import Job, Runner, remaining
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +45,16 @@ class DefaultScheduler:
             raise TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
         self._queue.put(job)
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop taking jobs, let the workers finish what is queued, join them."""
+    def stop(self, deadline: float | None = None) -> None:
+        """Stop taking jobs, let the workers finish what is queued, join them
+        (until ``deadline``, a ``time.monotonic()`` value; a worker stuck in
+        ``execute`` past it is left behind, it is a daemon thread)."""
         self._open = False
         for _ in self._threads:
             self._queue.put(_STOP)
         for t in self._threads:
             if t.is_alive():
-                t.join(timeout)
+                t.join(remaining(deadline))
 
     def _work(self, instance: ModelInstance) -> None:
         get = self._queue.get

@@ -31,7 +31,7 @@ from typing import Any
 
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstance, OnResponse, TritonError
 
-from ._job import Job, Runner
+from ._job import Job, Runner, remaining
 
 log = logging.getLogger(__name__)
 
@@ -177,16 +177,17 @@ class DynamicBatcher:
         for t in self._threads:
             t.start()
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop taking requests; queued ones are still batched and executed."""
+    def stop(self, deadline: float | None = None) -> None:
+        """Stop taking requests; queued ones are still batched and executed until
+        ``deadline`` (a ``time.monotonic()`` value)."""
         with self._cond:
             self._open = False
             self._cond.notify_all()
-        self._threads[0].join(timeout)
+        self._threads[0].join(remaining(deadline))
         for inbox in self._inboxes:
             inbox.put(None)
         for t in self._threads[1:]:
-            t.join(timeout)
+            t.join(remaining(deadline))
 
     # -- admission (any thread) -----------------------------------------------------------
 

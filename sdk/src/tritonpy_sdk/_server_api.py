@@ -42,3 +42,13 @@ class ServerApi(Protocol):
         ...
 
     def unload_model(self, name: str, unload_dependents: bool = False) -> None: ...
+
+    def exit_deadline(self) -> float | None:
+        """When the server must have stopped, as a ``time.monotonic()`` value.
+
+        None while the server serves. Once it is stopping (``--exit-timeout-secs``
+        counts from the stop), ``instance_finalize`` and ``model_finalize`` must
+        return by then: a backend that waits for its own processes or threads
+        bounds the wait by this and ends them forcibly past it.
+        """
+        ...
