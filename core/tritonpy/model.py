@@ -31,7 +31,7 @@ from tritonpy_sdk import (
 from .cache import cache_key
 from .config import ModelConfig
 from .responses import finish_response
-from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job
+from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job, fail_unfinished, internal_error
 from .scheduler.ratelimiter import Need, RateLimiter
 from .senders import SenderBatch
 from .spec import ModelSpec
@@ -163,14 +163,22 @@ class ModelVersion:
             raise
 
     def run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
-        """Execute ``jobs`` on ``instance``, record statistics, answer every job."""
-        need = self.needs.get(instance.name) if self.rate_limiter is not None else None
-        if need is None:
-            self._run(instance, jobs)
-            return
-        assert self.rate_limiter is not None
-        with self.rate_limiter.hold(need):  # waiting for resources counts as queue time
-            self._run(instance, jobs)
+        """Execute ``jobs`` on ``instance``, record statistics, answer every job.
+
+        Never raises: whatever escapes any stage, each job without its FINAL
+        answer gets an error (jobs answered through senders keep theirs).
+        """
+        try:
+            need = self.needs.get(instance.name) if self.rate_limiter is not None else None
+            if need is None:
+                self._run(instance, jobs)
+                return
+            assert self.rate_limiter is not None
+            with self.rate_limiter.hold(need):  # waiting for resources counts as queue time
+                self._run(instance, jobs)
+        except Exception as exc:
+            log.exception("running a batch of model '%s' failed", self.name)
+            fail_unfinished(jobs, internal_error(f"failed to run a batch of model '{self.name}'", exc))
 
     def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
         start = time.monotonic_ns()
@@ -211,8 +219,10 @@ class ModelVersion:
             for job, response in zip(jobs, responses):
                 try:
                     outs.append(finish_response(self.spec, self.labels, job.request, response))
-                except TritonError as exc:
-                    outs.append(self.error_response(job, exc))
+                except Exception as exc:  # this request's response is bad, not the batch's
+                    if not isinstance(exc, TritonError):
+                        log.exception("response of model '%s' could not be prepared", self.name)
+                    outs.append(self.error_response(job, internal_error("invalid response", exc)))
         senders.close()  # every job is answered below, not through its sender
         times = ExecutionTimes(start, infer_start, infer_end, time.monotonic_ns())
         self.stats.record_execution(
@@ -231,7 +241,7 @@ class ModelVersion:
             if job.trace is not None:
                 for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
                     job.trace.stamp(name, ns)
-            job.done(out, RESPONSE_COMPLETE_FINAL)
+            job.answer(out, RESPONSE_COMPLETE_FINAL)
 
     def _drop_cancelled(self, jobs: Sequence[Job], now: int) -> list[Job]:
         """Answer jobs whose client left before they ran with CANCELLED; return the rest."""
@@ -239,7 +249,7 @@ class ModelVersion:
         for job in jobs:
             if job.request.is_cancelled():
                 self.stats.record_rejection(job.arrival_ns, "CANCELED")
-                job.done(
+                job.answer(
                     self.error_response(job, TritonError("Request was cancelled", ErrorCode.CANCELLED)),
                     RESPONSE_COMPLETE_FINAL,
                 )

@@ -41,9 +41,11 @@ def finish_response(
         outputs[name] = tensor
     if wanted is not None:
         for out in wanted:
+            # Checked to be a non-negative int when the request was validated.
             k = out.parameters.get("classification", out.parameters.get("class_count"))
             if k and out.name in outputs:
-                outputs[out.name] = classify(outputs[out.name], int(k), labels.get(out.name))
+                assert isinstance(k, int)
+                outputs[out.name] = classify(outputs[out.name], k, labels.get(out.name))
     response.outputs = outputs
     return response
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ResponseSender, TritonError
 
 from .responses import finish_response
-from .scheduler import Job
+from .scheduler import Job, internal_error
 from .statistics import ExecutionTimes
 
 if TYPE_CHECKING:
@@ -55,8 +55,8 @@ class SenderBatch:
         if response is not None:
             try:
                 response = finish_response(model.spec, model.labels, job.request, response)
-            except TritonError as exc:
-                response = model.error_response(job, exc)
+            except Exception as exc:  # this request's response is bad, not the batch's
+                response = model.error_response(job, internal_error("invalid response", exc))
             if response.error is not None:
                 self._ok[index] = False
             if not self._decoupled:
@@ -89,7 +89,7 @@ class SenderBatch:
         if final:
             self._finished_one(now)  # statistics first, as on the direct path
         if response is not None or final:
-            job.done(response, RESPONSE_COMPLETE_FINAL if final else 0)
+            job.answer(response, RESPONSE_COMPLETE_FINAL if final else 0)
 
     def _finished_one(self, now: int) -> None:
         with self._lock:

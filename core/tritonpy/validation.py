@@ -8,7 +8,10 @@ follow Triton's wording.
 
 from __future__ import annotations
 
-from tritonpy_sdk import InferenceRequest, Tensor, TritonError
+import json
+from collections.abc import Mapping
+
+from tritonpy_sdk import InferenceRequest, ParameterValue, Tensor, TritonError
 
 from .spec import ModelSpec, TensorSpec
 
@@ -70,7 +73,26 @@ def validate_request(spec: ModelSpec, request: InferenceRequest) -> None:
     for out in request.requested_outputs:
         if out.name not in spec.outputs:
             raise TritonError.invalid_arg(f"unexpected inference output '{out.name}' for model '{model}'")
+        if out.parameters:
+            _check_output_parameters(out.name, out.parameters)
     _apply_reshape(spec, request)
+
+
+#: Output parameters of the classification extension (``class_count`` is tritonpy's alias).
+CLASS_COUNT_KEYS = ("classification", "class_count")
+
+
+def _check_output_parameters(name: str, parameters: Mapping[str, ParameterValue]) -> None:
+    for key in CLASS_COUNT_KEYS:
+        if key not in parameters:
+            continue
+        value = parameters[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+            # Triton's prefix; Triton answers 500 here, a client's mistake is a 400.
+            raise TritonError.invalid_arg(
+                f"Unable to set '{key}' of output '{name}': it must be a non-negative integer "
+                f"(the number of classes to return), got {json.dumps(value)}"
+            )
 
 
 _BATCH_NOTE = (

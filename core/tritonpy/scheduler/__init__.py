@@ -5,8 +5,17 @@ to a ``Runner`` on an instance's worker thread. The default scheduler runs one
 request per execution on the first free instance.
 """
 
-from ._job import Job, Runner
+from ._job import Job, Runner, fail_unfinished, internal_error, remaining
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
 
-__all__ = ["BatcherConfig", "DefaultScheduler", "DynamicBatcher", "Job", "Runner"]
+__all__ = [
+    "BatcherConfig",
+    "DefaultScheduler",
+    "DynamicBatcher",
+    "Job",
+    "Runner",
+    "fail_unfinished",
+    "internal_error",
+    "remaining",
+]

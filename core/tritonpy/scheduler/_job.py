@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 import time
-
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonpy_sdk import InferenceRequest, ModelInstance, OnResponse
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    OnResponse,
+    TritonError,
+)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, eq=False)
 class Job:
-    """One request waiting for an instance; ``done(response, flags)`` receives its responses.
+    """One request waiting for an instance; ``answer(response, flags)`` delivers its responses.
 
-    ``done`` is called on the thread that answers (an instance's worker, a
+    ``answer`` is called on the thread that answers (an instance's worker, a
     backend's own thread for decoupled models, the caller's when refused), the
-    last time with ``RESPONSE_COMPLETE_FINAL``, and must not block.
+    last time with ``RESPONSE_COMPLETE_FINAL``; ``done`` must not block.
     """
 
     request: InferenceRequest
@@ -30,6 +39,43 @@ class Job:
     cache_key: bytes | None = None
     #: How long the (missed) cache lookup took.
     cache_lookup_ns: int = 0
+    #: Whether the FINAL answer went out (no answer is delivered after it).
+    finished: bool = False
+
+    def answer(self, response: InferenceResponse | None, flags: int) -> None:
+        """Deliver one answer. Never raises: a failing ``done`` is logged, and the
+        job counts as answered once its FINAL call was made, so nothing retries it."""
+        if self.finished:
+            return
+        if flags & RESPONSE_COMPLETE_FINAL:
+            self.finished = True
+        try:
+            self.done(response, flags)
+        except Exception:  # one caller's failing callback must not cost the batch its answers
+            log.exception("delivering a response of request '%s' failed", self.request.id)
+
+
+def fail_unfinished(jobs: Iterable[Job], error: TritonError) -> None:
+    """Answer every job of ``jobs`` that has no FINAL answer yet with ``error``.
+
+    The safety net under every stage after a request was queued: whatever
+    escapes, each request is still answered exactly once and released.
+    """
+    for job in jobs:
+        if not job.finished:
+            request = job.request
+            response = InferenceResponse.from_error(error)
+            response.model_name = request.model_name
+            response.model_version = request.model_version
+            response.id = request.id
+            job.answer(response, RESPONSE_COMPLETE_FINAL)
+
+
+def internal_error(where: str, exc: BaseException) -> TritonError:
+    """A TritonError for an unexpected exception, worded for the client (no traceback)."""
+    if isinstance(exc, TritonError):
+        return exc
+    return TritonError.internal(f"{where}: {type(exc).__name__}: {exc}")
 
 
 def remaining(deadline: float | None) -> float | None:
@@ -37,5 +83,5 @@ def remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-#: Runs a batch of jobs on an instance and calls each job's ``done``.
+#: Runs a batch of jobs on an instance and answers each job.
 Runner = Callable[[ModelInstance, Sequence[Job]], None]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from tritonpy_sdk import ModelInstance, TritonError
 
-from ._job import Job, Runner, remaining
+from ._job import Job, Runner, fail_unfinished, internal_error, remaining
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ class DefaultScheduler:
             assert isinstance(job, Job)
             try:
                 run(instance, (job,))
-            except BaseException:  # the runner answers jobs itself; never lose a worker
+            except BaseException as exc:  # the runner answers jobs itself; never lose a worker
                 log.exception("scheduler worker for %s failed", instance.name)
+                fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
             job = None  # not kept alive while idle

@@ -31,7 +31,7 @@ from typing import Any
 
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstance, OnResponse, TritonError
 
-from ._job import Job, Runner, remaining
+from ._job import Job, Runner, fail_unfinished, internal_error, remaining
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +249,17 @@ class DynamicBatcher:
     # -- batch formation (the batcher thread) ----------------------------------------------
 
     def _batch_loop(self) -> None:
+        # A bug in batch formation must not strand every queued request: log it
+        # and keep batching (the queues are intact; nothing was taken from them).
+        while True:
+            try:
+                self._form_batches()
+                return
+            except Exception:
+                log.exception("the batcher of model '%s' failed; it goes on", self._name)
+                time.sleep(0.01)  # no busy loop should the failure repeat
+
+    def _form_batches(self) -> None:
         while True:
             rejected: list[_Entry] = []
             with self._cond:
@@ -273,7 +284,11 @@ class DynamicBatcher:
                         wait_ns = min(wait_ns, deadline - now) if wait_ns is not None else deadline - now
                     self._cond.wait(None if wait_ns is None else max(wait_ns, 0) / 1e9)
             for entry in rejected:
-                self._reject(entry)
+                try:
+                    self._reject(entry)
+                except Exception:  # the job is answered in _reject's last line, or by nobody
+                    log.exception("rejecting a request of model '%s' failed", self._name)
+                    fail_unfinished([entry.job], TritonError.unavailable("Request timeout expired"))
             if instance == -1:
                 return
             if batch is not None:
@@ -363,7 +378,7 @@ class DynamicBatcher:
             self._on_reject(entry.job, "REJECTED")
         response = InferenceResponse.from_error(TritonError.unavailable("Request timeout expired"))
         response.id = entry.job.request.id
-        entry.job.done(response, RESPONSE_COMPLETE_FINAL)
+        entry.job.answer(response, RESPONSE_COMPLETE_FINAL)
 
     # -- execution (instance worker threads) ------------------------------------------------
 
@@ -376,8 +391,9 @@ class DynamicBatcher:
                 return
             try:
                 self._runner(instance, jobs)
-            except BaseException:  # the runner answers jobs itself; never lose a worker
+            except BaseException as exc:  # the runner answers jobs itself; never lose a worker
                 log.exception("batch execution on %s failed", instance.name)
+                fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
             jobs = None  # not kept alive while idle
             with self._cond:
                 self._idle.append(index)
