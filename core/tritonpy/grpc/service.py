@@ -30,19 +30,29 @@ Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]
 
 
 def _unary(handler: Handler) -> Handler:
-    """Answer a TritonError with its status; log and answer INTERNAL for anything else."""
+    """Answer a TritonError with its status; log and answer INTERNAL for anything else.
+
+    The status is sent after the ``except`` block, with the exception's
+    traceback dropped: aborting inside it would chain the error (and through
+    its traceback every frame holding the request, e.g. a rejected 100 MB
+    message) to grpc's AbortError, kept until a garbage collection.
+    """
 
     @functools.wraps(handler)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await handler(self, request, context)
         except TritonError as exc:
-            await context.abort(status_of(exc.code), exc.message)
+            code, message = status_of(exc.code), exc.message
+            exc.__traceback__ = None
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:  # a bug must not take the server down; say what failed
             log.exception("unhandled error in %s", handler.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
+            exc.__traceback__ = None
+        del request  # the abort below must not keep the message alive either
+        await context.abort(code, message)
 
     return wrapper
 
@@ -202,6 +212,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             try:
                 core_request = request_from_proto(msg)
             except TritonError as exc:
+                exc.__traceback__ = None  # its frames hold the message
                 await queue.put(failed(msg, exc))
                 return
             flag_final = bool(parameters_from_proto(msg.parameters).get("triton_enable_empty_final_response"))
@@ -239,6 +250,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 core_request.cancel()  # the client closed the stream
                 raise
             except TritonError as exc:
+                exc.__traceback__ = None  # its frames hold the request
                 await queue.put(failed(msg, exc))
             except Exception as exc:  # never leave the stream hanging on a bug
                 log.exception("stream request failed")

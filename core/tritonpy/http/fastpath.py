@@ -92,10 +92,12 @@ class InferFastPath:
         except TritonError as exc:
             parts, extra, media_type = [_error_body(exc.message)], {}, "application/json"
             status = status_of(exc)
+            exc.__traceback__ = None  # its frames hold the request body: no cycle until a GC
         except Exception as exc:  # a bug must not take the server down; say what failed
             log.exception("unhandled error in POST %s", scope["path"])
             parts = [_error_body(f"internal error: {type(exc).__name__}: {exc}")]
             extra, media_type, status = {}, "application/json", 500
+            exc.__traceback__ = None
         length = sum(len(p) for p in parts)
         raw_headers = [
             (b"content-type", media_type.encode()),
