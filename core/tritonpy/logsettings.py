@@ -124,8 +124,12 @@ class LogSettings:
                         raise TritonError.invalid_arg(f"expect boolean for '{key}', got {value!r}")
                     setattr(new, key, value)
                 elif key == "log_verbose_level":
-                    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                        raise TritonError.invalid_arg(f"expect unsigned integer for '{key}', got {value!r}")
+                    # uint32 on both protocols (gRPC's LogSettings carries it as uint32_param);
+                    # Triton truncates larger values silently.
+                    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+                        raise TritonError.invalid_arg(
+                            f"expect unsigned 32-bit integer (0 to {2**32 - 1}) for '{key}', got {value!r}"
+                        )
                     new.log_verbose_level = value
                 elif key == "log_format":
                     if value not in FORMATS:

@@ -201,7 +201,7 @@ def test_health_service(grpc_server) -> None:  # type: ignore[no-untyped-def]
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_log_settings(client: grpcclient.InferenceServerClient) -> None:
+def test_log_settings(client: grpcclient.InferenceServerClient, grpc_server) -> None:  # type: ignore[no-untyped-def]
     before = client.get_log_settings(as_json=True)["settings"]
     assert before["log_format"] == {"string_param": "default"}
     try:
@@ -211,6 +211,17 @@ def test_log_settings(client: grpcclient.InferenceServerClient) -> None:
         assert now["log_warning"] == {"bool_param": False}
         with pytest.raises(InferenceServerException, match="invalid argument for --log_format"):
             client.update_log_settings({"log_format": "xml"})
+        # tritonclient always sends a uint32; another client may send any kind of value.
+        from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+        request = service_pb2.LogSettingsRequest()
+        request.settings["log_verbose_level"].string_param = "99999999999999999999"
+        with grpc.insecure_channel(grpc_server.url) as channel:
+            with pytest.raises(grpc.RpcError) as info:
+                service_pb2_grpc.GRPCInferenceServiceStub(channel).LogSettings(request)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "expect unsigned 32-bit integer" in str(info.value.details())
+        assert client.get_log_settings(as_json=True)["settings"]["log_verbose_level"] == {"uint32_param": 1}
     finally:
         client.update_log_settings({"log_verbose_level": 0, "log_warning": True})
 

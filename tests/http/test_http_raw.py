@@ -401,7 +401,13 @@ def test_logging_settings(http: httpx.Client) -> None:
         assert after["log_verbose_level"] == 2 and after["log_info"] is False
         assert http.get("/v2/logging").json() == after
         _error(http.post("/v2/logging", json={"log_format": "xml"}), 400, "invalid argument for --log_format")
-        _error(http.post("/v2/logging", json={"log_verbose_level": "x"}), 400, "expect unsigned integer")
+        _error(http.post("/v2/logging", json={"log_verbose_level": "x"}), 400, "expect unsigned 32-bit integer")
+        # Out of uint32 range: refused (it used to be taken, and broke gRPC LogSettings for everyone).
+        for level in (99999999999999999999, 2**32, -1, 1.5, True):
+            body = '{"log_verbose_level": %s}' % json.dumps(level)
+            _error(http.post("/v2/logging", content=body), 400, "expect unsigned 32-bit integer")
+        assert http.post("/v2/logging", json={"log_verbose_level": 2**32 - 1}).status_code == 200
+        http.post("/v2/logging", json={"log_verbose_level": 2})
         _error(http.post("/v2/logging", json={"log_file": "/tmp/x"}), 501, "can not be updated")
         assert http.get("/v2/logging").json() == after  # a refused update changes nothing
     finally:
