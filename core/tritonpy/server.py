@@ -518,12 +518,16 @@ def _resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse
 def _parse_version(name: str, version: int | str | None) -> int:
     if version is None or version == "":
         return -1
-    try:
-        return int(version)
-    except ValueError:
+    if isinstance(version, int):
+        return version
+    # ASCII digits (and -1 for "latest") only: int() would also read other scripts'
+    # digits, "+", spaces and underscores.
+    digits = version[1:] if version.startswith("-") else version
+    if not (digits.isascii() and digits.isdigit()):
         raise TritonError.invalid_arg(
             f"failed to parse version '{version}' of model '{name}': it must be an integer"
-        ) from None
+        )
+    return int(version)
 
 
 class ModelHandle:

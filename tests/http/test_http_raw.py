@@ -401,11 +401,12 @@ def test_logging_settings(http: httpx.Client) -> None:
         assert after["log_verbose_level"] == 2 and after["log_info"] is False
         assert http.get("/v2/logging").json() == after
         _error(http.post("/v2/logging", json={"log_format": "xml"}), 400, "invalid argument for --log_format")
-        _error(http.post("/v2/logging", json={"log_verbose_level": "x"}), 400, "expect unsigned 32-bit integer")
+        unsigned = "expect unsigned 32-bit integer"
+        _error(http.post("/v2/logging", json={"log_verbose_level": "x"}), 400, unsigned)
         # Out of uint32 range: refused (it used to be taken, and broke gRPC LogSettings for everyone).
         for level in (99999999999999999999, 2**32, -1, 1.5, True):
-            body = '{"log_verbose_level": %s}' % json.dumps(level)
-            _error(http.post("/v2/logging", content=body), 400, "expect unsigned 32-bit integer")
+            body = '{"log_verbose_level": ' + json.dumps(level) + "}"
+            _error(http.post("/v2/logging", content=body), 400, unsigned)
         assert http.post("/v2/logging", json={"log_verbose_level": 2**32 - 1}).status_code == 200
         http.post("/v2/logging", json={"log_verbose_level": 2})
         _error(http.post("/v2/logging", json={"log_file": "/tmp/x"}), 501, "can not be updated")
@@ -426,3 +427,26 @@ def test_trace_settings(http: httpx.Client) -> None:
     _error(http.post("/v2/trace/setting", json={"trace_file": "/tmp/t"}), 501, "can not be updated")
     _error(http.post("/v2/trace/setting", json={"trace_level": ["LOUD"]}), 400, "invalid trace level")
     _error(http.get("/v2/models/nope/trace/setting"), 404, "unknown model")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v2/models/addsub/versions/%D9%A3",  # ARABIC-INDIC DIGIT THREE: not a version
+        "/v2/models/addsub/versions/%D9%A3/ready",
+        "/v2/models/addsub/versions/%EF%BC%91/config",  # FULLWIDTH DIGIT ONE
+        "/v2/models/addsub/",  # trailing slashes: 404 as in Triton, never a redirect
+        "/v2/models/addsub/ready/",
+        "/v2/health/live/",
+    ],
+)
+def test_paths_that_triton_does_not_route(http: httpx.Client, path: str) -> None:
+    resp = http.get(path, follow_redirects=False)
+    _error(resp, 404, "Not Found")
+
+
+@pytest.mark.parametrize("version", ["%D9%A3", "%EF%BC%91", "1%20", "+1"])
+def test_inference_with_a_non_ascii_version_is_not_routed(http: httpx.Client, version: str) -> None:
+    body = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "INT32", "data": [1, 2, 3, 4]}]}
+    resp = http.post(f"/v2/models/addsub/versions/{version}/infer", json=body, follow_redirects=False)
+    _error(resp, 404, "Not Found")

@@ -23,7 +23,7 @@ from tritonpy_sdk import TritonError
 from ..server import Server
 from .compression import choose_encoding, compress, decompress
 from .errors import error_response, triton_error_response
-from .fastpath import InferFastPath
+from .fastpath import InferFastPath, is_version
 from .generate import GenerateFrontend
 from .infer import HEADER_LENGTH, Body, decode_raw, decode_request, encode_response
 
@@ -216,7 +216,7 @@ def _version(path_params: dict[str, Any]) -> str:
     Triton's routes accept only digits there; anything else is an unknown path.
     """
     version: str = path_params.get("version", "")
-    if version and not version.isdigit():
+    if version and not is_version(version):
         raise HTTPException(404)
     return version
 
@@ -275,4 +275,5 @@ def create_app(server: Server) -> InferFastPath:
             Route(prefix + "/generate_stream", _guarded(g.generate_stream), methods=["POST"]),
         ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app.router.redirect_slashes = False  # Triton answers 404 for a trailing slash, not a redirect
     return InferFastPath(f, app)

@@ -34,6 +34,12 @@ _SUFFIX = "/infer"
 _STREAM_THRESHOLD = 64 * 1024
 
 
+def is_version(text: str) -> bool:
+    """Whether ``text`` is a version as Triton's routes take it: ASCII digits only
+    (``str.isdigit`` also takes other scripts' digits, which ``int`` then reads)."""
+    return text.isascii() and text.isdigit()
+
+
 def infer_target(path: str) -> tuple[str, str] | None:
     """``(model, version)`` for an inference path, else None."""
     if not (path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
@@ -41,7 +47,7 @@ def infer_target(path: str) -> tuple[str, str] | None:
     parts = path[len(_PREFIX) : -len(_SUFFIX)].split("/")
     if len(parts) == 1 and parts[0]:
         return parts[0], ""
-    if len(parts) == 3 and parts[0] and parts[1] == "versions" and parts[2].isdigit():
+    if len(parts) == 3 and parts[0] and parts[1] == "versions" and is_version(parts[2]):
         return parts[0], parts[2]
     return None
 
