@@ -24,7 +24,7 @@ class BackendServerApi:
         self.metrics = metrics
 
     def submit(self, request: InferenceRequest, on_response: OnResponse) -> None:
-        self._server.submit(request, on_response)
+        self._server.submit(request, on_response, internal=True)
 
     def is_model_ready(self, name: str, version: int = -1) -> bool:
         return self._server.model_ready(name, version)

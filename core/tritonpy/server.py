@@ -50,7 +50,7 @@ from .logsettings import LogSettings, LogState
 from .model import ModelState, ModelVersion
 from .options import ServerOptions
 from .plugins import BackendRegistry
-from .repository import scan_repositories
+from .repository import ModelDir, scan_repositories
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, state_from_flags
 
@@ -128,6 +128,10 @@ class Server:
         self._stopping = False
         #: ``time.monotonic()`` by which a stopping server must be done; None while serving.
         self.exit_deadline: float | None = None
+        #: Set by ``drain``: clients' new requests are refused while in-flight ones finish.
+        self.draining = False
+        #: ``time.monotonic()`` of the last request refused while stopping (0: none).
+        self.last_refused = 0.0
         self._inflight = 0
         self._idle = threading.Condition()
 
@@ -148,8 +152,12 @@ class Server:
                 f"model control mode '{self.options.model_control_mode}' is not supported yet; use 'none'"
             )
         dirs = scan_repositories(self.options.model_repository)
+
+        def load(path: ModelDir) -> ModelRecord | None:
+            return None if self.draining else self._loader.load(path)  # stopped while loading
+
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="tritonpy-load") as pool:
-            records = list(pool.map(self._loader.load, dirs))
+            records = [r for r in pool.map(load, dirs) if r is not None]
         self._records = {r.name: r for r in records}
         self._started = True
         return self
@@ -197,8 +205,8 @@ class Server:
         return self._started and not self._stopping
 
     def ready(self) -> bool:
-        """Live, and (with strict readiness) every model loaded."""
-        if not self.live():
+        """Live, not draining, and (with strict readiness) every model loaded."""
+        if not self.live() or self.draining:
             return False
         if self.options.strict_readiness:
             return not self.failed_models()
@@ -357,9 +365,10 @@ class Server:
 
     # -- inference --------------------------------------------------------------------------
 
-    def _admit(self, request: InferenceRequest) -> ModelVersion:
-        if self._stopping or not self._started:
-            raise TritonError.unavailable("Server is stopping" if self._stopping else "Server is not started")
+    def _admit(self, request: InferenceRequest, internal: bool = False) -> ModelVersion:
+        if self._stopping or not self._started or (self.draining and not internal):
+            self.last_refused = time.monotonic()
+            raise TritonError.unavailable("Server is stopping" if self._started else "Server is not started")
         mv = self.get_version(request.model_name, request.model_version)
         request.model_version = mv.version
         return mv
@@ -374,14 +383,26 @@ class Server:
             if self._inflight == 0:
                 self._idle.notify_all()
 
-    def submit(self, request: InferenceRequest, done: OnResponse) -> None:
+    def drain(self) -> None:
+        """Refuse new requests from clients (UNAVAILABLE "Server is stopping") and
+        report not ready, while requests in flight finish; requests those make
+        (BLS, ``internal`` submits) are still taken. ``stop`` follows."""
+        self.draining = True
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        """Wait until no request is in flight (at most ``timeout`` s); whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._inflight == 0, timeout=timeout)
+
+    def submit(self, request: InferenceRequest, done: OnResponse, internal: bool = False) -> None:
         """Queue ``request``; ``done(response, flags)`` gets its responses from worker threads.
 
         The last call carries ``RESPONSE_COMPLETE_FINAL``; a model that is not
         decoupled answers with exactly that one call. Raises ``TritonError`` if
-        the request is refused before queueing.
+        the request is refused before queueing. ``internal`` marks a request made
+        on behalf of one in flight (BLS): it is taken while the server drains.
         """
-        mv = self._admit(request)
+        mv = self._admit(request, internal)
         self._enter()
         trace = self.tracer.sample(request.model_name, request.id)
         if trace is not None:

@@ -8,13 +8,17 @@ in-flight requests finish (up to ``exit_timeout_secs``), models unload.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, TextIO
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
@@ -90,7 +94,28 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         await loop.run_in_executor(None, server.stop)
         return 1
 
-    await loop.run_in_executor(None, server.start)
+    # Signals are handled from the start: one that comes while models load stops
+    # the server cleanly (models still loading finish, the rest are skipped).
+    stop = asyncio.Event()
+    _on_signals(loop, stop)
+    loading = _in_thread(loop, server.start)
+    stopping: asyncio.Future[Any] = asyncio.create_task(stop.wait())
+    await asyncio.wait({loading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not loading.done():
+        deadline = time.monotonic() + options.exit_timeout_secs
+        log.info("stopping while models load")
+        server.drain()
+        try:
+            await asyncio.wait_for(asyncio.shield(loading), _left(deadline))
+        except asyncio.TimeoutError:
+            log.warning("models still loading after --exit-timeout-secs; exiting without unloading them")
+            say("Server stopped")
+            return 0
+        await loop.run_in_executor(None, server.stop, _left(deadline))
+        say("Server stopped")
+        return 0
+    stopping.cancel()
+    loading.result()  # a failure to start propagates
     say(model_table(server))
     failed = server.failed_models()
     if failed and options.exit_on_error:
@@ -154,8 +179,6 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
             uvicorn.Config(create_metrics_app(metrics), log_level="warning", access_log=False, lifespan="off")
         )
 
-    stop = asyncio.Event()
-    _on_signals(loop, stop)
     waiting: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait())}
     if grpc_server is not None:
         await grpc_server.start()
@@ -176,21 +199,67 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         background += [metrics_serving, asyncio.create_task(_poll(metrics, options.metrics_interval_ms))]
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
 
+    # One deadline for the whole shutdown, from the signal on. First drain: the
+    # front ends stay up and refuse new requests (UNAVAILABLE, not ready) while
+    # those in flight finish; only then stop the transports (grpc.aio's stop
+    # cancels calls it received but had not handed to a handler yet).
+    deadline = time.monotonic() + options.exit_timeout_secs
     log.info("shutting down: draining in-flight requests")
+    server.drain()
+    if not await loop.run_in_executor(None, server.wait_idle, _left(deadline)):
+        log.warning("requests still in flight after --exit-timeout-secs; stopping anyway")
+    # Clients still sending get refusals (and stop or retry elsewhere); wait until
+    # they went quiet, so stopping the transports cuts no call that just arrived.
+    while time.monotonic() - server.last_refused < _QUIET_SECONDS and _left(deadline) > 0:
+        await asyncio.sleep(0.05)
     if metrics_frontend is not None:
         metrics_frontend.should_exit = True
     draining = []
     if http is not None and serving is not None:
+        http.config.timeout_graceful_shutdown = max(1, int(_left(deadline)))
         http.should_exit = True  # uvicorn stops accepting, then waits for open requests
         draining.append(serving)
     if grpc_server is not None:
-        draining.append(asyncio.ensure_future(grpc_server.stop(options.exit_timeout_secs)))
+        draining.append(asyncio.ensure_future(grpc_server.stop(_left(deadline))))
     await asyncio.gather(*draining, return_exceptions=True)
     for task in [*waiting, *background]:
         task.cancel()
-    await loop.run_in_executor(None, server.stop)
+    await loop.run_in_executor(None, server.stop, _left(deadline))
     say("Server stopped")
     return 0
+
+
+#: How long no new request may have been refused before the transports stop.
+_QUIET_SECONDS = 0.25
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _in_thread(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> asyncio.Future[object]:
+    """Run ``fn`` on a daemon thread: a model load that never ends must not keep
+    the process from exiting (the default executor's threads are joined at exit)."""
+    future: asyncio.Future[object] = loop.create_future()
+
+    def settle(result: object, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def work() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:  # handed to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, None, exc)
+            return
+        loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=work, name="tritonpy-start", daemon=True).start()
+    return future
 
 
 async def _poll(metrics: Metrics, interval_ms: int) -> None:
@@ -206,6 +275,27 @@ def run(server: Server) -> int:
         import uvloop
     except ImportError:
         log.debug("event loop: asyncio (uvloop not installed)")
-        return asyncio.run(serve(server))
-    log.debug("event loop: uvloop %s", getattr(uvloop, "__version__", "?"))
-    return uvloop.run(serve(server))
+        code = asyncio.run(serve(server))
+    else:
+        log.debug("event loop: uvloop %s", getattr(uvloop, "__version__", "?"))
+        code = uvloop.run(serve(server))
+    _exit_past_stuck_threads(code)
+    return code
+
+
+def _exit_past_stuck_threads(code: int) -> None:
+    """Exit now if a thread that the interpreter would wait for is still running.
+
+    A model whose load or execute never returns keeps a non-daemon thread alive
+    (thread pools are joined at exit); the shutdown deadline has passed by then,
+    so run the exit hooks (backends remove their shared memory there) and go.
+    """
+    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if not stuck:
+        return
+    log.warning("exiting with %d thread(s) still busy: %s", len(stuck), ", ".join(t.name for t in stuck))
+    atexit._run_exitfuncs()  # the hooks a normal exit would run
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

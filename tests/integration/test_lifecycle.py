@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonpy_serverprocess import ServerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +30,13 @@ from tritonpy_sdk import BackendInfo, InferenceResponse, Tensor, hookimpl
 @hookimpl
 def backend_info():
     return BackendInfo(default_model_filename="model.slow")
+
+@hookimpl
+def model_initialize(model):
+    seconds = float(model.parameters.get("init_seconds", "0"))
+    if seconds:
+        Path(model.parameters["marker"]).write_text("initializing")
+        time.sleep(seconds)
 
 @hookimpl
 def execute(instance, requests):
@@ -47,7 +56,7 @@ def _status(url: str) -> int:
         return int(e.code)
 
 
-def _slow_repo(root: Path, marker: Path) -> Path:
+def _slow_repo(root: Path, marker: Path, **parameters: str) -> Path:
     repo = root / "repo"
     (repo / "slow" / "1").mkdir(parents=True)
     (repo / "slow" / "1" / "model.slow").write_text("")
@@ -59,8 +68,20 @@ input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ 2 ] }} ]
 output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ 2 ] }} ]
 parameters {{ key: "marker" value: {{ string_value: "{marker}" }} }}
 """
+        + "".join(_param(k, v) for k, v in parameters.items())
     )
     return repo
+
+
+def _param(key: str, value: str) -> str:
+    return f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n'
+
+
+def _wait_for(path: Path, server: ServerProcess) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert path.exists(), server.output()
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +118,76 @@ def test_sigterm_drains_in_flight_requests(server_factory, slow_env, tmp_path: P
     np.testing.assert_array_equal(result["out"], [2, 3])
     assert code == 0
     assert "Server stopped" in server.output()
+
+
+def test_sigterm_drains_in_flight_grpc_requests(server_factory, slow_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "marker"
+    server = server_factory([_slow_repo(tmp_path, marker)], env=slow_env)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    results: list[object] = []
+
+    def call() -> None:
+        inp = grpcclient.InferInput("IN", [2], "INT32")
+        inp.set_data_from_numpy(np.array([1, 2], np.int32))
+        try:
+            results.append(client.infer("slow", [inp], client_timeout=30).as_numpy("OUT"))
+        except Exception as exc:  # recorded and asserted on below
+            results.append(exc)
+
+    workers = [threading.Thread(target=call) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    _wait_for(marker, server)
+    code = server.stop()
+    for worker in workers:
+        worker.join(30)
+    assert len(results) == 3
+    for result in results:  # one executing, two queued behind it: all finish
+        assert isinstance(result, np.ndarray), result
+        np.testing.assert_array_equal(result, [2, 3])
+    assert code == 0
+
+
+def test_sigterm_while_a_model_loads_exits_cleanly(slow_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "marker"
+    repo = _slow_repo(tmp_path, marker, init_seconds="2")
+    server = ServerProcess([repo], log=tmp_path / "server.log", env=slow_env, wait_ready=False)
+    _wait_for(marker, server)
+    started = time.monotonic()
+    code = server.stop()
+    assert code == 0, server.output()
+    assert time.monotonic() - started < 20
+    assert "Server stopped" in server.output()
+
+
+def test_shutdown_takes_no_longer_than_the_exit_timeout(slow_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "marker"
+    repo = _slow_repo(tmp_path, marker, seconds="120")
+    server = ServerProcess([repo], "--exit-timeout-secs", "2", log=tmp_path / "server.log", env=slow_env)
+    client = httpclient.InferenceServerClient(server.url, network_timeout=60)
+    result: dict[str, object] = {}
+
+    def call() -> None:
+        inp = httpclient.InferInput("IN", [2], "INT32")
+        inp.set_data_from_numpy(np.array([1, 2], np.int32))
+        try:
+            result["out"] = client.infer("slow", [inp])
+        except Exception as exc:  # the request cannot finish: it must end, not hang
+            result["error"] = exc
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    _wait_for(marker, server)
+    started = time.monotonic()
+    code = server.stop(timeout=60)
+    took = time.monotonic() - started
+    worker.join(30)
+    assert not worker.is_alive()
+    assert "error" in result
+    assert code == 0, server.output()
+    # One 2 s limit for the whole shutdown (it used to be spent once per stage);
+    # generous slack for a loaded machine, far below the 120 s execute.
+    assert took < 20, f"shutdown took {took:.1f} s with --exit-timeout-secs 2"
 
 
 def test_exit_on_error_is_the_default(tmp_path: Path, slow_env: dict[str, str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -80,3 +81,40 @@ def test_perf_analyzer_runs_without_errors(
         (stats,) = json.load(resp)["model_stats"]
     assert stats["inference_stats"]["fail"]["count"] == 0
     assert stats["inference_stats"]["success"]["count"] >= 200
+
+
+def test_sigterm_under_grpc_load_refuses_new_requests_and_cancels_none(
+    server_factory, perf_analyzer: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """In-flight requests finish, new ones are refused with "Server is stopping";
+    none is cut with CANCELLED (grpc.aio's own stop used to cancel the calls it
+    had received but not yet handed to a handler)."""
+    server = server_factory([ROOT / "examples" / "model_repository"])
+    load = subprocess.Popen(
+        [
+            str(perf_analyzer),
+            *("-m", "simple", "-u", server.grpc_url, "-i", "grpc"),
+            *("--concurrency-range", "8:8", "--measurement-interval", "5000"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _executions(server) < 200 and time.monotonic() < deadline:  # under load
+            time.sleep(0.1)
+        assert server.stop() == 0
+        output, _ = load.communicate(timeout=60)
+    finally:
+        if load.poll() is None:
+            load.kill()
+    errors = [line for line in output.splitlines() if "had error" in line]
+    assert errors, output  # every client thread ends on the refusal
+    assert all("Server is stopping" in line for line in errors), output
+
+
+def _executions(server) -> int:  # type: ignore[no-untyped-def]
+    with urllib.request.urlopen(f"http://{server.url}/v2/models/simple/stats", timeout=5) as r:
+        stats = json.load(r)["model_stats"]
+    return int(stats[0]["execution_count"]) if stats else 0
