@@ -30,8 +30,9 @@ from tritonpy_sdk import (
 
 from .cache import cache_key
 from .config import ModelConfig
+from .failures import report
 from .responses import finish_response
-from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job, fail_unfinished, internal_error
+from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job, fail_unfinished
 from .scheduler.ratelimiter import Need, RateLimiter
 from .senders import SenderBatch
 from .spec import ModelSpec
@@ -177,8 +178,8 @@ class ModelVersion:
             with self.rate_limiter.hold(need):  # waiting for resources counts as queue time
                 self._run(instance, jobs)
         except Exception as exc:
-            log.exception("running a batch of model '%s' failed", self.name)
-            fail_unfinished(jobs, internal_error(f"failed to run a batch of model '{self.name}'", exc))
+            message = report(log, f"running a batch of model '{self.name}' failed", exc)
+            fail_unfinished(jobs, TritonError.internal(message))
 
     def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
         start = time.monotonic_ns()
@@ -221,8 +222,9 @@ class ModelVersion:
                     outs.append(finish_response(self.spec, self.labels, job.request, response))
                 except Exception as exc:  # this request's response is bad, not the batch's
                     if not isinstance(exc, TritonError):
-                        log.exception("response of model '%s' could not be prepared", self.name)
-                    outs.append(self.error_response(job, internal_error("invalid response", exc)))
+                        where = f"the response of model '{self.name}' could not be prepared"
+                        exc = TritonError.internal(report(log, where, exc))
+                    outs.append(self.error_response(job, exc))
         senders.close()  # every job is answered below, not through its sender
         times = ExecutionTimes(start, infer_start, infer_end, time.monotonic_ns())
         self.stats.record_execution(

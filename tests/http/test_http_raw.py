@@ -450,3 +450,25 @@ def test_inference_with_a_non_ascii_version_is_not_routed(http: httpx.Client, ve
     body = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "INT32", "data": [1, 2, 3, 4]}]}
     resp = http.post(f"/v2/models/addsub/versions/{version}/infer", json=body, follow_redirects=False)
     _error(resp, 404, "Not Found")
+
+
+def test_a_failure_while_encoding_fails_that_request_only_and_shows_no_internals(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tritonpy.http.app as app_module
+
+    real = app_module.encode_response
+
+    def encode(response, binary_output, binary_flags):  # type: ignore[no-untyped-def]
+        if response.id == "poison":
+            raise FileNotFoundError(2, "No such file or directory", "/srv/secret/models/x")
+        return real(response, binary_output, binary_flags)
+
+    monkeypatch.setattr(app_module, "encode_response", encode)
+    body = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "INT32", "data": [1, 2, 3, 4]}]}
+    body["inputs"].append({**body["inputs"][0], "name": "INPUT1"})
+    resp = http.post("/v2/models/addsub/infer", json={**body, "id": "poison"})
+    _error(resp, 500, "internal error (FileNotFoundError); the server log has the details under incident")
+    assert "/srv/secret" not in resp.text and "Traceback" not in resp.text
+    ok = http.post("/v2/models/addsub/infer", json={**body, "id": "fine"})
+    assert ok.status_code == 200 and ok.json()["outputs"][0]["data"] == [2, 4, 6, 8]

@@ -16,6 +16,7 @@ import grpc
 from google.protobuf import json_format
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, TritonError
 
+from ..failures import report
 from ..server import Server
 from . import grpc_service_pb2 as pb
 from . import grpc_service_pb2_grpc as pb_grpc
@@ -48,8 +49,10 @@ def _unary(handler: Handler) -> Handler:
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:  # a bug must not take the server down; say what failed
-            log.exception("unhandled error in %s", handler.__name__)
-            code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
+            code, message = (
+                grpc.StatusCode.INTERNAL,
+                report(log, f"unhandled error in {handler.__name__}", exc),
+            )
             exc.__traceback__ = None
         del request  # the abort below must not keep the message alive either
         await context.abort(code, message)
@@ -253,8 +256,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 exc.__traceback__ = None  # its frames hold the request
                 await queue.put(failed(msg, exc))
             except Exception as exc:  # never leave the stream hanging on a bug
-                log.exception("stream request failed")
-                await queue.put(pb.ModelStreamInferResponse(error_message=f"internal error: {exc}"))
+                message = report(log, "stream request failed", exc)
+                exc.__traceback__ = None
+                await queue.put(pb.ModelStreamInferResponse(error_message=message))
 
         async def read() -> None:
             try:

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from tritonpy_sdk import TritonError
 
+from ..failures import report
 from ..server import Server
 from .compression import choose_encoding, compress, decompress
 from .errors import error_response, triton_error_response
@@ -49,8 +50,8 @@ def _guarded(handler: Handler) -> Handler:
         except TritonError as exc:
             return triton_error_response(exc)
         except Exception as exc:  # a bug must not take the server down; say what failed
-            log.exception("unhandled error in %s %s", request.method, request.url.path)
-            return error_response(f"internal error: {type(exc).__name__}: {exc}", 500)
+            message = report(log, f"unhandled error in {request.method} {request.url.path}", exc)
+            return error_response(message, 500)
 
     return wrapper
 

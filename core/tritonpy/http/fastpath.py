@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tritonpy_sdk import TritonError
 
+from ..failures import report
 from .errors import status_of
 
 if TYPE_CHECKING:
@@ -100,8 +101,7 @@ class InferFastPath:
             status = status_of(exc)
             exc.__traceback__ = None  # its frames hold the request body: no cycle until a GC
         except Exception as exc:  # a bug must not take the server down; say what failed
-            log.exception("unhandled error in POST %s", scope["path"])
-            parts = [_error_body(f"internal error: {type(exc).__name__}: {exc}")]
+            parts = [_error_body(report(log, f"unhandled error in POST {scope['path']}", exc))]
             extra, media_type, status = {}, "application/json", 500
             exc.__traceback__ = None
         length = sum(len(p) for p in parts)

@@ -17,6 +17,8 @@ from tritonpy_sdk import (
     TritonError,
 )
 
+from ..failures import report
+
 log = logging.getLogger(__name__)
 
 
@@ -72,10 +74,11 @@ def fail_unfinished(jobs: Iterable[Job], error: TritonError) -> None:
 
 
 def internal_error(where: str, exc: BaseException) -> TritonError:
-    """A TritonError for an unexpected exception, worded for the client (no traceback)."""
+    """``exc`` when it is a TritonError, else an INTERNAL one for the client: the
+    exception is logged under an incident id (``tritonpy.failures.report``)."""
     if isinstance(exc, TritonError):
         return exc
-    return TritonError.internal(f"{where}: {type(exc).__name__}: {exc}")
+    return TritonError.internal(report(log, where, exc))
 
 
 def remaining(deadline: float | None) -> float | None:

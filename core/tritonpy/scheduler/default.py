@@ -67,6 +67,5 @@ class DefaultScheduler:
             try:
                 run(instance, (job,))
             except BaseException as exc:  # the runner answers jobs itself; never lose a worker
-                log.exception("scheduler worker for %s failed", instance.name)
                 fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
             job = None  # not kept alive while idle

@@ -392,7 +392,6 @@ class DynamicBatcher:
             try:
                 self._runner(instance, jobs)
             except BaseException as exc:  # the runner answers jobs itself; never lose a worker
-                log.exception("batch execution on %s failed", instance.name)
                 fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
             jobs = None  # not kept alive while idle
             with self._cond:
