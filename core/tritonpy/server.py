@@ -172,18 +172,19 @@ class Server:
         ]
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop accepting requests, wait for in-flight ones (up to
-        ``exit_timeout_secs``), then unload every model and finalize backends."""
+        """Refuse new requests, wait for in-flight ones (and the BLS requests they
+        make), then unload every model and finalize backends, all within
+        ``timeout`` (default ``exit_timeout_secs``)."""
         if not self._started:
             return
-        self._stopping = True
+        self.drain()
         limit = self.options.exit_timeout_secs if timeout is None else timeout
         # One deadline for the whole shutdown: draining, schedulers and backends'
         # finalize (they read it through ServerApi.exit_deadline) share it.
         deadline = self.exit_deadline = time.monotonic() + limit
-        with self._idle:
-            if not self._idle.wait_for(lambda: self._inflight == 0, timeout=limit):
-                log.warning("timed out waiting for %d in-flight request(s)", self._inflight)
+        if not self.wait_idle(limit):
+            log.warning("timed out waiting for %d in-flight request(s)", self._inflight)
+        self._stopping = True
         for record in self._records.values():
             for mv in record.versions.values():
                 mv.unload(deadline)
