@@ -287,3 +287,28 @@ def test_max_message_size(test_repos) -> None:  # type: ignore[no-untyped-def]
     finally:
         frontend.stop()
         server.stop()
+
+
+def test_shared_memory_is_refused_until_supported(client: grpcclient.InferenceServerClient) -> None:
+    a = np.ones((1, 4), np.int32)
+    inputs = _inputs(a, a, "INT32")
+    inputs[0].set_shared_memory("input_region", 16)  # as NVIDIA's shm example clients do
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("addsub", inputs)
+    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "input 'INPUT0' asks for shared memory" in str(info.value)
+    assert "region 'input_region'" in str(info.value)
+    output = grpcclient.InferRequestedOutput("OUTPUT0")
+    output.set_shared_memory("output_region", 16)
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("addsub", _inputs(a, a, "INT32"), outputs=[output])
+    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "output 'OUTPUT0' asks for shared memory" in str(info.value)
+
+
+@pytest.mark.parametrize("version", ["\u0663", "\uff11", " 1", "+1", "1_0"])
+def test_versions_are_ascii_digits(client: grpcclient.InferenceServerClient, version: str) -> None:
+    a = np.ones((1, 4), np.int32)
+    with pytest.raises(InferenceServerException, match="it must be an integer") as info:
+        client.infer("addsub", _inputs(a, a, "INT32"), model_version=version)
+    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"

@@ -472,3 +472,27 @@ def test_a_failure_while_encoding_fails_that_request_only_and_shows_no_internals
     assert "/srv/secret" not in resp.text and "Traceback" not in resp.text
     ok = http.post("/v2/models/addsub/infer", json={**body, "id": "fine"})
     assert ok.status_code == 200 and ok.json()["outputs"][0]["data"] == [2, 4, 6, 8]
+
+
+def test_shared_memory_is_refused_until_supported(live) -> None:  # type: ignore[no-untyped-def]
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    client = httpclient.InferenceServerClient(live.url)
+    a = np.ones((1, 4), np.int32)
+    inputs = [httpclient.InferInput(n, [1, 4], "INT32") for n in ("INPUT0", "INPUT1")]
+    inputs[1].set_data_from_numpy(a)
+    inputs[0].set_shared_memory("input_region", 16)  # as NVIDIA's shm example clients do
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("addsub", inputs)
+    assert info.value.status() == "400"
+    assert "input 'INPUT0' asks for shared memory ('shared_memory_region', region 'input_region')" in str(
+        info.value
+    )
+    inputs[0].set_data_from_numpy(a)
+    output = httpclient.InferRequestedOutput("OUTPUT0")
+    output.set_shared_memory("output_region", 16)
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("addsub", inputs, outputs=[output])
+    assert info.value.status() == "400"
+    assert "output 'OUTPUT0' asks for shared memory" in str(info.value)

@@ -22,6 +22,7 @@ from tritonpy_sdk import (
 )
 
 from ..codec import array_from_buffer, array_to_buffer, element_count
+from ..validation import refuse_shared_memory
 from . import grpc_service_pb2 as pb
 
 #: The typed ``contents`` field of each data type (FP16 and BF16 have none: raw only).
@@ -95,6 +96,9 @@ def _from_contents(name: str, datatype: DataType, shape: list[int], contents: pb
 
 def request_from_proto(msg: pb.ModelInferRequest) -> InferenceRequest:
     """The core request for a ModelInferRequest (raises TritonError INVALID_ARG)."""
+    for entry in msg.inputs:  # first: such an input has no raw contents to count
+        if entry.parameters:
+            refuse_shared_memory("input", entry.name, parameters_from_proto(entry.parameters))
     raw = msg.raw_input_contents
     if raw and len(raw) != len(msg.inputs):
         raise TritonError.invalid_arg(
@@ -117,10 +121,10 @@ def request_from_proto(msg: pb.ModelInferRequest) -> InferenceRequest:
             array = _from_contents(name, datatype, shape, entry.contents)
         inputs[name] = Tensor(name, array, datatype)
     version = msg.model_version
-    try:
-        model_version = int(version) if version else -1
-    except ValueError:
-        raise TritonError.invalid_arg(f"invalid model version '{version}': it must be an integer") from None
+    # ASCII digits only: int() also reads other scripts' digits, signs and spaces.
+    if version and not (version.isascii() and version.isdigit()):
+        raise TritonError.invalid_arg(f"invalid model version '{version}': it must be an integer")
+    model_version = int(version) if version else -1
     return InferenceRequest(
         model_name=msg.model_name,
         model_version=model_version,

@@ -25,6 +25,7 @@ from tritonpy_sdk import (
 
 from ..codec import array_from_buffer, array_from_json, array_to_buffer, array_to_json
 from ..spec import ModelSpec
+from ..validation import refuse_shared_memory
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -101,6 +102,7 @@ def decode_request(
         shape = _shape(entry, name)
         datatype = _datatype(entry, name)
         in_params = _parameters(entry, f"input '{name}'")
+        refuse_shared_memory("input", name, in_params)
         size = in_params.get("binary_data_size")
         if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
