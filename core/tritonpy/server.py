@@ -51,6 +51,7 @@ from .model import ModelState, ModelVersion
 from .options import ServerOptions
 from .plugins import BackendRegistry
 from .repository import ModelDir, scan_repositories
+from .restricted import parse_restrictions
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, state_from_flags
 
@@ -122,6 +123,11 @@ class Server:
             )
         if options.rate_limit == "execution_count":
             self.rate_limiter = RateLimiter(parse_resource_flags(options.rate_limit_resource))
+        #: Restricted API groups (``--http-restricted-api``, ``--grpc-restricted-protocol``).
+        self.http_restrictions = parse_restrictions("--http-restricted-api", options.http_restricted_api)
+        self.grpc_restrictions = parse_restrictions(
+            "--grpc-restricted-protocol", options.grpc_restricted_protocol
+        )
         self._loader = ModelLoader(options, self.backends, self.cache, self.rate_limiter)
         self._records: dict[str, ModelRecord] = {}
         self._started = False

@@ -10,6 +10,7 @@ from ..options import ServerOptions
 from ..server import Server
 from . import grpc_service_pb2_grpc as pb_grpc
 from . import health_pb2_grpc
+from .restricted import RestrictedProtocol
 from .service import HealthServicer, InferenceServicer
 
 
@@ -63,7 +64,8 @@ def create_grpc_server(server: Server) -> tuple[grpc.aio.Server, int]:
     settings and OSError when the port cannot be bound.
     """
     options = server.options
-    aio = grpc.aio.server(options=channel_options(options))
+    interceptors = [RestrictedProtocol(server.grpc_restrictions)] if server.grpc_restrictions else []
+    aio = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(server), aio)  # type: ignore[no-untyped-call]
     health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(server), aio)  # type: ignore[no-untyped-call]
     address = f"{options.grpc_address}:{options.grpc_port}"

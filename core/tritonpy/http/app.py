@@ -24,9 +24,10 @@ from ..failures import report
 from ..server import Server
 from .compression import choose_encoding, compress, decompress
 from .errors import error_response, triton_error_response
-from .fastpath import InferFastPath, is_version
+from .fastpath import ASGIApp, InferFastPath, is_version
 from .generate import GenerateFrontend
 from .infer import HEADER_LENGTH, Body, decode_raw, decode_request, encode_response
+from .restricted import RestrictedApi
 
 log = logging.getLogger("tritonpy.http")
 
@@ -241,7 +242,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(messages.get(exc.status_code, exc.detail), exc.status_code)
 
 
-def create_app(server: Server) -> InferFastPath:
+def create_app(server: Server) -> ASGIApp:
     """The ASGI application of the HTTP front end for ``server``."""
     f = HttpFrontend(server)
     model = "/v2/models/{model}"
@@ -277,4 +278,7 @@ def create_app(server: Server) -> InferFastPath:
         ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.router.redirect_slashes = False  # Triton answers 404 for a trailing slash, not a redirect
-    return InferFastPath(f, app)
+    served: ASGIApp = InferFastPath(f, app)
+    if server.http_restrictions:  # outermost, so the fast path is covered; absent, it costs nothing
+        served = RestrictedApi(served, server.http_restrictions)
+    return served
