@@ -13,6 +13,7 @@ import tritonpy
 import uvicorn
 from tritonpy.grpc import create_grpc_server
 from tritonpy.http import create_app
+from tritonpy.http.protocol import Implementation, http_protocol
 from tritonpy_testbackend import TestBackend
 
 
@@ -55,12 +56,20 @@ def start_grpc(repos: list[Path], **options: object) -> tuple[tritonpy.Server, G
 
 
 class LiveServer:
-    def __init__(self, server: tritonpy.Server) -> None:
+    """The HTTP front end as ``tritonpy serve`` runs it (its protocol class and
+    limits), on uvicorn in a thread; ``http`` picks the implementation."""
+
+    def __init__(self, server: tritonpy.Server, http: Implementation = "auto") -> None:
         self.server = server
         self.port = free_port()
         self.url = f"127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            create_app(server), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+            create_app(server),
+            host="127.0.0.1",
+            port=self.port,
+            http=http_protocol(server.options, http),
+            log_level="warning",
+            lifespan="off",
         )
         self._uvicorn = uvicorn.Server(config)
         self._thread = threading.Thread(target=lambda: asyncio.run(self._uvicorn.serve()), daemon=True)

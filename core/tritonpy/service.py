@@ -137,6 +137,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     http = serving = None
     if options.allow_http:
         from .http import create_app  # imports starlette: only when serving it
+        from .http.protocol import http_protocol
 
         try:
             sock = _listen(options.http_address, options.http_port)
@@ -147,6 +148,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
             return await give_up(f"failed to start HTTP service at {where}: {exc.strerror or exc}")
         config = uvicorn.Config(
             create_app(server),
+            http=http_protocol(options),
             log_level="warning" if options.log_verbose == 0 else "info",
             access_log=options.log_verbose > 0,
             timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
@@ -156,6 +158,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
 
     metrics_frontend = None
     if options.allow_metrics:
+        from .http.protocol import http_protocol
         from .metrics import Metrics, MetricsConfig, create_metrics_app
 
         address = options.metrics_address or options.http_address
@@ -176,7 +179,13 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
             text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             return await give_up(f"failed to start Metrics service at {where}: {text}")
         metrics_frontend = _FrontendServer(
-            uvicorn.Config(create_metrics_app(metrics), log_level="warning", access_log=False, lifespan="off")
+            uvicorn.Config(
+                create_metrics_app(metrics),
+                http=http_protocol(options),  # the same head limits: it shares the event loop
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+            )
         )
 
     waiting: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait())}

@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from tritonpy_sdk import TritonError
@@ -48,6 +48,8 @@ def _guarded(handler: Handler) -> Handler:
             return await handler(request)
         except HTTPException:
             raise  # routing answers (404, 405): starlette's handler writes them
+        except ClientDisconnect:  # the client left (or its body timed out): nobody to answer
+            return Response(status_code=400)
         except TritonError as exc:
             return triton_error_response(exc)
         except Exception as exc:  # a bug must not take the server down; say what failed
