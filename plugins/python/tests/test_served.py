@@ -399,3 +399,28 @@ def test_a_hung_execute_fails_past_its_timeout_and_the_stub_restarts(http: Any) 
 def test_bls_from_the_models_own_threads_while_execute_waits(http: Any, model: str) -> None:
     result = http.infer(model, _inputs(httpclient, N=np.array([16], np.int32)))
     assert result.as_numpy("SUM")[0] == sum(2 * v for v in range(16))
+
+
+def test_a_stub_that_leaked_to_its_memory_limit_is_restarted(http: Any) -> None:
+    def call(mb: int) -> int:
+        return int(http.infer("leaker", _inputs(httpclient, MB=np.array([mb], np.int64))).as_numpy("PID")[0])
+
+    first = call(1)
+    failed = None
+    for _ in range(30):  # 64 MiB a request, kept: the 1024 MiB limit is reached well before
+        try:
+            call(64)
+        except InferenceServerException as exc:
+            failed = exc
+            break
+    assert failed is not None and "MemoryError" in failed.message()
+    # The stub could no longer serve anything: it was restarted (a new process) and serves again.
+    deadline = time.monotonic() + 30
+    pid = None
+    while pid is None and time.monotonic() < deadline:
+        try:
+            pid = call(1)
+        except InferenceServerException:
+            time.sleep(0.1)
+    assert pid is not None and pid != first
+    assert http.is_model_ready("leaker")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -67,3 +68,123 @@ def test_stopping_the_server_ends_its_stubs(tmp_path: Path, sig: int) -> None:
     shm = Path("/dev/shm")
     if shm.is_dir():  # nothing left in shared memory either
         assert not list(shm.glob(f"tritonpy-{server.proc.pid}-*"))
+
+
+def _shm_files(pid: int) -> list[Path]:
+    shm = Path("/dev/shm")
+    return list(shm.glob(f"tritonpy-{pid}-*")) if shm.is_dir() else []
+
+
+def test_a_stopped_stub_does_not_stretch_the_exit_timeout(tmp_path: Path) -> None:
+    """SIGSTOP a stub with a request in it: shutdown still ends within --exit-timeout-secs
+    (it took ~100 s with 30 s: each stage waited the whole limit), the stub is killed and
+    the client gets an answer."""
+    repo = tmp_path / "models"
+    for name in ("add_sub", "busy"):
+        shutil.copytree(MODELS / name, repo / name)
+    server = ServerProcess([repo], "--exit-timeout-secs", "3", log=tmp_path / "server.log")
+    http = httpclient.InferenceServerClient(server.url, network_timeout=60)
+    pids = set(_stub_pids(http))
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    result: dict[str, object] = {}
+
+    def call() -> None:
+        n = httpclient.InferInput("N", [1], "INT64")
+        n.set_data_from_numpy(np.array([10], np.int64))
+        try:
+            result["answer"] = httpclient.InferenceServerClient(server.url, network_timeout=60).infer(
+                "busy", [n]
+            )
+        except Exception as exc:  # the stub cannot answer: an error, not a hang
+            result["error"] = exc
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    time.sleep(0.5)  # the request reaches the stopped stub
+    started = time.monotonic()
+    try:
+        code = server.stop(timeout=60)
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    took = time.monotonic() - started
+    caller.join(30)
+    assert not caller.is_alive() and "error" in result, result
+    assert code == 0, server.output()
+    assert took < 15, f"shutdown took {took:.1f} s with --exit-timeout-secs 3"
+    assert not any(_alive(p) for p in pids)
+    assert not _shm_files(server.proc.pid)
+
+
+SLOW_INIT = """
+import time
+from pathlib import Path
+
+class TritonPythonModel:
+    def initialize(self, args):
+        Path(args["model_repository"], "initializing").write_text("yes")
+        time.sleep(3)
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def test_sigterm_while_a_python_model_initializes_leaves_nothing(tmp_path: Path) -> None:
+    repo = tmp_path / "models"
+    (repo / "slow" / "1").mkdir(parents=True)
+    (repo / "slow" / "1" / "model.py").write_text(SLOW_INIT)
+    (repo / "slow" / "config.pbtxt").write_text(
+        'backend: "python"\ninput [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+    )
+    server = ServerProcess([repo], log=tmp_path / "server.log", wait_ready=False)
+    marker = repo / "slow" / "initializing"
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), server.output()
+    stubs = _children(server.proc.pid)
+    assert stubs and _shm_files(server.proc.pid)  # the stub and its arenas exist now
+    code = server.stop()
+    assert code == 0, server.output()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in stubs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in stubs)
+    assert not _shm_files(server.proc.pid)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_error_frames_can_be_kept_out_of_responses(tmp_path: Path) -> None:
+    repo = tmp_path / "models"
+    shutil.copytree(MODELS / "raiser", repo / "raiser")
+    shutil.copytree(MODELS / "raiser", repo / "raiser_inproc")
+    config = repo / "raiser_inproc" / "config.pbtxt"
+    config.write_text(
+        config.read_text().replace('name: "raiser"', 'name: "raiser_inproc"')
+        + 'parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }\n'
+    )
+    server = ServerProcess([repo], "--backend-config=python,error-frames=false", log=tmp_path / "server.log")
+    try:
+        http = httpclient.InferenceServerClient(server.url)
+        for model in ("raiser", "raiser_inproc"):
+            x = httpclient.InferInput("X", [1], "INT32")
+            x.set_data_from_numpy(np.array([0], np.int32))
+            with pytest.raises(Exception) as info:
+                http.infer(model, [x])
+            message = str(info.value)
+            assert message.endswith("message: ValueError: the model raised on purpose"), message
+            assert "At:" not in message and "model.py" not in message
+        log = server.wait_for_output("model.py")  # the frames went to the server log
+        assert "the model raised on purpose" in log
+    finally:
+        assert server.stop() == 0

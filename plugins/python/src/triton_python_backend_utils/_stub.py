@@ -15,6 +15,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -336,7 +337,21 @@ class Stub:
         self._done(reply, requests)
 
 
+def _exit_with_parent() -> None:
+    """End this stub when the server is gone, however it went (even SIGKILL), also
+    while the model is busy in initialize or execute and nobody reads the socket."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
+    _exit_with_parent()
     fd, p2c, c2p = int(argv[0]), argv[1], argv[2]
     conn = Connection(fd)
     link = Link(conn, mine=Arena(c2p, 0, create=False), theirs=Arena(p2c, 0, create=False))

@@ -13,12 +13,15 @@ runs it inside the server instead. Model parameters:
 
 Backend settings (``--backend-config=python,<key>=<value>``):
 ``shm-default-byte-size`` (each stub's two shared-memory arenas, default 64 MiB,
-mapped lazily) and ``stub-timeout-seconds`` (start-up, default 120).
+mapped lazily), ``stub-timeout-seconds`` (start-up, default 120) and
+``error-frames`` (``false``: a model's exception reaches clients without its
+frames, which go to the log; default ``true``, Triton's format).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,7 @@ class _BackendState:
     services: ServerServices
     shm_bytes: int
     start_timeout_s: float
+    error_frames: bool = True
 
 
 @dataclass
@@ -80,6 +84,17 @@ def _int_setting(config: dict[str, str], key: str, default: int) -> int:
         ) from None
 
 
+def _bool_setting(config: dict[str, str], key: str, default: bool) -> bool:
+    raw = config.get(key, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("true", "1", "yes", "on"):
+        return True
+    if raw in ("false", "0", "no", "off"):
+        return False
+    raise TritonError.invalid_arg(f"backend setting '{key}' must be true or false, got '{config[key]}'")
+
+
 @hookimpl
 def initialize(backend: Backend) -> None:
     services = ServerServices(backend.server, backend.logger)
@@ -87,6 +102,7 @@ def initialize(backend: Backend) -> None:
         services,
         shm_bytes=max(1 << 20, _int_setting(backend.config, "shm-default-byte-size", 64 << 20)),
         start_timeout_s=float(_int_setting(backend.config, "stub-timeout-seconds", 120)),
+        error_frames=_bool_setting(backend.config, "error-frames", True),
     )
 
 
@@ -132,6 +148,7 @@ def _settings(model: Model, state: _BackendState) -> tuple[bool, StubSettings]:
         start_timeout_s=state.start_timeout_s,
         execute_timeout_s=number("EXECUTE_TIMEOUT_SECONDS"),
         memory_limit_mb=int(number("STUB_MEMORY_LIMIT_MB")),
+        error_frames=state.error_frames,
     )
     return mode == "in_process", settings
 
@@ -195,7 +212,9 @@ def instance_initialize(instance: ModelInstance) -> None:
         if not isinstance(_runtime.current(), InProcessRuntime):
             _runtime.install(InProcessRuntime(services))
         try:
-            instance.state = InProcessInstance(instance.name, mstate.file, _args(instance), outputs)
+            instance.state = InProcessInstance(
+                instance.name, mstate.file, _args(instance), outputs, mstate.settings.error_frames
+            )
         except Exception as exc:
             raise TritonError.internal(error_text(exc)) from None
         return
@@ -221,5 +240,12 @@ def instance_ready(instance: ModelInstance) -> bool:
 def instance_finalize(instance: ModelInstance) -> None:
     runner: Any = instance.state
     if runner is not None:
-        runner.stop()
+        runner.stop(_time_left(instance.model.backend))
     instance.state = None
+
+
+def _time_left(backend: Backend) -> float:
+    """Seconds left to finalize: until the server's exit deadline while it stops
+    (``--exit-timeout-secs``), else the stub's own 30 s."""
+    deadline = backend.server.exit_deadline() if backend.server is not None else None
+    return 30.0 if deadline is None else max(0.0, deadline - time.monotonic())

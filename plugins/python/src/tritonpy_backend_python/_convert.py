@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from typing import Any
 
@@ -21,6 +22,8 @@ from tritonpy_sdk import (
 _CODES = list(ErrorCode)  # index = pb_utils.TritonError code
 _NUMBERS = {code: number for number, code in enumerate(_CODES)}
 
+log = logging.getLogger("tritonpy.backend.python")
+
 
 def error_to_pair(error: TritonError) -> tuple[str, int]:
     return error.message, _NUMBERS[error.code]
@@ -30,8 +33,21 @@ def error_from_pair(message: str, code: int) -> TritonError:
     return TritonError(message, _CODES[code] if 0 <= code < len(_CODES) else ErrorCode.INTERNAL)
 
 
-def execute_error(instance: str, text: str, kind: Any = TritonError.internal) -> TritonError:
-    """A failed execute of ``instance``, worded as Triton's Python backend words it."""
+#: Where a model's frames start in an error text (Triton's format: ``Type: msg\n\nAt:\n  frames``).
+FRAMES = "\n\nAt:\n"
+
+
+def execute_error(
+    instance: str, text: str, kind: Any = TritonError.internal, frames: bool = True
+) -> TritonError:
+    """A failed execute of ``instance``, worded as Triton's Python backend words it.
+
+    With ``frames`` false (``--backend-config=python,error-frames=false``) the
+    client gets ``Type: message`` only; the frames (server file paths) go to the log.
+    """
+    if not frames and FRAMES in text:
+        log.warning("execute of '%s' failed: %s", instance, text)
+        text = text.split(FRAMES, 1)[0]
     error: TritonError = kind(f"Failed to process the request(s) for model '{instance}', message: {text}")
     return error
 

@@ -92,8 +92,11 @@ def _model_errors(fn: Any, *args: Any) -> Any:
 class InProcessInstance:
     """One model instance in the server's interpreter."""
 
-    def __init__(self, name: str, model_file: Path, args: dict[str, str], outputs: list[str]) -> None:
+    def __init__(
+        self, name: str, model_file: Path, args: dict[str, str], outputs: list[str], error_frames: bool = True
+    ) -> None:
         self.name = name
+        self._error_frames = error_frames
         self._outputs = outputs
         self.host = ModelHost(model_file)
         self.host.initialize(args)
@@ -129,7 +132,7 @@ class InProcessInstance:
 
     def _failed(self, exc: BaseException) -> TritonError:
         """A model's exception as the stub reports it (and Triton does)."""
-        return execute_error(self.name, error_text(exc))
+        return execute_error(self.name, error_text(exc), frames=self._error_frames)
 
     @staticmethod
     def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse]:

@@ -8,6 +8,7 @@ instance, and the stub is started again with the model re-initialised.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
 import logging
@@ -43,6 +44,26 @@ from ._services import ServerServices
 
 log = logging.getLogger("tritonpy.backend.python")
 
+#: Shared-memory files and stub processes of this server not yet removed or
+#: ended. Whatever is left at interpreter exit (a signal while a model loads, a
+#: finalize cut short) is removed then, so nothing outlives the server.
+_LEFT_FILES: set[str] = set()
+_LEFT_PROCS: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _remove_leftovers() -> None:
+    for proc in list(_LEFT_PROCS):
+        if proc.poll() is None:
+            proc.kill()
+    for path in list(_LEFT_FILES):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    _LEFT_PROCS.clear()
+    _LEFT_FILES.clear()
+
 
 @dataclass
 class StubSettings:
@@ -55,6 +76,8 @@ class StubSettings:
     execute_timeout_s: float = 0.0
     #: 0: no limit. The stub's address-space limit (RLIMIT_AS) in MiB.
     memory_limit_mb: int = 0
+    #: Whether a model's exception reaches the client with its frames (Triton's format).
+    error_frames: bool = True
 
 
 class _Batch:
@@ -118,6 +141,8 @@ class StubProcess:
         self._bls: dict[int, InferenceRequest] = {}
         self._control: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self._generation = 0
+        #: Set when the stub is killed on purpose to be restarted (memory limit).
+        self._recycled = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -133,6 +158,7 @@ class StubProcess:
         tag = uuid.uuid4().hex[:12]
         p2c = Arena(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-in"), settings.shm_bytes, True)
         c2p = Arena(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-out"), settings.shm_bytes, True)
+        _LEFT_FILES.update((p2c.path, c2p.path))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             proc = subprocess.Popen(
@@ -155,6 +181,7 @@ class StubProcess:
             raise TritonError.unavailable(f"cannot start the stub of '{self.name}': {exc}") from None
         finally:
             theirs.close()
+        _LEFT_PROCS.add(proc)
         # No descriptor is closed while a thread may be blocked on it (it could be
         # reused by the next stub's socket): the connection's closes with its last
         # reference, and ``ours`` — a descriptor of its own — only shuts the socket down.
@@ -199,16 +226,17 @@ class StubProcess:
         return reply
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Let open requests finish (up to ``timeout``), finalize the model, end the stub."""
+        """Let open requests finish and finalize the model, all within ``timeout``;
+        then end the stub (killed if it has not finished by then, even stopped)."""
         self._stopping = True
         deadline = time.monotonic() + timeout
         while self._open and time.monotonic() < deadline and self._alive:
             time.sleep(0.01)
         link = self._link
-        if self._alive and link is not None:
+        if self._alive and link is not None and time.monotonic() < deadline:
             try:
                 link.send({"op": "fini"})
-                reply = self._wait_control("fini", max(1.0, deadline - time.monotonic()))
+                reply = self._wait_control("fini", deadline - time.monotonic())
                 if reply.get("error"):
                     log.warning("finalize of '%s' failed: %s", self.name, reply["error"])
             except (TritonError, OSError) as exc:
@@ -223,6 +251,7 @@ class StubProcess:
         if proc is not None:
             try:
                 proc.wait(10)
+                _LEFT_PROCS.discard(proc)
             except subprocess.TimeoutExpired:
                 pass
         sock = self._sock
@@ -281,13 +310,41 @@ class StubProcess:
         if msg.get("dead"):
             raise self._unhealthy()
         if msg.get("err"):
+            self._check_memory(msg["err"])
             raise self._failed(msg["err"])
         if msg.get("r") is None:
             return None
         return [response_from_wire(link, desc) for desc in msg["r"]]
 
+    def _check_memory(self, error: str) -> None:
+        """Restart a stub that hit its STUB_MEMORY_LIMIT_MB and can no longer serve.
+
+        A MemoryError alone is not enough: one oversized request fails its own
+        allocation and leaves the stub fine (its memory is back once the request
+        is gone). A stub whose address space is still near the limit after the
+        batch failed (a leak, a cache that grew) would fail every request from
+        now on, so it is restarted as after a crash: the batch is answered with
+        the error, the next requests reach a fresh stub.
+        """
+        limit_mb = self._settings.memory_limit_mb
+        proc = self._proc
+        if not limit_mb or proc is None or not error.startswith("MemoryError"):
+            return
+        used_mb = _address_space_mb(proc.pid)
+        if used_mb is None or used_mb < limit_mb * _NEAR_LIMIT:
+            return
+        log.warning(
+            "the stub of '%s' uses %d of its %d MiB (STUB_MEMORY_LIMIT_MB) after a MemoryError; "
+            "restarting it",
+            self.name,
+            used_mb,
+            limit_mb,
+        )
+        self._recycled = True
+        proc.kill()  # the reader sees it exit: _died restarts the stub
+
     def _failed(self, text: str, kind: Any = TritonError.internal) -> TritonError:
-        return execute_error(self.name, text, kind)
+        return execute_error(self.name, text, kind, self._settings.error_frames)
 
     def _unhealthy(self) -> TritonError:
         """Requests a dead stub held (Triton's wording; it answers INTERNAL too)."""
@@ -419,6 +476,7 @@ class StubProcess:
             if request is None:
                 continue
             if msg.get("err"):
+                self._check_memory(msg["err"])
                 response = InferenceResponse.from_error(self._failed(msg["err"]))
             elif responses is not None:
                 response = response_from_wire(link, responses[index])
@@ -452,10 +510,13 @@ class StubProcess:
     def _died(self) -> None:
         proc = self._proc
         code = proc.wait() if proc is not None else None
+        if proc is not None:
+            _LEFT_PROCS.discard(proc)
         was_alive = self._alive
         self._alive = False
-        if was_alive and not self._stopping:
+        if was_alive and not self._stopping and not self._recycled:
             log.error("the stub of '%s' exited (%s); its requests fail and it restarts", self.name, code)
+        self._recycled = False
         self._control.put({"op": "died", "code": code})
         pending = self._ready_check
         if pending is not None:
@@ -495,10 +556,27 @@ class StubProcess:
 def _unlink(*arenas: Arena) -> None:
     """Remove arena files once both processes mapped them (the maps stay valid)."""
     for arena in arenas:
+        _LEFT_FILES.discard(arena.path)
         try:
             os.unlink(arena.path)
         except OSError:
             pass
+
+
+#: A stub that still uses this share of its memory limit after a MemoryError is restarted.
+_NEAR_LIMIT = 0.8
+
+
+def _address_space_mb(pid: int) -> int | None:
+    """A process's address space (what RLIMIT_AS limits) in MiB, from /proc (None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) >> 10
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _limits(memory_limit_mb: int) -> Any:
