@@ -67,9 +67,11 @@ class Trace:
 
 
 def _int(key: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise TritonError.invalid_arg(f"unable to parse '{key}', got: {value!r}")
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise TritonError.invalid_arg(f"unable to parse '{key}', got: {value!r}") from None
     if number < minimum:
         raise TritonError.invalid_arg(f"'{key}' must be >= {minimum}, got {number}")
@@ -152,8 +154,12 @@ class Tracer:
                     "trace file location can not be updated through network protocol"
                 )
             if key == "trace_level":
-                levels = [value] if isinstance(value, str) else list(value)
-                bad = [v for v in levels if v not in LEVELS]
+                levels = [value] if isinstance(value, str) else value
+                if not isinstance(levels, list):
+                    raise TritonError.invalid_arg(
+                        f"invalid trace level {value!r}; use OFF, TIMESTAMPS or TENSORS"
+                    )
+                bad = [v for v in levels if not isinstance(v, str) or v not in LEVELS]
                 if bad:
                     raise TritonError.invalid_arg(
                         f"invalid trace level {bad[0]!r}; use OFF, TIMESTAMPS or TENSORS"

@@ -1,0 +1,29 @@
+"""Helpers of the fuzz and corpus tests (tests/fuzz): the servers they use, a valid request."""
+
+from __future__ import annotations
+
+from tritonpy_testservers import GrpcServer, LiveServer
+
+
+class Servers:
+    def __init__(self, http: LiveServer, grpc: GrpcServer) -> None:
+        self.http = http
+        self.grpc = grpc
+
+
+ADDSUB_BODY = {
+    "inputs": [
+        {"name": "INPUT0", "shape": [1, 4], "datatype": "INT32", "data": [1, 2, 3, 4]},
+        {"name": "INPUT1", "shape": [1, 4], "datatype": "INT32", "data": [1, 1, 1, 1]},
+    ]
+}
+
+
+def assert_serves(url: str) -> None:
+    """A valid request still gets the right answer."""
+    import httpx
+
+    for model in ("addsub", "batched"):
+        resp = httpx.post(f"http://{url}/v2/models/{model}/infer", json=ADDSUB_BODY, timeout=10)
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["outputs"][0]["data"] == [2, 3, 4, 5]
