@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, settings
 from tritonpy_testservers import GrpcServer, LiveServer
+
+#: Every fuzz test: derandomized (CI runs the same examples each time) and bounded.
+FUZZ = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 class Servers:

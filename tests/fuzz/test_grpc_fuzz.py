@@ -10,20 +10,14 @@ from typing import Any
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
-from tritonpy_fuzzservers import Servers, assert_serves
+from tritonpy_fuzzservers import FUZZ, Servers, assert_serves
 
 pytestmark = pytest.mark.integration
 
-FUZZ = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 
 ALLOWED = {
     grpc.StatusCode.OK,

@@ -14,18 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from tritonpy_fuzzservers import ADDSUB_BODY, Servers, assert_serves
+from tritonpy_fuzzservers import ADDSUB_BODY, FUZZ, Servers, assert_serves
 
 pytestmark = pytest.mark.integration
 
-FUZZ = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 
 #: Statuses a well-behaved server may give a fuzzed request: success, a client
 #: error, an unknown model, an unsupported feature (e.g. a decoupled model).
