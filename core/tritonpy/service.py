@@ -238,8 +238,9 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-#: How long no new request may have been refused before the transports stop.
-_QUIET_SECONDS = 0.25
+#: How long no new request may have been refused before the transports stop
+#: (generous: on a loaded machine a call can wait that long to reach a handler).
+_QUIET_SECONDS = 1.0
 
 
 def _left(deadline: float) -> float:

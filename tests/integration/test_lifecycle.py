@@ -152,9 +152,11 @@ def test_sigterm_while_a_model_loads_exits_cleanly(slow_env, tmp_path: Path) -> 
     marker = tmp_path / "marker"
     repo = _slow_repo(tmp_path, marker, init_seconds="2")
     server = ServerProcess([repo], log=tmp_path / "server.log", env=slow_env, wait_ready=False)
-    _wait_for(marker, server)
-    started = time.monotonic()
-    code = server.stop()
+    try:
+        _wait_for(marker, server)
+    finally:
+        started = time.monotonic()
+        code = server.stop()
     assert code == 0, server.output()
     assert time.monotonic() - started < 20
     assert "Server stopped" in server.output()
@@ -176,10 +178,12 @@ def test_shutdown_takes_no_longer_than_the_exit_timeout(slow_env, tmp_path: Path
             result["error"] = exc
 
     worker = threading.Thread(target=call)
-    worker.start()
-    _wait_for(marker, server)
-    started = time.monotonic()
-    code = server.stop(timeout=60)
+    try:
+        worker.start()
+        _wait_for(marker, server)
+    finally:
+        started = time.monotonic()
+        code = server.stop(timeout=60)
     took = time.monotonic() - started
     worker.join(30)
     assert not worker.is_alive()

@@ -83,29 +83,30 @@ def test_a_stopped_stub_does_not_stretch_the_exit_timeout(tmp_path: Path) -> Non
     for name in ("add_sub", "busy"):
         shutil.copytree(MODELS / name, repo / name)
     server = ServerProcess([repo], "--exit-timeout-secs", "3", log=tmp_path / "server.log")
-    http = httpclient.InferenceServerClient(server.url, network_timeout=60)
-    pids = set(_stub_pids(http))
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+    pids: set[int] = set()
     result: dict[str, object] = {}
 
     def call() -> None:
         n = httpclient.InferInput("N", [1], "INT64")
         n.set_data_from_numpy(np.array([10], np.int64))
         try:
-            result["answer"] = httpclient.InferenceServerClient(server.url, network_timeout=60).infer(
-                "busy", [n]
-            )
+            client = httpclient.InferenceServerClient(server.url, network_timeout=60)
+            result["answer"] = client.infer("busy", [n])
         except Exception as exc:  # the stub cannot answer: an error, not a hang
             result["error"] = exc
 
     caller = threading.Thread(target=call)
-    caller.start()
-    time.sleep(0.5)  # the request reaches the stopped stub
     started = time.monotonic()
     try:
-        code = server.stop(timeout=60)
+        http = httpclient.InferenceServerClient(server.url, network_timeout=60)
+        pids = set(_stub_pids(http))
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        caller.start()
+        time.sleep(0.5)  # the request reaches the stopped stub
+        started = time.monotonic()
     finally:
+        code = server.stop(timeout=60)  # never leave the server behind a failed step
         for pid in pids:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
@@ -141,14 +142,16 @@ def test_sigterm_while_a_python_model_initializes_leaves_nothing(tmp_path: Path)
         'output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
     )
     server = ServerProcess([repo], log=tmp_path / "server.log", wait_ready=False)
-    marker = repo / "slow" / "initializing"
-    deadline = time.monotonic() + 60
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert marker.exists(), server.output()
-    stubs = _children(server.proc.pid)
-    assert stubs and _shm_files(server.proc.pid)  # the stub and its arenas exist now
-    code = server.stop()
+    try:
+        marker = repo / "slow" / "initializing"
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marker.exists(), server.output()
+        stubs = _children(server.proc.pid)
+        assert stubs and _shm_files(server.proc.pid)  # the stub and its arenas exist now
+    finally:
+        code = server.stop()
     assert code == 0, server.output()
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in stubs) and time.monotonic() < deadline:
