@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -45,12 +45,13 @@ from tritonpy_sdk import (
 from ._version import __version__
 from .backend_api import BackendServerApi
 from .cache import create_cache
-from .loading import ModelLoader, ModelRecord
+from .loading import ModelLoader
 from .logsettings import LogSettings, LogState
-from .model import ModelState, ModelVersion
+from .model import ModelVersion
 from .options import ServerOptions
 from .plugins import BackendRegistry
-from .repository import ModelDir, scan_repositories
+from .repository import scan_repositories
+from .repository.manager import ModelManager
 from .restricted import parse_restrictions
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, state_from_flags
@@ -128,8 +129,8 @@ class Server:
         self.grpc_restrictions = parse_restrictions(
             "--grpc-restricted-protocol", options.grpc_restricted_protocol
         )
-        self._loader = ModelLoader(options, self.backends, self.cache, self.rate_limiter)
-        self._records: dict[str, ModelRecord] = {}
+        #: The model records: states, lookup, index, load and unload.
+        self.manager = ModelManager(ModelLoader(options, self.backends, self.cache, self.rate_limiter))
         self._started = False
         self._stopping = False
         #: ``time.monotonic()`` by which a stopping server must be done; None while serving.
@@ -158,24 +159,13 @@ class Server:
                 f"model control mode '{self.options.model_control_mode}' is not supported yet; use 'none'"
             )
         dirs = scan_repositories(self.options.model_repository)
-
-        def load(path: ModelDir) -> ModelRecord | None:
-            return None if self.draining else self._loader.load(path)  # stopped while loading
-
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="tritonpy-load") as pool:
-            records = [r for r in pool.map(load, dirs) if r is not None]
-        self._records = {r.name: r for r in records}
+        self.manager.load_all(dirs, skip=lambda: self.draining)  # a stop while loading skips the rest
         self._started = True
         return self
 
     def failed_models(self) -> list[tuple[str, str, str]]:
         """``(model, version, reason)`` for everything that failed to load."""
-        return [
-            (r.name, v, reason)
-            for r in self._records.values()
-            for v, state, reason in r.state_rows()
-            if state != ModelState.READY.value
-        ]
+        return self.manager.failed_models()
 
     def stop(self, timeout: float | None = None) -> None:
         """Refuse new requests, wait for in-flight ones (and the BLS requests they
@@ -191,9 +181,7 @@ class Server:
         if not self.wait_idle(limit):
             log.warning("timed out waiting for %d in-flight request(s)", self._inflight)
         self._stopping = True
-        for record in self._records.values():
-            for mv in record.versions.values():
-                mv.unload(deadline)
+        self.manager.unload_all(deadline)
         self.backends.finalize()
         self.tracer.flush()
         self._started = False
@@ -224,28 +212,11 @@ class Server:
 
     def models(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Every model version known: ``{(name, version): {name, version, state}}``."""
-        out: dict[tuple[str, int], dict[str, Any]] = {}
-        for r in self._records.values():
-            for v, state, _ in r.state_rows():
-                ver = int(v) if v else -1
-                out[(r.name, ver)] = {"name": r.name, "version": ver, "state": state}
-        return out
+        return self.manager.models()
 
     def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
         """The repository index extension: name, version, state, reason per version."""
-        index: list[dict[str, str]] = []
-        for name in sorted(self._records):
-            for version, state, reason in self._records[name].state_rows():
-                if ready and state != ModelState.READY.value:
-                    continue
-                entry = {"name": name}
-                if version:
-                    entry["version"] = version
-                entry["state"] = state
-                if reason:  # Triton leaves "reason" out for models without one
-                    entry["reason"] = reason
-                index.append(entry)
-        return index
+        return self.manager.repository_index(ready)
 
     def load_model(self, name: str) -> None:
         """Load (or reload) model ``name``; only in control mode ``explicit``."""
@@ -261,27 +232,7 @@ class Server:
 
     def get_version(self, name: str, version: int | str | None = None) -> ModelVersion:
         """The ready model version ``name``/``version`` (latest when none), or TritonError."""
-        record = self._records.get(name)
-        if record is None:
-            raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
-        v = _parse_version(name, version)
-        if v <= 0:
-            ready = [mv for mv in record.versions.values() if mv.ready]
-            if not ready:
-                raise TritonError.not_found(f"Request for unknown model: '{name}' has no available versions")
-            return max(ready, key=lambda mv: mv.version)
-        mv = record.versions.get(v)
-        if mv is None:
-            if v in record.failed:
-                raise TritonError.unavailable(
-                    f"Request for unknown model: '{name}' version {v} is not at ready state"
-                )
-            raise TritonError.not_found(f"Request for unknown model: '{name}' version {v} is not found")
-        if not mv.ready:
-            raise TritonError.unavailable(
-                f"Request for unknown model: '{name}' version {v} is not at ready state"
-            )
-        return mv
+        return self.manager.get_version(name, version)
 
     def model_ready(self, name: str, version: int | str | None = None) -> bool:
         """Whether the model (version) is loaded and its backend says it can serve now."""
@@ -309,12 +260,11 @@ class Server:
 
     def model_metadata(self, name: str, version: int | str | None = None) -> dict[str, Any]:
         mv = self.get_version(name, version)
-        record = self._records[name]
         spec = mv.spec
         versions = (
             [str(mv.version)]
             if version not in (None, "", -1, 0)
-            else [str(v) for v in sorted(record.versions) if record.versions[v].ready]
+            else [str(v) for v in self.manager.ready_versions(name)]
         )
         return {
             "name": name,
@@ -335,38 +285,24 @@ class Server:
 
     def model_statistics(self, name: str = "", version: int | str | None = None) -> list[dict[str, Any]]:
         """The statistics extension: every loaded version, or those of ``name``."""
-        if not name:
-            versions = self.loaded_versions()
-        else:
-            record = self._records.get(name)
-            if record is None or not record.versions:
-                raise TritonError.invalid_arg(f"requested model '{name}' is not available")
-            v = _parse_version(name, version)
-            if v <= 0:
-                versions = [record.versions[k] for k in sorted(record.versions)]
-            elif v in record.versions:
-                versions = [record.versions[v]]
-            else:
-                raise TritonError.invalid_arg(f"requested model '{name}' version {v} is not available")
+        versions = self.manager.statistics_versions(name, version) if name else self.loaded_versions()
         return [{"name": mv.name, "version": str(mv.version), **mv.stats.snapshot()} for mv in versions]
 
     def trace_settings(self, model: str = "", changes: dict[str, Any] | None = None) -> dict[str, Any]:
         """The trace extension: read (and with ``changes``, update) global or model settings."""
-        if model and model not in self._records:
+        if model and model not in self.manager:
             raise TritonError.not_found(f"Request for unknown model: '{model}' is not found")
         if changes:
             return self.tracer.update(changes, model)
         return self.tracer.settings(model)
 
     def loaded_versions(self) -> list[ModelVersion]:
-        """Every loaded model version (for metrics)."""
-        return [
-            record.versions[v] for _, record in sorted(self._records.items()) for v in sorted(record.versions)
-        ]
+        """Every loaded model version (metrics read it at each scrape)."""
+        return self.manager.loaded_versions()
 
     def model(self, name: str, version: int = -1) -> ModelHandle:
         """A handle on model ``name`` (latest ready version when ``version`` is -1)."""
-        if name not in self._records:
+        if name not in self.manager:
             raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
         return ModelHandle(self, name, version)
 
@@ -541,21 +477,6 @@ def _call_soon(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
 def _resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse) -> None:
     if not fut.done():  # the caller may have gone away (cancelled)
         fut.set_result(response)
-
-
-def _parse_version(name: str, version: int | str | None) -> int:
-    if version is None or version == "":
-        return -1
-    if isinstance(version, int):
-        return version
-    # ASCII digits (and -1 for "latest") only: int() would also read other scripts'
-    # digits, "+", spaces and underscores.
-    digits = version[1:] if version.startswith("-") else version
-    if not (digits.isascii() and digits.isdigit()):
-        raise TritonError.invalid_arg(
-            f"failed to parse version '{version}' of model '{name}': it must be an integer"
-        )
-    return int(version)
 
 
 class ModelHandle:

@@ -165,7 +165,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         where = f"{address}:{options.metrics_port}"
         try:
             metrics = Metrics(
-                server.loaded_versions(),
+                server.loaded_versions,  # read at every scrape: the current models
                 MetricsConfig.parse(options.metrics_config),
                 cpu=options.allow_cpu_metrics,
                 gpu=options.allow_gpu_metrics,

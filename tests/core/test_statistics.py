@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tritonpy
 from tritonpy.metrics import Metrics, MetricsConfig
+from tritonpy.model import ModelVersion
 from tritonpy_sdk import TritonError
 from tritonpy_testbackend import TestBackend
 
@@ -119,6 +120,22 @@ def test_summaries_and_histograms_only_when_enabled(server: tritonpy.Server) -> 
     assert s[f'nv_inference_request_histogram_us_bucket{{{key},le="1000000000"}}'] == 4
     assert s[f'nv_inference_request_histogram_us_bucket{{{key},le="+Inf"}}'] == 4
     assert s[f"nv_inference_queue_histogram_us_count{{{key}}}"] == 4
+
+
+def test_metrics_read_the_current_models_at_every_scrape(server: tritonpy.Server) -> None:
+    current: list[ModelVersion] = []
+    config = MetricsConfig.parse(["summary_latencies=true"])
+    metrics = Metrics(lambda: current, config, cpu=False, gpu=False)
+    key = 'model="addsub",version="1"'
+    assert key not in metrics.render()  # nothing loaded yet
+    current.extend(mv for mv in server.loaded_versions() if mv.name == "addsub")  # "loaded" later
+    before = _samples(metrics.render())[f"nv_inference_request_success{{{key}}}"]
+    _send(server, "addsub", 1)
+    s = _samples(metrics.render())
+    assert s[f"nv_inference_request_success{{{key}}}"] == before + 1
+    assert s[f"nv_inference_request_summary_us_count{{{key}}}"] == 1  # observed since it appeared
+    current.clear()  # "unloaded"
+    assert key not in metrics.render()
 
 
 def test_metrics_config_errors() -> None:

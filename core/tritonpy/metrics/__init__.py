@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tritonpy_sdk import MetricRegistry
@@ -96,7 +96,7 @@ class Metrics:
 
     def __init__(
         self,
-        versions: Iterable[ModelVersion],
+        versions: Iterable[ModelVersion] | Callable[[], Iterable[ModelVersion]],
         config: MetricsConfig | None = None,
         cpu: bool = True,
         gpu: bool = True,
@@ -106,14 +106,32 @@ class Metrics:
         self.config = config or MetricsConfig()
         self._custom = custom
         self._cache = cache
-        self._versions = list(versions)
+        # A callable (the server's ``loaded_versions``) is read at every scrape, so
+        # models loaded or unloaded later show (or vanish) at once.
+        self._source = versions if callable(versions) else (lambda fixed=list(versions): fixed)
+        self._versions: list[ModelVersion] = []
+        self._subscribed: set[int] = set()
         self._cpu = CpuSampler() if cpu else None
         self._nvml = Nvml() if gpu else None
         self._gpus: list[Any] = []
         self._summaries: dict[tuple[int, str], LatencyWindow] = {}
         self._histograms: dict[tuple[int, str], _Histogram] = {}
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Take the current versions; latency observers for new ones, none kept for gone ones."""
+        self._versions = list(self._source())
+        current = {id(mv) for mv in self._versions}
         for mv in self._versions:
-            self._subscribe(mv)
+            if id(mv) not in self._subscribed:
+                self._subscribed.add(id(mv))
+                self._subscribe(mv)
+        gone = self._subscribed - current
+        if gone:
+            self._subscribed -= gone
+            for store in (self._summaries, self._histograms):
+                for key in [k for k in store if k[0] in gone]:
+                    del store[key]
 
     def _subscribe(self, mv: ModelVersion) -> None:
         if not (self.config.summary_latencies or self.config.histogram_latencies):
@@ -157,6 +175,7 @@ class Metrics:
             self._gpus = self._nvml.read()
 
     def families(self) -> list[Family]:
+        self._refresh()
         families: list[Family] = []
         counters = [(mv, _labels(mv), mv.stats.counters()) for mv in self._versions]
         for name, help_text, key in _COUNTERS[:1]:
