@@ -264,11 +264,16 @@ class ModelLoader:
     def _needs(config: ModelConfig, instances: list[ModelInstance]) -> dict[str, Need]:
         """Each instance's rate-limiter resources, from its instance group."""
         needs: dict[str, Need] = {}
+        by_name = {inst.name: inst for inst in instances}
         for group in config.instance_group:
             limiter = group.rate_limiter
             resources = tuple((r.name, int(r.count), bool(getattr(r, "global"))) for r in limiter.resources)
-            for inst in instances:
-                if inst.name.startswith(group.name + "_"):
+            # Exactly this group's instances (named as _instances names them): a
+            # prefix match would also give group "g"'s resources to "g_big_0".
+            devices = len(group.gpus) if group.Kind.Name(group.kind) == "KIND_GPU" else 1
+            for index in range(group.count * devices):
+                inst = by_name.get(f"{group.name}_{index}")
+                if inst is not None:
                     needs[inst.name] = Need(resources, inst.device_id, int(limiter.priority) or 1)
         return needs
 

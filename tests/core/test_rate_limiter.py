@@ -111,3 +111,26 @@ def test_priority_and_capacity() -> None:
         parse_resource_flags(["R"])
     with limiter.hold(big):
         pass  # capacity 2 fits a need of 2
+
+
+def test_resources_belong_to_their_own_group_only(tmp_path: Path) -> None:
+    """Group "g"'s resources are not given to the instances of group "g_big" (a name
+    prefix match did that)."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text("""
+backend: "gate"
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [
+  { name: "g_big" count: 1 kind: KIND_CPU },
+  { name: "g" count: 2 kind: KIND_CPU rate_limiter { resources [ { name: "R" count: 1 } ] priority: 2 } }
+]
+""")
+    server = tritonpy.Server(model_repository=tmp_path, rate_limit="execution_count")
+    server.backends.register("gate", Gate())
+    with server:
+        mv = server.get_version("m")
+        assert [i.name for i in mv.instances] == ["g_big_0", "g_0", "g_1"]
+        assert mv.needs["g_0"].resources == (("R", 1, False),)
+        assert mv.needs["g_0"].priority == 2
+        assert mv.needs["g_big_0"].resources == ()  # its own (empty) group's, not "g"'s
