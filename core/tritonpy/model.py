@@ -32,7 +32,7 @@ from .cache import cache_key
 from .config import ModelConfig
 from .failures import report
 from .responses import finish_response
-from .scheduler import BatcherConfig, DefaultScheduler, DynamicBatcher, Job, fail_unfinished
+from .scheduler import Job, Scheduler, create_scheduler, fail_unfinished
 from .scheduler.ratelimiter import Need, RateLimiter
 from .senders import SenderBatch
 from .spec import ModelSpec
@@ -77,18 +77,10 @@ class ModelVersion:
     #: The server's rate limiter (``--rate-limit execution_count``) and each instance's needs.
     rate_limiter: RateLimiter | None = None
     needs: dict[str, Need] = field(default_factory=dict)
-    _scheduler: DefaultScheduler | DynamicBatcher | None = None
+    _scheduler: Scheduler | None = None
 
     def start(self) -> None:
-        if (
-            self.config.WhichOneof("scheduling_choice") == "dynamic_batching"
-            and self.config.max_batch_size > 0
-        ):
-            self._scheduler = DynamicBatcher(
-                self.name, self.instances, self.run, BatcherConfig.from_config(self.config), self._rejected
-            )
-        else:
-            self._scheduler = DefaultScheduler(self.name, self.instances, self.run)
+        self._scheduler = create_scheduler(self.name, self.config, self.instances, self.run, self._rejected)
         self._scheduler.start()
         self.state = ModelState.READY
 

@@ -1,13 +1,15 @@
 """Schedulers decide which instance runs which requests, and when.
 
-Every scheduler takes ``Job`` objects from any thread and hands lists of them
-to a ``Runner`` on an instance's worker thread. The default scheduler runs one
-request per execution on the first free instance.
+Every scheduler (the ``Scheduler`` protocol) takes ``Job`` objects from any
+thread and hands lists of them to a ``Runner`` on an instance's worker thread;
+``create_scheduler`` picks a model's from its config. The default scheduler
+runs one request per execution on the first free instance.
 """
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
+from .factory import Scheduler, create_scheduler
 
 __all__ = [
     "BatcherConfig",
@@ -15,6 +17,8 @@ __all__ = [
     "DynamicBatcher",
     "Job",
     "Runner",
+    "Scheduler",
+    "create_scheduler",
     "fail_unfinished",
     "internal_error",
     "remaining",

@@ -1,0 +1,49 @@
+"""The scheduler contract, and the one place that picks a model's scheduler.
+
+Every scheduler takes ``Job`` objects from any thread (``enqueue``), hands
+lists of them to a ``Runner`` on an instance's worker thread, and stops by a
+deadline. The config's ``scheduling_choice`` decides which one a model gets;
+the sequence batcher and ensembles plug in here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from tritonpy_sdk import ModelInstance
+
+from ..config import ModelConfig
+from ._job import Job, Runner
+from .default import DefaultScheduler
+from .dynamic import BatcherConfig, DynamicBatcher
+
+
+class Scheduler(Protocol):
+    """What a model version needs of its scheduler."""
+
+    def start(self) -> None:
+        """Start the worker threads; ``enqueue`` works from now on."""
+        ...
+
+    def enqueue(self, job: Job) -> None:
+        """Queue ``job``, or raise TritonError (UNAVAILABLE when stopped or full,
+        INVALID_ARG for a request the scheduler cannot take); never blocks."""
+        ...
+
+    def stop(self, deadline: float | None = None) -> None:
+        """Take no more jobs; finish the queued ones until ``deadline`` (``time.monotonic()``)."""
+        ...
+
+
+def create_scheduler(
+    name: str,
+    config: ModelConfig,
+    instances: Sequence[ModelInstance],
+    runner: Runner,
+    on_reject: Callable[[Job, str], None],
+) -> Scheduler:
+    """The scheduler ``config`` asks for (not started)."""
+    if config.WhichOneof("scheduling_choice") == "dynamic_batching" and config.max_batch_size > 0:
+        return DynamicBatcher(name, instances, runner, BatcherConfig.from_config(config), on_reject)
+    return DefaultScheduler(name, instances, runner)
