@@ -191,3 +191,28 @@ def test_error_frames_can_be_kept_out_of_responses(tmp_path: Path) -> None:
         assert "the model raised on purpose" in log
     finally:
         assert server.stop() == 0
+
+
+def test_a_signal_to_the_whole_process_group_is_the_server_s_to_handle(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the foreground process group: the stubs
+    must not die of it (and be restarted mid-shutdown); the server finalizes them."""
+    repo = tmp_path / "models"
+    shutil.copytree(MODELS / "add_sub", repo / "add_sub")
+    server = ServerProcess([repo], log=tmp_path / "server.log")
+    try:
+        http = httpclient.InferenceServerClient(server.url)
+        a = np.ones(4, np.float32)
+        inputs = [httpclient.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(a)
+        http.infer("add_sub", inputs)
+        stubs = _children(server.proc.pid)
+        assert stubs
+        assert all(os.getpgid(p) != os.getpgid(server.proc.pid) for p in stubs)
+        os.kill(server.proc.pid, signal.SIGINT)
+        assert server.proc.wait(30) == 0
+    finally:
+        code = server.stop()
+    output = server.output()
+    assert code == 0 and "Cleaning up..." in output  # finalize() ran in the stub
+    assert "exited" not in output and "restarted" not in output

@@ -174,6 +174,10 @@ class StubProcess:
                 env=settings.environment.env,
                 cwd=str(self._file.parent),
                 preexec_fn=_limits(settings.memory_limit_mb) if settings.memory_limit_mb else None,
+                # Out of the server's process group: a Ctrl-C (SIGINT to the whole
+                # foreground group) is the server's to handle; it finalizes and
+                # ends its stubs, which also exit by themselves when it is gone.
+                start_new_session=True,
             )
         except OSError as exc:
             ours.close()
