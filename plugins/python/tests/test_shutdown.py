@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 from tritonpy_serverprocess import ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -119,44 +120,147 @@ def test_a_stopped_stub_does_not_stretch_the_exit_timeout(tmp_path: Path) -> Non
     assert not _shm_files(server.proc.pid)
 
 
-SLOW_INIT = """
+HUNG_FINALIZE = """
 import time
-from pathlib import Path
 
 class TritonPythonModel:
-    def initialize(self, args):
-        Path(args["model_repository"], "initializing").write_text("yes")
-        time.sleep(3)
-
     def execute(self, requests):
         return []
+
+    def finalize(self):
+        time.sleep(300)
 """
 
 
-def test_sigterm_while_a_python_model_initializes_leaves_nothing(tmp_path: Path) -> None:
+def test_a_hung_in_process_finalize_does_not_hold_the_exit(tmp_path: Path) -> None:
+    """An in-process model's finalize gets what is left of --exit-timeout-secs too
+    (a thread cannot be killed: it is left behind and the server exits)."""
     repo = tmp_path / "models"
+    (repo / "stuck" / "1").mkdir(parents=True)
+    (repo / "stuck" / "1" / "model.py").write_text(HUNG_FINALIZE)
+    (repo / "stuck" / "config.pbtxt").write_text(
+        'backend: "python"\ninput [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }\n'
+    )
+    server = ServerProcess([repo], "--exit-timeout-secs", "2", log=tmp_path / "server.log")
+    started = time.monotonic()
+    code = server.stop(timeout=60)
+    took = time.monotonic() - started
+    assert code == 0, server.output()
+    assert took < 20, f"shutdown took {took:.1f} s with --exit-timeout-secs 2"
+    assert "did not finish within" in server.output()
+
+
+def _slow_model(repo: Path, seconds: float) -> Path:
+    """A python model ``slow`` whose initialize writes a marker file, then sleeps."""
     (repo / "slow" / "1").mkdir(parents=True)
-    (repo / "slow" / "1" / "model.py").write_text(SLOW_INIT)
+    (repo / "slow" / "1" / "model.py").write_text(
+        "import time\nfrom pathlib import Path\n\n"
+        "class TritonPythonModel:\n"
+        "    def initialize(self, args):\n"
+        '        Path(args["model_repository"], "initializing").write_text("yes")\n'
+        f"        time.sleep({seconds})\n\n"
+        "    def execute(self, requests):\n"
+        "        return []\n"
+    )
     (repo / "slow" / "config.pbtxt").write_text(
         'backend: "python"\ninput [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
         'output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
     )
+    return repo / "slow" / "initializing"
+
+
+def _wait_for(path: Path, server: ServerProcess) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline and server.proc.poll() is None:
+        time.sleep(0.02)
+    assert path.exists(), server.output()
+
+
+def _wait_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+
+
+def test_sigterm_while_a_python_model_initializes_leaves_nothing(tmp_path: Path) -> None:
+    repo = tmp_path / "models"
+    marker = _slow_model(repo, 3)
     server = ServerProcess([repo], log=tmp_path / "server.log", wait_ready=False)
     try:
-        marker = repo / "slow" / "initializing"
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert marker.exists(), server.output()
+        _wait_for(marker, server)
         stubs = _children(server.proc.pid)
-        assert stubs and _shm_files(server.proc.pid)  # the stub and its arenas exist now
+        assert stubs
     finally:
         code = server.stop()
+    assert code == 0, server.output()  # the core stops cleanly while models load
+    _wait_gone(stubs)
+    assert not _shm_files(server.proc.pid)
+
+
+def test_kill_9_while_a_python_model_initializes_leaves_nothing(tmp_path: Path) -> None:
+    """No handler, no atexit: the stub removed the arena files as soon as it had mapped
+    them (not after initialize), and exits by itself though its model is still busy."""
+    repo = tmp_path / "models"
+    marker = _slow_model(repo, 120)
+    server = ServerProcess([repo], log=tmp_path / "server.log", wait_ready=False)
+    stubs: list[int] = []
+    try:
+        _wait_for(marker, server)
+        stubs = _children(server.proc.pid)
+        assert stubs
+    finally:
+        server.stop(signal.SIGKILL)
+        try:
+            _wait_gone(stubs)
+        finally:
+            for pid in stubs:
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+    assert not _shm_files(server.proc.pid)
+
+
+def test_a_stub_that_never_started_leaves_no_shared_memory_at_exit(tmp_path: Path) -> None:
+    """The server exits (--exit-timeout-secs while a model loads) before its stub mapped
+    the arenas: they are removed at exit, and the stub process is ended."""
+    repo = tmp_path / "models"
+    shutil.copytree(MODELS / "add_sub", repo / "add_sub")
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    started = tmp_path / "started"
+    python = env / "bin" / "python"
+    # An interpreter that takes for ever to start (it never reaches the stub's code).
+    python.write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 120\n")
+    python.chmod(0o755)
+    config = repo / "add_sub" / "config.pbtxt"
+    config.write_text(
+        config.read_text()
+        + f'parameters {{ key: "EXECUTION_ENV_PATH" value: {{ string_value: "{env}" }} }}\n'
+    )
+    server = ServerProcess(
+        [repo],
+        "--exit-timeout-secs",
+        "1",
+        log=tmp_path / "server.log",
+        wait_ready=False,
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    stubs: list[int] = []
+    try:
+        _wait_for(started, server)
+        stubs = _children(server.proc.pid)
+        assert stubs and _shm_files(server.proc.pid)  # not mapped, so not removed yet
+    finally:
+        code = server.stop()
+        try:
+            _wait_gone(stubs)
+        finally:
+            for pid in stubs:
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
     assert code == 0, server.output()
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in stubs) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_alive(p) for p in stubs)
     assert not _shm_files(server.proc.pid)
 
 
@@ -167,28 +271,64 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_error_frames_can_be_kept_out_of_responses(tmp_path: Path) -> None:
-    repo = tmp_path / "models"
-    shutil.copytree(MODELS / "raiser", repo / "raiser")
-    shutil.copytree(MODELS / "raiser", repo / "raiser_inproc")
-    config = repo / "raiser_inproc" / "config.pbtxt"
+BROKEN = """
+class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("cannot initialize on purpose")
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def _copy_in_process(repo: Path, name: str) -> None:
+    shutil.copytree(repo / name, repo / f"{name}_inproc")
+    config = repo / f"{name}_inproc" / "config.pbtxt"
     config.write_text(
-        config.read_text().replace('name: "raiser"', 'name: "raiser_inproc"')
+        config.read_text().replace(f'name: "{name}"', f'name: "{name}_inproc"')
         + 'parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }\n'
     )
-    server = ServerProcess([repo], "--backend-config=python,error-frames=false", log=tmp_path / "server.log")
+
+
+@pytest.mark.parametrize("frames", [False, True])
+def test_error_frames_can_be_kept_out_of_responses(tmp_path: Path, frames: bool) -> None:
+    """``--backend-config=python,error-frames=false``: a model's exception (in execute,
+    or in initialize as a load error) reaches clients as ``Type: message`` only, its
+    frames go to the server log. The default is Triton's format, frames included."""
+    repo = tmp_path / "models"
+    shutil.copytree(MODELS / "raiser", repo / "raiser")
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "1" / "model.py").write_text(BROKEN)
+    (repo / "broken" / "config.pbtxt").write_text(
+        'name: "broken"\nbackend: "python"\ninput [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+    )
+    for name in ("raiser", "broken"):
+        _copy_in_process(repo, name)
+    flags = ["--exit-on-error=false"] + ([] if frames else ["--backend-config=python,error-frames=false"])
+    server = ServerProcess([repo], *flags, log=tmp_path / "server.log")
     try:
+        server.wait_for_output("Started HTTPService", timeout=60)
         http = httpclient.InferenceServerClient(server.url)
         for model in ("raiser", "raiser_inproc"):
             x = httpclient.InferInput("X", [1], "INT32")
             x.set_data_from_numpy(np.array([0], np.int32))
-            with pytest.raises(Exception) as info:
+            with pytest.raises(InferenceServerException) as info:
                 http.infer(model, [x])
-            message = str(info.value)
-            assert message.endswith("message: ValueError: the model raised on purpose"), message
-            assert "At:" not in message and "model.py" not in message
-        log = server.wait_for_output("model.py")  # the frames went to the server log
-        assert "the model raised on purpose" in log
+            message = info.value.message()
+            head = "message: ValueError: the model raised on purpose"
+            if frames:
+                assert head + "\n\nAt:\n" in message and "model.py" in message, message
+            else:
+                assert message.endswith(head), message
+                assert "At:" not in message and "model.py" not in message
+        reasons = {m["name"]: m.get("reason", "") for m in http.get_model_repository_index()}
+        for model in ("broken", "broken_inproc"):
+            assert "RuntimeError: cannot initialize on purpose" in reasons[model], reasons
+            assert ("model.py" in reasons[model]) == frames, reasons[model]
+        if not frames:  # the frames went to the server log
+            log = server.wait_for_output("model.py")
+            assert "the model raised on purpose" in log and "cannot initialize on purpose" in log
     finally:
         assert server.stop() == 0
 

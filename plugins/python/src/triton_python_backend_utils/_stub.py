@@ -173,6 +173,13 @@ class Stub:
                 self.link.flush_releases()
         except (EOFError, OSError):
             os._exit(0)  # the server is gone
+        except BaseException:
+            # A message this stub could not take in (e.g. no memory left under
+            # STUB_MEMORY_LIMIT_MB to unpickle it). It may have been a batch, which
+            # would then wait forever: ending the stub instead makes the server fail
+            # what it held and start a fresh one.
+            _print_exc()
+            os._exit(3)
 
     # -- main thread -------------------------------------------------------------------------
 
@@ -250,9 +257,13 @@ class Stub:
         if result is None:
             return {"op": "done", "b": msg["b"], "r": None}
         responses = check_responses(result, len(requests))
-        descs = [
-            response_to_wire(self.link, r, q.requested_output_names()) for r, q in zip(responses, requests)
-        ]
+        descs: list[dict[str, Any]] = []
+        try:
+            for response, request in zip(responses, requests):
+                descs.append(response_to_wire(self.link, response, request.requested_output_names()))
+        except BaseException:
+            _free_outputs(self.link, descs)  # the batch fails; nobody will read these blocks
+            raise
         for request in requests:
             self.requests.pop(request._token, None)
         return {"op": "done", "b": msg["b"], "r": descs}
@@ -262,14 +273,30 @@ class Stub:
     ) -> dict[str, Any]:
         for request in requests:
             self.requests.pop(request._token, None)
-        return {"op": "done", "b": msg["b"], "err": error_text(exc)}
+        return _failed(msg["b"], exc)
 
     def _done(self, reply: dict[str, Any], requests: list[InferenceRequest]) -> None:
         """Send ``reply`` once this side let go of the batch's requests: the shared-memory
         blocks under their inputs are then released with the reply itself, not by a
         message of their own after it."""
         requests.clear()
-        self.link.send(reply)
+        try:
+            self.link.send(reply)
+        except OSError:
+            raise  # the server is gone; the reader ends this process
+        except BaseException as exc:
+            # The answer did not go out (no memory left to pickle large inline
+            # outputs under STUB_MEMORY_LIMIT_MB, a parameter that does not pickle):
+            # its error, a small message, goes instead. If even that fails, ending
+            # the stub is the one answer left (the server fails the batch and starts
+            # a fresh stub); a batch never waits forever.
+            batch = reply["b"]
+            _free_outputs(self.link, reply.get("r"))  # the server will never read them
+            del reply  # the large part, if memory is what failed
+            try:
+                self.link.send(_failed(batch, exc))
+            except BaseException:
+                os._exit(3)
         self.link.flush_releases()
 
     def _execute(self, msg: dict[str, Any]) -> None:
@@ -337,9 +364,62 @@ class Stub:
         self._done(reply, requests)
 
 
+#: An error's text when there is no memory left to format the error itself.
+_NO_MEMORY = "MemoryError: out of memory (no memory left to describe the error)"
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was raised while handling or because of, a MemoryError
+    (a model may wrap it in its own exception)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, MemoryError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _failed(batch: int, exc: BaseException) -> dict[str, Any]:
+    """The "done" message of a batch that failed with ``exc``. ``mem`` tells the server
+    it was out of memory, which with STUB_MEMORY_LIMIT_MB may mean a restart."""
+    mem = _out_of_memory(exc)
+    try:
+        text = error_text(exc)
+    except MemoryError:  # formatting the frames needs memory too
+        text = _NO_MEMORY
+        mem = True
+    return {"op": "done", "b": batch, "err": text, "mem": mem}
+
+
+def _free_outputs(link: Link, descs: list[dict[str, Any]] | None) -> None:
+    """Hand back the arena blocks of responses that will not be sent."""
+    for desc in descs or ():
+        for tensor in desc["o"]:
+            if tensor[3] == "s":
+                link.mine.free(tensor[4])
+
+
+def _print_exc() -> None:
+    try:
+        import traceback
+
+        traceback.print_exc()
+    except BaseException:
+        pass
+
+
 def _exit_with_parent() -> None:
     """End this stub when the server is gone, however it went (even SIGKILL), also
-    while the model is busy in initialize or execute and nobody reads the socket."""
+    while the model is busy in initialize or execute and nobody reads the socket.
+
+    Polled rather than ``prctl(PR_SET_PDEATHSIG)``: that signal follows the death
+    of the *thread* that forked the stub, and stubs are started from loader and
+    restart threads that end long before the server does. Every stub runs in a
+    session of its own, so it is reparented (to init or a subreaper) when the
+    server is gone; a check every half second costs nothing measurable.
+    """
     parent = os.getppid()
 
     def watch() -> None:
@@ -355,6 +435,14 @@ def main(argv: list[str]) -> None:
     fd, p2c, c2p = int(argv[0]), argv[1], argv[2]
     conn = Connection(fd)
     link = Link(conn, mine=Arena(c2p, 0, create=False), theirs=Arena(p2c, 0, create=False))
+    # Both processes have the arenas mapped now; the files are no longer needed.
+    # Removed here, before the model's initialize (which may take minutes), so
+    # even a kill -9 of the server from now on leaves nothing in /dev/shm.
+    for path in (p2c, c2p):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
     Stub(link).run()
     sys.stdout.flush()
     os._exit(0)

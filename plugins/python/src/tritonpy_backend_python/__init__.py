@@ -14,8 +14,9 @@ runs it inside the server instead. Model parameters:
 Backend settings (``--backend-config=python,<key>=<value>``):
 ``shm-default-byte-size`` (each stub's two shared-memory arenas, default 64 MiB,
 mapped lazily), ``stub-timeout-seconds`` (start-up, default 120) and
-``error-frames`` (``false``: a model's exception reaches clients without its
-frames, which go to the log; default ``true``, Triton's format).
+``error-frames`` (``false``: a model's exception — in ``execute``, or in
+``initialize`` as a load error — reaches clients without its frames, which go to
+the log; default ``true``, Triton's format).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tritonpy_sdk import (
     hookimpl,
 )
 
+from ._convert import strip_frames
 from ._environment import default_environment, resolve_environment
 from ._inprocess import InProcessInstance, InProcessRuntime
 from ._process import StubProcess, StubSettings, auto_complete_in_stub
@@ -216,7 +218,9 @@ def instance_initialize(instance: ModelInstance) -> None:
                 instance.name, mstate.file, _args(instance), outputs, mstate.settings.error_frames
             )
         except Exception as exc:
-            raise TritonError.internal(error_text(exc)) from None
+            raise TritonError.internal(
+                strip_frames(instance.name, error_text(exc), "initialize", mstate.settings.error_frames)
+            ) from None
         return
     stub = StubProcess(instance.name, mstate.file, _args(instance), outputs, mstate.settings, services)
     stub.start()

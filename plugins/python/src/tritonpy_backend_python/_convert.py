@@ -45,11 +45,19 @@ def execute_error(
     With ``frames`` false (``--backend-config=python,error-frames=false``) the
     client gets ``Type: message`` only; the frames (server file paths) go to the log.
     """
-    if not frames and FRAMES in text:
-        log.warning("execute of '%s' failed: %s", instance, text)
-        text = text.split(FRAMES, 1)[0]
+    text = strip_frames(instance, text, "execute", frames)
     error: TritonError = kind(f"Failed to process the request(s) for model '{instance}', message: {text}")
     return error
+
+
+def strip_frames(instance: str, text: str, what: str, frames: bool) -> str:
+    """``text`` (a model's exception, Triton's format) as a client may see it: whole,
+    or with ``frames`` false ``Type: message`` only, the frames then logged here so
+    the operator still has them."""
+    if frames or FRAMES not in text:
+        return text
+    log.warning("%s of '%s' failed: %s", what, instance, text)
+    return text.split(FRAMES, 1)[0]
 
 
 def _requested(request: InferenceRequest, all_outputs: list[str]) -> list[str]:

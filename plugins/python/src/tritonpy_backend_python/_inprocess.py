@@ -162,8 +162,25 @@ class InProcessInstance:
             return False
 
     def stop(self, timeout: float = 30.0) -> None:
-        try:
-            self.host.finalize()
-        finally:
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
+        """Run the model's ``finalize``, waiting for it at most ``timeout`` (what is
+        left of ``--exit-timeout-secs`` while the server stops): a thread cannot be
+        killed, but a hung ``finalize`` must not keep the server from exiting."""
+        failure: list[BaseException] = []
+
+        def finalize() -> None:
+            try:
+                self.host.finalize()
+            except BaseException as exc:  # raised again on the caller's thread
+                failure.append(exc)
+
+        worker = threading.Thread(target=finalize, name=f"finalize-{self.name}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if worker.is_alive():
+            log.warning(
+                "finalize() of '%s' did not finish within %.1f s; going on without it", self.name, timeout
+            )
+        elif failure:
+            raise failure[0]

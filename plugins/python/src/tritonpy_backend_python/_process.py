@@ -14,6 +14,7 @@ import itertools
 import logging
 import os
 import queue
+import resource
 import socket
 import subprocess
 import threading
@@ -38,6 +39,7 @@ from ._convert import (
     request_to_wire,
     response_from_wire,
     response_to_wire,
+    strip_frames,
 )
 from ._environment import StubEnvironment
 from ._services import ServerServices
@@ -63,6 +65,43 @@ def _remove_leftovers() -> None:
             pass
     _LEFT_PROCS.clear()
     _LEFT_FILES.clear()
+
+
+#: Stubs still starting (their model in ``initialize`` or ``auto_complete_config``).
+_STARTING: set[subprocess.Popen[bytes]] = set()
+_exit_hook = threading.Lock()
+_exit_hook_set = False
+
+
+def _end_starting_stubs() -> None:
+    """At interpreter exit, before its non-daemon threads are joined: end stubs still
+    starting. The threads waiting for them (a thread pool loading models, up to
+    ``stub-timeout-seconds``) would otherwise hold the exit back, and ``atexit``
+    (which removes their files) would run only after. Their models could not be
+    served anyway: the main thread is done. Stubs that serve are left to finalize
+    and to ``atexit``."""
+    for proc in list(_STARTING):
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _hook_exit() -> None:
+    """Register ``_end_starting_stubs`` once, when the first stub starts: after the
+    thread pools of the loading code registered theirs, so it runs before them
+    (those hooks run last-registered first). ``threading._register_atexit`` is the
+    interpreter's hook for exactly this (``concurrent.futures`` uses it); private,
+    so only where it exists."""
+    global _exit_hook_set
+    with _exit_hook:
+        if _exit_hook_set:
+            return
+        _exit_hook_set = True
+        register = getattr(threading, "_register_atexit", None)
+        if register is not None:
+            try:
+                register(_end_starting_stubs)
+            except RuntimeError:  # the interpreter is already exiting
+                pass
 
 
 @dataclass
@@ -143,12 +182,16 @@ class StubProcess:
         self._generation = 0
         #: Set when the stub is killed on purpose to be restarted (memory limit).
         self._recycled = False
+        #: Set once the current stub's death has been handled (its requests answered).
+        self._gone = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the stub and initialise the model in it; TritonError if that fails."""
         with self._lock:
+            if self._stopping:  # a restart racing the instance's finalize: stay down
+                raise TritonError.unavailable(f"the stub of '{self.name}' is stopping")
             if not self._alive:
                 self._spawn()
 
@@ -156,9 +199,18 @@ class StubProcess:
         """Start the process and its reader; nothing sent yet."""
         settings = self._settings
         tag = uuid.uuid4().hex[:12]
-        p2c = Arena(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-in"), settings.shm_bytes, True)
-        c2p = Arena(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-out"), settings.shm_bytes, True)
-        _LEFT_FILES.update((p2c.path, c2p.path))
+        paths = [os.path.join(shm_dir(), f"tritonpy-{os.getpid()}-{tag}-{end}") for end in ("in", "out")]
+        # Registered before they exist: a file whose creation failed half-way, or
+        # whose stub never starts, is removed at exit at the latest.
+        _LEFT_FILES.update(paths)
+        try:
+            p2c = Arena(paths[0], settings.shm_bytes, True)
+            c2p = Arena(paths[1], settings.shm_bytes, True)
+        except OSError as exc:
+            _unlink_paths(*paths)
+            raise TritonError.unavailable(
+                f"cannot create the shared memory of the stub of '{self.name}': {exc}"
+            ) from None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             proc = subprocess.Popen(
@@ -186,6 +238,13 @@ class StubProcess:
         finally:
             theirs.close()
         _LEFT_PROCS.add(proc)
+        _STARTING.add(proc)
+        _hook_exit()
+        self._proc = proc
+        if self._stopping and proc.poll() is None:
+            # stop() ran while this stub was being started (a restart after a
+            # crash racing the instance's finalize): it would otherwise outlive it.
+            proc.kill()
         # No descriptor is closed while a thread may be blocked on it (it could be
         # reused by the next stub's socket): the connection's closes with its last
         # reference, and ``ours`` — a descriptor of its own — only shuts the socket down.
@@ -193,6 +252,7 @@ class StubProcess:
         self._proc, self._link, self._sock = proc, link, ours
         self._generation += 1
         self._control = queue.SimpleQueue()
+        self._gone = threading.Event()
         threading.Thread(
             target=self._read, args=(link, ours, self._generation), name=f"stub-{self.name}", daemon=True
         ).start()
@@ -204,12 +264,12 @@ class StubProcess:
             link.send({"op": "init", "file": str(self._file), "args": self._args})
             reply = self._wait_control("initialize", self._settings.start_timeout_s)
         finally:
+            _STARTING.discard(self._proc)
             _unlink(link.mine, link.theirs)
         if reply.get("error"):
-            self._stopping = True
+            # Not alive yet: the reader neither logs this death nor restarts the stub.
             self._kill()
-            self._stopping = False
-            raise TritonError.internal(reply["error"])
+            raise TritonError.internal(self._client_text(reply["error"], "initialize"))
         self.is_async = bool(reply.get("async"))
         self.has_is_ready = bool(reply.get("is_ready"))
         self._alive = True
@@ -269,6 +329,10 @@ class StubProcess:
     # -- execute ------------------------------------------------------------------------------
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+        if self._recycled:
+            # The stub is being ended after it leaked to its memory limit: once it
+            # is gone this batch goes to a fresh stub instead of failing with it.
+            self._gone.wait(10)
         if not self._alive:
             self.start()  # restarted after a crash
         link = self._link
@@ -314,41 +378,53 @@ class StubProcess:
         if msg.get("dead"):
             raise self._unhealthy()
         if msg.get("err"):
-            self._check_memory(msg["err"])
+            self._check_memory(msg)
             raise self._failed(msg["err"])
         if msg.get("r") is None:
             return None
         return [response_from_wire(link, desc) for desc in msg["r"]]
 
-    def _check_memory(self, error: str) -> None:
+    def _check_memory(self, msg: dict[str, Any]) -> None:
         """Restart a stub that hit its STUB_MEMORY_LIMIT_MB and can no longer serve.
 
-        A MemoryError alone is not enough: one oversized request fails its own
-        allocation and leaves the stub fine (its memory is back once the request
-        is gone). A stub whose address space is still near the limit after the
-        batch failed (a leak, a cache that grew) would fail every request from
-        now on, so it is restarted as after a crash: the batch is answered with
-        the error, the next requests reach a fresh stub.
+        The trigger is a MemoryError (the stub says so: ``mem``; raised by the model
+        or by the stub's own copying of its tensors) *and* an address space still
+        above ``_NEAR_LIMIT`` of the limit once the failed batch is gone. A
+        MemoryError alone is not enough: one oversized request fails its own
+        allocation and leaves the stub fine (what it got is freed with the request),
+        and restarting it would cost every model a re-initialisation for one bad
+        request. A stub still near the limit after that (a leak, a cache that grew)
+        would fail every request from now on, so it is restarted as after a crash:
+        the batch is answered with the error, the next requests reach a fresh stub.
+        Reading ``/proc/<pid>/status`` costs microseconds and only on this error path.
         """
         limit_mb = self._settings.memory_limit_mb
         proc = self._proc
-        if not limit_mb or proc is None or not error.startswith("MemoryError"):
+        if not limit_mb or proc is None or self._recycled or self._stopping:
+            return
+        if not (msg.get("mem") or str(msg.get("err", "")).startswith("MemoryError")):
             return
         used_mb = _address_space_mb(proc.pid)
         if used_mb is None or used_mb < limit_mb * _NEAR_LIMIT:
             return
         log.warning(
-            "the stub of '%s' uses %d of its %d MiB (STUB_MEMORY_LIMIT_MB) after a MemoryError; "
-            "restarting it",
+            "the stub of '%s' uses %d of its %d MiB (STUB_MEMORY_LIMIT_MB) after a MemoryError and "
+            "could serve nothing more; restarting it",
             self.name,
             used_mb,
             limit_mb,
         )
         self._recycled = True
-        proc.kill()  # the reader sees it exit: _died restarts the stub
+        proc.kill()  # the reader sees it exit: _died answers what it held and restarts it
 
     def _failed(self, text: str, kind: Any = TritonError.internal) -> TritonError:
         return execute_error(self.name, text, kind, self._settings.error_frames)
+
+    def _client_text(self, text: str, what: str) -> str:
+        """A model's error from ``initialize`` / ``auto_complete_config`` as load errors
+        show it (the repository index, model control): without its frames when
+        ``error-frames=false``, which then go to the log only."""
+        return strip_frames(self.name, text, what, self._settings.error_frames)
 
     def _unhealthy(self) -> TritonError:
         """Requests a dead stub held (Triton's wording; it answers INTERNAL too)."""
@@ -475,13 +551,16 @@ class StubProcess:
             return
         # An async model's batch: answer through the senders.
         responses = msg.get("r")
+        error = None
+        if msg.get("err"):
+            error = self._failed(msg["err"])
+            self._check_memory(msg)
         for index, token in enumerate(batch.tokens):
             request = self._open.get(token)
             if request is None:
                 continue
-            if msg.get("err"):
-                self._check_memory(msg["err"])
-                response = InferenceResponse.from_error(self._failed(msg["err"]))
+            if error is not None:
+                response = InferenceResponse.from_error(error)
             elif responses is not None:
                 response = response_from_wire(link, responses[index])
             else:
@@ -520,7 +599,6 @@ class StubProcess:
         self._alive = False
         if was_alive and not self._stopping and not self._recycled:
             log.error("the stub of '%s' exited (%s); its requests fail and it restarts", self.name, code)
-        self._recycled = False
         self._control.put({"op": "died", "code": code})
         pending = self._ready_check
         if pending is not None:
@@ -546,6 +624,8 @@ class StubProcess:
         for request in list(self._bls.values()):
             request.cancel()
         self._bls.clear()
+        self._recycled = False
+        self._gone.set()
         if was_alive and not self._stopping:
             threading.Thread(target=self._restart, name=f"restart-{self.name}", daemon=True).start()
 
@@ -554,15 +634,23 @@ class StubProcess:
             self.start()
             log.info("the stub of '%s' was restarted", self.name)
         except TritonError as exc:
-            log.error("restarting the stub of '%s' failed: %s", self.name, exc.message)
+            if not self._stopping:  # else: the instance is being finalized, as it should
+                log.error("restarting the stub of '%s' failed: %s", self.name, exc.message)
 
 
 def _unlink(*arenas: Arena) -> None:
-    """Remove arena files once both processes mapped them (the maps stay valid)."""
-    for arena in arenas:
-        _LEFT_FILES.discard(arena.path)
+    """Remove arena files once both processes mapped them (the maps stay valid).
+
+    The stub removes them itself as soon as it has mapped them; this is for a
+    stub that never got that far."""
+    _unlink_paths(*(arena.path for arena in arenas))
+
+
+def _unlink_paths(*paths: str) -> None:
+    for path in paths:
+        _LEFT_FILES.discard(path)
         try:
-            os.unlink(arena.path)
+            os.unlink(path)
         except OSError:
             pass
 
@@ -584,9 +672,9 @@ def _address_space_mb(pid: int) -> int | None:
 
 
 def _limits(memory_limit_mb: int) -> Any:
+    # Runs in the child between fork and exec, while other threads of the server
+    # may hold locks: ``resource`` is imported up front (no import lock taken here).
     def apply() -> None:
-        import resource
-
         limit = memory_limit_mb << 20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
@@ -603,6 +691,7 @@ def auto_complete_in_stub(
         link.send({"op": "autocomplete", "file": str(model_file), "config": config})
         reply = stub._wait_control("autocomplete", settings.start_timeout_s)
     finally:
+        _STARTING.discard(stub._proc)
         _unlink(link.mine, link.theirs)
         stub._stopping = True
         try:
@@ -613,7 +702,8 @@ def auto_complete_in_stub(
         stub._kill()
     if reply.get("error"):
         raise TritonError.internal(
-            f"auto_complete_config of model '{config.get('name', '')}' failed: {reply['error']}"
+            f"auto_complete_config of model '{config.get('name', '')}' failed: "
+            f"{stub._client_text(reply['error'], 'auto_complete_config')}"
         )
     result: dict[str, Any] = reply["config"]
     return result
