@@ -36,10 +36,10 @@ class BackendServerApi:
         return self._server.is_decoupled(name, version)
 
     def load_model(self, name: str, config: str = "", files: Mapping[str, bytes] | None = None) -> None:
-        self._server.load_model(name)
+        self._server.load_model(name, config, files)
 
     def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        self._server.unload_model(name)
+        self._server.unload_model(name, unload_dependents)
 
     def exit_deadline(self) -> float | None:
         return self._server.exit_deadline

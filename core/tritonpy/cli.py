@@ -85,8 +85,34 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--model-control-mode",
         default="none",
-        choices=["none"],
-        help="model control mode (only 'none': load everything at start)",
+        choices=["none", "explicit", "poll"],
+        help="none: load every model at start; explicit: load --load-model models, then the "
+        "load/unload API; poll: load every model, then follow the repository's changes",
+    )
+    serve.add_argument(
+        "--load-model",
+        action="append",
+        default=[],
+        dest="load_model",
+        help="(explicit mode) a model to load at start; repeat for several, '*' for all",
+    )
+    serve.add_argument(
+        "--repository-poll-secs",
+        type=float,
+        default=15.0,
+        help="(poll mode) seconds between polls of the repositories (default 15)",
+    )
+    serve.add_argument(
+        "--model-load-thread-count",
+        type=int,
+        default=4,
+        help="how many models load at once (default 4)",
+    )
+    serve.add_argument(
+        "--model-load-retry-count",
+        type=int,
+        default=0,
+        help="how often a model version that failed to load is tried again (default 0)",
     )
     _flag(serve, "--allow-http", "enable the HTTP front end (default true)", default=True)
     serve.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
@@ -257,6 +283,10 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     return ServerOptions(
         model_repository=[Path(p) for p in args.model_repository],
         model_control_mode=args.model_control_mode,
+        load_model=args.load_model,
+        repository_poll_secs=args.repository_poll_secs,
+        model_load_thread_count=args.model_load_thread_count,
+        model_load_retry_count=args.model_load_retry_count,
         disable_auto_complete_config=disable,
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,

@@ -41,6 +41,7 @@ from .model import ModelState, ModelVersion, finalize_quietly
 from .options import ServerOptions
 from .plugins import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
 from .repository import ModelDir, read_labels, select_versions, version_dirs
+from .repository.overrides import Override
 from .scheduler.ratelimiter import Need, RateLimiter
 from .spec import ModelSpec
 from .warmup import run_warmup
@@ -50,21 +51,43 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class ModelRecord:
-    """A model folder and what became of each of its versions."""
+    """A model folder and what became of each of its versions.
+
+    ``versions`` serve; ``failed`` holds the reasons of versions that did not load;
+    ``retired`` the versions that served before and are unloading or unloaded
+    (the index shows them until a load brings those versions back).
+    """
 
     name: str
     path: Path
     versions: dict[int, ModelVersion] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
     error: str | None = None
+    #: The stamp of the folder it was loaded from (``repository.folder_stamp``).
+    stamp: str = ""
+    #: The load's own config and files, when it brought them.
+    override: Override | None = None
+    retired: dict[int, ModelVersion] = field(default_factory=dict)
 
     def state_rows(self) -> list[tuple[str, str, str]]:
         """``(version, state, reason)`` rows, as the repository index shows them."""
         if self.error is not None and not self.versions and not self.failed:
             return [("", ModelState.UNAVAILABLE.value, self.error)]
-        rows = [(str(v), mv.state.value, mv.reason) for v, mv in self.versions.items()]
-        rows += [(str(v), ModelState.UNAVAILABLE.value, r) for v, r in self.failed.items()]
-        return sorted(rows, key=lambda r: int(r[0]))
+        rows = {v: (str(v), mv.state.value, mv.reason) for v, mv in self.retired.items()}
+        rows.update({v: (str(v), ModelState.UNAVAILABLE.value, r) for v, r in self.failed.items()})
+        rows.update({v: (str(v), mv.state.value, mv.reason) for v, mv in self.versions.items()})
+        return [rows[v] for v in sorted(rows)]
+
+    def failure(self) -> str | None:
+        """What went wrong with this load, in Triton's words (None: nothing)."""
+        if self.error is not None:
+            return self.error
+        if not self.failed:
+            return None
+        return "".join(
+            f"version {v} is at {ModelState.UNAVAILABLE.value} state: {self.failed[v]};\n"
+            for v in sorted(self.failed)
+        )
 
 
 class ModelLoader:
@@ -84,33 +107,46 @@ class ModelLoader:
         self._pool: PinnedPool | None = None
         self._pool_lock = threading.Lock()
 
-    def load(self, mdir: ModelDir) -> ModelRecord:
-        record = ModelRecord(mdir.name, mdir.path)
+    def load(self, mdir: ModelDir, override: Override | None = None, retries: int = 0) -> ModelRecord:
+        """Load the versions of ``mdir`` (with ``override``'s config instead of its
+        ``config.pbtxt``); a version that fails is tried ``retries`` more times."""
+        record = ModelRecord(mdir.name, mdir.path, override=override)
         if mdir.error is not None:
             record.error = mdir.error
             return record
         try:
-            config, hooks, backend, versions = self._prepare(mdir)
+            config, hooks, backend, versions = self._prepare(mdir, override)
         except Exception as exc:  # any failure is this model's reason, never the server's end
             record.error = _reason(exc)
             log.error("failed to load '%s': %s", mdir.name, record.error)
             return record
         for version in versions:
-            started = time.monotonic()
-            try:
-                mv = self._load_version(mdir, config, hooks, backend, version)
-            except Exception as exc:  # as above: the reason of this version only
-                record.failed[version] = _reason(exc)
-                log.error("failed to load '%s' version %d: %s", mdir.name, version, record.failed[version])
-                continue
-            mv.load_seconds = time.monotonic() - started
-            record.versions[version] = mv
+            for attempt in range(retries + 1):
+                try:
+                    record.versions[version] = self._load_version(mdir, config, hooks, backend, version)
+                    record.failed.pop(version, None)
+                    log.info("successfully loaded '%s' version %d", mdir.name, version)
+                    break
+                except Exception as exc:  # as above: the reason of this version only
+                    record.failed[version] = _reason(exc)
+                    log.error(
+                        "failed to load '%s' version %d%s: %s",
+                        mdir.name,
+                        version,
+                        f" (attempt {attempt + 1} of {retries + 1})" if retries else "",
+                        record.failed[version],
+                    )
         return record
 
-    def _prepare(self, mdir: ModelDir) -> tuple[ModelConfig, BackendHooks, Backend, list[int]]:
+    def _prepare(
+        self, mdir: ModelDir, override: Override | None
+    ) -> tuple[ModelConfig, BackendHooks, Backend, list[int]]:
         """Read the config, pick the backend and the versions to load."""
         path = mdir.path / "config.pbtxt"
-        if path.exists():
+        if override is not None:
+            config = ModelConfig()
+            config.CopyFrom(override.config)
+        elif path.exists():
             config = load_config_file(path)
         elif self._options.disable_auto_complete_config:
             raise ConfigError(
@@ -167,6 +203,7 @@ class ModelLoader:
         backend: Backend,
         version: int,
     ) -> ModelVersion:
+        load_start = time.monotonic()
         source = str(mdir.path / "config.pbtxt")
         cfg_dict: dict[str, Any] = config_to_dict(base)
         model = Model(mdir.name, version, cfg_dict, mdir.path, backend)
@@ -211,6 +248,15 @@ class ModelLoader:
                 finalize_quietly(hooks, "instance_finalize", instance=inst)
             finalize_quietly(hooks, "model_finalize", model=model)
             raise
+        needs: dict[str, Need] = {}
+        if self._rate_limiter is not None:
+            needs = self._needs(config, instances)
+            for need in needs.values():
+                self._rate_limiter.register(need)
+        if config.response_cache.enable and self._cache is None:
+            log.warning(
+                "model '%s' enables response_cache but no cache is configured (--cache-config)", mdir.name
+            )
         mv = ModelVersion(
             name=mdir.name,
             version=version,
@@ -221,18 +267,11 @@ class ModelLoader:
             model=model,
             instances=instances,
             labels=labels,
+            load_seconds=time.monotonic() - load_start,
+            cache=self._cache if config.response_cache.enable else None,
+            rate_limiter=self._rate_limiter if needs else None,
+            needs=needs,
         )
-        if self._rate_limiter is not None:
-            mv.rate_limiter = self._rate_limiter
-            mv.needs = self._needs(config, instances)
-            for need in mv.needs.values():
-                self._rate_limiter.register(need)
-        if config.response_cache.enable:
-            if self._cache is None:
-                log.warning(
-                    "model '%s' enables response_cache but no cache is configured (--cache-config)", mdir.name
-                )
-            mv.cache = self._cache
         mv.start()
         return mv
 

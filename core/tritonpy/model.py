@@ -55,9 +55,22 @@ class ModelState(enum.Enum):
     UNAVAILABLE = "UNAVAILABLE"
 
 
+class VersionRetired(TritonError):
+    """A request reached a version just as it stopped serving (a reload replaced it,
+    or it is unloading). The server looks the model up again: what serves now takes
+    the request, so a reload under traffic fails no request."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorCode.UNAVAILABLE)
+
+
 @dataclass(eq=False)
 class ModelVersion:
-    """One version of one model, ready to serve once ``start`` ran."""
+    """One version of one model, built complete by the loader; ``start`` opens it.
+
+    Every field is final once constructed (the scheduler is made here too); the
+    only changes after that are the state (``start``, ``retire``, ``unload``).
+    """
 
     name: str
     version: int
@@ -68,19 +81,27 @@ class ModelVersion:
     model: Model
     instances: list[ModelInstance]
     labels: dict[str, list[str]] = field(default_factory=dict)
-    state: ModelState = ModelState.LOADING
-    reason: str = ""
+    #: Seconds its load took (``nv_model_load_duration_secs``).
     load_seconds: float = 0.0
-    stats: ModelStatistics = field(default_factory=ModelStatistics)
     #: The server's response cache when this model enables ``response_cache``.
     cache: ResponseCache | None = None
     #: The server's rate limiter (``--rate-limit execution_count``) and each instance's needs.
     rate_limiter: RateLimiter | None = None
     needs: dict[str, Need] = field(default_factory=dict)
+    state: ModelState = ModelState.LOADING
+    reason: str = ""
+    stats: ModelStatistics = field(default_factory=ModelStatistics)
+    #: Set once a newer load replaced this version or it is being unloaded: a request
+    #: that looked it up just before then is sent to what serves now instead.
+    retired: bool = False
     _scheduler: Scheduler | None = None
 
-    def start(self) -> None:
+    def __post_init__(self) -> None:
         self._scheduler = create_scheduler(self.name, self.config, self.instances, self.run, self._rejected)
+
+    def start(self) -> None:
+        """Start the scheduler's workers; the version serves from now on."""
+        assert self._scheduler is not None
         self._scheduler.start()
         self.state = ModelState.READY
 
@@ -117,9 +138,7 @@ class ModelVersion:
         model is decoupled; a decoupled model's FINAL may come without a response).
         """
         if self._scheduler is None or self.state is not ModelState.READY:
-            raise TritonError.unavailable(
-                f"Request for unknown model: '{self.name}' version {self.version} is not at ready state"
-            )
+            raise self._not_ready()
         try:
             validate_request(self.spec, request)
         except TritonError as exc:  # Triton prefixes request errors with the request id
@@ -151,9 +170,17 @@ class ModelVersion:
             self._scheduler.enqueue(Job(request, done, arrival, trace, key, lookup_ns))
         except TritonError as exc:
             self.stats.dequeued(1)
-            if exc.code is ErrorCode.UNAVAILABLE:  # a full queue (or a stopping model)
+            if self.retired:  # replaced between lookup and queueing: not a rejection
+                raise self._not_ready() from None
+            if exc.code is ErrorCode.UNAVAILABLE:  # a full queue
                 self.stats.record_rejection(arrival, "REJECTED")
             raise
+
+    def _not_ready(self) -> TritonError:
+        message = f"Request for unknown model: '{self.name}' version {self.version} is not at ready state"
+        if self.retired:
+            return VersionRetired(message)
+        return TritonError.unavailable(message)
 
     def run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
         """Execute ``jobs`` on ``instance``, record statistics, answer every job.
@@ -264,11 +291,18 @@ class ModelVersion:
     def decoupled(self) -> bool:
         return self.config.model_transaction_policy.decoupled
 
+    def retire(self) -> None:
+        """Take no new requests (lookups no longer find it); ``unload`` follows."""
+        self.retired = True
+        if self.state is ModelState.READY:
+            self.state = ModelState.UNLOADING
+
     def unload(self, deadline: float | None = None) -> None:
         """Stop the scheduler (queued work finishes until ``deadline``, a
         ``time.monotonic()`` value) and finalize instances and model."""
         if self.state is ModelState.UNAVAILABLE and self._scheduler is None:
             return
+        self.retire()
         self.state = ModelState.UNLOADING
         if self._scheduler is not None:
             self._scheduler.stop(deadline)

@@ -16,8 +16,18 @@ class ServerOptions:
 
     #: ``--model-repository``: one or more repository roots.
     model_repository: list[Path] = field(default_factory=list)
-    #: ``--model-control-mode``: only ``none`` (load everything at start) so far.
+    #: ``--model-control-mode``: ``none`` (load every model at start), ``explicit``
+    #: (load ``load_model`` at start, then the load/unload API) or ``poll``
+    #: (load every model, then follow the repositories' changes).
     model_control_mode: str = "none"
+    #: ``--load-model``: models explicit mode loads at start (``*``: every model).
+    load_model: list[str] = field(default_factory=list)
+    #: ``--repository-poll-secs``: seconds between polls in poll mode.
+    repository_poll_secs: float = 15.0
+    #: ``--model-load-thread-count``: how many models load at once.
+    model_load_thread_count: int = 4
+    #: ``--model-load-retry-count``: more tries for a model version that failed to load.
+    model_load_retry_count: int = 0
     #: ``--strict-model-config``/``--disable-auto-complete-config``: when true,
     #: backends do not fill in missing config fields.
     disable_auto_complete_config: bool = False

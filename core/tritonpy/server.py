@@ -47,11 +47,11 @@ from .backend_api import BackendServerApi
 from .cache import create_cache
 from .loading import ModelLoader
 from .logsettings import LogSettings, LogState
-from .model import ModelVersion
+from .model import ModelState, ModelVersion, VersionRetired
 from .options import ServerOptions
 from .plugins import BackendRegistry
-from .repository import scan_repositories
 from .repository.manager import ModelManager
+from .repository.overrides import split_load_parameters
 from .restricted import parse_restrictions
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, state_from_flags
@@ -129,8 +129,14 @@ class Server:
         self.grpc_restrictions = parse_restrictions(
             "--grpc-restricted-protocol", options.grpc_restricted_protocol
         )
-        #: The model records: states, lookup, index, load and unload.
-        self.manager = ModelManager(ModelLoader(options, self.backends, self.cache, self.rate_limiter))
+        #: The model records: states, lookup, index, load and unload (model control).
+        self.manager = ModelManager(
+            ModelLoader(options, self.backends, self.cache, self.rate_limiter),
+            options.model_repository,
+            mode=options.model_control_mode,
+            load_threads=options.model_load_thread_count,
+            load_retries=options.model_load_retry_count,
+        )
         self._started = False
         self._stopping = False
         #: ``time.monotonic()`` by which a stopping server must be done; None while serving.
@@ -145,21 +151,20 @@ class Server:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self, wait_until_ready: bool = True) -> Server:
-        """Load every model of the repositories (control mode ``none``).
+        """Load the models the control mode loads at start: every model of the
+        repositories (``none``, ``poll``), or those of ``load_model`` (``explicit``).
 
         Models that fail are UNAVAILABLE with their reason. With
         ``exit_on_error`` a failure raises ``TritonError`` after the others
         loaded; the caller decides whether to stop. ``wait_until_ready`` is
         accepted for API compatibility: loading finishes before ``start`` returns.
+        In mode ``poll`` the repositories are polled from then on.
         """
         if self._started:
             return self
-        if self.options.model_control_mode != "none":
-            raise TritonError.unsupported(
-                f"model control mode '{self.options.model_control_mode}' is not supported yet; use 'none'"
-            )
-        dirs = scan_repositories(self.options.model_repository)
-        self.manager.load_all(dirs, skip=lambda: self.draining)  # a stop while loading skips the rest
+        # A stop while loading skips the models not started yet.
+        self.manager.startup(self.options.load_model, skip=lambda: self.draining)
+        self.manager.start_polling(self.options.repository_poll_secs)
         self._started = True
         return self
 
@@ -181,7 +186,7 @@ class Server:
         if not self.wait_idle(limit):
             log.warning("timed out waiting for %d in-flight request(s)", self._inflight)
         self._stopping = True
-        self.manager.unload_all(deadline)
+        self.manager.unload_all(deadline)  # polling stops, unloads under way are waited for
         self.backends.finalize()
         self.tracer.flush()
         self._started = False
@@ -218,17 +223,56 @@ class Server:
         """The repository index extension: name, version, state, reason per version."""
         return self.manager.repository_index(ready)
 
-    def load_model(self, name: str) -> None:
-        """Load (or reload) model ``name``; only in control mode ``explicit``."""
-        self._refuse_model_control()
+    def load_model(self, name: str, config: str = "", files: Mapping[str, bytes] | None = None) -> None:
+        """Load or reload model ``name`` (control mode ``explicit``).
 
-    def unload_model(self, name: str) -> None:
-        """Unload model ``name``; only in control mode ``explicit``."""
-        self._refuse_model_control()
+        ``config`` (Triton's JSON form of a ModelConfig) replaces its
+        ``config.pbtxt``; ``files`` (``{"1/model.onnx": bytes}``, with a ``config``)
+        replace its folder. Returns once the new versions serve; the versions
+        that served before finish what they hold. TritonError if the load failed
+        (then what served before serves on).
+        """
+        self._refuse_while_stopping()
+        self.manager.load(name, config or None, files)
 
-    def _refuse_model_control(self) -> None:
-        # Triton's answer when the control mode does not allow explicit load/unload.
-        raise TritonError.unavailable("explicit model load / unload is not allowed if polling is enabled")
+    def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        """Unload model ``name`` (control mode ``explicit``): it takes no new requests
+        from now on; those it holds finish, then it is UNAVAILABLE ("unloaded")."""
+        self._refuse_while_stopping()
+        self.manager.unload(name, unload_dependents)
+
+    def load(self, model_name: str, parameters: Mapping[str, Any] | None = None) -> ModelHandle:
+        """``tritonserver``'s spelling: load ``model_name`` with load parameters
+        (``{"config": json_text, "file:1/model.onnx": bytes}``); its handle."""
+        config, files = split_load_parameters(model_name, parameters or {})
+        self.load_model(model_name, config, files)
+        return ModelHandle(self, model_name)
+
+    def unload(
+        self,
+        model: str | ModelHandle,
+        unload_dependents: bool = False,
+        wait_until_unloaded: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """``tritonserver``'s spelling of ``unload_model``; ``wait_until_unloaded``
+        waits (at most ``timeout`` s) until its versions finished unloading."""
+        name = model.name if isinstance(model, ModelHandle) else model
+        self.unload_model(name, unload_dependents)
+        if wait_until_unloaded:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while any(
+                row.get("state") == ModelState.UNLOADING.value
+                for row in self.repository_index()
+                if row["name"] == name
+            ):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TritonError.unavailable(f"model '{name}' is still unloading after {timeout} s")
+                time.sleep(0.01)
+
+    def _refuse_while_stopping(self) -> None:
+        if self._stopping or self.draining:
+            raise TritonError.unavailable("Server is stopping")
 
     def get_version(self, name: str, version: int | str | None = None) -> ModelVersion:
         """The ready model version ``name``/``version`` (latest when none), or TritonError."""
@@ -345,6 +389,7 @@ class Server:
         the request is refused before queueing. ``internal`` marks a request made
         on behalf of one in flight (BLS): it is taken while the server drains.
         """
+        requested = request.model_version
         mv = self._admit(request, internal)
         self._enter()
         trace = self.tracer.sample(request.model_name, request.id)
@@ -363,6 +408,18 @@ class Server:
                         self.tracer.finish(trace)
 
         try:
+            for _ in range(_RESUBMITS):
+                try:
+                    mv.submit(request, finished, trace)
+                    return
+                except VersionRetired:
+                    # A reload or unload took this version away between the lookup
+                    # and the queueing: what serves now takes the request (or, when
+                    # nothing does, the lookup says why).
+                    request.model_version = requested
+                    mv = self._admit(request, internal)
+                    if trace is not None:
+                        trace.model_version = mv.version
             mv.submit(request, finished, trace)
         except BaseException:
             self._leave()
@@ -462,6 +519,9 @@ class Server:
             if not finished:
                 request.cancel()
 
+
+#: How often a request is sent on to what serves after the version it found was replaced.
+_RESUBMITS = 3
 
 #: How long a backend's readiness check may take before the model counts as not ready.
 READY_CHECK_SECONDS = 5.0

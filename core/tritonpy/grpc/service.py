@@ -17,6 +17,7 @@ from google.protobuf import json_format
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, TritonError
 
 from ..failures import report
+from ..repository.overrides import split_load_parameters
 from ..server import Server
 from . import grpc_service_pb2 as pb
 from . import grpc_service_pb2_grpc as pb_grpc
@@ -168,14 +169,27 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Any
     ) -> pb.RepositoryModelLoadResponse:
-        self.server.load_model(request.model_name)
+        name = request.model_name
+        params: dict[str, Any] = {}
+        for key, param in request.parameters.items():
+            which = param.WhichOneof("parameter_choice")
+            params[key] = getattr(param, which) if which else None
+        config, files = split_load_parameters(name, params)
+        # A load takes as long as the model takes to initialize: off the event loop.
+        await asyncio.to_thread(self.server.load_model, name, config, files)
         return pb.RepositoryModelLoadResponse()
 
     @_unary
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Any
     ) -> pb.RepositoryModelUnloadResponse:
-        self.server.unload_model(request.model_name)
+        dependents = False
+        if "unload_dependents" in request.parameters:
+            param = request.parameters["unload_dependents"]
+            if param.WhichOneof("parameter_choice") != "bool_param":
+                raise TritonError.invalid_arg("the 'unload_dependents' parameter must be a bool")
+            dependents = param.bool_param
+        await asyncio.to_thread(self.server.unload_model, request.model_name, dependents)
         return pb.RepositoryModelUnloadResponse()
 
     # -- inference ---------------------------------------------------------------------

@@ -7,6 +7,9 @@ and answered 500, and the server keeps serving.
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 import functools
 import json
 import logging
@@ -21,6 +24,7 @@ from starlette.routing import Route
 from tritonpy_sdk import TritonError
 
 from ..failures import report
+from ..repository.overrides import FILE_PREFIX, split_load_parameters
 from ..server import Server
 from .compression import choose_encoding, compress, decompress
 from .errors import error_response, triton_error_response
@@ -115,13 +119,18 @@ class HttpFrontend:
         return _json(self.server.repository_index(ready=bool(doc.get("ready", False))))
 
     async def load(self, request: Request) -> Response:
-        await self._body(request)  # parameters of a load come with explicit mode
-        self.server.load_model(request.path_params["model"])
+        name = request.path_params["model"]
+        config, files = _load_parameters(name, _parse_object(await self._body(request)))
+        # A load takes as long as the model takes to initialize: off the event loop.
+        await asyncio.to_thread(self.server.load_model, name, config, files)
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
-        await self._body(request)
-        self.server.unload_model(request.path_params["model"])
+        params = _parameters(_parse_object(await self._body(request)))
+        dependents = params.get("unload_dependents", False)
+        if not isinstance(dependents, bool):
+            raise TritonError.invalid_arg("the 'unload_dependents' parameter must be true or false")
+        await asyncio.to_thread(self.server.unload_model, request.path_params["model"], dependents)
         return Response(status_code=200)
 
     # -- inference ---------------------------------------------------------------------
@@ -236,6 +245,32 @@ def _parse_object(body: bytes) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise TritonError.invalid_arg("the request body must be a JSON object")
     return doc
+
+
+def _parameters(doc: dict[str, Any]) -> dict[str, Any]:
+    params = doc.get("parameters", {})
+    if not isinstance(params, dict):
+        raise TritonError.invalid_arg("'parameters' must be a JSON object")
+    return params
+
+
+def _load_parameters(model: str, doc: dict[str, Any]) -> tuple[str, dict[str, bytes]]:
+    """A load body's ``config`` and ``file:<path>`` parameters (file contents in base64)."""
+    decoded: dict[str, Any] = {}
+    for key, value in _parameters(doc).items():
+        if key.startswith(FILE_PREFIX):
+            if not isinstance(value, str):
+                raise TritonError.invalid_arg(
+                    f"failed to load '{model}': file parameter '{key}' must be a base64 string"
+                )
+            try:
+                value = base64.b64decode(value, validate=True)
+            except binascii.Error as exc:
+                raise TritonError.invalid_arg(
+                    f"failed to load '{model}': file parameter '{key}' is not valid base64: {exc}"
+                ) from None
+        decoded[key] = value
+    return split_load_parameters(model, decoded)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -1,59 +1,338 @@
-"""The one owner of a server's model records: what is loaded, in which state, and lookup.
+"""The one owner of a server's model records: what is loaded, in which state,
+lookup, and every change to it (model control).
 
-``ModelManager`` holds a ``ModelRecord`` per model folder (each version's
-``ModelVersion`` and the reasons of those that failed), answers name→version
-lookups with Triton's messages, builds the repository index, and loads and
-unloads. ``Server`` delegates every model-lifecycle question here; metrics and
-statistics read ``loaded_versions()`` each time, so they always show the
-current set.
+``ModelManager`` holds a ``ModelRecord`` per model (each serving version's
+``ModelVersion``, the reasons of those that failed, and those retired),
+answers name→version lookups with Triton's messages, builds the repository
+index, and loads, reloads and unloads under the control mode:
 
-Records are replaced whole (copy on write under a lock), so readers on the
-hot path (``get_version``) take no lock.
+- ``none``: every model of the repositories loads at start; nothing changes after.
+- ``explicit``: the models named by ``--load-model`` (``*``: all) load at start;
+  the load / unload API (and BLS ``load_model``) changes them.
+- ``poll``: every model loads at start, and each poll picks up added, removed
+  and changed models and versions.
+
+A reload builds the new versions while the old ones serve, swaps them in in one
+step, and only then retires the old ones (their queued and in-flight requests
+finish; a request that looked an old version up just before the swap goes to
+the new one). A reload that fails keeps the old versions serving. Records are
+replaced whole (copy on write under a lock), so readers on the hot path
+(``get_version``) take no lock.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from tritonpy_sdk import TritonError
 
 from ..loading import ModelLoader, ModelRecord
 from ..model import ModelState, ModelVersion
-from ._layout import ModelDir
+from ..scheduler import remaining
+from ._layout import ModelDir, scan_repositories
+from ._stamp import folder_stamp
+from .overrides import Override, parse_override
 
-#: How many models load at once.
-LOAD_THREADS = 4
+log = logging.getLogger("tritonpy")
+
+#: Control modes (``--model-control-mode``).
+MODES = ("none", "explicit", "poll")
+
+#: Triton's answer to a load or unload the control mode does not allow.
+_NOT_ALLOWED = "explicit model load / unload is not allowed if polling is enabled"
 
 
 class ModelManager:
-    """Model records of one server, their states, lookup and index."""
+    """Model records of one server: states, lookup, index and model control."""
 
-    def __init__(self, loader: ModelLoader) -> None:
+    def __init__(
+        self,
+        loader: ModelLoader,
+        repositories: Sequence[Path] = (),
+        mode: str = "none",
+        load_threads: int = 4,
+        load_retries: int = 0,
+    ) -> None:
+        if mode not in MODES:
+            raise TritonError.invalid_arg(
+                f"unexpected value for --model-control-mode '{mode}': use none, explicit or poll"
+            )
+        if load_threads < 1:
+            raise TritonError.invalid_arg("--model-load-thread-count must be at least 1")
         self._loader = loader
+        self._repositories = list(repositories)
+        self.mode = mode
+        self._load_threads = load_threads
+        self._retries = max(0, load_retries)
         self._records: dict[str, ModelRecord] = {}
-        self._lock = threading.Lock()  # writers only
+        self._lock = threading.Lock()  # writers of _records only
+        self._model_locks: dict[str, threading.Lock] = {}
+        #: Models named at start that are in no repository (``--load-model``).
+        self.startup_errors: list[tuple[str, str]] = []
+        #: Threads unloading retired versions (joined when the server stops).
+        self._unloading: set[threading.Thread] = set()
+        self._unloading_lock = threading.Lock()
+        self._poller: threading.Thread | None = None
+        self._stop_polling = threading.Event()
+        #: Folder stamps of polls whose load failed (not retried until they change).
+        self._failed_stamps: dict[str, str] = {}
 
-    # -- loading and unloading ------------------------------------------------------------
+    # -- start and stop -------------------------------------------------------------------
 
-    def load_all(self, dirs: Sequence[ModelDir], skip: Callable[[], bool] = lambda: False) -> None:
-        """Load every model folder in parallel; those not started once ``skip()`` is
-        true (the server is stopping) are left out."""
+    def startup(self, names: Sequence[str] = (), skip: Callable[[], bool] = lambda: False) -> None:
+        """Load what the mode loads at start: every model (``none``, ``poll``), or
+        ``names`` (``explicit``; ``*`` is every model). Models load in parallel;
+        those not started once ``skip()`` is true (the server is stopping) are left out."""
+        dirs = scan_repositories(self._repositories)
+        if self.mode == "explicit" and "*" not in names:
+            by_name = {d.name: d for d in dirs}
+            dirs = []
+            for name in dict.fromkeys(names):
+                if name in by_name:
+                    dirs.append(by_name[name])
+                else:
+                    reason = f"failed to poll model '{name}': model not found in any model repository"
+                    log.error("%s", reason)
+                    self.startup_errors.append((name, reason))
 
         def load(mdir: ModelDir) -> ModelRecord | None:
-            return None if skip() else self._loader.load(mdir)
+            if skip():
+                return None
+            stamp = folder_stamp(mdir.path)
+            record = self._loader.load(mdir, retries=self._retries)
+            record.stamp = stamp
+            return record
 
-        with ThreadPoolExecutor(max_workers=LOAD_THREADS, thread_name_prefix="tritonpy-load") as pool:
+        with ThreadPoolExecutor(max_workers=self._load_threads, thread_name_prefix="tritonpy-load") as pool:
             records = [r for r in pool.map(load, dirs) if r is not None]
         with self._lock:
             self._records = {**self._records, **{r.name: r for r in records}}
 
+    def start_polling(self, interval: float) -> None:
+        """Poll the repositories every ``interval`` seconds (mode ``poll``)."""
+        if self.mode != "poll" or self._poller is not None:
+            return
+        if interval <= 0:
+            log.warning("--repository-poll-secs is %s: the repository is not polled", interval)
+            return
+
+        def run() -> None:
+            while not self._stop_polling.wait(interval):
+                try:
+                    self.poll()
+                except Exception:  # a poll that failed must not end polling
+                    log.exception("polling the model repository failed")
+
+        self._poller = threading.Thread(target=run, name="tritonpy-poll", daemon=True)
+        self._poller.start()
+
     def unload_all(self, deadline: float | None) -> None:
-        """Unload every version (queued work finishes until ``deadline``)."""
+        """Stop polling, unload every version (queued work finishes until
+        ``deadline``), and wait for the unloads already under way."""
+        self._stop_polling.set()
+        if self._poller is not None:
+            self._poller.join(remaining(deadline))
         for mv in self.loaded_versions():
             mv.unload(deadline)
+        with self._unloading_lock:
+            pending = list(self._unloading)
+        for thread in pending:
+            thread.join(remaining(deadline))
+        for record in self._records.values():
+            if record.override is not None:
+                record.override.remove()
+
+    # -- model control ----------------------------------------------------------------------
+
+    def load(self, name: str, config: str | None = None, files: Mapping[str, bytes] | None = None) -> None:
+        """Load or reload ``name`` (explicit mode), with an optional config override
+        (JSON) and model files. Returns once the new versions serve; TritonError
+        with the reason if the load failed (the versions that served go on serving)."""
+        if self.mode != "explicit":
+            raise TritonError.unavailable(_NOT_ALLOWED)
+        override = parse_override(name, config, files)
+        try:
+            mdir = ModelDir(name, override.folder) if override and override.folder else self._find(name)
+        except TritonError:
+            if override is not None:
+                override.remove()
+            raise
+        with self._model_lock(name):
+            self._reload(mdir, override, explicit=True)
+
+    def unload(self, name: str, unload_dependents: bool = False) -> None:
+        """Unload every version of ``name`` (explicit mode). Returns at once, as Triton:
+        the versions are UNLOADING until their queued and in-flight requests finish,
+        then UNAVAILABLE ("unloaded"). A model that is not loaded is left as it is.
+        ``unload_dependents`` is taken for Triton's API; no model depends on another
+        until ensembles exist."""
+        if self.mode != "explicit":
+            raise TritonError.unavailable(_NOT_ALLOWED)
+        with self._model_lock(name):
+            self._unload(name)
+
+    def poll(self) -> None:
+        """One poll (mode ``poll``): load added models, reload changed ones, unload
+        removed ones. A changed model that fails to load keeps its old versions
+        serving, and is tried again only once its folder changes again."""
+        try:
+            dirs = {d.name: d for d in scan_repositories(self._repositories)}
+        except FileNotFoundError as exc:
+            log.error("polling the model repository failed: %s", exc)
+            return
+        for name in sorted(set(self._records) - set(dirs)):
+            if self._records[name].versions:
+                log.info("model '%s' was removed from the repository; unloading it", name)
+            with self._model_lock(name):
+                self._unload(name, forget=True)
+        for name, mdir in dirs.items():
+            if self._stop_polling.is_set():
+                return
+            stamp = folder_stamp(mdir.path)
+            record = self._records.get(name)
+            if record is not None and record.stamp == stamp:
+                continue
+            if self._failed_stamps.get(name) == stamp:
+                continue
+            with self._model_lock(name):
+                try:
+                    self._reload(mdir, None, explicit=False, stamp=stamp)
+                except TritonError:
+                    self._failed_stamps[name] = stamp
+                else:
+                    self._failed_stamps.pop(name, None)
+
+    # -- how a model changes ----------------------------------------------------------------
+
+    def _find(self, name: str) -> ModelDir:
+        try:
+            dirs = scan_repositories(self._repositories)
+        except FileNotFoundError as exc:
+            raise TritonError.internal(
+                f"failed to load '{name}', failed to poll from model repository: {exc}"
+            ) from None
+        for mdir in dirs:
+            if mdir.name == name:
+                return mdir
+        raise TritonError.internal(
+            f"failed to load '{name}', failed to poll from model repository: "
+            "model not found in any model repository"
+        )
+
+    def _reload(self, mdir: ModelDir, override: Override | None, explicit: bool, stamp: str = "") -> None:
+        """Load ``mdir`` and swap it in for what serves; the caller holds the model's lock.
+        ``override`` is this call's from now on: kept with the versions loaded from
+        it, and its files removed once nothing loaded from them is left."""
+        name = mdir.name
+        stamp = stamp or folder_stamp(mdir.path)
+        old = self._records.get(name)
+        if (
+            explicit
+            and override is None
+            and old is not None
+            and old.override is None
+            and old.versions
+            and old.failure() is None
+            and old.stamp == stamp
+        ):
+            # As Triton: a load of a model whose files did not change since it
+            # loaded (and that serves without an override) leaves it as it is.
+            log.info("model '%s' is unchanged since it was loaded; nothing to reload", name)
+            return
+        record = self._loader.load(mdir, override, retries=self._retries)
+        record.stamp = stamp
+        failure = record.failure()
+        if failure is not None and old is not None and old.versions:
+            # A failed reload: the old versions go on serving. New versions that did
+            # load are let go; the failures of versions nobody serves are shown.
+            self._retire(list(record.versions.values()), override=override, log_it=False)
+            kept = ModelRecord(
+                name,
+                old.path,
+                versions=old.versions,
+                failed={v: r for v, r in record.failed.items() if v not in old.versions},
+                error=None,
+                stamp=old.stamp,
+                override=old.override,
+                retired=old.retired,
+            )
+            self._put(kept)
+            log.error("reloading '%s' failed; the versions loaded before serve on: %s", name, failure)
+            raise TritonError.invalid_arg(f"load failed for model '{name}': {failure}")
+        if old is not None:
+            record.retired = {
+                v: mv for v, mv in {**old.retired, **old.versions}.items() if v not in record.versions
+            }
+        self._put(record)
+        if override is not None and not record.versions:
+            override.remove()  # every version failed: nothing reads these files
+        if old is not None:
+            self._retire(list(old.versions.values()), override=old.override)
+        if failure is not None:
+            raise TritonError.invalid_arg(f"load failed for model '{name}': {failure}")
+
+    def _unload(self, name: str, forget: bool = False) -> None:
+        record = self._records.get(name)
+        if record is None:
+            return
+        if forget:
+            with self._lock:
+                self._records = {k: r for k, r in self._records.items() if k != name}
+        elif record.versions or record.failed or record.error is not None:
+            # What a failed load left is cleared too: an unloaded model no longer
+            # keeps a strictly-ready server from being ready.
+            self._put(
+                ModelRecord(
+                    name,
+                    record.path,
+                    retired={**record.retired, **record.versions},
+                    stamp=record.stamp,
+                )
+            )
+        self._retire(list(record.versions.values()), override=record.override)
+
+    def _retire(
+        self, versions: list[ModelVersion], override: Override | None = None, log_it: bool = True
+    ) -> None:
+        """Stop ``versions`` taking requests now, and unload them on a thread of their
+        own: their queued and in-flight requests finish first (a model's own BLS call
+        may be one of them, so the caller does not wait)."""
+        for mv in versions:
+            mv.retire()
+        if not versions and override is None:
+            return
+
+        def run() -> None:
+            try:
+                for mv in versions:
+                    mv.unload()
+                    if log_it:
+                        log.info("successfully unloaded '%s' version %d", mv.name, mv.version)
+            finally:
+                if override is not None:
+                    override.remove()
+                with self._unloading_lock:
+                    self._unloading.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, name="tritonpy-unload", daemon=True)
+        with self._unloading_lock:
+            self._unloading.add(thread)
+        thread.start()
+
+    def _put(self, record: ModelRecord) -> None:
+        with self._lock:
+            self._records = {**self._records, record.name: record}
+
+    def _model_lock(self, name: str) -> threading.Lock:
+        """One lock per model name: its loads and unloads happen one at a time;
+        different models load in parallel."""
+        with self._lock:
+            return self._model_locks.setdefault(name, threading.Lock())
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -73,7 +352,7 @@ class ModelManager:
             return max(ready, key=lambda mv: mv.version)
         mv = record.versions.get(v)
         if mv is None:
-            if v in record.failed:
+            if v in record.failed or v in record.retired:
                 raise TritonError.unavailable(
                     f"Request for unknown model: '{name}' version {v} is not at ready state"
                 )
@@ -104,20 +383,21 @@ class ModelManager:
         raise TritonError.invalid_arg(f"requested model '{name}' version {v} is not available")
 
     def loaded_versions(self) -> list[ModelVersion]:
-        """Every loaded model version, by name then version (read at each metrics scrape)."""
+        """Every serving model version, by name then version (read at each metrics scrape)."""
         records = self._records
         return [records[n].versions[v] for n in sorted(records) for v in sorted(records[n].versions)]
 
     # -- states ----------------------------------------------------------------------------
 
     def failed_models(self) -> list[tuple[str, str, str]]:
-        """``(model, version, reason)`` for everything that is not ready."""
-        return [
+        """``(model, version, reason)`` for everything whose load failed."""
+        failed = [
             (r.name, v, reason)
             for r in self._records.values()
             for v, state, reason in r.state_rows()
-            if state != ModelState.READY.value
+            if state == ModelState.UNAVAILABLE.value and reason != "unloaded"
         ]
+        return failed + [(name, "", reason) for name, reason in self.startup_errors]
 
     def models(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Every model version known: ``{(name, version): {name, version, state}}``."""
@@ -129,10 +409,20 @@ class ModelManager:
         return out
 
     def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
-        """The repository index extension: name, version, state, reason per version."""
+        """The repository index extension: name, version, state, reason per version.
+        Models of the repositories that were never loaded are listed by name only."""
         records = self._records
         index: list[dict[str, str]] = []
-        for name in sorted(records):
+        names = set(records)
+        if not ready:
+            try:
+                names.update(d.name for d in scan_repositories(self._repositories))
+            except FileNotFoundError:
+                pass
+        for name in sorted(names):
+            if name not in records:
+                index.append({"name": name})
+                continue
             for version, state, reason in records[name].state_rows():
                 if ready and state != ModelState.READY.value:
                     continue

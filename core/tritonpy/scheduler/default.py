@@ -33,6 +33,9 @@ class DefaultScheduler:
             for inst in instances
         ]
         self._open = False
+        # Admission and stop are serialized: a job is either queued before the stop
+        # markers (and runs) or refused; never stranded behind them.
+        self._admission = threading.Lock()
 
     def start(self) -> None:
         self._open = True
@@ -41,17 +44,19 @@ class DefaultScheduler:
 
     def enqueue(self, job: Job) -> None:
         """Queue ``job``; TritonError UNAVAILABLE once the scheduler is stopped."""
-        if not self._open:
-            raise TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
-        self._queue.put(job)
+        with self._admission:
+            if not self._open:
+                raise TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
+            self._queue.put(job)
 
     def stop(self, deadline: float | None = None) -> None:
         """Stop taking jobs, let the workers finish what is queued, join them
         (until ``deadline``, a ``time.monotonic()`` value; a worker stuck in
         ``execute`` past it is left behind, it is a daemon thread)."""
-        self._open = False
-        for _ in self._threads:
-            self._queue.put(_STOP)
+        with self._admission:
+            self._open = False
+            for _ in self._threads:
+                self._queue.put(_STOP)
         for t in self._threads:
             if t.is_alive():
                 t.join(remaining(deadline))
