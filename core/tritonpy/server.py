@@ -356,9 +356,7 @@ class Server:
         if self._stopping or not self._started or (self.draining and not internal):
             self.last_refused = time.monotonic()
             raise TritonError.unavailable("Server is stopping" if self._started else "Server is not started")
-        mv = self.get_version(request.model_name, request.model_version)
-        request.model_version = mv.version
-        return mv
+        return self.get_version(request.model_name, request.model_version)
 
     def _enter(self) -> None:
         with self._idle:
@@ -391,6 +389,7 @@ class Server:
         """
         requested = request.model_version
         mv = self._admit(request, internal)
+        request.model_version = mv.version
         self._enter()
         trace = self.tracer.sample(request.model_name, request.id)
         if trace is not None:
@@ -418,6 +417,7 @@ class Server:
                     # nothing does, the lookup says why).
                     request.model_version = requested
                     mv = self._admit(request, internal)
+                    request.model_version = mv.version
                     if trace is not None:
                         trace.model_version = mv.version
             mv.submit(request, finished, trace)

@@ -110,7 +110,10 @@ def _parse_config(name: str, text: str) -> ModelConfig:
         raise TritonError.invalid_arg(
             f"failed to load '{name}': the 'config' parameter must be a JSON object"
         )
-    config = config_from_dict(data, source=f"'config' parameter of the load of '{name}'")
+    try:
+        config = config_from_dict(data, source="'config' parameter")
+    except TritonError as exc:
+        raise TritonError.invalid_arg(f"failed to load '{name}': {exc.message}") from None
     if config.name and config.name != name:
         raise TritonError.invalid_arg(
             f"failed to load '{name}': the 'config' parameter names model '{config.name}'"
@@ -148,7 +151,13 @@ def _write_files(model: str, files: Mapping[str, bytes]) -> Path:
     try:
         folder.mkdir()
         for relative, data in checked:
-            _write_one(folder, relative, data)
+            try:
+                _write_one(folder, relative, data)
+            except OSError as exc:  # e.g. a name longer than the file system takes
+                raise TritonError.internal(
+                    f"failed to load '{model}', failed to poll from model repository: "
+                    f"cannot write file parameter '{FILE_PREFIX}{relative}': {exc.strerror}"
+                ) from None
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
