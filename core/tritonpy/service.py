@@ -34,6 +34,8 @@ def model_table(server: Server) -> str:
     """The table of models, versions and states Triton prints at start."""
     rows = [("Model", "Version", "Status")]
     for entry in server.repository_index():
+        if "state" not in entry:  # never loaded (explicit mode): Triton leaves it out
+            continue
         status = entry["state"]
         if entry.get("reason") and status != "READY":
             status += ": " + entry["reason"].replace("\n", " ")

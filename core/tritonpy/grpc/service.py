@@ -160,7 +160,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             response.models.add(
                 name=entry["name"],
                 version=entry.get("version", ""),
-                state=entry["state"],
+                state=entry.get("state", ""),
                 reason=entry.get("reason", ""),
             )
         return response
