@@ -332,7 +332,11 @@ def machine() -> str:
     except OSError:
         pass
     system = f"{platform.system()} {platform.release()}"
-    return f"{os.cpu_count()} CPU(s) ({cpu}), {system}, Python {platform.python_version()}"
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    return (
+        f"{os.cpu_count()} CPU(s) ({cpu}), {system}, Python {platform.python_version()}; "
+        f"load average at start {load} (other work on the machine skews every number)"
+    )
 
 
 def ms(seconds: float) -> str:
@@ -352,6 +356,7 @@ def main() -> None:
         for k, v in (("reloads", args.reloads), ("window", args.window))
         if v != parser.get_default(k)
     )
+    host = machine()
     reload_rows, traffic_rows, failures = [], [], []
     tmp = Path(tempfile.mkdtemp(prefix="bench-model-control-"))
     server: Served | None = None
@@ -405,7 +410,7 @@ def main() -> None:
     lines = [
         "# Model control: reload latency and traffic during reloads",
         "",
-        f"`{command}` — run {time.strftime('%Y-%m-%d %H:%M')} on {machine()}.",
+        f"`{command}` — run {time.strftime('%Y-%m-%d %H:%M')} on {host}.",
         "",
         "Two tiny models, Y = X + 1 on FP32 [1, 4]: `onnx_add` (onnxruntime) and `python_add`",
         "(Python backend, stub process). One `tritonpy serve --model-control-mode explicit`",

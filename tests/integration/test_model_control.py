@@ -169,13 +169,16 @@ def test_reloads_under_8_clients_fail_no_request(server) -> None:  # type: ignor
     def client_loop(index: int) -> None:
         module = httpclient if index < 4 else grpcclient
         client = module.InferenceServerClient(server.url if module is httpclient else server.grpc_url)
-        while not stop.is_set():
-            try:
-                value = _scale(client, module)
-                assert value in (2.0, 3.0, 5.0, 8.0), value
-                counts[index] += 1
-            except Exception as exc:  # every failure is a finding
-                failures.append(f"{module.__name__}: {exc!r}")
+        try:
+            while not stop.is_set():
+                try:
+                    value = _scale(client, module)
+                    assert value in (2.0, 3.0, 5.0, 8.0), value
+                    counts[index] += 1
+                except Exception as exc:  # every failure is a finding
+                    failures.append(f"{module.__name__}: {exc!r}")
+        finally:
+            client.close()  # on its own thread: an HTTP client's gevent hub is per thread
 
     threads = [threading.Thread(target=client_loop, args=(i,), daemon=True) for i in range(8)]
     for t in threads:
