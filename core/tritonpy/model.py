@@ -91,9 +91,6 @@ class ModelVersion:
     state: ModelState = ModelState.LOADING
     reason: str = ""
     stats: ModelStatistics = field(default_factory=ModelStatistics)
-    #: Set once a newer load replaced this version or it is being unloaded: a request
-    #: that looked it up just before then is sent to what serves now instead.
-    retired: bool = False
     _scheduler: Scheduler | None = None
 
     def __post_init__(self) -> None:
@@ -291,11 +288,15 @@ class ModelVersion:
     def decoupled(self) -> bool:
         return self.config.model_transaction_policy.decoupled
 
+    @property
+    def retired(self) -> bool:
+        """Whether a newer load replaced this version or it is unloading: a request that
+        looked it up just before then is sent to what serves now instead."""
+        return self.state is ModelState.UNLOADING or self.state is ModelState.UNAVAILABLE
+
     def retire(self) -> None:
         """Take no new requests (lookups no longer find it); ``unload`` follows."""
-        self.retired = True
-        if self.state is ModelState.READY:
-            self.state = ModelState.UNLOADING
+        self.state = ModelState.UNLOADING
 
     def unload(self, deadline: float | None = None) -> None:
         """Stop the scheduler (queued work finishes until ``deadline``, a
@@ -303,7 +304,6 @@ class ModelVersion:
         if self.state is ModelState.UNAVAILABLE and self._scheduler is None:
             return
         self.retire()
-        self.state = ModelState.UNLOADING
         if self._scheduler is not None:
             self._scheduler.stop(deadline)
             self._scheduler = None

@@ -262,9 +262,8 @@ class Server:
         if wait_until_unloaded:
             deadline = None if timeout is None else time.monotonic() + timeout
             while any(
-                row.get("state") == ModelState.UNLOADING.value
-                for row in self.repository_index()
-                if row["name"] == name
+                row["name"] == name and row["state"] == ModelState.UNLOADING.value
+                for row in self.manager.models().values()
             ):
                 if deadline is not None and time.monotonic() > deadline:
                     raise TritonError.unavailable(f"model '{name}' is still unloading after {timeout} s")

@@ -101,12 +101,7 @@ class ModelManager:
                     self.startup_errors.append((name, reason))
 
         def load(mdir: ModelDir) -> ModelRecord | None:
-            if skip():
-                return None
-            stamp = folder_stamp(mdir.path)
-            record = self._loader.load(mdir, retries=self._retries)
-            record.stamp = stamp
-            return record
+            return None if skip() else self._load(mdir)
 
         with ThreadPoolExecutor(max_workers=self._load_threads, thread_name_prefix="tritonpy-load") as pool:
             records = [r for r in pool.map(load, dirs) if r is not None]
@@ -244,8 +239,7 @@ class ModelManager:
             # loaded (and that serves without an override) leaves it as it is.
             log.info("model '%s' is unchanged since it was loaded; nothing to reload", name)
             return
-        record = self._loader.load(mdir, override, retries=self._retries)
-        record.stamp = stamp
+        record = self._load(mdir, override, stamp)
         failure = record.failure()
         if failure is not None and old is not None and old.versions:
             # A failed reload: the old versions go on serving. New versions that did
@@ -275,6 +269,14 @@ class ModelManager:
             self._retire(list(old.versions.values()), override=old.override)
         if failure is not None:
             raise TritonError.invalid_arg(f"load failed for model '{name}': {failure}")
+
+    def _load(self, mdir: ModelDir, override: Override | None = None, stamp: str = "") -> ModelRecord:
+        """Load ``mdir`` into a new record stamped with its folder as it was before the
+        load began (a change made while it loads shows at the next poll)."""
+        stamp = stamp or folder_stamp(mdir.path)
+        record = self._loader.load(mdir, override, retries=self._retries)
+        record.stamp = stamp
+        return record
 
     def _unload(self, name: str, forget: bool = False) -> None:
         record = self._records.get(name)

@@ -144,11 +144,9 @@ def test_a_hung_in_process_finalize_does_not_hold_the_exit(tmp_path: Path) -> No
         'parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }\n'
     )
     server = ServerProcess([repo], "--exit-timeout-secs", "2", log=tmp_path / "server.log")
-    started = time.monotonic()
+    # finalize sleeps 300 s; a server held by it would be killed at the 60 s wait (no 0 exit)
     code = server.stop(timeout=60)
-    took = time.monotonic() - started
     assert code == 0, server.output()
-    assert took < 20, f"shutdown took {took:.1f} s with --exit-timeout-secs 2"
     assert "did not finish within" in server.output()
 
 
@@ -178,11 +176,17 @@ def _wait_for(path: Path, server: ServerProcess) -> None:
     assert path.exists(), server.output()
 
 
-def _wait_gone(pids: list[int]) -> None:
+def _wait_gone(pids: list[int], kill_left: bool = False) -> None:
+    """Wait until ``pids`` exited (assert they did); ``kill_left`` kills those that
+    did not, so a failing test leaves no process behind."""
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(p) for p in pids)
+    left = [p for p in pids if _alive(p)]
+    if kill_left:
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert not left
 
 
 def test_sigterm_while_a_python_model_initializes_leaves_nothing(tmp_path: Path) -> None:
@@ -213,12 +217,7 @@ def test_kill_9_while_a_python_model_initializes_leaves_nothing(tmp_path: Path) 
         assert stubs
     finally:
         server.stop(signal.SIGKILL)
-        try:
-            _wait_gone(stubs)
-        finally:
-            for pid in stubs:
-                if _alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        _wait_gone(stubs, kill_left=True)
     assert not _shm_files(server.proc.pid)
 
 
@@ -254,12 +253,7 @@ def test_a_stub_that_never_started_leaves_no_shared_memory_at_exit(tmp_path: Pat
         assert stubs and _shm_files(server.proc.pid)  # not mapped, so not removed yet
     finally:
         code = server.stop()
-        try:
-            _wait_gone(stubs)
-        finally:
-            for pid in stubs:
-                if _alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        _wait_gone(stubs, kill_left=True)
     assert code == 0, server.output()
     assert not _shm_files(server.proc.pid)
 
