@@ -84,6 +84,20 @@ def _wait_for(path: Path, server: ServerProcess) -> None:
     assert path.exists(), server.output()
 
 
+def _wait_for_pending(server: ServerProcess, model: str, count: int) -> None:
+    """Wait until the metrics show ``count`` requests queued for ``model``."""
+    line = f'nv_inference_pending_request_count{{model="{model}",version="1"}} {count}'
+    deadline = time.monotonic() + 30
+    text = ""
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(server.metrics_url, timeout=5) as r:
+            text = r.read().decode()
+        if line in text:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"never saw {line!r}:\n{text}")
+
+
 @pytest.fixture(scope="module")
 def slow_env(tmp_path_factory: pytest.TempPathFactory, backend_dist: Callable[..., None]) -> dict[str, str]:
     site = tmp_path_factory.mktemp("site")
@@ -138,6 +152,7 @@ def test_sigterm_drains_in_flight_grpc_requests(server_factory, slow_env, tmp_pa
     for worker in workers:
         worker.start()
     _wait_for(marker, server)
+    _wait_for_pending(server, "slow", 2)  # SIGTERM only once all three are at the server
     code = server.stop()
     for worker in workers:
         worker.join(30)
