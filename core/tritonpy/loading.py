@@ -269,7 +269,7 @@ class ModelLoader:
             labels=labels,
             load_seconds=time.monotonic() - load_start,
             cache=self._cache if config.response_cache.enable else None,
-            rate_limiter=self._rate_limiter if needs else None,
+            rate_limiter=self._rate_limiter if any(n.resources for n in needs.values()) else None,
             needs=needs,
         )
         mv.start()

@@ -85,7 +85,8 @@ class ModelVersion:
     load_seconds: float = 0.0
     #: The server's response cache when this model enables ``response_cache``.
     cache: ResponseCache | None = None
-    #: The server's rate limiter (``--rate-limit execution_count``) and each instance's needs.
+    #: The server's rate limiter (``--rate-limit execution_count``) and each instance's
+    #: needs; the scheduler asks the limiter which instance runs next.
     rate_limiter: RateLimiter | None = None
     needs: dict[str, Need] = field(default_factory=dict)
     state: ModelState = ModelState.LOADING
@@ -94,7 +95,12 @@ class ModelVersion:
     _scheduler: Scheduler | None = None
 
     def __post_init__(self) -> None:
-        self._scheduler = create_scheduler(self.name, self.config, self.instances, self.run, self._rejected)
+        limiter, needs = self.rate_limiter, []
+        if limiter is not None:  # instances of groups without resources need nothing
+            needs = [self.needs.get(i.name) or Need((), i.device_id) for i in self.instances]
+        self._scheduler = create_scheduler(
+            self.name, self.config, self.instances, self.run, self._rejected, limiter, needs
+        )
 
     def start(self) -> None:
         """Start the scheduler's workers; the version serves from now on."""
@@ -186,13 +192,7 @@ class ModelVersion:
         answer gets an error (jobs answered through senders keep theirs).
         """
         try:
-            need = self.needs.get(instance.name) if self.rate_limiter is not None else None
-            if need is None:
-                self._run(instance, jobs)
-                return
-            assert self.rate_limiter is not None
-            with self.rate_limiter.hold(need):  # waiting for resources counts as queue time
-                self._run(instance, jobs)
+            self._run(instance, jobs)
         except Exception as exc:
             message = report(log, f"running a batch of model '{self.name}' failed", exc)
             fail_unfinished(jobs, TritonError.internal(message))

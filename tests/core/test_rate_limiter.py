@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tritonpy_sdk import (
 class Gate:
     def __init__(self) -> None:
         self.started: list[str] = []
+        self.instances: list[str] = []
         self.entered = threading.Condition()
         self.release = threading.Event()
 
@@ -37,20 +39,21 @@ class Gate:
     ) -> list[InferenceResponse]:
         with self.entered:
             self.started.append(instance.model.name)
+            self.instances.append(instance.name)
             self.entered.notify_all()
         if instance.model.name == "first":
             assert self.release.wait(30)
         return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data)}) for r in requests]
 
 
-def _model(repo: Path, name: str) -> None:
+def _model(repo: Path, name: str, priority: int = 1) -> None:
     (repo / name / "1").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text("""
+    (repo / name / "config.pbtxt").write_text(f"""
 backend: "gate"
-input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
-output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU
-  rate_limiter { resources [ { name: "R" global: true count: 1 } ] } } ]
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU
+  rate_limiter {{ resources [ {{ name: "R" global: true count: 1 }} ] priority: {priority} }} }} ]
 """)
 
 
@@ -101,7 +104,7 @@ def test_without_rate_limiting_they_overlap(tmp_path: Path) -> None:
             one.join(30)
 
 
-def test_priority_and_capacity() -> None:
+def test_capacity_and_flags() -> None:
     limiter = RateLimiter(parse_resource_flags(["R:2"]))
     big = Need((("R", 2, True),), 0)
     limiter.register(big)
@@ -109,8 +112,124 @@ def test_priority_and_capacity() -> None:
         RateLimiter(parse_resource_flags(["R:1"])).register(big)
     with pytest.raises(TritonError, match="expects <name>:<count>"):
         parse_resource_flags(["R"])
-    with limiter.hold(big):
-        pass  # capacity 2 fits a need of 2
+    with limiter.condition():
+        assert limiter.acquire("a", [big], lambda: None) == 0  # capacity 2 fits a need of 2
+        assert limiter.acquire("b", [big], lambda: None) is None
+        limiter.release(big)
+        assert limiter.acquire("b", [big], lambda: None) == 0
+
+
+def test_acquire_chooses_the_instance_whose_resources_fit() -> None:
+    limiter = RateLimiter()
+    r, s = Need((("R", 1, True),), 0), Need((("S", 1, False),), 0)
+    for need in (r, s):
+        limiter.register(need)
+    woken: list[str] = []
+    with limiter.condition():
+        assert limiter.acquire("a", [r], lambda: woken.append("a")) == 0
+        # "b" offers an instance needing R (taken) and one needing S: it gets the second.
+        assert limiter.acquire("b", [r, s], lambda: woken.append("b")) == 1
+        assert limiter.acquire("c", [r, s], lambda: woken.append("c")) is None  # both taken
+        limiter.release(s)
+        assert woken == ["c"]  # a waiter is woken when resources are released
+        assert limiter.acquire("c", [r, s], lambda: woken.append("c")) == 1
+
+
+def test_waiters_are_served_by_priority_then_arrival() -> None:
+    limiter = RateLimiter()
+    r = Need((("R", 1, True),), 0)
+    low, high = Need((("R", 1, True),), 0, priority=2), Need((("R", 1, True),), 0, priority=1)
+    other = Need((("T", 1, True),), 0, priority=3)
+    for need in (r, low, high, other):
+        limiter.register(need)
+    with limiter.condition():
+        assert limiter.acquire("holder", [r], lambda: None) == 0
+        assert limiter.acquire("low", [low], lambda: None) is None  # waits first
+        assert limiter.acquire("high", [high], lambda: None) is None
+        limiter.release(r)
+        assert limiter.acquire("low", [low], lambda: None) is None  # "high" goes first
+        # A later, lower-priority waiter still runs on a resource no earlier waiter wants.
+        assert limiter.acquire("other", [other], lambda: None) == 0
+        assert limiter.acquire("high", [high], lambda: None) == 0
+        limiter.release(high)
+        assert limiter.acquire("low", [low], lambda: None) == 0
+        # A waiter that withdraws no longer holds anyone back.
+        limiter.release(low)
+        assert limiter.acquire("high", [r], lambda: None) == 0
+        assert limiter.acquire("high2", [high], lambda: None) is None
+        limiter.release(r)
+        limiter.withdraw("high2")
+        assert limiter.acquire("low", [low], lambda: None) == 0
+
+
+def test_a_busy_resource_does_not_hold_work_another_instance_can_run(tmp_path: Path) -> None:
+    """The limiter picks the instance: while "first" holds R, requests to "second" run
+    on its instance that needs nothing, none waits bound to the instance that needs R."""
+    _model(tmp_path, "first")
+    (tmp_path / "second" / "1").mkdir(parents=True)
+    (tmp_path / "second" / "config.pbtxt").write_text("""
+backend: "gate"
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [
+  { name: "needs_r" count: 1 kind: KIND_CPU
+    rate_limiter { resources [ { name: "R" global: true count: 1 } ] } },
+  { name: "free" count: 1 kind: KIND_CPU }
+]
+""")
+    backend = Gate()
+    server = tritonpy.Server(model_repository=tmp_path, rate_limit="execution_count")
+    server.backends.register("gate", backend)
+    x = {"X": np.ones(1, np.float32)}
+    with server:
+        one = threading.Thread(target=lambda: server.model("first").predict(x))
+        one.start()
+        try:
+            with backend.entered:
+                assert backend.entered.wait_for(lambda: "first" in backend.started, 30)
+            callers = [threading.Thread(target=lambda: server.model("second").predict(x)) for _ in range(4)]
+            for caller in callers:
+                caller.start()
+            for caller in callers:
+                caller.join(30)
+            assert not any(c.is_alive() for c in callers)  # all answered while R is held
+            assert backend.instances[1:] == ["free_0"] * 4
+        finally:
+            backend.release.set()
+            one.join(30)
+
+
+def test_priority_decides_which_model_runs_when_the_resource_frees(tmp_path: Path) -> None:
+    _model(tmp_path, "first")
+    _model(tmp_path, "low", priority=2)
+    _model(tmp_path, "high", priority=1)
+    backend = Gate()
+    server = tritonpy.Server(model_repository=tmp_path, rate_limit="execution_count")
+    server.backends.register("gate", backend)
+    x = {"X": np.ones(1, np.float32)}
+    with server:
+        threads = [threading.Thread(target=lambda: server.model("first").predict(x))]
+        threads[0].start()
+        try:
+            with backend.entered:
+                assert backend.entered.wait_for(lambda: "first" in backend.started, 30)
+            for name in ("low", "high"):  # "low" queues first
+                thread = threading.Thread(target=lambda n=name: server.model(n).predict(x))
+                thread.start()
+                threads.append(thread)
+                _wait_pending(server, name)
+        finally:
+            backend.release.set()
+            for thread in threads:
+                thread.join(30)
+        assert backend.started == ["first", "high", "low"]
+
+
+def _wait_pending(server: tritonpy.Server, name: str) -> None:
+    deadline = time.monotonic() + 30
+    while server.get_version(name).stats.pending < 1:
+        assert time.monotonic() < deadline, f"no request of '{name}' queued"
+        time.sleep(0.005)
 
 
 def test_resources_belong_to_their_own_group_only(tmp_path: Path) -> None:
@@ -134,3 +253,69 @@ instance_group [
         assert mv.needs["g_0"].resources == (("R", 1, False),)
         assert mv.needs["g_0"].priority == 2
         assert mv.needs["g_big_0"].resources == ()  # its own (empty) group's, not "g"'s
+
+
+class Counting:
+    """Counts how many executions run at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(default_instance_kind="KIND_CPU")
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(0.002)
+        with self.lock:
+            self.running -= 1
+        return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data * 2)}) for r in requests]
+
+
+def test_many_models_share_a_resource_under_load(tmp_path: Path) -> None:
+    """Three models (batching and not) with two instances each share R (2 units):
+    every request is answered and never more than two executions run at once."""
+    for name, batching in (("a", True), ("b", False), ("c", True)):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(f"""
+backend: "count"
+max_batch_size: {4 if batching else 0}
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+instance_group [ {{ count: 2 kind: KIND_CPU
+  rate_limiter {{ resources [ {{ name: "R" global: true count: 1 }} ] }} }} ]
+{"dynamic_batching { }" if batching else ""}
+""")
+    backend = Counting()
+    server = tritonpy.Server(
+        model_repository=tmp_path, rate_limit="execution_count", rate_limit_resource=["R:2"]
+    )
+    server.backends.register("count", backend)
+    errors: list[BaseException] = []
+
+    def client(name: str) -> None:
+        try:
+            for i in range(30):
+                x = np.full((1, 1) if name != "b" else (1,), i, np.float32)
+                out = server.model(name).predict({"X": x})
+                np.testing.assert_array_equal(out["Y"], x * 2)
+        except BaseException as exc:  # recorded and asserted on below
+            errors.append(exc)
+
+    with server:
+        threads = [threading.Thread(target=client, args=(n,)) for n in "abcabc"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert 1 <= backend.most <= 2

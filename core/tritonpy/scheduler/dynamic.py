@@ -14,7 +14,10 @@ expired requests (REJECT) or move them behind the rest (DELAY).
 ``preserve_ordering`` releases responses in arrival order.
 
 One batcher thread forms batches; each instance executes on its own worker
-thread. Nothing here runs on the event loop.
+thread. A batch goes to the first idle instance, or, under the rate limiter,
+to the idle instance the limiter chooses (its resources reserved for the
+execution); without one that may run, the batch stays queued and can still
+grow. Nothing here runs on the event loop.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstance, OnResponse, TritonError
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining
+from .ratelimiter import Need, RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +150,10 @@ class DynamicBatcher:
         runner: Runner,
         config: BatcherConfig,
         on_reject: Callable[[Job, str], None] | None = None,
+        limiter: RateLimiter | None = None,
+        needs: Sequence[Need] = (),
     ) -> None:
+        """``needs[i]`` is what instance ``i`` needs of ``limiter`` (when rate limited)."""
         self._name = model_name
         self._instances = list(instances)
         self._runner = runner
@@ -154,7 +161,11 @@ class DynamicBatcher:
         self._on_reject = on_reject
         levels = max(1, config.priority_levels)
         self._levels: dict[int, deque[_Entry]] = {lv: deque() for lv in range(1, levels + 1)}
-        self._cond = threading.Condition()
+        self._limiter = limiter
+        self._needs = list(needs)
+        if limiter is not None and len(self._needs) != len(self._instances):
+            raise ValueError("a rate-limited batcher needs one Need per instance")
+        self._cond = limiter.condition() if limiter is not None else threading.Condition()
         self._idle: deque[int] = deque(range(len(self._instances)))
         self._inboxes: list[queue.SimpleQueue[list[Job] | None]] = [
             queue.SimpleQueue() for _ in self._instances
@@ -269,16 +280,25 @@ class DynamicBatcher:
                     pending = any(self._levels.values())
                     if not pending and not self._open:
                         batch, instance = None, -1
+                        if self._limiter is not None:
+                            self._limiter.withdraw(self)
                         break
                     if rejected:
                         batch, instance = None, -2
                         break
                     wait_ns = None
+                    waits_for_resources = False
                     if pending and self._idle:
                         batch, wait_ns = self._form(now)
                         if batch is not None:
-                            instance = self._idle.popleft()
-                            break
+                            chosen = self._choose()
+                            if chosen is not None:
+                                instance = chosen
+                                self._remove(batch)
+                                break
+                            batch, waits_for_resources = None, True
+                    if self._limiter is not None and not waits_for_resources:
+                        self._limiter.withdraw(self)
                     deadline = self._next_deadline()
                     if deadline is not None:
                         wait_ns = min(wait_ns, deadline - now) if wait_ns is not None else deadline - now
@@ -296,6 +316,18 @@ class DynamicBatcher:
             # Drop this thread's references while it waits, so a finished request's
             # tensors are freed when it ends, not when the next batch comes.
             batch = rejected = entry = None  # type: ignore[assignment]
+
+    def _choose(self) -> int | None:
+        """Take the idle instance that runs the next batch (the limiter's choice, its
+        resources reserved), or None: wait for the limiter's wake-up."""
+        if self._limiter is None:
+            return self._idle.popleft()
+        pick = self._limiter.acquire(self, [self._needs[i] for i in self._idle], self._cond.notify)
+        if pick is None:
+            return None
+        index = self._idle[pick]
+        del self._idle[pick]
+        return index
 
     def _expire(self, now: int) -> list[_Entry]:
         """Apply timeouts: REJECT removes expired entries, DELAY moves them behind."""
@@ -334,7 +366,8 @@ class DynamicBatcher:
         return ordered
 
     def _form(self, now: int) -> tuple[list[_Entry] | None, int | None]:
-        """The batch to send now, or (None, ns to wait before it is due)."""
+        """The batch to send now (still queued: ``_remove`` takes it), or (None, ns to
+        wait before it is due)."""
         cfg = self.config
         take: list[_Entry] = []
         total = 0
@@ -359,11 +392,11 @@ class DynamicBatcher:
             else:
                 send = []
         if send and (total >= cfg.max_batch_size or cfg.preferred_batch_sizes):
-            return self._remove(send), None
+            return send, None
         oldest = min(e.job.arrival_ns for e in take)
         due = oldest + cfg.max_queue_delay_ns
         if blocked or total >= cfg.max_batch_size or now >= due:
-            return self._remove(take), None
+            return take, None
         return None, due - now
 
     def _remove(self, batch: list[_Entry]) -> list[_Entry]:
@@ -395,5 +428,7 @@ class DynamicBatcher:
                 fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
             jobs = None  # not kept alive while idle
             with self._cond:
+                if self._limiter is not None:
+                    self._limiter.release(self._needs[index])
                 self._idle.append(index)
                 self._cond.notify()

@@ -3,7 +3,9 @@
 Every scheduler takes ``Job`` objects from any thread (``enqueue``), hands
 lists of them to a ``Runner`` on an instance's worker thread, and stops by a
 deadline. The config's ``scheduling_choice`` decides which one a model gets;
-the sequence batcher and ensembles plug in here.
+the sequence batcher and ensembles plug in here. A rate-limited model without
+``dynamic_batching`` gets the batcher with batches of one request: its batcher
+thread asks the rate limiter which instance runs each request.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..config import ModelConfig
 from ._job import Job, Runner
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
+from .ratelimiter import Need, RateLimiter
 
 
 class Scheduler(Protocol):
@@ -42,8 +45,15 @@ def create_scheduler(
     instances: Sequence[ModelInstance],
     runner: Runner,
     on_reject: Callable[[Job, str], None],
+    limiter: RateLimiter | None = None,
+    needs: Sequence[Need] = (),
 ) -> Scheduler:
-    """The scheduler ``config`` asks for (not started)."""
+    """The scheduler ``config`` asks for (not started); ``needs[i]`` is what
+    instance ``i`` needs of ``limiter`` when the model is rate limited."""
     if config.WhichOneof("scheduling_choice") == "dynamic_batching" and config.max_batch_size > 0:
-        return DynamicBatcher(name, instances, runner, BatcherConfig.from_config(config), on_reject)
-    return DefaultScheduler(name, instances, runner)
+        batching = BatcherConfig.from_config(config)
+    elif limiter is not None:
+        batching = BatcherConfig(max_batch_size=1)  # one request per execution, as without batching
+    else:
+        return DefaultScheduler(name, instances, runner)
+    return DynamicBatcher(name, instances, runner, batching, on_reject, limiter, needs)

@@ -1,20 +1,32 @@
-"""Triton's rate limiter (``--rate-limit execution_count``).
+"""Triton's rate limiter (``--rate-limit execution_count``): which instance runs next.
 
-An instance that declares ``rate_limiter { resources [...] }`` in its
-instance group may execute only while the resources it needs are free; a
-resource's capacity is the most any instance asks for, or what
+An instance that declares ``rate_limiter { resources [...] }`` in its instance
+group may execute only while the resources it needs are free; a resource's
+capacity is the most any instance asks for, or what
 ``--rate-limit-resource name:count[:device]`` sets. Resources are per device
-unless ``global: true``. Waiting instances are served by priority (a lower
-``priority`` value gets more chances, as Triton's weighting), then in arrival
-order.
+unless ``global: true``.
+
+As in Triton, the limiter chooses the instance, before a batch is bound to one:
+a rate-limited model's scheduler offers its idle instances (``acquire``) and
+gets the one whose resources fit, reserved, or nothing and a wake-up when
+resources are released. Work stays queued meanwhile, so an instance whose
+resources are taken never holds a batch another instance could run. Waiting
+schedulers are served by priority (a lower ``priority`` value first, as
+Triton's weighting gives it more chances), then in the order they began to
+wait; a scheduler passes over a fitting instance only for an earlier waiter
+that wants the same resource.
+
+Every rate-limited scheduler waits on a condition built on the limiter's one
+lock (``condition``), and calls ``acquire``, ``release`` and ``withdraw`` with
+it held: a wake-up is then a plain ``notify`` and no two locks are ever taken
+in opposite orders.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tritonpy_sdk import TritonError
@@ -48,6 +60,13 @@ def parse_resource_flags(items: Iterable[str]) -> dict[tuple[str, int | None], i
     return out
 
 
+@dataclass(eq=False)
+class _Waiter:
+    rank: tuple[int, int]  # (best priority among its candidates, when it began to wait)
+    candidates: tuple[Need, ...]
+    wake: Callable[[], None]
+
+
 class RateLimiter:
     """Resource pools shared by every model of a server."""
 
@@ -55,17 +74,21 @@ class RateLimiter:
         self._explicit = explicit or {}
         self._capacity: dict[tuple[str, int], int] = {}
         self._used: dict[tuple[str, int], int] = {}
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._tickets = itertools.count()
-        self._waiting: list[tuple[int, int, Need]] = []
+        self._waiters: dict[object, _Waiter] = {}
 
     @staticmethod
     def _key(name: str, device: int, is_global: bool) -> tuple[str, int]:
         return (name, -1 if is_global else device)
 
+    def condition(self) -> threading.Condition:
+        """A condition on the limiter's lock, for one rate-limited scheduler to wait on."""
+        return threading.Condition(self._lock)
+
     def register(self, need: Need) -> None:
         """Size the pools so that ``need`` can ever be met (Triton: the largest request)."""
-        with self._cond:
+        with self._lock:
             for name, count, is_global in need.resources:
                 key = self._key(name, need.device, is_global)
                 explicit = self._explicit.get(
@@ -82,36 +105,56 @@ class RateLimiter:
                     self._capacity[key] = max(self._capacity.get(key, 0), count)
                 self._used.setdefault(key, 0)
 
+    # -- with the lock held (a rate-limited scheduler's condition) ---------------------
+
+    def acquire(self, owner: object, candidates: Sequence[Need], wake: Callable[[], None]) -> int | None:
+        """Reserve the resources of one of ``candidates`` (``owner``'s idle instances)
+        and return its index; or, when none may run now, return None: ``owner`` waits
+        and ``wake()`` is called whenever the resources change, until it acquires or
+        ``withdraw``s."""
+        waiter = self._waiters.get(owner)
+        ticket = waiter.rank[1] if waiter is not None else next(self._tickets)
+        rank = (min(max(1, c.priority) for c in candidates), ticket)
+        ahead = [w for o, w in self._waiters.items() if o is not owner and w.rank < rank]
+        for index in sorted(range(len(candidates)), key=lambda i: max(1, candidates[i].priority)):
+            need = candidates[index]
+            if self._fits(need) and not any(self._wants_same(w, need) for w in ahead):
+                self._waiters.pop(owner, None)
+                self._change(need, +1)
+                return index
+        self._waiters[owner] = _Waiter(rank, tuple(candidates), wake)
+        return None
+
+    def release(self, need: Need) -> None:
+        """An instance finished executing: free what it held."""
+        self._change(need, -1)
+
+    def withdraw(self, owner: object) -> None:
+        """``owner`` no longer waits (no work, or no idle instance to offer)."""
+        if self._waiters.pop(owner, None) is not None:
+            self._wake_all()  # those that deferred to it may run now
+
     def _fits(self, need: Need) -> bool:
         return all(
             self._used[self._key(n, need.device, g)] + c <= self._capacity[self._key(n, need.device, g)]
             for n, c, g in need.resources
         )
 
-    @contextmanager
-    def hold(self, need: Need) -> Iterator[None]:
-        """Block until ``need`` fits (and no higher-priority waiter fits first), then hold it."""
-        if not need.resources:
-            yield
-            return
-        ticket = (max(1, need.priority), next(self._tickets), need)
-        with self._cond:
-            self._waiting.append(ticket)
-            while not (self._fits(need) and self._first_fitting() is ticket):
-                self._cond.wait()
-            self._waiting.remove(ticket)
-            for n, c, g in need.resources:
-                self._used[self._key(n, need.device, g)] += c
-        try:
-            yield
-        finally:
-            with self._cond:
-                for n, c, g in need.resources:
-                    self._used[self._key(n, need.device, g)] -= c
-                self._cond.notify_all()
+    def _wants_same(self, waiter: _Waiter, need: Need) -> bool:
+        """Whether ``waiter`` could run now on a resource that ``need`` would take."""
+        taken = {self._key(n, need.device, g) for n, _, g in need.resources}
+        return any(
+            self._fits(c) and any(self._key(n, c.device, g) in taken for n, _, g in c.resources)
+            for c in waiter.candidates
+        )
 
-    def _first_fitting(self) -> tuple[int, int, Need] | None:
-        for ticket in sorted(self._waiting, key=lambda t: (t[0], t[1])):
-            if self._fits(ticket[2]):
-                return ticket
-        return None
+    def _change(self, need: Need, sign: int) -> None:
+        if not need.resources:
+            return
+        for n, c, g in need.resources:
+            self._used[self._key(n, need.device, g)] += sign * c
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        for waiter in self._waiters.values():
+            waiter.wake()
