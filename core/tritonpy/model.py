@@ -93,8 +93,11 @@ class ModelVersion:
     reason: str = ""
     stats: ModelStatistics = field(default_factory=ModelStatistics)
     _scheduler: Scheduler | None = None
+    #: Whether the model may send any number of responses per request (read once).
+    decoupled: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        self.decoupled = self.config.model_transaction_policy.decoupled
         limiter, needs = self.rate_limiter, []
         if limiter is not None:  # instances of groups without resources need nothing
             needs = [self.needs.get(i.name) or Need((), i.device_id) for i in self.instances]
@@ -283,10 +286,6 @@ class ModelVersion:
     @staticmethod
     def log_warning(message: str) -> None:
         log.warning("%s", message)
-
-    @property
-    def decoupled(self) -> bool:
-        return self.config.model_transaction_policy.decoupled
 
     @property
     def retired(self) -> bool:

@@ -386,8 +386,11 @@ class Server:
         the request is refused before queueing. ``internal`` marks a request made
         on behalf of one in flight (BLS): it is taken while the server drains.
         """
+        self._submit(self._admit(request, internal), request, done, internal)
+
+    def _submit(self, mv: ModelVersion, request: InferenceRequest, done: OnResponse, internal: bool) -> None:
+        """``submit`` to ``mv``, the version ``_admit`` found for ``request``."""
         requested = request.model_version
-        mv = self._admit(request, internal)
         request.model_version = mv.version
         self._enter()
         trace = self.tracer.sample(request.model_name, request.id)
@@ -428,13 +431,20 @@ class Server:
         """Whether model ``name`` may send any number of responses per request."""
         return self.get_version(name, version).decoupled
 
-    async def infer_async(self, request: InferenceRequest) -> InferenceResponse:
+    async def infer_async(
+        self, request: InferenceRequest, decoupled_message: str | None = None
+    ) -> InferenceResponse:
         """Run ``request``; raise ``TritonError`` if it fails, else return its response.
 
-        For a model that is not decoupled; ``stream_async`` takes any model.
+        For a model that is not decoupled: a decoupled one is refused as
+        UNSUPPORTED with ``decoupled_message`` (a front end's wording) when given,
+        else as INVALID_ARG pointing to ``stream_async``, which takes any model.
         Cancelling the awaiting task cancels the request.
         """
-        if self._admit(request).decoupled:
+        mv = self._admit(request)
+        if mv.decoupled:
+            if decoupled_message is not None:
+                raise TritonError.unsupported(decoupled_message)
             raise TritonError.invalid_arg(
                 f"model '{request.model_name}' is decoupled (it may send any number of responses); "
                 "use stream_async() or ModelHandle.infer() to receive them"
@@ -446,7 +456,7 @@ class Server:
             if response is not None:
                 _call_soon(loop, _resolve, fut, response)
 
-        self.submit(request, done)
+        self._submit(mv, request, done, False)
         try:
             response = await fut
         except asyncio.CancelledError:

@@ -153,6 +153,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
             http=http_protocol(options),
             log_level="warning" if options.log_verbose == 0 else "info",
             access_log=options.log_verbose > 0,
+            proxy_headers=False,  # Triton reads no X-Forwarded-* headers; nor, per request, do we
             timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
             lifespan="off",
         )

@@ -197,11 +197,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     @_unary
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         core_request = request_from_proto(request)
-        if self.server.is_decoupled(core_request.model_name, core_request.model_version):
-            raise TritonError.unsupported(
-                "ModelInfer RPC doesn't support models with decoupled transaction policy"
-            )
-        response = await self.server.infer_async(core_request)
+        response = await self.server.infer_async(
+            core_request, "ModelInfer RPC doesn't support models with decoupled transaction policy"
+        )
         return response_to_proto(response)
 
     async def ModelStreamInfer(

@@ -174,11 +174,9 @@ class HttpFrontend:
                 binary_output = True
             else:
                 core_request, binary_output, binary_flags = decode_request(model, version, view[:n], view[n:])
-        if self.server.is_decoupled(core_request.model_name, core_request.model_version):
-            raise TritonError.unsupported(
-                "HTTP end point doesn't support models with decoupled transaction policy"
-            )
-        response = await self.server.infer_async(core_request)
+        response = await self.server.infer_async(
+            core_request, "HTTP end point doesn't support models with decoupled transaction policy"
+        )
         parts, json_length = encode_response(response, binary_output, binary_flags)
         headers: dict[str, str] = {}
         media_type = "application/json"
