@@ -62,15 +62,23 @@ def _tree(pid: int) -> list[int]:
     return pids
 
 
+def _program(argv: list[str]) -> str:
+    """What a child process runs: its script, or its module for ``python -m``."""
+    args = argv[1:]
+    if args[:1] == ["-m"] and len(args) > 1:
+        return args[1]
+    return Path(args[0]).name if args and args[0] else Path(argv[0]).name
+
+
 def snapshot(pid: int) -> dict[tuple[int, int, str], Sample]:
     """Every thread of ``pid``'s process tree: (pid, tid, process name) → counters."""
     out: dict[tuple[int, int, str], Sample] = {}
     for p in _tree(pid):
         try:
-            name = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
-            label = "server" if p == pid else Path(name[1].decode() if len(name) > 1 else "?").name
+            argv = Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
+        label = "server" if p == pid else _program(argv)
         for task in Path(f"/proc/{p}/task").glob("*"):
             try:
                 fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
