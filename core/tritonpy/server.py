@@ -468,7 +468,8 @@ class Server:
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
-        if self._admit(request).decoupled:
+        mv = self._admit(request)
+        if mv.decoupled:
             raise TritonError.invalid_arg(
                 f"model '{request.model_name}' is decoupled (it may send any number of responses); "
                 "use stream() or ModelHandle.infer() to receive them"
@@ -479,7 +480,7 @@ class Server:
             if response is not None:
                 fut.set_result(response)
 
-        self.submit(request, done)
+        self._submit(mv, request, done, False)
         response = fut.result(timeout)
         if response.error is not None:
             raise response.error

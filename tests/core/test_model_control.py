@@ -29,6 +29,7 @@ from tritonpy_sdk import (
     TritonError,
     hookimpl,
 )
+from tritonpy_wait import wait_until
 
 
 class Scale:
@@ -146,10 +147,7 @@ def states(server: tritonpy.Server) -> list[tuple[str, str, str]]:
 
 
 def wait_for(check, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+    wait_until(check, "the awaited state", timeout)
 
 
 # -- explicit mode ------------------------------------------------------------------------------

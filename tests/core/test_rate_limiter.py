@@ -20,6 +20,7 @@ from tritonpy_sdk import (
     TritonError,
     hookimpl,
 )
+from tritonpy_wait import wait_until
 
 
 class Gate:
@@ -226,10 +227,7 @@ def test_priority_decides_which_model_runs_when_the_resource_frees(tmp_path: Pat
 
 
 def _wait_pending(server: tritonpy.Server, name: str) -> None:
-    deadline = time.monotonic() + 30
-    while server.get_version(name).stats.pending < 1:
-        assert time.monotonic() < deadline, f"no request of '{name}' queued"
-        time.sleep(0.005)
+    wait_until(lambda: server.get_version(name).stats.pending >= 1, f"a request of '{name}' queued")
 
 
 def test_resources_belong_to_their_own_group_only(tmp_path: Path) -> None:
