@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ from .cache import cache_key
 from .config import ModelConfig
 from .failures import report
 from .responses import finish_response
-from .scheduler import Job, Scheduler, create_scheduler, fail_unfinished
+from .scheduler import Job, Scheduler, create_scheduler, fail_unfinished, internal_error
 from .scheduler.ratelimiter import Need, RateLimiter
 from .senders import SenderBatch
 from .spec import ModelSpec
@@ -101,8 +102,16 @@ class ModelVersion:
         limiter, needs = self.rate_limiter, []
         if limiter is not None:  # instances of groups without resources need nothing
             needs = [self.needs.get(i.name) or Need((), i.device_id) for i in self.instances]
+        nowait = self.hooks.execute_nowait is not None and all(i.nowait for i in self.instances)
         self._scheduler = create_scheduler(
-            self.name, self.config, self.instances, self.run, self._rejected, limiter, needs
+            self.name,
+            self.config,
+            self.instances,
+            self.run,
+            self._rejected,
+            limiter,
+            needs,
+            self.run_nowait if nowait else None,
         )
 
     def start(self) -> None:
@@ -200,32 +209,94 @@ class ModelVersion:
             message = report(log, f"running a batch of model '{self.name}' failed", exc)
             fail_unfinished(jobs, TritonError.internal(message))
 
-    def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
+    def run_nowait(self, instance: ModelInstance, jobs: Sequence[Job], release: Callable[[], None]) -> None:
+        """Start ``jobs`` on ``instance`` through the backend's ``execute_nowait`` and
+        return; ``release()`` follows once the batch is done and every job answered
+        (possibly on another thread, possibly before this returns). Never raises."""
+        hook = self.hooks.execute_nowait
+        assert hook is not None
         start = time.monotonic_ns()
-        self.stats.dequeued(len(jobs))
-        if any(j.request.is_cancelled() for j in jobs):
-            jobs = self._drop_cancelled(jobs, start)
-            if not jobs:
-                return
+        try:
+            jobs = self._begin(jobs, start)
+        except Exception as exc:
+            fail_unfinished(jobs, internal_error(f"starting a batch of model '{self.name}' failed", exc))
+            jobs = []
+        if not jobs:
+            release()
+            return
         requests = [j.request for j in jobs]
         senders = SenderBatch(self, jobs, start, self.decoupled)
-        infer_start = senders.infer_start = time.monotonic_ns()
+        ended = threading.Lock()
+
+        def complete(
+            responses: Sequence[InferenceResponse] | None, error: BaseException | None = None
+        ) -> None:
+            if not ended.acquire(blocking=False):
+                log.warning("backend '%s' completed a batch of model '%s' twice", self.hooks.name, self.name)
+                return
+            try:
+                self._finish(instance, jobs, senders, start, responses, error)
+            except Exception as exc:
+                message = report(log, f"finishing a batch of model '{self.name}' failed", exc)
+                fail_unfinished(jobs, TritonError.internal(message))
+            finally:
+                release()
+
+        senders.infer_start = time.monotonic_ns()
+        try:
+            hook(instance=instance, requests=requests, complete=complete)
+        except Exception as exc:
+            if ended.locked():  # it completed the batch, then raised: the batch stands
+                log.warning("execute_nowait of model '%s' raised after completing: %s", self.name, exc)
+            else:
+                complete(None, exc)
+
+    def _begin(self, jobs: Sequence[Job], start: int) -> Sequence[Job]:
+        """Count ``jobs`` as dequeued; answer the cancelled ones; the jobs left to run."""
+        self.stats.dequeued(len(jobs))
+        if any(j.request.is_cancelled() for j in jobs):
+            return self._drop_cancelled(jobs, start)
+        return jobs
+
+    def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
+        start = time.monotonic_ns()
+        jobs = self._begin(jobs, start)
+        if not jobs:
+            return
+        requests = [j.request for j in jobs]
+        senders = SenderBatch(self, jobs, start, self.decoupled)
+        senders.infer_start = time.monotonic_ns()
         try:
             responses = self.hooks.execute(instance, requests)
+        except Exception as exc:  # a backend bug must not kill the worker or the server
+            self._finish(instance, jobs, senders, start, None, exc)
+        else:
+            self._finish(instance, jobs, senders, start, responses, None)
+
+    def _finish(
+        self,
+        instance: ModelInstance,
+        jobs: Sequence[Job],
+        senders: SenderBatch,
+        start: int,
+        responses: Sequence[InferenceResponse] | None,
+        error: BaseException | None,
+    ) -> None:
+        """What the backend's execution gave: record it and answer every job."""
+        requests = [j.request for j in jobs]
+        if error is None:
             if responses is None:
                 senders.execute_returned()
                 return
             if len(responses) != len(requests):
-                raise TritonError.internal(
+                error = TritonError.internal(
                     f"backend '{self.hooks.name}' returned {len(responses)} responses for "
                     f"{len(requests)} requests of model '{self.name}'"
                 )
-        except Exception as exc:  # a backend bug must not kill the worker or the server
-            error = (
-                exc if isinstance(exc, TritonError) else TritonError.internal(f"{type(exc).__name__}: {exc}")
-            )
-            if not isinstance(exc, TritonError):
-                log.exception("execute of model '%s' raised", self.name)
+        if error is not None:
+            if not isinstance(error, TritonError):
+                log.error("execute of model '%s' on '%s' raised", self.name, instance.name, exc_info=error)
+                error = TritonError.internal(f"{type(error).__name__}: {error}")
             if any(r.response_sender is not None and r.response_sender.closed for r in requests):
                 # Part of the batch was already answered through senders.
                 senders.fail_open(error)
@@ -234,6 +305,7 @@ class ModelVersion:
             infer_end = time.monotonic_ns()
             outs = [self.error_response(job, error) for job in jobs]
         else:
+            assert responses is not None
             infer_end = time.monotonic_ns()
             outs = []
             for job, response in zip(jobs, responses):
@@ -245,7 +317,7 @@ class ModelVersion:
                         exc = TritonError.internal(report(log, where, exc))
                     outs.append(self.error_response(job, exc))
         senders.close()  # every job is answered below, not through its sender
-        times = ExecutionTimes(start, infer_start, infer_end, time.monotonic_ns())
+        times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
         self.stats.record_execution(
             times,
             [j.arrival_ns for j in jobs],

@@ -1,7 +1,8 @@
 """Schedulers decide which instance runs which requests, and when.
 
 Every scheduler (the ``Scheduler`` protocol) takes ``Job`` objects from any
-thread and hands lists of them to a ``Runner`` on an instance's worker thread;
+thread and hands lists of them to a ``Runner`` on an instance's worker thread (the
+inline scheduler starts them on the calling thread, for instances that need no thread);
 ``create_scheduler`` picks a model's from its config. The default scheduler
 runs one request per execution on the first free instance.
 """
@@ -10,10 +11,12 @@ from ._job import Job, Runner, fail_unfinished, internal_error, remaining
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
 from .factory import Scheduler, create_scheduler
+from .inline import InlineScheduler
 
 __all__ = [
     "BatcherConfig",
     "DefaultScheduler",
+    "InlineScheduler",
     "DynamicBatcher",
     "Job",
     "Runner",

@@ -3,7 +3,9 @@
 Every scheduler takes ``Job`` objects from any thread (``enqueue``), hands
 lists of them to a ``Runner`` on an instance's worker thread, and stops by a
 deadline. The config's ``scheduling_choice`` decides which one a model gets;
-the sequence batcher and ensembles plug in here. A rate-limited model without
+the sequence batcher and ensembles plug in here. A model without dynamic
+batching or rate limits whose instances all execute through ``execute_nowait``
+gets the ``InlineScheduler``, which needs no threads. A rate-limited model without
 ``dynamic_batching`` gets the batcher with batches of one request: its batcher
 thread asks the rate limiter which instance runs each request.
 """
@@ -19,6 +21,7 @@ from ..config import ModelConfig
 from ._job import Job, Runner
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
+from .inline import InlineScheduler, NowaitRunner
 from .ratelimiter import Need, RateLimiter
 
 
@@ -47,13 +50,18 @@ def create_scheduler(
     on_reject: Callable[[Job, str], None],
     limiter: RateLimiter | None = None,
     needs: Sequence[Need] = (),
+    nowait_runner: NowaitRunner | None = None,
 ) -> Scheduler:
     """The scheduler ``config`` asks for (not started); ``needs[i]`` is what
-    instance ``i`` needs of ``limiter`` when the model is rate limited."""
+    instance ``i`` needs of ``limiter`` when the model is rate limited;
+    ``nowait_runner``, when given, starts batches on instances that execute
+    without a thread of their own."""
     if config.WhichOneof("scheduling_choice") == "dynamic_batching" and config.max_batch_size > 0:
         batching = BatcherConfig.from_config(config)
     elif limiter is not None:
         batching = BatcherConfig(max_batch_size=1)  # one request per execution, as without batching
+    elif nowait_runner is not None:
+        return InlineScheduler(name, instances, nowait_runner)
     else:
         return DefaultScheduler(name, instances, runner)
     return DynamicBatcher(name, instances, runner, batching, on_reject, limiter, needs)

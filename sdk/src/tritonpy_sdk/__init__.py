@@ -15,7 +15,7 @@ from ._errors import ErrorCode, TritonError
 from ._hookspecs import PROJECT_NAME, hookimpl, hookspec
 from ._inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput
 from ._metrics import Metric, MetricFamily, MetricKind, MetricRegistry
-from ._objects import Backend, Model, ModelInstance
+from ._objects import Backend, ExecuteComplete, Model, ModelInstance
 from ._plugin import BackendHooks, PluginError, call_hook, validate_backend
 from ._ragged import batch_input_array, gather_ragged
 from ._sender import RESPONSE_COMPLETE_FINAL, ResponseSender, execute_collect
@@ -36,6 +36,7 @@ __all__ = [
     "BackendInfo",
     "DataType",
     "ErrorCode",
+    "ExecuteComplete",
     "InferenceRequest",
     "InferenceResponse",
     "Metric",

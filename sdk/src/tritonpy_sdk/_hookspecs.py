@@ -43,7 +43,7 @@ import pluggy
 
 from ._backend_info import BackendInfo
 from ._inference import InferenceRequest, InferenceResponse
-from ._objects import Backend, Model, ModelInstance
+from ._objects import Backend, ExecuteComplete, Model, ModelInstance
 
 PROJECT_NAME = "tritonpy"
 
@@ -176,6 +176,31 @@ def execute(
     sent FINAL, and ``request.is_cancelled()`` tells whether the client left.
     """
     raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def execute_nowait(
+    instance: ModelInstance, requests: Sequence[InferenceRequest], complete: ExecuteComplete
+) -> None:
+    """Start a batch on an instance whose execution only waits on I/O, and return at once.
+
+    Optional, for backends whose ``execute`` hands the work to another process
+    or a device and waits (the Python backend's stub): the core then needs no
+    thread per instance and no hand-off between threads. It is called only
+    for instances that set ``instance.nowait = True`` in
+    ``instance_initialize``, and only where the model's scheduler dispatches
+    single requests (no ``dynamic_batching``, no rate limiter); ``execute`` is
+    still called elsewhere, so a backend implements both.
+
+    It may be called on the server's event loop or on the thread that
+    completed the previous batch, so it must not block: send the work and
+    return. Call ``complete(responses)`` — or ``complete(None, error)`` to fail
+    the batch, or ``complete(None)`` once every request was answered through
+    its ``response_sender`` — exactly once, from any thread, possibly before
+    returning. The instance takes no other batch until then; what ``execute``
+    says of the responses holds for ``complete`` too. An exception raised by
+    the hook itself fails the batch.
+    """
 
 
 REQUIRED_HOOKS = ("backend_info", "execute")

@@ -8,12 +8,13 @@ they need there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ._inference import InferenceResponse
     from ._server_api import ServerApi
 
 
@@ -92,7 +93,9 @@ class ModelInstance:
     ``device_id`` is the GPU for KIND_GPU instances, else 0.
     ``host_allocator`` gives pinned host memory for GPU instances when the core
     has a CUDA runtime (pass it to ``gather_inputs(..., allocator=...)``); None
-    means ordinary memory.
+    means ordinary memory. ``nowait``, set by ``instance_initialize``, says
+    the instance executes through the backend's ``execute_nowait`` hook
+    wherever the scheduler allows it.
     """
 
     name: str
@@ -101,3 +104,14 @@ class ModelInstance:
     model: Model
     state: Any = None
     host_allocator: Callable[[tuple[int, ...], Any], Any] | None = None
+    nowait: bool = False
+
+
+class ExecuteComplete(Protocol):
+    """How a backend's ``execute_nowait`` ends a batch, once, from any thread."""
+
+    def __call__(
+        self, responses: Sequence[InferenceResponse] | None, error: BaseException | None = None
+    ) -> None:
+        """``responses`` (one per request, in order); ``None, error`` to fail every
+        request; ``None`` alone when each request was answered through its sender."""

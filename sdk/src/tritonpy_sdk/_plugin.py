@@ -61,6 +61,8 @@ class BackendHooks:
     instance_finalize: _Hook
     #: The backend's ``instance_ready`` (None: instances are ready while loaded).
     instance_ready: _Hook | None
+    #: The backend's ``execute_nowait`` (None: every batch goes through ``execute``).
+    execute_nowait: _Hook | None
     _execute: HookFn
     _execute_args: tuple[str, ...]
 
@@ -127,6 +129,7 @@ def validate_backend(name: str, plugin: object) -> BackendHooks:
         instance_initialize=impls.get("instance_initialize", _NOOP),
         instance_finalize=impls.get("instance_finalize", _NOOP),
         instance_ready=impls.get("instance_ready"),
+        execute_nowait=impls.get("execute_nowait"),
         _execute=execute.fn,
         _execute_args=execute.argnames,
     )
@@ -154,4 +157,5 @@ _HOOK_NAMES = (
     "instance_finalize",
     "instance_ready",
     "execute",
+    "execute_nowait",
 )

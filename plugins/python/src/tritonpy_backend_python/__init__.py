@@ -33,6 +33,7 @@ from triton_python_backend_utils._host import error_text
 from tritonpy_sdk import (
     Backend,
     BackendInfo,
+    ExecuteComplete,
     InferenceRequest,
     InferenceResponse,
     Model,
@@ -225,12 +226,22 @@ def instance_initialize(instance: ModelInstance) -> None:
     stub = StubProcess(instance.name, mstate.file, _args(instance), outputs, mstate.settings, services)
     stub.start()
     instance.state = stub
+    instance.nowait = stub.nowait
 
 
 @hookimpl
 def execute(instance: ModelInstance, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
     runner: Any = instance.state
     return runner.execute(list(requests))  # type: ignore[no-any-return]
+
+
+@hookimpl
+def execute_nowait(
+    instance: ModelInstance, requests: list[InferenceRequest], complete: ExecuteComplete
+) -> None:
+    """A stub's batch, sent without waiting: its reader thread completes it."""
+    stub: StubProcess = instance.state
+    stub.execute_nowait(list(requests), complete)
 
 
 @hookimpl

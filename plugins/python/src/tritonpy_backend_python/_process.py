@@ -28,6 +28,7 @@ from typing import Any
 from triton_python_backend_utils._wire import Arena, Link, shm_dir
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
+    ExecuteComplete,
     InferenceRequest,
     InferenceResponse,
     TritonError,
@@ -120,11 +121,13 @@ class StubSettings:
 
 
 class _Batch:
-    """A synchronous execute waiting for its stub's answer."""
+    """A batch sent to the stub: a waiting ``execute`` (its event) or an
+    ``execute_nowait`` (its ``complete``) receives the stub's answer."""
 
-    __slots__ = ("event", "msg", "tokens")
+    __slots__ = ("complete", "event", "msg", "tokens")
 
-    def __init__(self, tokens: list[int]) -> None:
+    def __init__(self, tokens: list[int], complete: ExecuteComplete | None) -> None:
+        self.complete = complete
         self.event = threading.Event()
         self.msg: dict[str, Any] | None = None
         self.tokens = tokens
@@ -335,11 +338,59 @@ class StubProcess:
             self._gone.wait(10)
         if not self._alive:
             self.start()  # restarted after a crash
+        link, batch = self._send(requests, None)
+        if self.is_async:
+            return None
+        timeout = self._settings.execute_timeout_s or None
+        if not batch.event.wait(timeout):
+            log.error("'%s' did not finish execute within %s s; restarting its stub", self.name, timeout)
+            self._kill()
+            batch.event.wait(10)
+            raise self._failed(
+                f"execute did not finish within EXECUTE_TIMEOUT_SECONDS={timeout:g}; the stub was restarted",
+                TritonError.unavailable,
+            )
+        assert batch.msg is not None
+        return self._outcome(link, batch, batch.msg)
+
+    @property
+    def nowait(self) -> bool:
+        """Whether batches may go through ``execute_nowait``: not when a hung
+        ``execute`` must be timed out (a waiting thread is the watchdog)."""
+        return not self._settings.execute_timeout_s
+
+    def execute_nowait(self, requests: list[InferenceRequest], complete: ExecuteComplete) -> None:
+        """Send the batch and return; the reader thread calls ``complete`` with its
+        answer. A stub that is restarting (after a crash, at its memory limit) is
+        waited for on a thread of its own, never on the caller's."""
+        if self._recycled or not self._alive:
+            threading.Thread(
+                target=self._execute_then_complete, args=(requests, complete), daemon=True
+            ).start()
+            return
+        if self.is_async:
+            self._send(requests, None)
+            complete(None)  # answered through the senders
+        else:
+            self._send(requests, complete)
+
+    def _execute_then_complete(self, requests: list[InferenceRequest], complete: ExecuteComplete) -> None:
+        try:
+            responses = self.execute(requests)
+        except Exception as exc:
+            complete(None, exc)
+        else:
+            complete(responses)
+
+    def _send(
+        self, requests: list[InferenceRequest], complete: ExecuteComplete | None
+    ) -> tuple[Link, _Batch]:
+        """Send a batch to the stub; its answer reaches ``complete`` (or the batch's event)."""
         link = self._link
         assert link is not None
         tokens = [next(self._ids) for _ in requests]
         batch_id = next(self._ids)
-        batch = _Batch(tokens)
+        batch = _Batch(tokens, complete)
         try:
             descs = [
                 request_to_wire(link, request, token, self._outputs)
@@ -359,21 +410,12 @@ class StubProcess:
             raise self._unhealthy() from None
         for request, token in zip(requests, tokens):
             request.on_cancel(functools.partial(self._cancel, token))
-        if self.is_async:
-            return None
-        timeout = self._settings.execute_timeout_s or None
-        if not batch.event.wait(timeout):
-            log.error("'%s' did not finish execute within %s s; restarting its stub", self.name, timeout)
-            self._kill()
-            batch.event.wait(10)
-            raise self._failed(
-                f"execute did not finish within EXECUTE_TIMEOUT_SECONDS={timeout:g}; the stub was restarted",
-                TritonError.unavailable,
-            )
-        msg = batch.msg
-        assert msg is not None
-        for token in tokens:
-            if msg.get("r") is not None or msg.get("err"):
+        return link, batch
+
+    def _outcome(self, link: Link, batch: _Batch, msg: dict[str, Any]) -> list[InferenceResponse] | None:
+        """The responses of a synchronous model's batch from the stub's answer, or its error."""
+        if msg.get("r") is not None or msg.get("err"):
+            for token in batch.tokens:
                 self._open.pop(token, None)
         if msg.get("dead"):
             raise self._unhealthy()
@@ -383,6 +425,16 @@ class StubProcess:
         if msg.get("r") is None:
             return None
         return [response_from_wire(link, desc) for desc in msg["r"]]
+
+    def _complete(self, link: Link, batch: _Batch, msg: dict[str, Any]) -> None:
+        """Hand a nowait batch's answer to its ``complete``."""
+        assert batch.complete is not None
+        try:
+            responses = self._outcome(link, batch, msg)
+        except Exception as exc:
+            batch.complete(None, exc)
+        else:
+            batch.complete(responses)
 
     def _check_memory(self, msg: dict[str, Any]) -> None:
         """Restart a stub that hit its STUB_MEMORY_LIMIT_MB and can no longer serve.
@@ -546,8 +598,11 @@ class StubProcess:
         if batch is None:
             return
         if not self.is_async:
-            batch.msg = msg
-            batch.event.set()
+            if batch.complete is not None:
+                self._complete(link, batch, msg)
+            else:
+                batch.msg = msg
+                batch.event.set()
             return
         # An async model's batch: answer through the senders.
         responses = msg.get("r")
@@ -612,7 +667,10 @@ class StubProcess:
                 for token in batch.tokens:
                     self._open.pop(token, None)
                 batch.msg = {"dead": True}
-                batch.event.set()
+                if batch.complete is not None:
+                    batch.complete(None, error)
+                else:
+                    batch.event.set()
         for token in list(self._open):
             request = self._open.pop(token, None)
             sender = request.response_sender if request is not None else None

@@ -1,0 +1,105 @@
+"""The scheduler without threads, for instances that execute through ``execute_nowait``.
+
+When every instance of a model only waits on I/O while it executes (the Python
+backend's stubs), no thread needs to wait with it: a request goes to a free
+instance on the thread that queues it (the event loop, a BLS caller, an
+in-process client), and the thread on which a batch completes (the stub's
+reader) answers it and starts the next queued request on the same instance.
+Compared with ``DefaultScheduler`` this takes two thread hand-offs out of every
+request. Requests wait in one queue, in arrival order, only while every
+instance is busy.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from tritonpy_sdk import ModelInstance, TritonError
+
+from ._job import Job, fail_unfinished, internal_error
+
+#: Starts a batch on an instance and calls the release callback once the instance is free.
+NowaitRunner = Callable[[ModelInstance, Sequence[Job], Callable[[], None]], None]
+
+
+class InlineScheduler:
+    """One queue and a set of free instances; batches of one request; no threads."""
+
+    def __init__(self, model_name: str, instances: Sequence[ModelInstance], runner: NowaitRunner) -> None:
+        self._model_name = model_name
+        self._runner = runner
+        self._count = len(instances)
+        self._free = list(reversed(instances))  # pop() hands out the first instance first
+        self._queue: collections.deque[Job] = collections.deque()
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._open = False
+        # Batches started on this thread while it is already starting one of this
+        # model's (a backend that completes before returning): run by the outer
+        # call in turn, so a long queue never becomes a deep recursion.
+        self._local = threading.local()
+
+    def start(self) -> None:
+        self._open = True
+
+    def enqueue(self, job: Job) -> None:
+        """Start ``job`` now on a free instance, or queue it; UNAVAILABLE once stopped."""
+        with self._lock:
+            if not self._open:
+                raise TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
+            if not self._free:
+                self._queue.append(job)
+                return
+            instance = self._free.pop()
+        self._drive(instance, job)
+
+    def _drive(self, instance: ModelInstance, job: Job) -> None:
+        local = self._local
+        turns: list[tuple[ModelInstance, Job]] | None = getattr(local, "turns", None)
+        if turns is not None:  # inside a batch this thread is starting: it runs this one next
+            turns.append((instance, job))
+            return
+        turns = local.turns = [(instance, job)]
+        try:
+            while turns:
+                instance, job = turns.pop()
+                try:
+                    self._runner(instance, (job,), functools.partial(self._release, instance))
+                except BaseException as exc:  # the runner answers jobs itself; never lose an instance
+                    fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
+                    self._release(instance)
+        finally:
+            local.turns = None
+
+    def _release(self, instance: ModelInstance) -> None:
+        """``instance`` finished its batch: start the oldest queued request on it."""
+        with self._lock:
+            if self._queue:
+                job = self._queue.popleft()
+            else:
+                self._free.append(instance)
+                self._changed.notify_all()
+                return
+        self._drive(instance, job)
+
+    def stop(self, deadline: float | None = None) -> None:
+        """Take no more jobs; wait until the queued ones ran and every instance is
+        free, until ``deadline`` (a ``time.monotonic()`` value). Jobs still queued
+        then are answered UNAVAILABLE: their instances never came free."""
+        with self._lock:
+            self._open = False
+            while self._queue or len(self._free) < self._count:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._changed.wait(left)
+            stranded = list(self._queue)
+            self._queue.clear()
+        fail_unfinished(
+            stranded,
+            TritonError.unavailable(f"model '{self._model_name}' stopped before the request could run"),
+        )

@@ -1,0 +1,255 @@
+"""Instances that execute through ``execute_nowait``: no worker threads, no hand-offs.
+
+A request starts on the thread that submits it while an instance is free; the
+thread that completes a batch starts the next queued request on that instance.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonpy
+from tritonpy.scheduler import InlineScheduler, Job
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    BackendInfo,
+    ErrorCode,
+    ExecuteComplete,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    Tensor,
+    TritonError,
+    hookimpl,
+)
+from tritonpy_wait import wait_until
+
+
+def _echo(requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
+    return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data)}) for r in requests]
+
+
+class Deferred:
+    """Batches wait in ``started`` until the test completes them; the model parameter
+    'mode' makes ``execute_nowait`` raise, complete twice or give too many responses."""
+
+    def __init__(self) -> None:
+        self.started: queue.SimpleQueue[tuple[str, str, ExecuteComplete, list[InferenceRequest]]] = (
+            queue.SimpleQueue()
+        )
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(default_instance_kind="KIND_CPU")
+
+    @hookimpl
+    def instance_initialize(self, instance: ModelInstance) -> None:
+        instance.nowait = True
+
+    @hookimpl
+    def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
+        return _echo(requests)
+
+    @hookimpl
+    def execute_nowait(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest], complete: ExecuteComplete
+    ) -> None:
+        mode = instance.model.parameters.get("mode", "")
+        if mode == "raise":
+            raise RuntimeError("no stub to send to")
+        if mode == "twice":
+            complete(_echo(requests))
+            complete(None, TritonError.internal("late"))
+            return
+        if mode == "extra":
+            complete(_echo(requests) * 2)
+            return
+        if mode == "now":
+            complete(_echo(requests))
+            return
+        self.started.put((instance.name, threading.current_thread().name, complete, list(requests)))
+
+
+def _model(repo: Path, name: str, count: int = 1, mode: str = "", extra: str = "") -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(f"""
+backend: "deferred"
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+instance_group [ {{ count: {count} kind: KIND_CPU }} ]
+parameters {{ key: "mode" value: {{ string_value: "{mode}" }} }}
+{extra}
+""")
+
+
+def _serve(repo: Path, backend: Deferred) -> tritonpy.Server:
+    server = tritonpy.Server(model_repository=repo)
+    server.backends.register("deferred", backend)
+    return server
+
+
+def _call(server: tritonpy.Server, model: str, value: float) -> Callable[[], Any]:
+    """Submit one request from a thread named after its value; returns a waiter for its answer."""
+    answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def run() -> None:
+        try:
+            answers.put(server.model(model).predict({"X": np.array([value], np.float32)}))
+        except TritonError as exc:
+            answers.put(exc)
+
+    threading.Thread(target=run, name=f"caller-{value:g}", daemon=True).start()
+    return lambda: answers.get(timeout=30)
+
+
+def test_requests_start_on_the_submitting_thread_and_the_next_on_the_completing_one(
+    tmp_path: Path,
+) -> None:
+    _model(tmp_path, "m", count=2)
+    backend = Deferred()
+    with _serve(tmp_path, backend) as server:
+        assert not [t for t in threading.enumerate() if t.name.startswith("tritonpy-m_")]  # no workers
+        first, second = _call(server, "m", 1), _call(server, "m", 2)
+        started = [backend.started.get(timeout=30) for _ in range(2)]
+        assert {s[0] for s in started} == {"m_0_0", "m_0_1"}  # one batch on each instance
+        assert {s[1] for s in started} == {"caller-1", "caller-2"}
+        third = _call(server, "m", 3)
+        version = server.get_version("m")
+        wait_until(lambda: version.stats.pending == 1, "the third request queued")
+        assert backend.started.empty()  # both instances busy: the third waits in the queue
+
+        by_value = {float(s[3][0].inputs["X"].data[0]): s for s in started}
+        instance, _, complete, requests = by_value[1.0]
+        completer = threading.Thread(target=complete, args=(_echo(requests),), name="completer")
+        completer.start()
+        completer.join(30)
+        np.testing.assert_array_equal(first()["Y"], [1])
+        queued = backend.started.get(timeout=30)
+        assert queued[:2] == (instance, "completer")  # the freed instance, on the completing thread
+        for _, _, complete, requests in (by_value[2.0], queued):
+            complete(_echo(requests))
+        np.testing.assert_array_equal(second()["Y"], [2])
+        np.testing.assert_array_equal(third()["Y"], [3])
+        (stats,) = server.model_statistics("m")
+        assert stats["inference_stats"]["success"]["count"] == 3
+        assert stats["execution_count"] == 3
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "message"),
+    [
+        ("raise", ErrorCode.INTERNAL, "RuntimeError: no stub to send to"),
+        ("extra", ErrorCode.INTERNAL, "returned 2 responses for 1 requests of model 'm'"),
+    ],
+)
+def test_a_failing_execute_nowait_fails_its_batch_and_the_model_serves_on(
+    tmp_path: Path, mode: str, code: ErrorCode, message: str
+) -> None:
+    _model(tmp_path, "m", mode=mode)
+    with _serve(tmp_path, Deferred()) as server:
+        for _ in range(3):  # the instance was released each time
+            with pytest.raises(TritonError) as raised:
+                server.model("m").predict({"X": np.array([1], np.float32)})
+            assert raised.value.code is code and message in raised.value.message
+        (stats,) = server.model_statistics("m")
+        assert stats["inference_stats"]["fail"]["count"] == 3
+
+
+def test_a_batch_completed_twice_is_answered_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _model(tmp_path, "m", mode="twice")
+    with _serve(tmp_path, Deferred()) as server:
+        for value in (1, 2):
+            np.testing.assert_array_equal(
+                server.model("m").predict({"X": np.array([value], np.float32)})["Y"], [value]
+            )
+    assert "completed a batch of model 'm' twice" in caplog.text
+
+
+def test_dynamic_batching_keeps_the_batcher(tmp_path: Path) -> None:
+    _model(tmp_path, "b", mode="now", extra="max_batch_size: 4\ndynamic_batching { }")
+    with _serve(tmp_path, Deferred()) as server:
+        # The batcher forms batches on its thread and runs them through ``execute``.
+        np.testing.assert_array_equal(
+            server.model("b").predict({"X": np.array([[5]], np.float32)})["Y"], [[5]]
+        )
+        assert [t for t in threading.enumerate() if t.name.startswith("tritonpy-b")]
+
+
+# -- the scheduler on its own ------------------------------------------------------------------
+
+
+class _Held:
+    """A runner that keeps each batch's release until the test calls it (or releases
+    at once when ``sync``), answering every job with its value."""
+
+    def __init__(self) -> None:
+        self.releases: list[Callable[[], None]] = []
+        self.ran: list[int] = []
+        self.sync = False
+
+    def __call__(self, instance: ModelInstance, jobs: Sequence[Job], release: Callable[[], None]) -> None:
+        for job in jobs:
+            self.ran.append(int(job.request.id))
+            job.answer(None, RESPONSE_COMPLETE_FINAL)
+        if self.sync:
+            release()
+        else:
+            self.releases.append(release)
+
+
+def _job(i: int, answered: list[int]) -> Job:
+    request = InferenceRequest("m", 1, {}, id=str(i))
+    return Job(request, lambda response, flags: answered.append(i))
+
+
+def _instance() -> Any:
+    return ModelInstance("m_0", "KIND_CPU", 0, model=None)  # type: ignore[arg-type]
+
+
+def test_a_long_queue_completed_synchronously_runs_in_turn_not_in_recursion() -> None:
+    runner, answered = _Held(), []
+    scheduler = InlineScheduler("m", [_instance()], runner)
+    scheduler.start()
+    scheduler.enqueue(_job(0, answered))  # holds the only instance
+    for i in range(1, 5001):
+        scheduler.enqueue(_job(i, answered))
+    assert runner.ran == [0]
+    runner.sync = True
+    runner.releases.pop()()  # every queued job now runs on this thread, one after another
+    assert runner.ran == list(range(5001)) and answered == list(range(5001))
+
+
+def test_stop_lets_queued_work_finish_then_fails_what_could_not_run() -> None:
+    runner, answered = _Held(), []
+    scheduler = InlineScheduler("m", [_instance()], runner)
+    scheduler.start()
+    scheduler.enqueue(_job(0, answered))
+    scheduler.enqueue(_job(1, answered))
+    stopper = threading.Thread(target=scheduler.stop)
+    stopper.start()
+    wait_until(lambda: not scheduler._open, "the scheduler closed")
+    with pytest.raises(TritonError, match="not accepting requests") as refused:
+        scheduler.enqueue(_job(2, answered))
+    assert refused.value.code is ErrorCode.UNAVAILABLE
+    runner.releases.pop()()  # job 0 done: job 1 runs
+    assert stopper.is_alive() and runner.ran == [0, 1]
+    runner.releases.pop()()
+    stopper.join(30)
+    assert not stopper.is_alive() and answered == [0, 1]
+
+    held = InlineScheduler("m", [_instance()], runner)
+    held.start()
+    held.enqueue(_job(3, answered))
+    held.enqueue(_job(4, answered))
+    outcomes: list[Any] = []
+    held._queue[0].done = lambda response, flags: outcomes.append(response)
+    held.stop(deadline=0.0)  # already past: the instance never came free for job 4
+    (response,) = outcomes
+    assert response.error.code is ErrorCode.UNAVAILABLE
+    assert "stopped before the request could run" in response.error.message
