@@ -13,7 +13,7 @@ import tritonpy
 import uvicorn
 from tritonpy.grpc import create_grpc_server
 from tritonpy.http import create_app
-from tritonpy.http.protocol import Implementation, http_protocol
+from tritonpy.http.protocol import Implementation, direct_frontend, http_protocol
 from tritonpy_testbackend import TestBackend
 
 
@@ -57,17 +57,21 @@ def start_grpc(repos: list[Path], **options: object) -> tuple[tritonpy.Server, G
 
 class LiveServer:
     """The HTTP front end as ``tritonpy serve`` runs it (its protocol class and
-    limits), on uvicorn in a thread; ``http`` picks the implementation."""
+    limits), on uvicorn in a thread; ``http`` picks the implementation; without
+    ``direct`` inference requests go through the ASGI application too."""
 
-    def __init__(self, server: tritonpy.Server, http: Implementation = "auto") -> None:
+    def __init__(self, server: tritonpy.Server, http: Implementation = "auto", direct: bool = True) -> None:
         self.server = server
         self.port = free_port()
         self.url = f"127.0.0.1:{self.port}"
+        app = create_app(server)
         config = uvicorn.Config(
-            create_app(server),
+            app,
             host="127.0.0.1",
             port=self.port,
-            http=http_protocol(server.options, http),
+            http=http_protocol(
+                server.options, http, direct_frontend(app, server.options) if direct else None
+            ),
             log_level="warning",
             lifespan="off",
         )

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import queue
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
@@ -431,16 +432,17 @@ class Server:
         """Whether model ``name`` may send any number of responses per request."""
         return self.get_version(name, version).decoupled
 
-    async def infer_async(
-        self, request: InferenceRequest, decoupled_message: str | None = None
-    ) -> InferenceResponse:
-        """Run ``request``; raise ``TritonError`` if it fails, else return its response.
-
-        For a model that is not decoupled: a decoupled one is refused as
-        UNSUPPORTED with ``decoupled_message`` (a front end's wording) when given,
-        else as INVALID_ARG pointing to ``stream_async``, which takes any model.
-        Cancelling the awaiting task cancels the request.
-        """
+    def start_infer(
+        self,
+        request: InferenceRequest,
+        on_response: Callable[[InferenceResponse], None],
+        decoupled_message: str | None = None,
+    ) -> None:
+        """Queue ``request`` for a model that is not decoupled; ``on_response(response)``
+        gets its one response (an error response included), on whichever thread
+        answers it. Raises ``TritonError`` when it is refused before queueing: a
+        decoupled model as UNSUPPORTED with ``decoupled_message`` (a front end's
+        wording) when given, else as INVALID_ARG pointing to ``stream_async``."""
         mv = self._admit(request)
         if mv.decoupled:
             if decoupled_message is not None:
@@ -449,14 +451,24 @@ class Server:
                 f"model '{request.model_name}' is decoupled (it may send any number of responses); "
                 "use stream_async() or ModelHandle.infer() to receive them"
             )
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[InferenceResponse] = loop.create_future()
 
         def done(response: InferenceResponse | None, flags: int) -> None:
             if response is not None:
-                _call_soon(loop, _resolve, fut, response)
+                on_response(response)
 
         self._submit(mv, request, done, False)
+
+    async def infer_async(
+        self, request: InferenceRequest, decoupled_message: str | None = None
+    ) -> InferenceResponse:
+        """Run ``request``; raise ``TritonError`` if it fails, else return its response.
+
+        For a model that is not decoupled (see ``start_infer``). Cancelling the
+        awaiting task cancels the request.
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[InferenceResponse] = loop.create_future()
+        self.start_infer(request, functools.partial(_call_soon, loop, _resolve, fut), decoupled_message)
         try:
             response = await fut
         except asyncio.CancelledError:

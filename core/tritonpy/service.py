@@ -139,7 +139,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     http = serving = None
     if options.allow_http:
         from .http import create_app  # imports starlette: only when serving it
-        from .http.protocol import http_protocol
+        from .http.protocol import direct_frontend, http_protocol
 
         try:
             sock = _listen(options.http_address, options.http_port)
@@ -148,9 +148,10 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
                 await grpc_server.stop(None)
             where = f"{options.http_address}:{options.http_port}"
             return await give_up(f"failed to start HTTP service at {where}: {exc.strerror or exc}")
+        app = create_app(server)
         config = uvicorn.Config(
-            create_app(server),
-            http=http_protocol(options),
+            app,
+            http=http_protocol(options, direct=direct_frontend(app, options)),
             log_level="warning" if options.log_verbose == 0 else "info",
             access_log=options.log_verbose > 0,
             proxy_headers=False,  # Triton reads no X-Forwarded-* headers; nor, per request, do we

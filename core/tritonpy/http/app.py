@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from tritonpy_sdk import TritonError
+from tritonpy_sdk import InferenceRequest, InferenceResponse, TritonError
 
 from ..failures import report
 from ..repository.overrides import FILE_PREFIX, split_load_parameters
@@ -61,6 +61,27 @@ def _guarded(handler: Handler) -> Handler:
             return error_response(message, 500)
 
     return wrapper
+
+
+#: Triton's answer over HTTP to an inference of a decoupled model.
+DECOUPLED_REFUSAL = "HTTP end point doesn't support models with decoupled transaction policy"
+
+
+def encode_infer(
+    response: InferenceResponse, binary_output: bool, binary_flags: dict[str, bool], accept_encoding: str
+) -> tuple[Body, dict[str, str], str]:
+    """An inference response as (body parts, extra headers, media type)."""
+    parts, json_length = encode_response(response, binary_output, binary_flags)
+    headers: dict[str, str] = {}
+    media_type = "application/json"
+    if json_length is not None:
+        headers["Inference-Header-Content-Length"] = str(json_length)
+        media_type = "application/octet-stream"
+    encoding = choose_encoding(accept_encoding) if accept_encoding else None
+    if encoding is not None:
+        parts = [compress(b"".join(parts), encoding)]
+        headers["Content-Encoding"] = encoding
+    return parts, headers, media_type
 
 
 class HttpFrontend:
@@ -154,40 +175,29 @@ class HttpFrontend:
         self, model: str, version: str, body: bytes, header_length: str | None, accept_encoding: str
     ) -> tuple[Body, dict[str, str], str]:
         """Decode, run and encode one inference: (body parts, extra headers, media type)."""
+        request, binary_output, binary_flags = self.decode_infer(model, version, body, header_length)
+        response = await self.server.infer_async(request, DECOUPLED_REFUSAL)
+        return encode_infer(response, binary_output, binary_flags, accept_encoding)
+
+    def decode_infer(
+        self, model: str, version: str, body: bytes, header_length: str | None
+    ) -> tuple[InferenceRequest, bool, dict[str, bool]]:
+        """An inference body as a request, whether every output goes back in binary,
+        and the per-output binary choices."""
         view = memoryview(body)
-        binary_output, binary_flags = False, dict[str, bool]()
         if header_length is None:
-            core_request, binary_output, binary_flags = decode_request(
-                model, version, view, view[len(view) :]
+            return decode_request(model, version, view, view[len(view) :])
+        n = int(header_length) if header_length.isdigit() else -1
+        if n < 0 or n > len(body):
+            raise TritonError.invalid_arg(
+                f"inference header size should be in range (0, {len(body)}), got: {header_length}"
             )
-        else:
-            n = int(header_length) if header_length.isdigit() else -1
-            if n < 0 or n > len(body):
-                raise TritonError.invalid_arg(
-                    f"inference header size should be in range (0, {len(body)}), got: {header_length}"
-                )
-            if n == 0:
-                # Raw binary request: the body is the single input's data; Triton
-                # answers it with every output in binary.
-                spec = self.server.get_version(model, version or None).spec
-                core_request = decode_raw(model, version, spec, view)
-                binary_output = True
-            else:
-                core_request, binary_output, binary_flags = decode_request(model, version, view[:n], view[n:])
-        response = await self.server.infer_async(
-            core_request, "HTTP end point doesn't support models with decoupled transaction policy"
-        )
-        parts, json_length = encode_response(response, binary_output, binary_flags)
-        headers: dict[str, str] = {}
-        media_type = "application/json"
-        if json_length is not None:
-            headers["Inference-Header-Content-Length"] = str(json_length)
-            media_type = "application/octet-stream"
-        encoding = choose_encoding(accept_encoding) if accept_encoding else None
-        if encoding is not None:
-            parts = [compress(b"".join(parts), encoding)]
-            headers["Content-Encoding"] = encoding
-        return parts, headers, media_type
+        if n == 0:
+            # Raw binary request: the body is the single input's data; Triton
+            # answers it with every output in binary.
+            spec = self.server.get_version(model, version or None).spec
+            return decode_raw(model, version, spec, view), True, {}
+        return decode_request(model, version, view[:n], view[n:])
 
     def check_declared_size(self, declared: str | None) -> None:
         limit = self.max_input

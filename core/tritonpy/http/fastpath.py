@@ -97,11 +97,11 @@ class InferFastPath:
             )
             status = 200
         except TritonError as exc:
-            parts, extra, media_type = [_error_body(exc.message)], {}, "application/json"
+            parts, extra, media_type = [error_body(exc.message)], {}, "application/json"
             status = status_of(exc)
             exc.__traceback__ = None  # its frames hold the request body: no cycle until a GC
         except Exception as exc:  # a bug must not take the server down; say what failed
-            parts = [_error_body(report(log, f"unhandled error in POST {scope['path']}", exc))]
+            parts = [error_body(report(log, f"unhandled error in POST {scope['path']}", exc))]
             extra, media_type, status = {}, "application/json", 500
             exc.__traceback__ = None
         length = sum(len(p) for p in parts)
@@ -120,5 +120,6 @@ class InferFastPath:
             await send({"type": "http.response.body", "body": part, "more_body": i < last})
 
 
-def _error_body(message: str) -> bytes:
+def error_body(message: str) -> bytes:
+    """The JSON body of an error answer."""
     return json.dumps({"error": message}).encode()

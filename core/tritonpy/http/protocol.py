@@ -42,6 +42,9 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from .direct import DirectInfer
+from .fastpath import infer_target
+
 try:  # uvicorn's "auto" choice: httptools when it is installed, else h11
     import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -52,6 +55,7 @@ except ImportError:  # pragma: no cover - httptools comes with uvicorn[standard]
 
 if TYPE_CHECKING:
     from ..options import ServerOptions
+    from .app import HttpFrontend
 
 log = logging.getLogger("tritonpy.http")
 
@@ -106,10 +110,14 @@ def _seconds(value: float) -> str:
     return f"{value:g} second" + ("" if value == 1 else "s")
 
 
-def http_protocol(options: ServerOptions, implementation: Implementation = "auto") -> type[asyncio.Protocol]:
+def http_protocol(
+    options: ServerOptions, implementation: Implementation = "auto", direct: HttpFrontend | None = None
+) -> type[asyncio.Protocol]:
     """The protocol class for ``uvicorn.Config(http=...)`` enforcing ``options``' HTTP limits.
 
     ``auto`` picks as uvicorn does: httptools when it is installed, else h11.
+    With ``direct``, the httptools protocol answers inference requests itself
+    through that front end (``direct.DirectInfer``), without an ASGI cycle.
     """
     if implementation == "auto":
         implementation = "httptools" if HAVE_HTTPTOOLS else "h11"
@@ -121,7 +129,21 @@ def http_protocol(options: ServerOptions, implementation: Implementation = "auto
         base = LimitedH11Protocol
     else:
         raise ValueError(f"unknown HTTP implementation {implementation!r}")
-    return type(base.__name__, (base,), {"limits": HttpLimits.from_options(options)})
+    attributes: dict[str, Any] = {"limits": HttpLimits.from_options(options)}
+    if implementation == "httptools":
+        attributes["direct"] = direct
+    return type(base.__name__, (base,), attributes)
+
+
+def direct_frontend(app: object, options: ServerOptions) -> HttpFrontend | None:
+    """The front end through which the protocol answers inference requests itself,
+    or None where uvicorn's ASGI cycle must carry them: an application wrapped in
+    more than the inference fast path (restricted APIs), or an access log (verbose)."""
+    from .fastpath import InferFastPath
+
+    if isinstance(app, InferFastPath) and options.log_verbose == 0:
+        return app.frontend
+    return None
 
 
 def _answer(status: int, message: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -441,6 +463,8 @@ if HAVE_HTTPTOOLS:
             self._head_bytes = 0  # bytes of the current head in whole reads before this one
             self._slack = 0  # size of the read the current head began in, when not at its start
             self._read_size = 0  # size of the read being parsed
+            #: The inference request this connection answers directly, until answered.
+            self._infer: DirectInfer | None = None
 
         def _in_head(self) -> bool:
             return self._phase == _HEAD
@@ -531,3 +555,30 @@ if HAVE_HTTPTOOLS:
         def on_message_complete(self) -> None:
             self._phase = _IDLE
             HttpToolsProtocol.on_message_complete(self)
+            infer = self._infer
+            if infer is not None and infer.cycle is self.cycle:
+                infer.body_complete()
+
+        # -- inference requests without ASGI --------------------------------------
+
+        #: The front end answering inference requests directly (None: all go through ASGI).
+        direct: ClassVar[HttpFrontend | None] = None
+
+        def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+            frontend = self.direct
+            if frontend is not None and not cycle.waiting_for_100_continue:
+                scope = cycle.scope
+                target = infer_target(scope["path"]) if scope["method"] == "POST" else None
+                if target is not None:
+                    infer = self._infer = DirectInfer(self, frontend, cycle, *target)
+                    if not cycle.more_body:  # it waited behind an earlier request: all of it is here
+                        infer.body_complete()
+                    return
+            super()._start_asgi_task(cycle, app)
+
+        def on_body(self, body: bytes) -> None:
+            infer = self._infer
+            if infer is not None and infer.cycle is self.cycle:
+                infer.on_body(body)
+            else:
+                HttpToolsProtocol.on_body(self, body)

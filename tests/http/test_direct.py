@@ -1,0 +1,144 @@
+"""Inference requests answered by the httptools protocol itself (``http/direct.py``):
+byte for byte what the ASGI path answers, on raw connections, for good and bad requests."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import struct
+from collections.abc import Iterator
+
+import pytest
+import tritonpy
+from tritonpy.http.protocol import HAVE_HTTPTOOLS
+from tritonpy_testbackend import TestBackend, write_model, write_sender_models
+from tritonpy_testservers import LiveServer
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not HAVE_HTTPTOOLS, reason="the direct path is httptools' protocol"),
+]
+
+MAX_INPUT = 4096
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """The same server behind the direct path and behind ASGI only."""
+    repo = tmp_path_factory.mktemp("direct_repo")
+    write_model(repo, "addsub")
+    write_sender_models(repo)
+    server = tritonpy.Server(model_repository=[repo], http_max_input_size=MAX_INPUT)
+    server.backends.register("testbk", TestBackend())
+    server.start()
+    direct, asgi = LiveServer(server, "httptools"), LiveServer(server, "httptools", direct=False)
+    direct.start()
+    asgi.start()
+    yield direct, asgi
+    direct.stop()
+    asgi.stop()
+    server.stop()
+
+
+def _post(path: str, body: bytes, *headers: str, version: str = "1.1") -> bytes:
+    lines = [f"POST {path} HTTP/{version}", "Host: t", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _exchange(live: LiveServer, data: bytes, answers: int) -> list[tuple[int, dict[str, str], bytes]]:
+    """Send ``data`` in one write; read ``answers`` responses (content-length framed)."""
+    with socket.create_connection(("127.0.0.1", live.port), timeout=10) as sock:
+        sock.sendall(data)
+        buffer, out = b"", []
+        while len(out) < answers:
+            head, sep, rest = buffer.partition(b"\r\n\r\n")
+            if sep:
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines[1:])}
+                n = int(headers["content-length"])
+                if len(rest) >= n:
+                    headers.pop("date", None)  # the only field that may differ between two answers
+                    out.append((int(lines[0].split()[1]), headers, rest[:n]))
+                    buffer = rest[n:]
+                    continue
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {len(out)} answers"
+            buffer += chunk
+        return out
+
+
+ADD = json.dumps(
+    {
+        "id": "r1",
+        "inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 4], "data": [1, 2, 3, 4]},
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 4], "data": [1, 1, 1, 1]},
+        ],
+    }
+).encode()
+HEADER = json.dumps(
+    {
+        "inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 4], "parameters": {"binary_data_size": 16}},
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 4], "parameters": {"binary_data_size": 16}},
+        ],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}, {"name": "OUTPUT1"}],
+    }
+).encode()
+BINARY = HEADER + struct.pack("<4i", 5, 6, 7, 8) + struct.pack("<4i", 1, 2, 3, 4)
+INFER = "/v2/models/addsub/infer"
+
+CASES = {
+    "json": _post(INFER, ADD),
+    "versioned": _post("/v2/models/addsub/versions/1/infer", ADD),
+    "binary": _post(INFER, BINARY, f"Inference-Header-Content-Length: {len(HEADER)}"),
+    "gzip in, gzip out": _post(INFER, gzip.compress(ADD), "Content-Encoding: gzip", "Accept-Encoding: gzip"),
+    "malformed json": _post(INFER, b'{"inputs": [}'),
+    "wrong shape": _post(INFER, ADD.replace(b'[1, 4], "data": [1, 2, 3, 4]', b'[1, 3], "data": [1, 2, 3]')),
+    "unknown model": _post("/v2/models/nope/infer", ADD),
+    "unknown version": _post("/v2/models/addsub/versions/7/infer", ADD),
+    "bad header length": _post(INFER, BINARY, "Inference-Header-Content-Length: 99999"),
+    "decoupled model": _post("/v2/models/decoupled/infer", ADD),
+    "declared too large": _post(INFER, b"x" * (MAX_INPUT + 1)),
+    "http/1.0 closes": _post(INFER, ADD, version="1.0"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_direct_answers_as_asgi(pair: tuple[LiveServer, LiveServer], case: str) -> None:
+    direct, asgi = pair
+    (got,) = _exchange(direct, CASES[case], 1)
+    (want,) = _exchange(asgi, CASES[case], 1)
+    assert got == want
+    if case == "json":
+        assert got[0] == 200 and json.loads(got[2])["outputs"][0]["data"] == [2, 3, 4, 5]
+
+
+def test_pipelined_requests_are_answered_in_order(pair: tuple[LiveServer, LiveServer]) -> None:
+    direct, asgi = pair
+    # Three inferences and a health check in one write, the second one refused.
+    data = (
+        CASES["json"]
+        + CASES["unknown model"]
+        + CASES["binary"]
+        + b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+    )
+    got = _exchange(direct, data, 4)
+    assert [status for status, _, _ in got] == [200, 404, 200, 200]
+    assert got == _exchange(asgi, data, 4)
+
+
+def test_a_body_in_many_pieces_and_the_connection_serves_on(pair: tuple[LiveServer, LiveServer]) -> None:
+    direct, _ = pair
+    request = CASES["json"]
+    with socket.create_connection(("127.0.0.1", direct.port), timeout=10) as sock:
+        for i in range(0, len(request), 7):
+            sock.sendall(request[i : i + 7])
+        sock.sendall(request)
+        answers = b""
+        while answers.count(b"HTTP/1.1 200 OK") < 2 or not answers.endswith(b"}"):
+            chunk = sock.recv(65536)
+            assert chunk
+            answers += chunk
+    assert answers.count(b'"data":[2,3,4,5]') == 2
