@@ -200,6 +200,8 @@ def test_reloads_under_8_clients_fail_no_request(server) -> None:  # type: ignor
         stop.set()
         for t in threads:
             t.join(60)
+        control.close()
+        check.close()
     assert failures == []
     assert all(counts), counts
     assert "Traceback" not in server.output()

@@ -566,7 +566,8 @@ if HAVE_HTTPTOOLS:
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
             frontend = self.direct
-            if frontend is not None and not cycle.waiting_for_100_continue:
+            # Not when uvicorn chose another application (its over-capacity answer).
+            if frontend is not None and app is self.app and not cycle.waiting_for_100_continue:
                 scope = cycle.scope
                 target = infer_target(scope["path"]) if scope["method"] == "POST" else None
                 if target is not None:
