@@ -21,6 +21,9 @@ it were larger than the limit, and no timer is armed for a request whose head
 (or body) arrives in one read. A timer never cuts a request whose body fully
 arrived, nor one waiting behind an earlier (pipelined) request on its connection.
 
+With a front end given (``direct``), the httptools protocol also answers
+inference requests itself, without an ASGI cycle (``direct.py``).
+
 A refused connection is half-closed after the answer and what the client still
 sends is read and dropped for a moment (``LINGER_SECS``), so the client reads
 the answer instead of a connection reset.
@@ -43,7 +46,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from .direct import DirectInfer
-from .fastpath import infer_target
+from .fastpath import InferFastPath, infer_target
 
 try:  # uvicorn's "auto" choice: httptools when it is installed, else h11
     import httptools
@@ -139,8 +142,6 @@ def direct_frontend(app: object, options: ServerOptions) -> HttpFrontend | None:
     """The front end through which the protocol answers inference requests itself,
     or None where uvicorn's ASGI cycle must carry them: an application wrapped in
     more than the inference fast path (restricted APIs), or an access log (verbose)."""
-    from .fastpath import InferFastPath
-
     if isinstance(app, InferFastPath) and options.log_verbose == 0:
         return app.frontend
     return None
