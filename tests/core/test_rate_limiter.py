@@ -12,27 +12,22 @@ import pytest
 import tritonpy
 from tritonpy.scheduler.ratelimiter import Need, RateLimiter, parse_resource_flags
 from tritonpy_sdk import (
-    BackendInfo,
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
-    Tensor,
     TritonError,
     hookimpl,
 )
+from tritonpy_testbackend import CpuBackend
 from tritonpy_wait import wait_until
 
 
-class Gate:
+class Gate(CpuBackend):
     def __init__(self) -> None:
         self.started: list[str] = []
         self.instances: list[str] = []
         self.entered = threading.Condition()
         self.release = threading.Event()
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_instance_kind="KIND_CPU")
 
     @hookimpl
     def execute(
@@ -44,7 +39,7 @@ class Gate:
             self.entered.notify_all()
         if instance.model.name == "first":
             assert self.release.wait(30)
-        return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data)}) for r in requests]
+        return self.echo(requests)
 
 
 def _model(repo: Path, name: str, priority: int = 1) -> None:
@@ -214,20 +209,19 @@ def test_priority_decides_which_model_runs_when_the_resource_frees(tmp_path: Pat
         try:
             with backend.entered:
                 assert backend.entered.wait_for(lambda: "first" in backend.started, 30)
-            for name in ("low", "high"):  # "low" queues first
+            limiter = server.rate_limiter
+            assert limiter is not None
+            for waiting, name in enumerate(("low", "high"), 1):  # "low" waits first
                 thread = threading.Thread(target=lambda n=name: server.model(n).predict(x))
                 thread.start()
                 threads.append(thread)
-                _wait_pending(server, name)
+                # Its batcher asked the limiter (a queued request alone is not yet a waiter).
+                wait_until(lambda w=waiting: limiter.waiting() == w, f"'{name}' waits for R")
         finally:
             backend.release.set()
             for thread in threads:
                 thread.join(30)
         assert backend.started == ["first", "high", "low"]
-
-
-def _wait_pending(server: tritonpy.Server, name: str) -> None:
-    wait_until(lambda: server.get_version(name).stats.pending >= 1, f"a request of '{name}' queued")
 
 
 def test_resources_belong_to_their_own_group_only(tmp_path: Path) -> None:
@@ -253,17 +247,13 @@ instance_group [
         assert mv.needs["g_big_0"].resources == ()  # its own (empty) group's, not "g"'s
 
 
-class Counting:
+class Counting(CpuBackend):
     """Counts how many executions run at once."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.running = 0
         self.most = 0
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_instance_kind="KIND_CPU")
 
     @hookimpl
     def execute(
@@ -275,7 +265,7 @@ class Counting:
         time.sleep(0.002)
         with self.lock:
             self.running -= 1
-        return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data * 2)}) for r in requests]
+        return self.echo(requests, 2)
 
 
 def test_many_models_share_a_resource_under_load(tmp_path: Path) -> None:

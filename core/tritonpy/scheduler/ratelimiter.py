@@ -129,6 +129,11 @@ class RateLimiter:
         """An instance finished executing: free what it held."""
         self._change(need, -1)
 
+    def waiting(self) -> int:
+        """How many schedulers wait for resources now."""
+        with self._lock:
+            return len(self._waiters)
+
     def withdraw(self, owner: object) -> None:
         """``owner`` no longer waits (no work, or no idle instance to offer)."""
         if self._waiters.pop(owner, None) is not None:
