@@ -33,14 +33,10 @@ import os
 import platform
 import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,12 +59,6 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x + 1)]))
         return responses
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(name: str, backend: str, instances: int) -> dict[str, Any]:
@@ -122,64 +112,6 @@ def repository(root: Path) -> dict[str, dict[str, Any]]:
     for name, cfg in configs.items():
         (root / name / "config.pbtxt").write_text(pbtxt(cfg))
     return configs
-
-
-class Served:
-    """``tritonpy serve`` in explicit mode on free loopback ports, its log in ``log``."""
-
-    def __init__(self, repo: Path, log: Path) -> None:
-        self.http, self.grpc, self.metrics = free_port(), free_port(), free_port()
-        self.log = log
-        command = [
-            sys.executable,
-            "-m",
-            "tritonpy",
-            "serve",
-            "--model-repository",
-            str(repo),
-            "--model-control-mode",
-            "explicit",
-            *(arg for name in MODELS for arg in ("--load-model", name)),
-            "--http-address",
-            "127.0.0.1",
-            "--http-port",
-            str(self.http),
-            "--grpc-address",
-            "127.0.0.1",
-            "--grpc-port",
-            str(self.grpc),
-            "--metrics-port",
-            str(self.metrics),
-        ]
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/v2/health/live", timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"server did not become live:\n{self.log_tail()}")
-
-    @property
-    def url(self) -> str:
-        return f"127.0.0.1:{self.http}"
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-chars:]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def client(url: str) -> Any:
@@ -350,6 +282,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench" / "model_control.md"))
     parser.add_argument("--server-log", metavar="PATH", help="keep the server's log there")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from run import Served
 
     command = "python bench/model_control.py" + "".join(
         f" --{k} {v:g}" if isinstance(v, float) else f" --{k} {v}"
@@ -362,7 +296,8 @@ def main() -> None:
     server: Served | None = None
     try:
         configs = repository(tmp / "models")
-        server = Served(tmp / "models", tmp / "server.log")
+        loads = [arg for name in MODELS for arg in ("--load-model", name)]
+        server = Served(tmp / "models", ["--model-control-mode", "explicit", *loads], tmp / "server.log")
         control = client(server.url)
         for name in MODELS:
             wait_ready(control, name, True, 120)

@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -92,45 +93,68 @@ def repository(root: Path) -> Path:
 
 
 class Served:
-    def __init__(self, repo: Path) -> None:
+    """``tritonpy serve`` on free loopback ports until it is ready; ``args`` go to the
+    command line, its output to ``log`` (else nowhere)."""
+
+    def __init__(self, repo: Path, args: Sequence[str] = (), log: Path | None = None) -> None:
         self.http, self.grpc, self.metrics = free_port(), free_port(), free_port()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tritonpy",
-                "serve",
-                "--model-repository",
-                str(repo),
-                "--http-address",
-                "127.0.0.1",
-                "--http-port",
-                str(self.http),
-                "--grpc-address",
-                "127.0.0.1",
-                "--grpc-port",
-                str(self.grpc),
-                "--metrics-port",
-                str(self.metrics),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(600):
+        self.log = log
+        command = [
+            sys.executable,
+            "-m",
+            "tritonpy",
+            "serve",
+            "--model-repository",
+            str(repo),
+            *args,
+            "--http-address",
+            "127.0.0.1",
+            "--http-port",
+            str(self.http),
+            "--grpc-address",
+            "127.0.0.1",
+            "--grpc-port",
+            str(self.grpc),
+            "--metrics-port",
+            str(self.metrics),
+        ]
+        out = open(log, "wb") if log is not None else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        finally:
+            if log is not None:
+                out.close()  # type: ignore[union-attr]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/v2/health/ready", timeout=1):
                     return
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError("server did not become ready")
+        self.stop()
+        raise RuntimeError(f"server did not become ready:\n{self.log_tail()}")
+
+    @property
+    def url(self) -> str:
+        return f"127.0.0.1:{self.http}"
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log is not None else ""
 
     def stats(self, model: str) -> dict:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/v2/models/{model}/stats") as r:
             return json.load(r)["model_stats"][0]
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def perf(pa: Path, model: str, url: str, protocol: str, concurrency: int, requests: int) -> dict[str, float]:

@@ -19,6 +19,21 @@ from tritonpy_sdk import (
 )
 
 
+class CpuBackend:
+    """The base of a test's own backend: instances on the CPU unless the config says
+    otherwise; ``echo`` answers Y = factor * X."""
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(default_instance_kind="KIND_CPU")
+
+    @staticmethod
+    def echo(requests: Sequence[InferenceRequest], factor: int = 1) -> list[InferenceResponse]:
+        return [
+            InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data * factor)}) for r in requests
+        ]
+
+
 class EventLog:
     """Request ids the backend saw something happen to, for tests to wait on."""
 

@@ -235,7 +235,7 @@ class ModelVersion:
                 log.warning("backend '%s' completed a batch of model '%s' twice", self.hooks.name, self.name)
                 return
             try:
-                self._finish(instance, jobs, senders, start, responses, error)
+                self._finish(instance, jobs, requests, senders, start, responses, error)
             except Exception as exc:
                 message = report(log, f"finishing a batch of model '{self.name}' failed", exc)
                 fail_unfinished(jobs, TritonError.internal(message))
@@ -269,21 +269,22 @@ class ModelVersion:
         try:
             responses = self.hooks.execute(instance, requests)
         except Exception as exc:  # a backend bug must not kill the worker or the server
-            self._finish(instance, jobs, senders, start, None, exc)
+            self._finish(instance, jobs, requests, senders, start, None, exc)
         else:
-            self._finish(instance, jobs, senders, start, responses, None)
+            self._finish(instance, jobs, requests, senders, start, responses, None)
 
     def _finish(
         self,
         instance: ModelInstance,
         jobs: Sequence[Job],
+        requests: Sequence[InferenceRequest],
         senders: SenderBatch,
         start: int,
         responses: Sequence[InferenceResponse] | None,
         error: BaseException | None,
     ) -> None:
-        """What the backend's execution gave: record it and answer every job."""
-        requests = [j.request for j in jobs]
+        """What the backend's execution gave: record it and answer every job
+        (``requests`` are the jobs' requests, as the backend got them)."""
         if error is None:
             if responses is None:
                 senders.execute_returned()

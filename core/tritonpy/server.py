@@ -437,19 +437,20 @@ class Server:
         request: InferenceRequest,
         on_response: Callable[[InferenceResponse], None],
         decoupled_message: str | None = None,
+        stream_call: str = "stream_async()",
     ) -> None:
         """Queue ``request`` for a model that is not decoupled; ``on_response(response)``
         gets its one response (an error response included), on whichever thread
         answers it. Raises ``TritonError`` when it is refused before queueing: a
         decoupled model as UNSUPPORTED with ``decoupled_message`` (a front end's
-        wording) when given, else as INVALID_ARG pointing to ``stream_async``."""
+        wording) when given, else as INVALID_ARG pointing to ``stream_call``."""
         mv = self._admit(request)
         if mv.decoupled:
             if decoupled_message is not None:
                 raise TritonError.unsupported(decoupled_message)
             raise TritonError.invalid_arg(
                 f"model '{request.model_name}' is decoupled (it may send any number of responses); "
-                "use stream_async() or ModelHandle.infer() to receive them"
+                f"use {stream_call} or ModelHandle.infer() to receive them"
             )
 
         def done(response: InferenceResponse | None, flags: int) -> None:
@@ -468,7 +469,9 @@ class Server:
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[InferenceResponse] = loop.create_future()
-        self.start_infer(request, functools.partial(_call_soon, loop, _resolve, fut), decoupled_message)
+        self.start_infer(
+            request, functools.partial(call_soon_threadsafe, loop, _resolve, fut), decoupled_message
+        )
         try:
             response = await fut
         except asyncio.CancelledError:
@@ -480,19 +483,8 @@ class Server:
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
-        mv = self._admit(request)
-        if mv.decoupled:
-            raise TritonError.invalid_arg(
-                f"model '{request.model_name}' is decoupled (it may send any number of responses); "
-                "use stream() or ModelHandle.infer() to receive them"
-            )
         fut: Future[InferenceResponse] = Future()
-
-        def done(response: InferenceResponse | None, flags: int) -> None:
-            if response is not None:
-                fut.set_result(response)
-
-        self._submit(mv, request, done, False)
+        self.start_infer(request, fut.set_result, stream_call="stream()")
         response = fut.result(timeout)
         if response.error is not None:
             raise response.error
@@ -507,7 +499,7 @@ class Server:
         inbox: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
 
         def done(response: InferenceResponse | None, flags: int) -> None:
-            _call_soon(loop, inbox.put_nowait, (response, flags))
+            call_soon_threadsafe(loop, inbox.put_nowait, (response, flags))
 
         self.submit(request, done)
         finished = False
@@ -549,7 +541,8 @@ _RESUBMITS = 3
 READY_CHECK_SECONDS = 5.0
 
 
-def _call_soon(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
+def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
+    """``fn(*args)`` on ``loop``, from any thread; nothing once the loop is closed."""
     try:
         loop.call_soon_threadsafe(fn, *args)
     except RuntimeError:  # the caller's loop is closed: nobody is waiting any more

@@ -13,7 +13,6 @@ import pytest
 import tritonpy
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
-    BackendInfo,
     ErrorCode,
     InferenceRequest,
     InferenceResponse,
@@ -22,6 +21,7 @@ from tritonpy_sdk import (
     TritonError,
     hookimpl,
 )
+from tritonpy_testbackend import CpuBackend
 
 CONFIG = """
 backend: "chain"
@@ -31,7 +31,7 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2 ] } ]
 """
 
 
-class Chain:
+class Chain(CpuBackend):
     """Model "outer" waits for ``go``, then asks model "inner" (as BLS does) and
     returns inner's answer; "inner" doubles X."""
 
@@ -39,10 +39,6 @@ class Chain:
         self.server: tritonpy.Server | None = None
         self.entered = threading.Event()
         self.go = threading.Event()
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_instance_kind="KIND_CPU")
 
     @hookimpl
     def execute(

@@ -11,16 +11,15 @@ import numpy as np
 import pytest
 import tritonpy
 from tritonpy_sdk import (
-    BackendInfo,
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
-    Tensor,
     hookimpl,
 )
+from tritonpy_testbackend import CpuBackend
 
 
-class Recorder:
+class Recorder(CpuBackend):
     """Echo backend that records each batch's request ids; the first request whose id
     starts with "hold" blocks the instance until ``release`` is set."""
 
@@ -29,10 +28,6 @@ class Recorder:
         self.holding = threading.Event()
         self.release = threading.Event()
         self.blockers: dict[str, threading.Event] = {}
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_instance_kind="KIND_CPU")
 
     @hookimpl
     def execute(
@@ -46,7 +41,7 @@ class Recorder:
         for i in ids:
             if i in self.blockers:
                 assert self.blockers[i].wait(30)
-        return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data)}) for r in requests]
+        return self.echo(requests)
 
 
 CONFIG = """

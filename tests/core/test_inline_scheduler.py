@@ -18,24 +18,19 @@ import tritonpy
 from tritonpy.scheduler import InlineScheduler, Job
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
-    BackendInfo,
     ErrorCode,
     ExecuteComplete,
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
-    Tensor,
     TritonError,
     hookimpl,
 )
+from tritonpy_testbackend import CpuBackend
 from tritonpy_wait import wait_until
 
 
-def _echo(requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
-    return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data)}) for r in requests]
-
-
-class Deferred:
+class Deferred(CpuBackend):
     """Batches wait in ``started`` until the test completes them; the model parameter
     'mode' makes ``execute_nowait`` raise, complete twice or give too many responses."""
 
@@ -45,16 +40,12 @@ class Deferred:
         )
 
     @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_instance_kind="KIND_CPU")
-
-    @hookimpl
     def instance_initialize(self, instance: ModelInstance) -> None:
         instance.nowait = True
 
     @hookimpl
     def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
-        return _echo(requests)
+        return CpuBackend.echo(requests)
 
     @hookimpl
     def execute_nowait(
@@ -64,14 +55,14 @@ class Deferred:
         if mode == "raise":
             raise RuntimeError("no stub to send to")
         if mode == "twice":
-            complete(_echo(requests))
+            complete(CpuBackend.echo(requests))
             complete(None, TritonError.internal("late"))
             return
         if mode == "extra":
-            complete(_echo(requests) * 2)
+            complete(CpuBackend.echo(requests) * 2)
             return
         if mode == "now":
-            complete(_echo(requests))
+            complete(CpuBackend.echo(requests))
             return
         self.started.put((instance.name, threading.current_thread().name, complete, list(requests)))
 
@@ -126,14 +117,14 @@ def test_requests_start_on_the_submitting_thread_and_the_next_on_the_completing_
 
         by_value = {float(s[3][0].inputs["X"].data[0]): s for s in started}
         instance, _, complete, requests = by_value[1.0]
-        completer = threading.Thread(target=complete, args=(_echo(requests),), name="completer")
+        completer = threading.Thread(target=complete, args=(CpuBackend.echo(requests),), name="completer")
         completer.start()
         completer.join(30)
         np.testing.assert_array_equal(first()["Y"], [1])
         queued = backend.started.get(timeout=30)
         assert queued[:2] == (instance, "completer")  # the freed instance, on the completing thread
         for _, _, complete, requests in (by_value[2.0], queued):
-            complete(_echo(requests))
+            complete(CpuBackend.echo(requests))
         np.testing.assert_array_equal(second()["Y"], [2])
         np.testing.assert_array_equal(third()["Y"], [3])
         (stats,) = server.model_statistics("m")

@@ -5,15 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import tritonpy
-from tritonpy_sdk import BackendInfo, InferenceResponse, hookimpl
+from tritonpy_sdk import InferenceResponse, hookimpl
+from tritonpy_testbackend import CpuBackend
 
 
-class Plain:
+class Plain(CpuBackend):
     """A backend without auto-complete, so the config is validated as written."""
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_instance_kind="KIND_CPU")
 
     @hookimpl
     def execute(self, requests: list) -> list[InferenceResponse]:

@@ -22,7 +22,6 @@ import pytest
 import tritonpy
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
-    BackendInfo,
     ErrorCode,
     InferenceRequest,
     InferenceResponse,
@@ -32,6 +31,7 @@ from tritonpy_sdk import (
     TritonError,
     hookimpl,
 )
+from tritonpy_testbackend import CpuBackend
 
 CONFIG = """
 backend: "gated"
@@ -43,7 +43,7 @@ dynamic_batching { max_queue_delay_microseconds: 100000 }
 """
 
 
-class Gated:
+class Gated(CpuBackend):
     """Echo backend: the request "hold" blocks the instance until ``release`` is set,
     so the requests sent meanwhile form one batch; raises ValueError for any batch
     holding the request "explode"."""
@@ -52,10 +52,6 @@ class Gated:
         self.holding = threading.Event()
         self.release = threading.Event()
         self.batches: list[list[str]] = []
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_instance_kind="KIND_CPU")
 
     @hookimpl
     def execute(
@@ -68,7 +64,7 @@ class Gated:
             assert self.release.wait(30)
         if "explode" in ids:
             raise ValueError("model blew up")
-        return [InferenceResponse({"Y": Tensor.from_numpy("Y", r.inputs["X"].data * 2)}) for r in requests]
+        return self.echo(requests, 2)
 
 
 class Client:

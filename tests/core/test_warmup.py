@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import tritonpy
 from tritonpy_sdk import (
-    BackendInfo,
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
@@ -16,15 +15,12 @@ from tritonpy_sdk import (
     TritonError,
     hookimpl,
 )
+from tritonpy_testbackend import CpuBackend
 
 
-class Seen:
+class Seen(CpuBackend):
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, tuple[int, ...], float]] = []
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_instance_kind="KIND_CPU")
 
     @hookimpl
     def execute(

@@ -14,23 +14,21 @@ access log, restricted APIs).
 from __future__ import annotations
 
 import asyncio
-import logging
+import functools
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from tritonpy_sdk import InferenceResponse, TritonError
 
-from ..failures import report
+from ..server import call_soon_threadsafe
 from .app import DECOUPLED_REFUSAL, encode_infer
-from .errors import status_of
-from .fastpath import error_body
+from .fastpath import error_answer
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
     from .app import HttpFrontend
     from .infer import Body
-
-log = logging.getLogger("tritonpy.http")
 
 #: Larger bodies go to the transport part by part instead of joined to the head.
 _JOIN_LIMIT = 64 * 1024
@@ -41,8 +39,6 @@ _STATUS_LINES: dict[int, bytes] = {}
 def _status_line(status: int) -> bytes:
     line = _STATUS_LINES.get(status)
     if line is None:
-        from http import HTTPStatus
-
         line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, HTTPStatus(status).phrase.encode())
     return line
 
@@ -54,16 +50,15 @@ class DirectInfer:
         "_accept",
         "_binary",
         "_chunks",
-        "_decided",
         "_flags",
         "_frontend",
         "_headers",
         "_loop",
+        "_reading",
         "_size",
         "cycle",
         "model",
         "protocol",
-        "started",
         "version",
     )
 
@@ -79,15 +74,14 @@ class DirectInfer:
         self.cycle = cycle
         self.model = model
         self.version = version
-        self.started = False
         self._frontend = frontend
         self._loop: asyncio.AbstractEventLoop = protocol.loop
         self._headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in cycle.scope["headers"]}
         self._accept = self._headers.get("accept-encoding", "")
         self._binary = False
         self._flags: dict[str, bool] = {}
-        #: Whether the answer is known (a refusal, or the model's response).
-        self._decided = False
+        #: Whether the body is still wanted: not once it is complete, nor once refused.
+        self._reading = True
         body = cycle.body  # what came while the request waited behind an earlier one
         self._chunks: list[bytes] = [bytes(body)] if body else []
         self._size = len(body)
@@ -96,24 +90,24 @@ class DirectInfer:
             if self._size > frontend.max_input:
                 raise frontend.too_large()
         except TritonError as exc:
-            self.fail(exc)
+            self._fail(exc)
 
     # -- the request ---------------------------------------------------------------------------
 
     def on_body(self, chunk: bytes) -> None:
-        if self._decided:
+        if not self._reading:
             return  # refused already: the rest is dropped
         self._size += len(chunk)
         if self._size > self._frontend.max_input:
-            self.fail(self._frontend.too_large())
+            self._fail(self._frontend.too_large())
             return
         self._chunks.append(chunk)
 
     def body_complete(self) -> None:
         """The whole body arrived: decode it and queue the request."""
-        if self._decided or self.started:
+        if not self._reading:
             return
-        self.started = True
+        self._reading = False
         f, headers = self._frontend, self._headers
         try:
             body = f.finish_body(self._chunks or [b""], headers.get("content-encoding"))
@@ -121,51 +115,34 @@ class DirectInfer:
             request, self._binary, self._flags = f.decode_infer(
                 self.model, self.version, body, headers.get("inference-header-content-length")
             )
-            f.server.start_infer(request, self._answered_from_any_thread, DECOUPLED_REFUSAL)
-        except TritonError as exc:
-            self.fail(exc)
-        except Exception as exc:  # a bug must not take the server down; say what failed
-            self._fail_internal(exc)
+            answered = functools.partial(call_soon_threadsafe, self._loop, self._answered)
+            f.server.start_infer(request, answered, DECOUPLED_REFUSAL)
+        except Exception as exc:
+            self._fail(exc)
 
     # -- the answer ----------------------------------------------------------------------------
 
-    def _answered_from_any_thread(self, response: InferenceResponse) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._answered, response)
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            pass
-
     def _answered(self, response: InferenceResponse) -> None:
-        self._decided = True
+        """The model's response, on the loop."""
         if response.error is not None:
-            self.fail(response.error)
+            self._fail(response.error)
             return
         try:
             parts, extra, media_type = encode_infer(response, self._binary, self._flags, self._accept)
-        except TritonError as exc:
-            self.fail(exc)
-            return
         except Exception as exc:
-            self._fail_internal(exc)
+            self._fail(exc)
             return
         self._write(200, parts, extra, media_type)
 
-    def fail(self, error: TritonError) -> None:
-        """Answer ``error``. Written on the loop's next turn, never from inside the
-        parser's callbacks (where a refusal is found), as the ASGI path would."""
-        error.__traceback__ = None  # its frames hold the request body: no cycle until a GC
-        self._decided = True
-        self._loop.call_soon(self._write_error, status_of(error), error_body(error.message))
-
-    def _fail_internal(self, exc: Exception) -> None:
-        path = self.cycle.scope["path"]
-        message = report(log, f"unhandled error in POST {path}", exc)
-        exc.__traceback__ = None
-        self._decided = True
-        self._loop.call_soon(self._write_error, 500, error_body(message))
-
-    def _write_error(self, status: int, body: bytes) -> None:
-        self._write(status, [body], {}, "application/json")
+    def _fail(self, exc: Exception) -> None:
+        """Answer ``exc`` (``fastpath.error_answer``) and read no more of the body.
+        Written on the loop's next turn, never from inside the parser's callbacks
+        (where a refusal is found), as the ASGI path would."""
+        self._reading = False
+        status, body = error_answer(exc, self.cycle.scope["path"])
+        parts: Body = [body]
+        extra: dict[str, str] = {}
+        self._loop.call_soon(self._write, status, parts, extra, "application/json")
 
     def _write(self, status: int, parts: Body, extra: dict[str, str], media_type: str) -> None:
         cycle = self.cycle
@@ -173,8 +150,6 @@ class DirectInfer:
             return
         cycle.response_started = cycle.response_complete = True
         protocol = self.protocol
-        if getattr(protocol, "_infer", None) is self:
-            protocol._infer = None  # type: ignore[attr-defined]
         if cycle.disconnected:
             return  # the client went away; nothing to answer
         length = sum(len(p) for p in parts)

@@ -96,14 +96,9 @@ class InferFastPath:
                 headers.get("accept-encoding", ""),
             )
             status = 200
-        except TritonError as exc:
-            parts, extra, media_type = [error_body(exc.message)], {}, "application/json"
-            status = status_of(exc)
-            exc.__traceback__ = None  # its frames hold the request body: no cycle until a GC
-        except Exception as exc:  # a bug must not take the server down; say what failed
-            parts = [error_body(report(log, f"unhandled error in POST {scope['path']}", exc))]
-            extra, media_type, status = {}, "application/json", 500
-            exc.__traceback__ = None
+        except Exception as exc:
+            status, body = error_answer(exc, scope["path"])
+            parts, extra, media_type = [body], {}, "application/json"
         length = sum(len(p) for p in parts)
         raw_headers = [
             (b"content-type", media_type.encode()),
@@ -120,6 +115,13 @@ class InferFastPath:
             await send({"type": "http.response.body", "body": part, "more_body": i < last})
 
 
-def error_body(message: str) -> bytes:
-    """The JSON body of an error answer."""
-    return json.dumps({"error": message}).encode()
+def error_answer(exc: Exception, path: str) -> tuple[int, bytes]:
+    """The status and JSON body answering an inference that failed with ``exc``:
+    a TritonError's own; anything else (a bug must not take the server down) 500,
+    logged under an incident id the answer names."""
+    if isinstance(exc, TritonError):
+        status, message = status_of(exc), exc.message
+    else:
+        status, message = 500, report(log, f"unhandled error in POST {path}", exc)
+    exc.__traceback__ = None  # its frames hold the request body: no cycle until a GC
+    return status, json.dumps({"error": message}).encode()

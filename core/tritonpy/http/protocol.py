@@ -464,7 +464,7 @@ if HAVE_HTTPTOOLS:
             self._head_bytes = 0  # bytes of the current head in whole reads before this one
             self._slack = 0  # size of the read the current head began in, when not at its start
             self._read_size = 0  # size of the read being parsed
-            #: The inference request this connection answers directly, until answered.
+            #: The last inference request taken directly; it gets the body while its cycle is current.
             self._infer: DirectInfer | None = None
 
         def _in_head(self) -> bool:

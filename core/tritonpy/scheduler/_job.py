@@ -81,6 +81,11 @@ def internal_error(where: str, exc: BaseException) -> TritonError:
     return TritonError.internal(report(log, where, exc))
 
 
+def stopped(model_name: str) -> TritonError:
+    """A scheduler's refusal once it stopped taking requests (the model is unloading)."""
+    return TritonError.unavailable(f"model '{model_name}' is not accepting requests")
+
+
 def remaining(deadline: float | None) -> float | None:
     """Seconds left until ``deadline`` (a ``time.monotonic()`` value; None: no limit)."""
     return None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -12,9 +12,9 @@ import queue
 import threading
 from collections.abc import Sequence
 
-from tritonpy_sdk import ModelInstance, TritonError
+from tritonpy_sdk import ModelInstance
 
-from ._job import Job, Runner, fail_unfinished, internal_error, remaining
+from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class DefaultScheduler:
         """Queue ``job``; TritonError UNAVAILABLE once the scheduler is stopped."""
         with self._admission:
             if not self._open:
-                raise TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
+                raise stopped(self._model_name)
             self._queue.put(job)
 
     def stop(self, deadline: float | None = None) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstance, OnResponse, TritonError
 
-from ._job import Job, Runner, fail_unfinished, internal_error, remaining
+from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
 from .ratelimiter import Need, RateLimiter
 
 log = logging.getLogger(__name__)
@@ -250,7 +250,7 @@ class DynamicBatcher:
         entry = _Entry(job, job.request.batch_size, level, self._deadline(job, policy), self._shape_key(job))
         with self._cond:
             if not self._open:
-                raise TritonError.unavailable(f"model '{self._name}' is not accepting requests")
+                raise stopped(self._name)
             pending = self._levels[level]
             if policy.max_queue_size and len(pending) >= policy.max_queue_size:
                 raise TritonError.unavailable("Exceeds maximum queue size")

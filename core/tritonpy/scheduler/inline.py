@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from tritonpy_sdk import ModelInstance, TritonError
 
-from ._job import Job, fail_unfinished, internal_error
+from ._job import Job, fail_unfinished, internal_error, stopped
 
 #: Starts a batch on an instance and calls the release callback once the instance is free.
 NowaitRunner = Callable[[ModelInstance, Sequence[Job], Callable[[], None]], None]
@@ -50,7 +50,7 @@ class InlineScheduler:
         """Start ``job`` now on a free instance, or queue it; UNAVAILABLE once stopped."""
         with self._lock:
             if not self._open:
-                raise TritonError.unavailable(f"model '{self._model_name}' is not accepting requests")
+                raise stopped(self._model_name)
             if not self._free:
                 self._queue.append(job)
                 return

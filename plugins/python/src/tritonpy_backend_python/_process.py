@@ -128,7 +128,8 @@ class _Batch:
 
     def __init__(self, tokens: list[int], complete: ExecuteComplete | None) -> None:
         self.complete = complete
-        self.event = threading.Event()
+        #: Only a waiting ``execute`` waits on it (an event costs a lock and a condition).
+        self.event = threading.Event() if complete is None else None
         self.msg: dict[str, Any] | None = None
         self.tokens = tokens
 
@@ -341,11 +342,13 @@ class StubProcess:
         link, batch = self._send(requests, None)
         if self.is_async:
             return None
+        event = batch.event
+        assert event is not None
         timeout = self._settings.execute_timeout_s or None
-        if not batch.event.wait(timeout):
+        if not event.wait(timeout):
             log.error("'%s' did not finish execute within %s s; restarting its stub", self.name, timeout)
             self._kill()
-            batch.event.wait(10)
+            event.wait(10)
             raise self._failed(
                 f"execute did not finish within EXECUTE_TIMEOUT_SECONDS={timeout:g}; the stub was restarted",
                 TritonError.unavailable,
@@ -601,6 +604,7 @@ class StubProcess:
             if batch.complete is not None:
                 self._complete(link, batch, msg)
             else:
+                assert batch.event is not None
                 batch.msg = msg
                 batch.event.set()
             return
@@ -666,10 +670,11 @@ class StubProcess:
             if not self.is_async:
                 for token in batch.tokens:
                     self._open.pop(token, None)
-                batch.msg = {"dead": True}
                 if batch.complete is not None:
                     batch.complete(None, error)
                 else:
+                    assert batch.event is not None
+                    batch.msg = {"dead": True}
                     batch.event.set()
         for token in list(self._open):
             request = self._open.pop(token, None)
