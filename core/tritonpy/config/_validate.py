@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from ._ensemble import ensemble_graph_problem
 from ._errors import ConfigError
 from .model_config_pb2 import (
     BatchInput,
@@ -268,7 +269,7 @@ def _sequence_batching(config: ModelConfig) -> str | None:
 
 
 def _ensemble(config: ModelConfig) -> str | None:
-    """Ensemble settings go together; the graph itself is the ensemble scheduler's to check."""
+    """Ensemble settings go together, and its steps' data flow holds (``_ensemble.py``)."""
     is_ensemble = config.platform == _ENSEMBLE_PLATFORM
     if config.HasField("ensemble_scheduling"):
         if not is_ensemble:
@@ -284,6 +285,7 @@ def _ensemble(config: ModelConfig) -> str | None:
             return f"model_warmup can not be specified for ensemble '{config.name}'"
         if len(config.ensemble_scheduling.step) == 0:
             return f"must specify 'step' for ensemble '{config.name}'"
+        return ensemble_graph_problem(config)
     elif is_ensemble:
         return (
             f"ensemble scheduling must be set for ensemble {config.name} whose platform is "
