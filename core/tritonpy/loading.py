@@ -35,13 +35,16 @@ from .config import (
     load_config_file,
     validate_config,
 )
+from .config._validate import ENSEMBLE_PLATFORM
 from .devices import gpu_count
+from .ensemble_plan import ENSEMBLE_BACKEND, ENSEMBLE_HOOKS, MemberLookup, plan_ensemble
 from .memory import PinnedPool
 from .model import ModelState, ModelVersion, finalize_quietly
 from .options import ServerOptions
 from .plugins import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
 from .repository import ModelDir, read_labels, select_versions, version_dirs
 from .repository.overrides import Override
+from .scheduler.ensemble import EnsembleScheduler, Submit
 from .scheduler.ratelimiter import Need, RateLimiter
 from .spec import ModelSpec
 from .warmup import run_warmup
@@ -99,23 +102,36 @@ class ModelLoader:
         registry: BackendRegistry,
         cache: ResponseCache | None = None,
         rate_limiter: RateLimiter | None = None,
+        submit: Submit | None = None,
     ) -> None:
         self._options = options
+        #: How an ensemble's steps reach their members (the server's internal submit).
+        self._submit = submit
         self._registry = registry
         self._cache = cache
         self._rate_limiter = rate_limiter
         self._pool: PinnedPool | None = None
         self._pool_lock = threading.Lock()
 
-    def load(self, mdir: ModelDir, override: Override | None = None, retries: int = 0) -> ModelRecord:
+    def load(
+        self,
+        mdir: ModelDir,
+        override: Override | None = None,
+        retries: int = 0,
+        members: MemberLookup | None = None,
+    ) -> ModelRecord:
         """Load the versions of ``mdir`` (with ``override``'s config instead of its
-        ``config.pbtxt``); a version that fails is tried ``retries`` more times."""
+        ``config.pbtxt``); a version that fails is tried ``retries`` more times.
+        An ensemble finds its members (loaded before it) through ``members``."""
         record = ModelRecord(mdir.name, mdir.path, override=override)
         if mdir.error is not None:
             record.error = mdir.error
             return record
         try:
-            config, hooks, backend, versions = self._prepare(mdir, override)
+            config = self._read_config(mdir, override)
+            if config.platform == ENSEMBLE_PLATFORM:
+                return self._load_ensemble(record, mdir, config, members)
+            hooks, backend, versions = self._prepare(mdir, config)
         except Exception as exc:  # any failure is this model's reason, never the server's end
             record.error = _reason(exc)
             log.error("failed to load '%s': %s", mdir.name, record.error)
@@ -138,10 +154,9 @@ class ModelLoader:
                     )
         return record
 
-    def _prepare(
-        self, mdir: ModelDir, override: Override | None
-    ) -> tuple[ModelConfig, BackendHooks, Backend, list[int]]:
-        """Read the config, pick the backend and the versions to load."""
+    def _read_config(self, mdir: ModelDir, override: Override | None) -> ModelConfig:
+        """The model's config: the load's override, else its ``config.pbtxt`` (or an
+        empty one for auto-complete to fill), named after its folder when unnamed."""
         path = mdir.path / "config.pbtxt"
         if override is not None:
             config = ModelConfig()
@@ -157,6 +172,10 @@ class ModelLoader:
             config = ModelConfig()
         if not config.name:
             config.name = mdir.name
+        return config
+
+    def _prepare(self, mdir: ModelDir, config: ModelConfig) -> tuple[BackendHooks, Backend, list[int]]:
+        """Pick the backend of ``config`` and the versions to load."""
         available = version_dirs(mdir.path)
         backend_name = self._backend_name(config, mdir, list(available.values()))
         hooks, backend = self._registry.initialized(backend_name)
@@ -165,15 +184,7 @@ class ModelLoader:
             config.platform = hooks.info.platforms[0]
         if not config.default_model_filename and hooks.info.default_model_filename:
             config.default_model_filename = hooks.info.default_model_filename
-        policy = config_to_dict(config).get("version_policy") or {"latest": {"num_versions": 1}}
-        versions, missing = select_versions(policy, list(available))
-        if missing:
-            log.warning("model '%s': version(s) %s of the version policy have no folder", mdir.name, missing)
-        if not versions:
-            raise TritonError.unavailable(
-                f"at least one version must be available under the version policy of model '{mdir.name}'"
-            )
-        return config, hooks, backend, versions
+        return hooks, backend, _select_versions(mdir, config, list(available))
 
     def _backend_name(self, config: ModelConfig, mdir: ModelDir, dirs: list[Path]) -> str:
         if config.backend:
@@ -275,6 +286,48 @@ class ModelLoader:
         mv.start()
         return mv
 
+    def _load_ensemble(
+        self, record: ModelRecord, mdir: ModelDir, config: ModelConfig, members: MemberLookup | None
+    ) -> ModelRecord:
+        """An ensemble: no backend and no instances; its scheduler runs the steps.
+        A problem with its config or its members is the model's reason."""
+        source = str(mdir.path / "config.pbtxt")
+        try:
+            fill_defaults(config, source=source)
+            validate_config(config, source=source, folder_name=mdir.name)
+            versions = _select_versions(mdir, config, list(version_dirs(mdir.path)))
+            plan = plan_ensemble(config, members or (lambda name: None))
+            if self._submit is None:
+                raise TritonError.unsupported("ensembles run only inside a server")
+        except Exception as exc:
+            record.error = _reason(exc)
+            log.error("failed to load '%s': %s", mdir.name, record.error)
+            return record
+        if plan.decoupled:  # as Triton reports it: an ensemble of a decoupled model is decoupled
+            config.model_transaction_policy.decoupled = True
+        config_dict = config_to_dict(config)
+        outputs = [io.name for io in config.output]
+        submit = self._submit
+        for version in versions:
+            load_start = time.monotonic()
+            mv = ModelVersion(
+                name=mdir.name,
+                version=version,
+                config=config,
+                config_dict=config_dict,
+                spec=ModelSpec.from_config(config_dict, version),
+                hooks=ENSEMBLE_HOOKS,
+                model=Model(mdir.name, version, config_dict, mdir.path, ENSEMBLE_BACKEND),
+                instances=[],
+                labels=self._labels(mdir, version, config_dict),
+                scheduler_factory=lambda model: EnsembleScheduler(model, plan.steps, outputs, submit),
+            )
+            mv.load_seconds = time.monotonic() - load_start
+            mv.start()
+            record.versions[version] = mv
+            log.info("successfully loaded '%s' version %d", mdir.name, version)
+        return record
+
     @staticmethod
     def _labels(mdir: ModelDir, version: int, cfg: dict[str, Any]) -> dict[str, list[str]]:
         labels: dict[str, list[str]] = {}
@@ -363,6 +416,19 @@ class ModelLoader:
                     first_error = first_error or exc
             if first_error is not None:
                 raise first_error
+
+
+def _select_versions(mdir: ModelDir, config: ModelConfig, available: list[int]) -> list[int]:
+    """The versions of ``config``'s policy among the folders ``available``; TritonError if none."""
+    policy = config_to_dict(config).get("version_policy") or {"latest": {"num_versions": 1}}
+    versions, missing = select_versions(policy, available)
+    if missing:
+        log.warning("model '%s': version(s) %s of the version policy have no folder", mdir.name, missing)
+    if not versions:
+        raise TritonError.unavailable(
+            f"at least one version must be available under the version policy of model '{mdir.name}'"
+        )
+    return versions
 
 
 def _reason(exc: Exception) -> str:

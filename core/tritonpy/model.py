@@ -94,11 +94,16 @@ class ModelVersion:
     reason: str = ""
     stats: ModelStatistics = field(default_factory=ModelStatistics)
     _scheduler: Scheduler | None = None
+    #: Makes the scheduler of a version that is not run by instances (an ensemble's).
+    scheduler_factory: Callable[[ModelVersion], Scheduler] | None = None
     #: Whether the model may send any number of responses per request (read once).
     decoupled: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.decoupled = self.config.model_transaction_policy.decoupled
+        if self.scheduler_factory is not None:
+            self._scheduler = self.scheduler_factory(self)
+            return
         limiter, needs = self.rate_limiter, []
         if limiter is not None:  # instances of groups without resources need nothing
             needs = [self.needs.get(i.name) or Need((), i.device_id) for i in self.instances]
@@ -350,6 +355,12 @@ class ModelVersion:
             else:
                 keep.append(job)
         return keep
+
+    def finish_ensemble_response(
+        self, request: InferenceRequest, response: InferenceResponse
+    ) -> InferenceResponse:
+        """An ensemble's response shaped for its client, as ``run`` shapes a backend's."""
+        return finish_response(self.spec, self.labels, request, response)
 
     def error_response(self, job: Job, error: TritonError) -> InferenceResponse:
         resp = InferenceResponse.from_error(error)

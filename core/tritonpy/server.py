@@ -132,7 +132,7 @@ class Server:
         )
         #: The model records: states, lookup, index, load and unload (model control).
         self.manager = ModelManager(
-            ModelLoader(options, self.backends, self.cache, self.rate_limiter),
+            ModelLoader(options, self.backends, self.cache, self.rate_limiter, submit=self._submit_step),
             options.model_repository,
             mode=options.model_control_mode,
             load_threads=options.model_load_thread_count,
@@ -388,6 +388,10 @@ class Server:
         on behalf of one in flight (BLS): it is taken while the server drains.
         """
         self._submit(self._admit(request, internal), request, done, internal)
+
+    def _submit_step(self, request: InferenceRequest, done: OnResponse) -> None:
+        """An ensemble step's request to its member: internal, as BLS requests are."""
+        self.submit(request, done, internal=True)
 
     def _submit(self, mv: ModelVersion, request: InferenceRequest, done: OnResponse, internal: bool) -> None:
         """``submit`` to ``mv``, the version ``_admit`` found for ``request``."""

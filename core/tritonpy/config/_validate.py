@@ -27,7 +27,7 @@ from .model_config_pb2 import (
 
 _WILDCARD = -1
 _TENSORRT_PLATFORM = "tensorrt_plan"
-_ENSEMBLE_PLATFORM = "ensemble"
+ENSEMBLE_PLATFORM = "ensemble"
 
 
 #: An input or an output: the fields both have.
@@ -270,12 +270,12 @@ def _sequence_batching(config: ModelConfig) -> str | None:
 
 def _ensemble(config: ModelConfig) -> str | None:
     """Ensemble settings go together, and its steps' data flow holds (``_ensemble.py``)."""
-    is_ensemble = config.platform == _ENSEMBLE_PLATFORM
+    is_ensemble = config.platform == ENSEMBLE_PLATFORM
     if config.HasField("ensemble_scheduling"):
         if not is_ensemble:
             return (
                 f"ensemble scheduling cannot be set for model '{config.name}' whose platform is not "
-                f"{_ENSEMBLE_PLATFORM}"
+                f"{ENSEMBLE_PLATFORM}"
             )
         if len(config.instance_group) != 0:
             return f"instance group should not be specified for ensemble '{config.name}'"
@@ -289,7 +289,7 @@ def _ensemble(config: ModelConfig) -> str | None:
     elif is_ensemble:
         return (
             f"ensemble scheduling must be set for ensemble {config.name} whose platform is "
-            f"{_ENSEMBLE_PLATFORM}"
+            f"{ENSEMBLE_PLATFORM}"
         )
     return None
 

@@ -29,13 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import TritonError
+from tritonpy_sdk import ErrorCode, TritonError
 
+from ..ensemble_plan import MemberState
 from ..loading import ModelLoader, ModelRecord
 from ..model import ModelState, ModelVersion
 from ..scheduler import remaining
 from ._layout import ModelDir, scan_repositories
 from ._stamp import folder_stamp
+from .dependencies import config_members, folder_members, load_waves, needed_closure
 from .overrides import Override, parse_override
 
 log = logging.getLogger("tritonpy")
@@ -89,24 +91,42 @@ class ModelManager:
         ``names`` (``explicit``; ``*`` is every model). Models load in parallel;
         those not started once ``skip()`` is true (the server is stopping) are left out."""
         dirs = scan_repositories(self._repositories)
+        members = {d.name: folder_members(d) for d in dirs}
         if self.mode == "explicit" and "*" not in names:
             by_name = {d.name: d for d in dirs}
             dirs = []
             for name in dict.fromkeys(names):
-                if name in by_name:
-                    dirs.append(by_name[name])
-                else:
+                if name not in by_name:
                     reason = f"failed to poll model '{name}': model not found in any model repository"
                     log.error("%s", reason)
                     self.startup_errors.append((name, reason))
+            # An ensemble named at start brings the models it needs.
+            dirs = [by_name[n] for n in needed_closure([n for n in names if n in by_name], members)]
+        self._load_in_waves(dirs, members, skip)
+
+    def _load_in_waves(
+        self,
+        dirs: Sequence[ModelDir],
+        members: Mapping[str, list[str]],
+        skip: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """Load ``dirs`` in parallel, ensembles after the models they need."""
+        by_name = {d.name: d for d in dirs}
+        waves, cycles = load_waves({d.name: members.get(d.name, []) for d in dirs})
+        for name, message in cycles.items():
+            log.error("failed to load '%s': %s", name, message)
+            self._put(
+                ModelRecord(name, by_name[name].path, error=f"{ErrorCode.INVALID_ARG.value}: {message}")
+            )
 
         def load(mdir: ModelDir) -> ModelRecord | None:
             return None if skip() else self._load(mdir)
 
         with ThreadPoolExecutor(max_workers=self._load_threads, thread_name_prefix="tritonpy-load") as pool:
-            records = [r for r in pool.map(load, dirs) if r is not None]
-        with self._lock:
-            self._records = {**self._records, **{r.name: r for r in records}}
+            for wave in waves:
+                records = [r for r in pool.map(load, [by_name[n] for n in wave]) if r is not None]
+                with self._lock:
+                    self._records = {**self._records, **{r.name: r for r in records}}
 
     def start_polling(self, interval: float) -> None:
         """Poll the repositories every ``interval`` seconds (mode ``poll``)."""
@@ -157,19 +177,57 @@ class ModelManager:
             if override is not None:
                 override.remove()
             raise
+        needs = config_members(override.config) if override is not None else folder_members(mdir)
+        self._load_members(name, needs, (name,))
         with self._model_lock(name):
             self._reload(mdir, override, explicit=True)
+
+    def _fail_cycle(self, name: str, path: Path, message: str) -> None:
+        """Ensemble ``name`` needs itself: it does not load (what served before serves on)."""
+        record = self._records.get(name)
+        error = f"{ErrorCode.INVALID_ARG.value}: {message}"
+        if record is None or (not record.versions and record.error != error):
+            log.error("failed to load '%s': %s", name, message)
+            self._put(ModelRecord(name, path, error=error))
+
+    def _load_members(self, ensemble: str, names: Sequence[str], chain: tuple[str, ...]) -> None:
+        """Load the models an ensemble needs that do not serve yet (those they need
+        first). A member that fails to load is the ensemble's reason when it loads."""
+        for name in names:
+            record = self._records.get(name)
+            if name in chain or (record is not None and record.versions):
+                continue  # a cycle is the ensemble's own load failure
+            try:
+                mdir = self._find(name)
+            except TritonError:
+                continue  # not in the repository: the ensemble's load says so
+            self._load_members(name, folder_members(mdir), (*chain, name))
+            with self._model_lock(name):
+                try:
+                    self._reload(mdir, None, explicit=True)
+                except TritonError as exc:
+                    log.error("loading '%s' for ensemble '%s' failed: %s", name, ensemble, exc.message)
 
     def unload(self, name: str, unload_dependents: bool = False) -> None:
         """Unload every version of ``name`` (explicit mode). Returns at once, as Triton:
         the versions are UNLOADING until their queued and in-flight requests finish,
         then UNAVAILABLE ("unloaded"). A model that is not loaded is left as it is.
-        ``unload_dependents`` is taken for Triton's API; no model depends on another
-        until ensembles exist."""
+        With ``unload_dependents``, an ensemble's members that no other loaded
+        ensemble uses are unloaded too (theirs in turn)."""
         if self.mode != "explicit":
             raise TritonError.unavailable(_NOT_ALLOWED)
+        record = self._records.get(name)
+        needs = _record_members(record) if record is not None else []
         with self._model_lock(name):
             self._unload(name)
+        if unload_dependents:
+            for member in needs:
+                if member != name and not self._users(member):
+                    self.unload(member, unload_dependents=True)
+
+    def _users(self, name: str) -> list[str]:
+        """The loaded ensembles that use model ``name``."""
+        return [r.name for r in self._records.values() if name in _record_members(r)]
 
     def poll(self) -> None:
         """One poll (mode ``poll``): load added models, reload changed ones, unload
@@ -185,7 +243,13 @@ class ModelManager:
                 log.info("model '%s' was removed from the repository; unloading it", name)
             with self._model_lock(name):
                 self._unload(name, forget=True)
-        for name, mdir in dirs.items():
+        members = {name: folder_members(mdir) for name, mdir in dirs.items()}
+        waves, cycles = load_waves(members)
+        for name, message in cycles.items():
+            self._fail_cycle(name, dirs[name].path, message)
+        order = [name for wave in waves for name in wave]
+        for name in order:
+            mdir = dirs[name]
             if self._stop_polling.is_set():
                 return
             stamp = folder_stamp(mdir.path)
@@ -274,7 +338,7 @@ class ModelManager:
         """Load ``mdir`` into a new record stamped with its folder as it was before the
         load began (a change made while it loads shows at the next poll)."""
         stamp = stamp or folder_stamp(mdir.path)
-        record = self._loader.load(mdir, override, retries=self._retries)
+        record = self._loader.load(mdir, override, retries=self._retries, members=self._member_state)
         record.stamp = stamp
         return record
 
@@ -337,6 +401,14 @@ class ModelManager:
             return self._model_locks.setdefault(name, threading.Lock())
 
     # -- lookup --------------------------------------------------------------------------
+
+    def _member_state(self, name: str) -> MemberState | None:
+        """What an ensemble being loaded sees of its member ``name`` (None: no such model)."""
+        record = self._records.get(name)
+        if record is None:
+            return None
+        ready = {v: mv for v, mv in record.versions.items() if mv.ready}
+        return MemberState(ready, record.failure())
 
     def __contains__(self, name: str) -> bool:
         return name in self._records
@@ -436,6 +508,11 @@ class ModelManager:
                     entry["reason"] = reason
                 index.append(entry)
         return index
+
+
+def _record_members(record: ModelRecord) -> list[str]:
+    """The models the serving versions of ``record`` need (an ensemble's members)."""
+    return list(dict.fromkeys(m for mv in record.versions.values() for m in config_members(mv.config)))
 
 
 def parse_version(name: str, version: int | str | None) -> int:

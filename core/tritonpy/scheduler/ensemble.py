@@ -1,0 +1,373 @@
+"""The ensemble scheduler: runs a request through its ensemble's steps, as events.
+
+An ensemble has no instances of its own. Each request becomes a ``_Run`` that
+holds the request's tensors by ensemble name; a step fires as soon as every
+tensor it reads exists, by submitting an internal request to its member model
+(through the server, so the member's own scheduler batches it with whatever
+else it serves, and a reloaded member is found again); each member response
+adds the step's outputs to the run's tensors, which fires the steps that were
+waiting for them. Independent steps are in flight together. No thread waits:
+everything happens in the callbacks of the member responses (on the members'
+worker threads) and on the thread that submitted the request.
+
+Tensors flow by reference: a member's output array becomes the next member's
+input array, renamed, never copied. Only the steps the requested outputs need
+run (as Triton prunes its step graph per request).
+
+A step's response that fails fails the whole request with the step's error
+("in ensemble '<name>', <error>") and cancels the steps still in flight;
+cancelling the request cancels them too.
+
+Decoupled members: each response of a decoupled step forks the run's tensors
+(a new "generation" that shares what existed before the step), the steps
+downstream run once per response, and each generation that has every
+requested output is one response of the ensemble, which is then decoupled
+itself; its FINAL flag follows once no step is in flight.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    ErrorCode,
+    InferenceRequest,
+    InferenceResponse,
+    OnResponse,
+    RequestedOutput,
+    Tensor,
+    TritonError,
+)
+
+from ..statistics import ExecutionTimes, ModelStatistics
+from ._job import Job, internal_error, remaining, stopped
+
+log = logging.getLogger(__name__)
+
+#: Submits an internal request to a member model (``Server.submit(..., internal=True)``).
+Submit = Callable[[InferenceRequest, OnResponse], None]
+
+#: How many requested-output subsets keep their pruned step list.
+_PRUNED_CACHE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of an ensemble: its member and how tensors map in and out of it."""
+
+    index: int
+    model_name: str
+    #: The member's version (-1: its latest ready version at each request).
+    model_version: int
+    #: ``(member input, ensemble tensor)`` pairs.
+    inputs: tuple[tuple[str, str], ...]
+    #: ``(member output, ensemble tensor)`` pairs.
+    outputs: tuple[tuple[str, str], ...]
+
+
+class EnsembleModel(Protocol):
+    """What the scheduler needs of the ensemble's own model version."""
+
+    name: str
+    version: int
+    decoupled: bool
+    stats: ModelStatistics
+
+    def finish_ensemble_response(
+        self, request: InferenceRequest, response: InferenceResponse
+    ) -> InferenceResponse:
+        """Shape a response for the client (requested outputs, classification)."""
+        ...
+
+
+class EnsembleScheduler:
+    """Drives each request of one ensemble version through its steps."""
+
+    def __init__(self, model: EnsembleModel, steps: Sequence[Step], outputs: Sequence[str], submit: Submit):
+        self.model = model
+        self.steps = tuple(steps)
+        self.outputs = tuple(outputs)
+        self.submit = submit
+        self._writer = {tensor: step for step in self.steps for _, tensor in step.outputs}
+        self._pruned: dict[frozenset[str], tuple[Step, ...]] = {}
+        self._open = False
+        self._active = 0
+        self._idle = threading.Condition()
+
+    def start(self) -> None:
+        self._open = True
+
+    def enqueue(self, job: Job) -> None:
+        """Start ``job``'s run now (its first steps are submitted before this returns)."""
+        with self._idle:
+            if not self._open:
+                raise stopped(self.model.name)
+            self._active += 1
+        run = _Run(self, job)
+        try:
+            run.begin()
+        except Exception as exc:  # never leave a request unanswered
+            run.fail(internal_error(f"starting a request of ensemble '{self.model.name}' failed", exc))
+
+    def stop(self, deadline: float | None = None) -> None:
+        """Take no more requests; wait (until ``deadline``) for the runs in flight."""
+        with self._idle:
+            self._open = False
+            self._idle.wait_for(lambda: self._active == 0, remaining(deadline))
+
+    def ended(self) -> None:
+        with self._idle:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.notify_all()
+
+    def pruned(self, wanted: frozenset[str]) -> tuple[Step, ...]:
+        """The steps that the tensors ``wanted`` depend on, in config order."""
+        steps = self._pruned.get(wanted)
+        if steps is not None:
+            return steps
+        needed: set[int] = set()
+        todo = list(wanted)
+        while todo:
+            step = self._writer.get(todo.pop())
+            if step is not None and step.index not in needed:
+                needed.add(step.index)
+                todo.extend(tensor for _, tensor in step.inputs)
+        steps = tuple(s for s in self.steps if s.index in needed)
+        if len(self._pruned) < _PRUNED_CACHE:
+            self._pruned[wanted] = steps
+        return steps
+
+
+class _Scope:
+    """One generation of a run's tensors: what exists, which steps fired on it,
+    and whether it was answered."""
+
+    __slots__ = ("answered", "fired", "tensors")
+
+    def __init__(self, tensors: dict[str, Tensor], fired: set[int], answered: bool) -> None:
+        self.tensors = tensors
+        self.fired = fired
+        self.answered = answered
+
+    def fork(self) -> _Scope:
+        return _Scope(dict(self.tensors), set(self.fired), self.answered)
+
+
+class _Call:
+    """One step request in flight: its scope, and whether it has answered with data."""
+
+    __slots__ = ("request", "scope", "step", "with_data")
+
+    def __init__(self, scope: _Scope, step: Step, request: InferenceRequest) -> None:
+        self.scope = scope
+        self.step = step
+        self.request = request
+        self.with_data = False
+
+
+class _Run:
+    """One request going through the ensemble. Its lock guards the state below;
+    answers are delivered under it (so they reach the client in order), member
+    requests are submitted and cancelled outside it."""
+
+    def __init__(self, scheduler: EnsembleScheduler, job: Job) -> None:
+        self.scheduler = scheduler
+        self.model = scheduler.model
+        self.job = job
+        request = job.request
+        self.wanted = tuple(o.name for o in request.requested_outputs) or scheduler.outputs
+        self.steps = scheduler.pruned(frozenset(self.wanted))
+        self.lock = threading.Lock()
+        self.pending = 0
+        self.finished = False
+        self.in_flight: set[_Call] = set()
+        self.root = _Scope(dict(request.inputs), set(), False)
+        self.start_ns = time.monotonic_ns()
+        self.infer_start_ns = 0
+        self.infer_end_ns = 0
+
+    def begin(self) -> None:
+        self.model.stats.dequeued(1)
+        request = self.job.request
+        with self.lock:
+            calls = self._progress(self.root)
+            self.infer_start_ns = time.monotonic_ns()
+            if not calls and self.pending == 0 and not self.finished:
+                self._complete()
+        request.on_cancel(self.cancel)
+        self._submit(calls)
+
+    # -- events ----------------------------------------------------------------------
+
+    def on_response(self, call: _Call, response: InferenceResponse | None, flags: int) -> None:
+        """A response of one step (any thread). Never raises."""
+        try:
+            self._on_response(call, response, flags)
+        except Exception as exc:
+            self.fail(internal_error(f"a step of ensemble '{self.model.name}' failed", exc))
+
+    def _on_response(self, call: _Call, response: InferenceResponse | None, flags: int) -> None:
+        final = bool(flags & RESPONSE_COMPLETE_FINAL)
+        calls: list[_Call] = []
+        cancel: list[_Call] = []
+        with self.lock:
+            if final:
+                self.in_flight.discard(call)
+                self.pending -= 1
+            if self.finished:
+                return
+            if response is not None and response.error is not None:
+                cancel = self._fail(_step_error(self.model.name, response.error))
+            else:
+                if response is not None and response.outputs:
+                    calls = self._take_outputs(call, response, final)
+                if self.pending == 0 and not calls and not self.finished:
+                    self._complete()
+        self._cancel(cancel)
+        self._submit(calls)
+
+    def cancel(self) -> None:
+        """The client cancelled the request: answer CANCELLED, cancel the steps in flight."""
+        with self.lock:
+            if self.finished:
+                return
+            calls = self._fail(TritonError("Request was cancelled", ErrorCode.CANCELLED))
+        self._cancel(calls)
+
+    def fail(self, error: TritonError) -> None:
+        """Fail the request with ``error`` unless it is answered already."""
+        with self.lock:
+            if self.finished:
+                return
+            calls = self._fail(error)
+        self._cancel(calls)
+
+    # -- under the lock ----------------------------------------------------------------
+
+    def _take_outputs(self, call: _Call, response: InferenceResponse, final: bool) -> list[_Call]:
+        produced = response.outputs
+        if final and not call.with_data:
+            scope = call.scope  # the one response of a step: its tensors join the scope
+        else:
+            scope = call.scope.fork()  # one of several: a generation of its own
+        call.with_data = True
+        for member_name, tensor_name in call.step.outputs:
+            tensor = produced.get(member_name)
+            if tensor is not None:
+                scope.tensors[tensor_name] = replace(tensor, name=tensor_name)
+        return self._progress(scope)
+
+    def _progress(self, scope: _Scope) -> list[_Call]:
+        """Fire the steps ``scope`` can now run; answer when it has every output."""
+        tensors = scope.tensors
+        calls: list[_Call] = []
+        request = self.job.request
+        for step in self.steps:
+            if step.index in scope.fired or not all(t in tensors for _, t in step.inputs):
+                continue
+            scope.fired.add(step.index)
+            call = _Call(scope, step, _step_request(request, step, tensors))
+            calls.append(call)
+            self.in_flight.add(call)
+        self.pending += len(calls)
+        if not scope.answered and all(name in tensors for name in self.wanted):
+            scope.answered = True
+            response = InferenceResponse({name: tensors[name] for name in self.wanted})
+            if self.model.decoupled:
+                self._deliver(self.model.finish_ensemble_response(request, response), 0)
+            else:
+                self._finish(self.model.finish_ensemble_response(request, response), True)
+        return calls
+
+    def _complete(self) -> None:
+        """No step is in flight and none can fire: the request is done."""
+        if self.model.decoupled:
+            self._finish(None, True)
+            return
+        missing = [name for name in self.wanted if name not in self.root.tensors]
+        self._finish(
+            self._error_response(
+                TritonError.internal(
+                    f"in ensemble '{self.model.name}', no data was written to output(s) "
+                    f"{', '.join(repr(n) for n in missing)}"
+                )
+            ),
+            False,
+        )
+
+    def _fail(self, error: TritonError) -> list[_Call]:
+        calls = list(self.in_flight)
+        self._finish(self._error_response(error), False)
+        return calls
+
+    def _finish(self, response: InferenceResponse | None, ok: bool) -> None:
+        self.finished = True
+        self.infer_end_ns = time.monotonic_ns()
+        self._deliver(response, RESPONSE_COMPLETE_FINAL)
+        end = time.monotonic_ns()
+        request = self.job.request
+        times = ExecutionTimes(self.start_ns, self.infer_start_ns or self.start_ns, self.infer_end_ns, end)
+        self.model.stats.record_execution(times, [self.job.arrival_ns], [request.batch_size], [ok])
+        self.scheduler.ended()
+
+    def _deliver(self, response: InferenceResponse | None, flags: int) -> None:
+        self.job.answer(response, flags)
+
+    def _error_response(self, error: TritonError) -> InferenceResponse:
+        response = InferenceResponse.from_error(error)
+        request = self.job.request
+        response.model_name, response.model_version, response.id = (
+            self.model.name,
+            self.model.version,
+            request.id,
+        )
+        return response
+
+    # -- outside the lock ----------------------------------------------------------------
+
+    def _submit(self, calls: list[_Call]) -> None:
+        for call in calls:
+            try:
+                self.scheduler.submit(call.request, functools.partial(self.on_response, call))
+            except TritonError as exc:  # refused before queueing: that step's error
+                self.on_response(call, InferenceResponse.from_error(exc), RESPONSE_COMPLETE_FINAL)
+            except Exception as exc:
+                error = internal_error(f"submitting a step of ensemble '{self.model.name}' failed", exc)
+                self.on_response(call, InferenceResponse.from_error(error), RESPONSE_COMPLETE_FINAL)
+
+    @staticmethod
+    def _cancel(calls: list[_Call]) -> None:
+        for call in calls:
+            call.request.cancel()
+
+
+def _step_request(parent: InferenceRequest, step: Step, tensors: dict[str, Tensor]) -> InferenceRequest:
+    """The member request of ``step``: its inputs renamed (same arrays), and the
+    parent's id, parameters, priority, timeout and sequence settings."""
+    return InferenceRequest(
+        model_name=step.model_name,
+        model_version=step.model_version,
+        inputs={member: replace(tensors[tensor], name=member) for member, tensor in step.inputs},
+        requested_outputs=[RequestedOutput(member) for member, _ in step.outputs],
+        id=parent.id,
+        parameters=dict(parent.parameters),
+        correlation_id=parent.correlation_id,
+        flags=parent.flags,
+        priority=parent.priority,
+        timeout_us=parent.timeout_us,
+    )
+
+
+def _step_error(ensemble: str, error: TritonError) -> TritonError:
+    """A step's error as the ensemble's (Triton's wording). A member that is not
+    found (unloaded since) makes the ensemble UNAVAILABLE, not a 404 of the ensemble."""
+    code = ErrorCode.UNAVAILABLE if error.code is ErrorCode.NOT_FOUND else error.code
+    return TritonError(f"in ensemble '{ensemble}', {error.message}", code)
