@@ -408,7 +408,8 @@ class ModelManager:
         if record is None:
             return None
         ready = {v: mv for v, mv in record.versions.items() if mv.ready}
-        return MemberState(ready, record.failure())
+        failure = record.failure()
+        return MemberState(ready, failure.removesuffix(";\n") if failure else None)
 
     def __contains__(self, name: str) -> bool:
         return name in self._records

@@ -1,0 +1,252 @@
+"""Ensembles through the in-process API: pipelines, a diamond whose branches run at
+once, errors, output subsets, statistics, decoupled members and cancellation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonpy
+from tritonpy_ensembles import StepBackend, step, write_ensemble, write_step_model
+from tritonpy_sdk import ErrorCode, InferenceResponse, TritonError
+from tritonpy_testbackend import CANCELLED, WAITING, TestBackend, write_model, write_sender_models
+
+F = "TYPE_FP32"
+X = np.array([[1.0, 2.0, 3.0]], np.float32)
+
+
+def write_repository(repo: Path) -> None:
+    write_step_model(repo, "pre", add="1")
+    write_step_model(repo, "post", add="100")
+    # MID is an output of its own and the next step's input.
+    write_ensemble(
+        repo,
+        "pipe",
+        [step("pre", {"X": "IN"}, {"Y": "MID"}), step("post", {"X": "MID"}, {"Y": "OUT"})],
+        {"IN": F},
+        {"OUT": F, "MID": F},
+    )
+    write_step_model(repo, "a", add="1")
+    write_step_model(repo, "b", add="10", sleep="0.3")
+    write_step_model(repo, "c", add="20", sleep="0.3")
+    write_step_model(repo, "join", inputs=2)
+    write_ensemble(
+        repo,
+        "diamond",
+        [
+            step("a", {"X": "IN"}, {"Y": "t"}),
+            step("b", {"X": "t"}, {"Y": "U"}),
+            step("c", {"X": "t"}, {"Y": "v"}),
+            step("join", {"X": "U", "X2": "v"}, {"Y": "OUT"}),
+        ],
+        {"IN": F},
+        {"OUT": F, "U": F},
+    )
+    write_step_model(repo, "minus10", add="-10")
+    write_step_model(repo, "checker")
+    write_step_model(repo, "last", add="100")
+    write_ensemble(
+        repo,
+        "fails_in_middle",
+        [
+            step("minus10", {"X": "IN"}, {"Y": "t"}),
+            step("checker", {"X": "t"}, {"Y": "u"}),
+            step("last", {"X": "u"}, {"Y": "OUT"}),
+        ],
+        {"IN": F},
+        {"OUT": F},
+    )
+    write_step_model(repo, "batched", extra="dynamic_batching { max_queue_delay_microseconds: 300000 }")
+    write_ensemble(repo, "batching", [step("batched", {"X": "IN"}, {"Y": "OUT"})], {"IN": F}, {"OUT": F})
+    write_ensemble(repo, "nested", [step("pipe", {"IN": "IN"}, {"OUT": "OUT"})], {"IN": F}, {"OUT": F})
+    # Decoupled: "decoupled" (testbk) streams 3 responses; each goes on through addsub.
+    write_sender_models(repo)
+    write_model(repo, "addsub")
+    write_ensemble(
+        repo,
+        "streaming",
+        [
+            step("decoupled", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "s"}),
+            step("addsub", {"INPUT0": "s", "INPUT1": "B"}, {"OUTPUT0": "OUT"}),
+        ],
+        {"A": "TYPE_INT32", "B": "TYPE_INT32"},
+        {"OUT": "TYPE_INT32"},
+        dims="4",
+    )
+
+
+@pytest.fixture(scope="module")
+def steps() -> StepBackend:
+    return StepBackend()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, steps: StepBackend) -> Iterator[tritonpy.Server]:
+    repo = tmp_path_factory.mktemp("repo")
+    write_repository(repo)
+    server = tritonpy.Server(model_repository=repo)
+    server.backends.register("stepbk", steps)
+    server.backends.register("testbk", TestBackend())
+    with server:
+        yield server
+
+
+def counts(server: tritonpy.Server, model: str) -> tuple[int, int, int]:
+    """(inference_count, execution_count, failures) of ``model``."""
+    (stats,) = server.model_statistics(model)
+    return stats["inference_count"], stats["execution_count"], stats["inference_stats"]["fail"]["count"]
+
+
+def test_every_model_loads_and_the_server_is_ready(server: tritonpy.Server) -> None:
+    assert server.failed_models() == []
+    assert server.ready()
+    assert {e["name"] for e in server.repository_index(ready=True)} >= {"pipe", "diamond", "streaming"}
+
+
+def test_pipeline_runs_its_steps_in_order(server: tritonpy.Server) -> None:
+    out = server.model("pipe").predict({"IN": X})
+    np.testing.assert_array_equal(out["MID"], X + 1)
+    np.testing.assert_array_equal(out["OUT"], X + 101)
+
+
+def test_tensors_flow_between_steps_without_copies(server: tritonpy.Server, steps: StepBackend) -> None:
+    server.model("pipe").predict({"IN": X}, request_id="nocopy")
+    produced = steps.log.of("pre", "nocopy").output
+    consumed = steps.log.of("post", "nocopy").inputs["X"]
+    assert produced is not None and np.shares_memory(produced, consumed)
+
+
+def test_request_id_and_parameters_reach_every_step(server: tritonpy.Server, steps: StepBackend) -> None:
+    response = next(
+        server.model("pipe").infer({"IN": X}, request_id="rid-7", parameters={"tag": "x", "n": 3})
+    )
+    assert (response.id, response.model_name, response.model_version) == ("rid-7", "pipe", 1)
+    for model in ("pre", "post"):
+        assert steps.log.of(model, "rid-7").parameters == {"tag": "x", "n": 3}
+
+
+def test_nested_ensemble(server: tritonpy.Server) -> None:
+    np.testing.assert_array_equal(server.model("nested").predict({"IN": X})["OUT"], X + 101)
+
+
+def test_diamond_branches_run_concurrently(server: tritonpy.Server, steps: StepBackend) -> None:
+    started = time.monotonic()
+    out = server.model("diamond").predict({"IN": X}, request_id="diamond-1")
+    np.testing.assert_array_equal(out["OUT"], (X + 11) + (X + 21))
+    np.testing.assert_array_equal(out["U"], X + 11)
+    (b_start, b_end), (c_start, c_end) = steps.log.intervals["b"][-1], steps.log.intervals["c"][-1]
+    assert b_start < c_end and c_start < b_end, "the two branches did not overlap"
+    assert b_start >= started and c_start >= started
+
+
+def test_output_subset_runs_only_the_steps_it_needs(server: tritonpy.Server, steps: StepBackend) -> None:
+    c_before, join_before = counts(server, "c")[1], counts(server, "join")[1]
+    out = server.model("diamond").predict({"IN": X}, requested_output_names=["U"], request_id="subset")
+    assert list(out) == ["U"]
+    np.testing.assert_array_equal(out["U"], X + 11)
+    assert (counts(server, "c")[1], counts(server, "join")[1]) == (c_before, join_before)
+
+
+def test_an_error_in_a_middle_step_fails_the_request(server: tritonpy.Server, steps: StepBackend) -> None:
+    before = counts(server, "fails_in_middle")
+    with pytest.raises(TritonError) as info:
+        server.model("fails_in_middle").predict({"IN": np.array([[5.0]], np.float32)}, request_id="mid-err")
+    assert info.value.message == "in ensemble 'fails_in_middle', negative input on purpose"
+    assert info.value.code is ErrorCode.INVALID_ARG
+    assert not any(s.model == "last" and s.id == "mid-err" for s in steps.log.requests)
+    assert counts(server, "fails_in_middle")[2] == before[2] + 1
+    # The server, the ensemble and its members serve on.
+    out = server.model("fails_in_middle").predict({"IN": np.array([[20.0]], np.float32)})
+    np.testing.assert_array_equal(out["OUT"], [[110.0]])
+
+
+def test_invalid_requests_are_refused_as_for_any_model(server: tritonpy.Server) -> None:
+    with pytest.raises(TritonError) as info:
+        server.model("pipe").predict({}, request_id="x")
+    assert info.value.code is ErrorCode.INVALID_ARG
+    assert info.value.message.startswith(
+        "[request id: x] expected 1 inputs but got 0 inputs for model 'pipe'"
+    )
+    with pytest.raises(TritonError) as info:
+        server.model("pipe").predict({"IN": X}, requested_output_names=["NOPE"])
+    assert info.value.code is ErrorCode.INVALID_ARG
+    assert info.value.message.endswith("unexpected inference output 'NOPE' for model 'pipe'")
+
+
+def test_statistics_count_the_ensemble_and_each_member(server: tritonpy.Server) -> None:
+    ensemble, pre, post = counts(server, "pipe"), counts(server, "pre"), counts(server, "post")
+    server.model("pipe").predict({"IN": np.ones((2, 3), np.float32)})  # a batch of 2
+    assert counts(server, "pipe") == (ensemble[0] + 2, ensemble[1] + 1, ensemble[2])
+    assert counts(server, "pre") == (pre[0] + 2, pre[1] + 1, pre[2])
+    assert counts(server, "post") == (post[0] + 2, post[1] + 1, post[2])
+    (stats,) = server.model_statistics("pipe")
+    assert set(stats) == {
+        "name",
+        "version",
+        "last_inference",
+        "inference_count",
+        "execution_count",
+        "inference_stats",
+        "response_stats",
+        "batch_stats",
+        "memory_usage",
+    }
+    assert stats["inference_stats"]["success"]["count"] == stats["execution_count"]
+
+
+def test_members_batch_across_ensemble_requests(server: tritonpy.Server) -> None:
+    before = counts(server, "batched")
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: server.model("batching").predict({"IN": X * i}), range(8)))
+    for i, out in enumerate(results):
+        np.testing.assert_array_equal(out["OUT"], X * i)
+    inferences, executions, _ = counts(server, "batched")
+    assert inferences - before[0] == 8
+    assert executions - before[1] < 8, "the member ran each ensemble request alone"
+
+
+def test_a_decoupled_member_streams_through(server: tritonpy.Server) -> None:
+    assert server.is_decoupled("streaming")
+    assert server.model_config("streaming")["model_transaction_policy"] == {"decoupled": True}
+    a = np.array([[1, 2, 3, 4]], np.int32)
+    b = np.array([[1, 1, 1, 1]], np.int32)
+    responses = list(server.model("streaming").infer({"A": a, "B": b}, request_id="dec"))
+    assert len(responses) == 3
+    for r in responses:
+        assert r.id == "dec"
+        np.testing.assert_array_equal(r.outputs["OUT"].to_numpy(), a + 2 * b)
+
+
+def test_cancelling_the_request_reaches_the_running_step(server: tritonpy.Server) -> None:
+    a = np.array([[1, 2, 3, 4]], np.int32)
+    responses = server.model("streaming").infer(
+        {"A": a, "B": a}, request_id="ens-cancel", parameters={"wait_cancel": True}
+    )
+    assert isinstance(next(responses), InferenceResponse)
+    assert WAITING.saw("ens-cancel")
+    responses.close()  # the client leaves: the ensemble request is cancelled
+    assert CANCELLED.saw("ens-cancel")
+
+
+def test_concurrent_requests_each_get_their_own_answer(server: tritonpy.Server) -> None:
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            x = np.full((1, 3), float(i), np.float32)
+            out = server.model("diamond").predict({"IN": x})
+            np.testing.assert_array_equal(out["OUT"], (x + 11) + (x + 21))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []

@@ -1,0 +1,117 @@
+"""Ensembles for tests: a config writer, and a backend whose steps record what they saw.
+
+``StepBackend`` ("stepbk") serves models with inputs X (and X2 for joins) and output
+Y = X (+ X2) + the model parameter 'add', after sleeping the model parameter
+'sleep' seconds; a request with a negative element fails ("negative input on
+purpose", INVALID_ARG). It records each execution's interval, and each request's
+id, parameters and input/output arrays, per model.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tritonpy_sdk import InferenceRequest, InferenceResponse, ModelInstance, Tensor, TritonError, hookimpl
+from tritonpy_testbackend import CpuBackend
+
+
+@dataclass
+class Seen:
+    """What one request of a step model looked like."""
+
+    model: str
+    id: str
+    parameters: dict[str, Any]
+    inputs: dict[str, np.ndarray[Any, Any]]
+    output: np.ndarray[Any, Any] | None
+
+
+@dataclass
+class StepLog:
+    intervals: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    requests: list[Seen] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def of(self, model: str, request_id: str) -> Seen:
+        return next(s for s in self.requests if s.model == model and s.id == request_id)
+
+
+class StepBackend(CpuBackend):
+    def __init__(self) -> None:
+        self.log = StepLog()
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        params = instance.model.parameters
+        start = time.monotonic()
+        if "sleep" in params:
+            time.sleep(float(params["sleep"]))
+        add = float(params.get("add", "0"))
+        responses = []
+        for r in requests:
+            inputs = {name: t.data for name, t in r.inputs.items()}
+            output = None
+            if any((a < 0).any() for a in inputs.values()):
+                responses.append(
+                    InferenceResponse.from_error(TritonError.invalid_arg("negative input on purpose"))
+                )
+            else:
+                output = (sum(inputs.values()) + add).astype(np.float32)
+                responses.append(InferenceResponse({"Y": Tensor.from_numpy("Y", output)}))
+            seen = Seen(instance.model.name, r.id, dict(r.parameters), inputs, output)
+            with self.log.lock:
+                self.log.requests.append(seen)
+        with self.log.lock:
+            self.log.intervals[instance.model.name].append((start, time.monotonic()))
+        return responses
+
+
+def write_step_model(repo: Path, name: str, inputs: int = 1, extra: str = "", **params: str) -> None:
+    """A ``stepbk`` model: FP32 [-1] inputs X (and X2), output Y, batching up to 8."""
+    (repo / name / "1").mkdir(parents=True)
+    names = ["X", "X2"][:inputs]
+    ins = ", ".join(f'{{ name: "{n}" data_type: TYPE_FP32 dims: [ -1 ] }}' for n in names)
+    settings = "".join(
+        f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in params.items()
+    )
+    (repo / name / "config.pbtxt").write_text(
+        f'backend: "stepbk"\nmax_batch_size: 8\ninput [ {ins} ]\n'
+        f'output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }} ]\n{settings}{extra}'
+    )
+
+
+def step(model: str, inputs: dict[str, str], outputs: dict[str, str], version: int = -1) -> str:
+    """One step of ``ensemble_scheduling`` in config.pbtxt text."""
+    ins = " ".join(f'input_map {{ key: "{k}" value: "{v}" }}' for k, v in inputs.items())
+    outs = " ".join(f'output_map {{ key: "{k}" value: "{v}" }}' for k, v in outputs.items())
+    return f'{{ model_name: "{model}" model_version: {version} {ins} {outs} }}'
+
+
+def write_ensemble(
+    repo: Path,
+    name: str,
+    steps: Sequence[str],
+    inputs: dict[str, str],
+    outputs: dict[str, str],
+    dims: str = "-1",
+    max_batch_size: int = 8,
+    extra: str = "",
+) -> None:
+    """An ensemble with ``inputs`` and ``outputs`` (name → TYPE_*) of ``dims``, and a ``1/`` folder."""
+    (repo / name / "1").mkdir(parents=True)
+    ins = ", ".join(f'{{ name: "{n}" data_type: {t} dims: [ {dims} ] }}' for n, t in inputs.items())
+    outs = ", ".join(f'{{ name: "{n}" data_type: {t} dims: [ {dims} ] }}' for n, t in outputs.items())
+    (repo / name / "config.pbtxt").write_text(
+        f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: {max_batch_size}\n'
+        f"input [ {ins} ]\noutput [ {outs} ]\n"
+        f"ensemble_scheduling {{ step [ {', '.join(steps)} ] }}\n{extra}"
+    )
