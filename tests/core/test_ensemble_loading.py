@@ -246,3 +246,58 @@ def test_a_repository_with_ensembles_is_ready(repo: Path, tmp_path: Path) -> Non
         assert server.ready()
     finally:
         server.stop()
+
+
+def ready_names(server: tritonpy.Server) -> set[str]:
+    return {r["name"] for r in server.repository_index(ready=True)}
+
+
+def wait_unloaded(server: tritonpy.Server) -> None:
+    for row in server.repository_index():
+        if row.get("state") == "UNLOADING":
+            server.unload(row["name"], wait_until_unloaded=True, timeout=10)
+
+
+def test_unloading_a_member_takes_its_ensembles_down_until_it_loads_again(repo: Path) -> None:
+    # As Triton 2.51: the ensembles using an unloaded model are unloaded with it
+    # (requests: "has no available versions"), and come back when it loads.
+    server = start(repo, model_control_mode="explicit", load_model=["outer", "pre_only"])
+    try:
+        assert ready_names(server) == {"outer", "pipe", "pre", "post", "pre_only"}
+        server.unload("pre", wait_until_unloaded=True)
+        wait_unloaded(server)
+        assert ready_names(server) == {"post"}
+        with pytest.raises(TritonError, match="'outer' has no available versions"):
+            server.model("outer").predict({"IN": np.ones((1, 2), np.float32)})
+        server.load_model("pre")
+        assert ready_names(server) == {"outer", "pipe", "pre", "post", "pre_only"}
+        out = server.model("outer").predict({"IN": np.ones((1, 2), np.float32)})
+        np.testing.assert_array_equal(out["OUT"], [[102.0, 102.0]])
+    finally:
+        server.stop()
+
+
+def test_unload_dependents_leaves_models_loaded_by_name(repo: Path) -> None:
+    server = start(repo, model_control_mode="explicit")
+    try:
+        server.load_model("post")
+        server.load_model("pipe")
+        server.unload("pipe", unload_dependents=True, wait_until_unloaded=True)
+        wait_unloaded(server)
+        assert ready_names(server) == {"post"}  # loaded by name: it stays (pre, loaded for pipe, goes)
+    finally:
+        server.stop()
+
+
+def test_explicit_load_of_a_cycle_says_so(repo: Path) -> None:
+    server = start(repo, model_control_mode="explicit")
+    try:
+        with pytest.raises(TritonError) as info:
+            server.load_model("loop_a")
+        assert info.value.message == (
+            "load failed for model 'loop_a': circular dependency between ensembles: "
+            "loop_a -> ... -> loop_b -> loop_a"
+        )
+        assert info.value.code is ErrorCode.INVALID_ARG
+    finally:
+        server.stop()

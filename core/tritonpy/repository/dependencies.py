@@ -41,7 +41,7 @@ def folder_members(mdir: ModelDir) -> list[str]:
 def load_waves(members: Mapping[str, list[str]]) -> tuple[list[list[str]], dict[str, str]]:
     """Split the models of ``members`` (name → the models it needs) into waves to load
     one after the other; and the models that cannot load, with Triton's reason."""
-    cycles = {name: message for name in members if (message := _cycle(name, members)) is not None}
+    cycles = {name: message for name in members if (message := cycle_of(name, members)) is not None}
     depth: dict[str, int] = {}
 
     def depth_of(name: str, path: frozenset[str]) -> int:
@@ -71,7 +71,7 @@ def needed_closure(names: Iterable[str], members: Mapping[str, list[str]]) -> li
     return list(found)
 
 
-def _cycle(start: str, members: Mapping[str, list[str]]) -> str | None:
+def cycle_of(start: str, members: Mapping[str, list[str]]) -> str | None:
     """Triton's message when ``start`` needs itself through its members, else None."""
     seen: set[str] = set()
     todo = [start]

@@ -37,7 +37,7 @@ from ..model import ModelState, ModelVersion
 from ..scheduler import remaining
 from ._layout import ModelDir, scan_repositories
 from ._stamp import folder_stamp
-from .dependencies import config_members, folder_members, load_waves, needed_closure
+from .dependencies import config_members, cycle_of, folder_members, load_waves, needed_closure
 from .overrides import Override, parse_override
 
 log = logging.getLogger("tritonpy")
@@ -81,6 +81,11 @@ class ModelManager:
         self._unloading_lock = threading.Lock()
         self._poller: threading.Thread | None = None
         self._stop_polling = threading.Event()
+        #: Models loaded by name through the API or --load-model (not only as an
+        #: ensemble's members): unload_dependents leaves them loaded, as Triton does.
+        self._explicit: set[str] = set()
+        #: Ensembles unloaded because a model they use was: its next load brings them back.
+        self._taken_down: set[str] = set()
         #: Folder stamps of polls whose load failed (not retried until they change).
         self._failed_stamps: dict[str, str] = {}
 
@@ -101,6 +106,7 @@ class ModelManager:
                     log.error("%s", reason)
                     self.startup_errors.append((name, reason))
             # An ensemble named at start brings the models it needs.
+            self._explicit.update(n for n in names if n in by_name)
             dirs = [by_name[n] for n in needed_closure([n for n in names if n in by_name], members)]
         self._load_in_waves(dirs, members, skip)
 
@@ -167,7 +173,10 @@ class ModelManager:
     def load(self, name: str, config: str | None = None, files: Mapping[str, bytes] | None = None) -> None:
         """Load or reload ``name`` (explicit mode), with an optional config override
         (JSON) and model files. Returns once the new versions serve; TritonError
-        with the reason if the load failed (the versions that served go on serving)."""
+        with the reason if the load failed (the versions that served go on serving).
+
+        As Triton: an ensemble's members that do not serve load first; loading a
+        model brings back the ensembles that unloading it had taken down."""
         if self.mode != "explicit":
             raise TritonError.unavailable(_NOT_ALLOWED)
         override = parse_override(name, config, files)
@@ -178,9 +187,33 @@ class ModelManager:
                 override.remove()
             raise
         needs = config_members(override.config) if override is not None else folder_members(mdir)
-        self._load_members(name, needs, (name,))
+        if needs:
+            cycle = cycle_of(name, self._needs_graph(name, needs))
+            if cycle is not None:
+                if override is not None:
+                    override.remove()
+                self._fail_cycle(name, mdir.path, cycle)
+                raise TritonError.invalid_arg(f"load failed for model '{name}': {cycle}")
+            self._load_members(name, needs)
+        self._explicit.add(name)
         with self._model_lock(name):
             self._reload(mdir, override, explicit=True)
+        self._restore_dependents(name)
+
+    def _needs_graph(self, name: str, needs: list[str]) -> dict[str, list[str]]:
+        """The models ``name`` needs, at any depth, each with those it needs."""
+        graph = {name: needs}
+        todo = list(needs)
+        while todo:
+            member = todo.pop()
+            if member in graph:
+                continue
+            try:
+                graph[member] = folder_members(self._find(member))
+            except TritonError:
+                graph[member] = []
+            todo.extend(graph[member])
+        return graph
 
     def _fail_cycle(self, name: str, path: Path, message: str) -> None:
         """Ensemble ``name`` needs itself: it does not load (what served before serves on)."""
@@ -190,43 +223,81 @@ class ModelManager:
             log.error("failed to load '%s': %s", name, message)
             self._put(ModelRecord(name, path, error=error))
 
-    def _load_members(self, ensemble: str, names: Sequence[str], chain: tuple[str, ...]) -> None:
+    def _load_members(self, ensemble: str, names: Sequence[str]) -> None:
         """Load the models an ensemble needs that do not serve yet (those they need
         first). A member that fails to load is the ensemble's reason when it loads."""
         for name in names:
             record = self._records.get(name)
-            if name in chain or (record is not None and record.versions):
-                continue  # a cycle is the ensemble's own load failure
+            if record is not None and record.versions:
+                continue
             try:
                 mdir = self._find(name)
             except TritonError:
                 continue  # not in the repository: the ensemble's load says so
-            self._load_members(name, folder_members(mdir), (*chain, name))
+            self._load_members(name, folder_members(mdir))
             with self._model_lock(name):
                 try:
                     self._reload(mdir, None, explicit=True)
                 except TritonError as exc:
                     log.error("loading '%s' for ensemble '%s' failed: %s", name, ensemble, exc.message)
 
+    def _restore_dependents(self, name: str) -> None:
+        """Reload the ensembles that were unloaded because ``name`` was."""
+        for ensemble in sorted(self._taken_down):
+            record = self._records.get(ensemble)
+            if record is None or name not in _folder_members(record):
+                continue
+            self._taken_down.discard(ensemble)
+            try:
+                mdir = self._find(ensemble)
+                self._load_members(ensemble, folder_members(mdir))
+                with self._model_lock(ensemble):
+                    self._reload(mdir, None, explicit=True)
+            except TritonError as exc:
+                log.error("reloading ensemble '%s' after '%s' loaded failed: %s", ensemble, name, exc.message)
+                continue
+            self._restore_dependents(ensemble)
+
     def unload(self, name: str, unload_dependents: bool = False) -> None:
         """Unload every version of ``name`` (explicit mode). Returns at once, as Triton:
         the versions are UNLOADING until their queued and in-flight requests finish,
         then UNAVAILABLE ("unloaded"). A model that is not loaded is left as it is.
-        With ``unload_dependents``, an ensemble's members that no other loaded
-        ensemble uses are unloaded too (theirs in turn)."""
+
+        As Triton: the ensembles that use ``name`` are unloaded too (a later load of
+        ``name`` brings them back); with ``unload_dependents``, so are the models an
+        ensemble loaded for itself that no other serving ensemble uses."""
         if self.mode != "explicit":
             raise TritonError.unavailable(_NOT_ALLOWED)
+        self._explicit.discard(name)
         record = self._records.get(name)
-        needs = _record_members(record) if record is not None else []
+        members = _record_members(record) if record is not None else []
+        self._unload_with_users(name)
+        if unload_dependents:
+            self._unload_members(members)
+
+    def _unload_with_users(self, name: str) -> None:
+        for user in self._users(name):
+            if user != name:
+                self._taken_down.add(user)
+                log.info("unloading ensemble '%s': it uses '%s', which is unloading", user, name)
+                self._unload_with_users(user)
         with self._model_lock(name):
             self._unload(name)
-        if unload_dependents:
-            for member in needs:
-                if member != name and not self._users(member):
-                    self.unload(member, unload_dependents=True)
+
+    def _unload_members(self, members: list[str]) -> None:
+        """Unload ``members`` that were loaded only for ensembles and that no serving
+        ensemble uses any more (and theirs in turn)."""
+        for member in members:
+            record = self._records.get(member)
+            if record is None or not record.versions or member in self._explicit or self._users(member):
+                continue
+            nested = _record_members(record)
+            with self._model_lock(member):
+                self._unload(member)
+            self._unload_members(nested)
 
     def _users(self, name: str) -> list[str]:
-        """The loaded ensembles that use model ``name``."""
+        """The serving ensembles that use model ``name``."""
         return [r.name for r in self._records.values() if name in _record_members(r)]
 
     def poll(self) -> None:
@@ -514,6 +585,12 @@ class ModelManager:
 def _record_members(record: ModelRecord) -> list[str]:
     """The models the serving versions of ``record`` need (an ensemble's members)."""
     return list(dict.fromkeys(m for mv in record.versions.values() for m in config_members(mv.config)))
+
+
+def _folder_members(record: ModelRecord) -> list[str]:
+    """The models the versions ``record`` served or serves need (retired ones included)."""
+    versions = [*record.versions.values(), *record.retired.values()]
+    return list(dict.fromkeys(m for mv in versions for m in config_members(mv.config)))
 
 
 def parse_version(name: str, version: int | str | None) -> int:
