@@ -139,7 +139,7 @@ def main() -> None:
         repo = repository(Path(tmp))
         served = Served(repo, log=Path(tmp) / "server.log")
         try:
-            grpc = grpc_paths(served.url.replace(str(served.http), str(served.grpc)), x, args.seconds)
+            grpc = grpc_paths(f"127.0.0.1:{served.grpc}", x, args.seconds)
         finally:
             served.stop()
         local = in_process_paths(repo, x, args.seconds)

@@ -4,6 +4,7 @@ unloaded with ``unload_dependents``)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -299,5 +300,42 @@ def test_explicit_load_of_a_cycle_says_so(repo: Path) -> None:
             "loop_a -> ... -> loop_b -> loop_a"
         )
         assert info.value.code is ErrorCode.INVALID_ARG
+    finally:
+        server.stop()
+
+
+def test_poll_loads_a_new_ensemble_after_its_new_member(tmp_path: Path) -> None:
+    repo = tmp_path / "polled"
+    repo.mkdir()
+    server = start(repo, model_control_mode="poll", repository_poll_secs=0)
+    try:
+        # Named so that a plain name order would load the ensemble first.
+        write_ensemble(
+            repo, "a_pipeline", [step("z_member", {"X": "IN"}, {"Y": "OUT"})], {"IN": F}, {"OUT": F}
+        )
+        write_step_model(repo, "z_member", add="1")
+        server.manager.poll()
+        assert ready_names(server) == {"a_pipeline", "z_member"}
+        out = server.model("a_pipeline").predict({"IN": np.ones((1, 2), np.float32)})
+        np.testing.assert_array_equal(out["OUT"], [[2.0, 2.0]])
+    finally:
+        server.stop()
+
+
+def test_a_member_gone_from_the_repository_fails_requests_as_unavailable(tmp_path: Path) -> None:
+    repo = tmp_path / "polled"
+    repo.mkdir()
+    write_step_model(repo, "member", add="1")
+    write_ensemble(repo, "uses_member", [step("member", {"X": "IN"}, {"Y": "OUT"})], {"IN": F}, {"OUT": F})
+    server = start(repo, model_control_mode="poll", repository_poll_secs=0)
+    try:
+        shutil.rmtree(repo / "member")
+        server.manager.poll()
+        with pytest.raises(TritonError) as info:
+            server.model("uses_member").predict({"IN": np.ones((1, 2), np.float32)})
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert info.value.message == (
+            "in ensemble 'uses_member', Request for unknown model: 'member' is not found"
+        )
     finally:
         server.stop()
