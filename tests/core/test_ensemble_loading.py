@@ -13,6 +13,7 @@ import pytest
 import tritonpy
 from tritonpy_ensembles import StepBackend, step, write_ensemble, write_step_model
 from tritonpy_sdk import ErrorCode, TritonError
+from tritonpy_testbackend import CANCELLED, TestBackend, write_model, write_sender_models
 
 F = "TYPE_FP32"
 ONE_STEP = [step("pre", {"X": "IN"}, {"Y": "OUT"})]
@@ -337,5 +338,56 @@ def test_a_member_gone_from_the_repository_fails_requests_as_unavailable(tmp_pat
         assert info.value.message == (
             "in ensemble 'uses_member', Request for unknown model: 'member' is not found"
         )
+    finally:
+        server.stop()
+
+
+def test_a_nested_streaming_ensemble_whose_next_step_is_refused_does_not_hang(tmp_path: Path) -> None:
+    # The inner ensemble's response reaches the outer one, whose next step is refused
+    # at once (its member is gone): the outer request fails and cancels the inner
+    # one, on the thread that delivered the inner's response.
+    repo = tmp_path / "polled"
+    repo.mkdir()
+    write_sender_models(repo)
+    write_model(repo, "addsub")
+    write_model(repo, "gone")
+    i32 = "TYPE_INT32"
+    write_ensemble(
+        repo,
+        "inner",
+        [
+            step("decoupled", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "s"}),
+            step("addsub", {"INPUT0": "s", "INPUT1": "B"}, {"OUTPUT0": "OUT"}),
+        ],
+        {"A": i32, "B": i32},
+        {"OUT": i32},
+        dims="4",
+    )
+    write_ensemble(
+        repo,
+        "outer",
+        [
+            step("inner", {"A": "A", "B": "B"}, {"OUT": "t"}),
+            step("gone", {"INPUT0": "t", "INPUT1": "t"}, {"OUTPUT0": "OUT"}),
+        ],
+        {"A": i32, "B": i32},
+        {"OUT": i32},
+        dims="4",
+    )
+    server = tritonpy.Server(model_repository=repo, model_control_mode="poll", repository_poll_secs=0)
+    server.backends.register("stepbk", StepBackend())
+    server.backends.register("testbk", TestBackend())
+    server.start()
+    try:
+        assert server.failed_models() == []
+        shutil.rmtree(repo / "gone")
+        server.manager.poll()
+        a = np.ones((1, 4), np.int32)
+        responses = server.model("outer").infer(
+            {"A": a, "B": a}, request_id="nested-refused", parameters={"wait_cancel": True}
+        )
+        with pytest.raises(TritonError, match="in ensemble 'outer', Request for unknown model: 'gone'"):
+            next(responses)
+        assert CANCELLED.saw("nested-refused")
     finally:
         server.stop()

@@ -174,9 +174,11 @@ class _Call:
 
 
 class _Run:
-    """One request going through the ensemble. Its lock guards the state below;
-    answers are delivered under it (so they reach the client in order), member
-    requests are submitted and cancelled outside it."""
+    """One request going through the ensemble. Its lock guards the state below.
+    Answers are queued under it and delivered outside it, by one thread at a time
+    and in order; member requests are submitted and cancelled outside it too (an
+    answer or a cancellation may reach another run, a nested ensemble's, on this
+    thread)."""
 
     def __init__(self, scheduler: EnsembleScheduler, job: Job) -> None:
         self.scheduler = scheduler
@@ -193,6 +195,8 @@ class _Run:
         self.start_ns = time.monotonic_ns()
         self.infer_start_ns = 0
         self.infer_end_ns = 0
+        self.outbox: list[tuple[InferenceResponse | None, int]] = []
+        self.delivering = False
 
     def begin(self) -> None:
         self.model.stats.dequeued(1)
@@ -202,6 +206,7 @@ class _Run:
             self.infer_start_ns = time.monotonic_ns()
             if not calls and self.pending == 0 and not self.finished:
                 self._complete()
+        self._flush()
         request.on_cancel(self.cancel)
         self._submit(calls)
 
@@ -231,6 +236,7 @@ class _Run:
                     calls = self._take_outputs(call, response, final)
                 if self.pending == 0 and not calls and not self.finished:
                     self._complete()
+        self._flush()
         self._cancel(cancel)
         self._submit(calls)
 
@@ -240,6 +246,7 @@ class _Run:
             if self.finished:
                 return
             calls = self._fail(TritonError("Request was cancelled", ErrorCode.CANCELLED))
+        self._flush()
         self._cancel(calls)
 
     def fail(self, error: TritonError) -> None:
@@ -248,6 +255,7 @@ class _Run:
             if self.finished:
                 return
             calls = self._fail(error)
+        self._flush()
         self._cancel(calls)
 
     # -- under the lock ----------------------------------------------------------------
@@ -319,7 +327,7 @@ class _Run:
         self.scheduler.ended()
 
     def _deliver(self, response: InferenceResponse | None, flags: int) -> None:
-        self.job.answer(response, flags)
+        self.outbox.append((response, flags))
 
     def _error_response(self, error: TritonError) -> InferenceResponse:
         response = InferenceResponse.from_error(error)
@@ -332,6 +340,22 @@ class _Run:
         return response
 
     # -- outside the lock ----------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Deliver the queued answers, in order; a thread that finds another one
+        delivering leaves its answers to it."""
+        while True:
+            with self.lock:
+                if self.delivering or not self.outbox:
+                    return
+                self.delivering = True
+                answers, self.outbox = self.outbox, []
+            try:
+                for response, flags in answers:
+                    self.job.answer(response, flags)  # never raises
+            finally:
+                with self.lock:
+                    self.delivering = False
 
     def _submit(self, calls: list[_Call]) -> None:
         for call in calls:
