@@ -320,6 +320,7 @@ class ModelLoader:
                 model=Model(mdir.name, version, config_dict, mdir.path, ENSEMBLE_BACKEND),
                 instances=[],
                 labels=self._labels(mdir, version, config_dict),
+                cache=self._cache if config.response_cache.enable and not plan.decoupled else None,
                 scheduler_factory=lambda model: EnsembleScheduler(model, plan.steps, outputs, submit),
             )
             mv.load_seconds = time.monotonic() - load_start

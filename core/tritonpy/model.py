@@ -332,10 +332,7 @@ class ModelVersion:
         )
         if self.cache is not None:
             for job, out in zip(jobs, outs):
-                if job.cache_key is not None and out.error is None:
-                    t = time.monotonic_ns()
-                    self.cache.insert(job.cache_key, out)
-                    self.stats.record_cache_miss(job.cache_lookup_ns + time.monotonic_ns() - t)
+                self.cache_response(job, out)
         for job, out in zip(jobs, outs):
             if job.trace is not None:
                 for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
@@ -355,6 +352,14 @@ class ModelVersion:
             else:
                 keep.append(job)
         return keep
+
+    def cache_response(self, job: Job, response: InferenceResponse) -> None:
+        """Keep a successful response of a request the cache missed (a model with
+        ``response_cache`` enabled), and count the miss."""
+        if self.cache is not None and job.cache_key is not None and response.error is None:
+            t = time.monotonic_ns()
+            self.cache.insert(job.cache_key, response)
+            self.stats.record_cache_miss(job.cache_lookup_ns + time.monotonic_ns() - t)
 
     def finish_ensemble_response(
         self, request: InferenceRequest, response: InferenceResponse

@@ -250,3 +250,26 @@ def test_concurrent_requests_each_get_their_own_answer(server: tritonpy.Server) 
     for t in threads:
         t.join(30)
     assert errors == []
+
+
+def test_an_ensemble_with_response_cache_answers_repeats_from_it(tmp_path: Path) -> None:
+    # Triton's top-level ensemble caching: a hit answers without running any step.
+    write_step_model(tmp_path, "pre", add="1")
+    write_ensemble(
+        tmp_path,
+        "cached",
+        [step("pre", {"X": "IN"}, {"Y": "OUT"})],
+        {"IN": F},
+        {"OUT": F},
+        extra="response_cache { enable: true }",
+    )
+    server = tritonpy.Server(model_repository=tmp_path, cache_config={"local": {"size": "1048576"}})
+    server.backends.register("stepbk", StepBackend())
+    with server:
+        first = server.model("cached").predict({"IN": X})
+        second = server.model("cached").predict({"IN": X})
+        np.testing.assert_array_equal(first["OUT"], second["OUT"])
+        assert counts(server, "pre")[1] == 1
+        (stats,) = server.model_statistics("cached")
+        assert stats["inference_stats"]["cache_hit"]["count"] == 1
+        assert stats["inference_stats"]["cache_miss"]["count"] == 1

@@ -86,6 +86,10 @@ class EnsembleModel(Protocol):
         """Shape a response for the client (requested outputs, classification)."""
         ...
 
+    def cache_response(self, job: Job, response: InferenceResponse) -> None:
+        """Keep the response in the response cache when the ensemble uses one."""
+        ...
+
 
 class EnsembleScheduler:
     """Drives each request of one ensemble version through its steps."""
@@ -289,10 +293,12 @@ class _Run:
         if not scope.answered and all(name in tensors for name in self.wanted):
             scope.answered = True
             response = InferenceResponse({name: tensors[name] for name in self.wanted})
+            response = self.model.finish_ensemble_response(request, response)
             if self.model.decoupled:
-                self._deliver(self.model.finish_ensemble_response(request, response), 0)
+                self._deliver(response, 0)
             else:
-                self._finish(self.model.finish_ensemble_response(request, response), True)
+                self.model.cache_response(self.job, response)
+                self._finish(response, True)
         return calls
 
     def _complete(self) -> None:
