@@ -4,12 +4,14 @@ Every scheduler (the ``Scheduler`` protocol) takes ``Job`` objects from any
 thread and hands lists of them to a ``Runner`` on an instance's worker thread (the
 inline scheduler starts them on the calling thread, for instances that need no thread);
 ``create_scheduler`` picks a model's from its config. The default scheduler
-runs one request per execution on the first free instance.
+runs one request per execution on the first free instance. An ensemble's
+``EnsembleScheduler`` runs no instance: it sends each request through its steps.
 """
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
+from .ensemble import EnsembleScheduler
 from .factory import Scheduler, create_scheduler
 from .inline import InlineScheduler
 
@@ -18,6 +20,7 @@ __all__ = [
     "DefaultScheduler",
     "InlineScheduler",
     "DynamicBatcher",
+    "EnsembleScheduler",
     "Job",
     "Runner",
     "Scheduler",

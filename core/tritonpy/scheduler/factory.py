@@ -3,7 +3,8 @@
 Every scheduler takes ``Job`` objects from any thread (``enqueue``), hands
 lists of them to a ``Runner`` on an instance's worker thread, and stops by a
 deadline. The config's ``scheduling_choice`` decides which one a model gets;
-the sequence batcher and ensembles plug in here. A model without dynamic
+the sequence batcher plugs in here. Ensembles have no instances: their versions
+get the ``EnsembleScheduler`` (``ensemble.py``) from the loader. A model without dynamic
 batching or rate limits whose instances all execute through ``execute_nowait``
 gets the ``InlineScheduler``, which needs no threads. A rate-limited model without
 ``dynamic_batching`` gets the batcher with batches of one request: its batcher
