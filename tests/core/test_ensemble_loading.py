@@ -391,3 +391,14 @@ def test_a_nested_streaming_ensemble_whose_next_step_is_refused_does_not_hang(tm
         assert CANCELLED.saw("nested-refused")
     finally:
         server.stop()
+
+
+def test_an_ensemble_unloaded_by_name_stays_unloaded_when_its_member_loads(repo: Path) -> None:
+    server = start(repo, model_control_mode="explicit", load_model=["pre_only"])
+    try:
+        server.unload("pre", wait_until_unloaded=True)  # takes pre_only down with it
+        server.unload("pre_only", wait_until_unloaded=True)  # ... and now by name
+        server.load_model("pre")
+        assert ready_names(server) == {"pre"}
+    finally:
+        server.stop()

@@ -196,6 +196,7 @@ class ModelManager:
                 raise TritonError.invalid_arg(f"load failed for model '{name}': {cycle}")
             self._load_members(name, needs)
         self._explicit.add(name)
+        self._taken_down.discard(name)
         with self._model_lock(name):
             self._reload(mdir, override, explicit=True)
         self._restore_dependents(name)
@@ -269,6 +270,7 @@ class ModelManager:
         if self.mode != "explicit":
             raise TritonError.unavailable(_NOT_ALLOWED)
         self._explicit.discard(name)
+        self._taken_down.discard(name)  # unloaded by name: a member's load leaves it so
         record = self._records.get(name)
         members = _record_members(record) if record is not None else []
         self._unload_with_users(name)
