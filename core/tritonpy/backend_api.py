@@ -7,6 +7,7 @@ batched), statistics and metrics.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,3 +44,6 @@ class BackendServerApi:
 
     def exit_deadline(self) -> float | None:
         return self._server.exit_deadline
+
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._server.event_loop

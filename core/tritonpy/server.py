@@ -142,6 +142,9 @@ class Server:
         self._stopping = False
         #: ``time.monotonic()`` by which a stopping server must be done; None while serving.
         self.exit_deadline: float | None = None
+        #: The loop the network front ends run on (set by ``tritonpy serve`` before
+        #: ``start``); backends may watch their descriptors there (``ServerApi.event_loop``).
+        self.event_loop: asyncio.AbstractEventLoop | None = None
         #: Set by ``drain``: clients' new requests are refused while in-flight ones finish.
         self.draining = False
         #: ``time.monotonic()`` of the last request refused while stopping (0: none).
@@ -546,7 +549,12 @@ READY_CHECK_SECONDS = 5.0
 
 
 def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
-    """``fn(*args)`` on ``loop``, from any thread; nothing once the loop is closed."""
+    """``fn(*args)`` on ``loop``, from any thread; nothing once the loop is closed.
+    On the loop's own thread (a backend that completes there) it is only queued:
+    no wake-up of the loop is needed."""
+    if asyncio._get_running_loop() is loop:
+        loop.call_soon(fn, *args)
+        return
     try:
         loop.call_soon_threadsafe(fn, *args)
     except RuntimeError:  # the caller's loop is closed: nobody is waiting any more

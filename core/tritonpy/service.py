@@ -100,6 +100,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     # the server cleanly (models still loading finish, the rest are skipped).
     stop = asyncio.Event()
     _on_signals(loop, stop)
+    server.event_loop = loop  # it runs until the server stopped: backends may watch descriptors on it
     loading = _in_thread(loop, server.start)
     stopping: asyncio.Future[Any] = asyncio.create_task(stop.wait())
     await asyncio.wait({loading, stopping}, return_when=asyncio.FIRST_COMPLETED)

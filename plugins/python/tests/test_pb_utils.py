@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import triton_python_backend_utils as pb_utils
-from triton_python_backend_utils._wire import INLINE_BYTES, Arena, Link
+from triton_python_backend_utils._wire import INLINE_BYTES, Arena, FrameReader, Link
 
 PB_UTILS = Path(pb_utils.__file__).parent
 
@@ -263,3 +263,52 @@ def test_a_full_dev_shm_sends_tensors_inline(tmp_path: Path, monkeypatch: pytest
     finally:
         link.conn.close()
         theirs.close()
+
+
+def test_frame_reader_reads_what_the_link_sends_without_blocking(tmp_path: Path) -> None:
+    """The event loop's reader of a stub: whole messages however the bytes arrive
+    (several in one read, one split across reads, one larger than a read), releases
+    applied, an empty socket never blocks, and the peer's close is told apart."""
+    ours, theirs = socket.socketpair()
+    p2c = Arena(str(tmp_path / "p2c"), 1 << 20, create=True)
+    c2p = Arena(str(tmp_path / "c2p"), 1 << 20, create=True)
+    server = Link(Connection(os.dup(ours.fileno())), mine=p2c, theirs=c2p)
+    stub = Link(Connection(theirs.detach()), mine=c2p, theirs=p2c)
+    reader = FrameReader(ours, chunk=64)
+    try:
+        assert reader.read() == []  # nothing there: no wait
+        for i in range(3):
+            stub.send({"op": "log", "i": i})
+        got: list[dict[str, Any]] = []
+        while len(got) < 3:
+            messages = reader.read()
+            assert messages is not None
+            got += messages
+        assert [m["i"] for m in got] == [0, 1, 2]
+
+        large = bytes(range(256)) * 64  # 16 KiB: many 64-byte reads at first
+        stub.send({"op": "send", "r": large})
+        got = []
+        while not got:
+            messages = reader.read()
+            assert messages is not None
+            got += messages
+        assert got == [{"op": "send", "r": large}]
+
+        offset = p2c.alloc(128)
+        assert offset is not None and p2c.in_use
+        stub._releases.append(offset)  # a release riding on the stub's next message
+        stub.send({"op": "done", "b": 1})
+        got = []
+        while not got:
+            messages = reader.read()
+            assert messages is not None
+            got += [server.take_message(m) for m in messages]
+        assert got == [{"op": "done", "b": 1}]
+        assert p2c.in_use == 0
+
+        stub.conn.close()
+        assert reader.read() is None  # the stub is gone
+    finally:
+        server.conn.close()
+        ours.close()

@@ -7,6 +7,7 @@ validation, scheduling, statistics and metrics as a client's.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -50,5 +51,19 @@ class ServerApi(Protocol):
         counts from the stop), ``instance_finalize`` and ``model_finalize`` must
         return by then: a backend that waits for its own processes or threads
         bounds the wait by this and ends them forcibly past it.
+        """
+        ...
+
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the server's network front ends run on; None without one
+        (a server used in process, with no front end).
+
+        A backend whose work happens in other processes may watch its own file
+        descriptors on it (``loop.add_reader``, registered through
+        ``loop.call_soon_threadsafe``) and complete ``execute_nowait`` batches from
+        there, with no thread of its own in between. Callbacks on it must never
+        block: everything the server's clients are answered by runs there too.
+        The loop runs until the server has stopped, every ``instance_finalize``
+        included.
         """
         ...

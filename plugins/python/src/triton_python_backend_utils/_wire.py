@@ -19,6 +19,8 @@ import logging
 import mmap
 import os
 import pickle
+import socket
+import struct
 import threading
 import weakref
 from multiprocessing.connection import Connection
@@ -28,6 +30,9 @@ import numpy as np
 
 from ._bytes import deserialize_bytes_tensor, elements, encode_into, encoded_size
 from ._dtypes import CODES, triton_to_numpy_type
+
+_SHORT = struct.Struct("!i")
+_LONG = struct.Struct("!Q")
 
 #: Tensors smaller than this travel inside the control message.
 INLINE_BYTES = 4096
@@ -169,15 +174,29 @@ class Link:
             self.conn.send_bytes(data)
 
     def recv(self) -> dict[str, Any]:
-        msg: dict[str, Any] = pickle.loads(self.conn.recv_bytes())
+        return self.take_message(pickle.loads(self.conn.recv_bytes()))
+
+    def flush_releases(self) -> None:
+        """Send pending releases now (when no other message is due to carry them).
+
+        Never waits for another thread's send: the reading side calls this, and a
+        reader blocked behind a writer that waits for the peer to read would stall
+        both processes. Releases left behind ride with the next message.
+        """
+        if not self._releases or not self._send_lock.acquire(blocking=False):
+            return
+        try:
+            releases = self._take_releases()
+            if releases:
+                self.conn.send_bytes(pickle.dumps({"op": "rel", "rel": releases}, protocol=5))
+        finally:
+            self._send_lock.release()
+
+    def take_message(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A message read by other means (a ``FrameReader``), its releases applied."""
         for offset in msg.pop("rel", ()):
             self.mine.free(offset)
         return msg
-
-    def flush_releases(self) -> None:
-        """Send pending releases now (when no other message is due to carry them)."""
-        if self._releases:
-            self.send({"op": "rel"})
 
     def _take_releases(self) -> list[int]:
         out = []
@@ -229,3 +248,51 @@ class Link:
         array = np.frombuffer(self.theirs.map, dtype=dtype, count=count, offset=a)
         weakref.finalize(array.base, self._releases.append, a)
         return array.reshape(shape)
+
+
+class FrameReader:
+    """Reads the link's messages without blocking, for a reader on an event loop.
+
+    ``read`` takes what the socket holds (one ``recv``) and returns the messages
+    completed by it; a message split across reads waits in a buffer for its rest.
+    Frames are ``multiprocessing.Connection``'s: a 4-byte big-endian length, or
+    -1 and an 8-byte length for messages of 2 GiB and more.
+    """
+
+    def __init__(self, sock: socket.socket, chunk: int = 256 << 10) -> None:
+        self.sock = sock
+        self._chunk = chunk
+        self._pending = bytearray()
+
+    def read(self) -> list[dict[str, Any]] | None:
+        """The messages now complete (maybe none); None once the peer closed the socket."""
+        try:
+            data = self.sock.recv(self._chunk, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError:
+            return None
+        if not data:
+            return None
+        if self._pending:
+            self._pending += data
+            data = bytes(self._pending)
+        messages: list[dict[str, Any]] = []
+        pos, end = 0, len(data)
+        while end - pos >= 4:
+            (size,) = _SHORT.unpack_from(data, pos)
+            head = 4
+            if size == -1:
+                if end - pos < 12:
+                    break
+                (size,) = _LONG.unpack_from(data, pos + 4)
+                head = 12
+            if end - pos - head < size:
+                if size > self._chunk:  # one large message: read it in fewer, larger chunks
+                    self._chunk = min(size + head, 64 << 20)
+                break
+            pos += head
+            messages.append(pickle.loads(memoryview(data)[pos : pos + size]))
+            pos += size
+        self._pending = bytearray(memoryview(data)[pos:]) if pos < end else bytearray()
+        return messages

@@ -8,6 +8,7 @@ instance, and the stub is started again with the model re-initialised.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import functools
 import itertools
@@ -25,7 +26,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from triton_python_backend_utils._wire import Arena, Link, shm_dir
+from triton_python_backend_utils._wire import Arena, FrameReader, Link, shm_dir
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
     ExecuteComplete,
@@ -103,6 +104,10 @@ def _hook_exit() -> None:
                 register(_end_starting_stubs)
             except RuntimeError:  # the interpreter is already exiting
                 pass
+
+
+#: How often a wait for the stub's control answer checks that the stub still runs.
+_CONTROL_POLL_S = 0.2
 
 
 @dataclass
@@ -257,8 +262,16 @@ class StubProcess:
         self._generation += 1
         self._control = queue.SimpleQueue()
         self._gone = threading.Event()
+        generation = self._generation
+        loop = self._services.event_loop()
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._watch, loop, link, ours, generation)
+                return link
+            except RuntimeError:  # the loop is closed: a thread reads instead
+                pass
         threading.Thread(
-            target=self._read, args=(link, ours, self._generation), name=f"stub-{self.name}", daemon=True
+            target=self._read, args=(link, ours, generation), name=f"stub-{self.name}", daemon=True
         ).start()
         return link
 
@@ -279,13 +292,24 @@ class StubProcess:
         self._alive = True
 
     def _wait_control(self, op: str, timeout: float) -> dict[str, Any]:
-        try:
-            reply = self._control.get(timeout=timeout)
-        except queue.Empty:
-            self._kill()
-            raise TritonError.unavailable(
-                f"the stub of '{self.name}' did not answer '{op}' within {timeout} s"
-            ) from None
+        """The stub's answer to ``op``. A stub that exits meanwhile ends the wait even
+        when nothing reads its socket any more (its reader was the event loop, which
+        ended: the interpreter exits and ``_end_starting_stubs`` ended the stub)."""
+        deadline = time.monotonic() + timeout
+        proc = self._proc
+        while True:
+            try:
+                reply = self._control.get(timeout=min(_CONTROL_POLL_S, max(0.0, deadline - time.monotonic())))
+                break
+            except queue.Empty:
+                if proc is not None and proc.poll() is not None:
+                    reply = {"op": "died", "code": proc.returncode}
+                    break
+                if time.monotonic() >= deadline:
+                    self._kill()
+                    raise TritonError.unavailable(
+                        f"the stub of '{self.name}' did not answer '{op}' within {timeout} s"
+                    ) from None
         if reply.get("op") == "died":
             raise TritonError.unavailable(
                 f"Stub process '{self.name}' is not healthy: it exited with {reply.get('code')} "
@@ -542,6 +566,35 @@ class StubProcess:
         # (a close here could pull the descriptor from under a thread sending on it).
         if generation == self._generation:
             self._died()
+
+    def _watch(
+        self, loop: asyncio.AbstractEventLoop, link: Link, sock: socket.socket, generation: int
+    ) -> None:
+        """Read the stub's messages on the server's event loop (its front ends' loop):
+        a batch's answer completes there, where its client is answered, with no
+        thread in between. Runs on the loop."""
+        reader = FrameReader(socket.socket(fileno=os.dup(sock.fileno())))
+        loop.add_reader(reader.sock.fileno(), self._readable, loop, link, reader, generation)
+
+    def _readable(
+        self, loop: asyncio.AbstractEventLoop, link: Link, reader: FrameReader, generation: int
+    ) -> None:
+        """The stub's socket has data (on the loop): handle every message it completes."""
+        messages = reader.read()
+        if messages is None:  # the stub is gone
+            loop.remove_reader(reader.sock.fileno())
+            reader.sock.close()
+            if generation == self._generation:
+                # Waiting for the process and restarting it block: not on the loop.
+                threading.Thread(target=self._died, name=f"stub-{self.name}-ended", daemon=True).start()
+            return
+        for msg in messages:
+            link.take_message(msg)
+            try:
+                self._dispatch(link, msg)
+            except Exception:  # a bug here must not stop the reading
+                log.exception("handling '%s' from the stub of '%s'", msg.get("op"), self.name)
+        link.flush_releases()
 
     def _dispatch(self, link: Link, msg: dict[str, Any]) -> None:
         op = msg["op"]

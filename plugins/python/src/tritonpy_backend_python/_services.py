@@ -5,6 +5,7 @@ Shared by stub processes (answering the stub's queries) and in-process models.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -49,6 +50,12 @@ class ServerServices:
             return
         record = self.logger.makeRecord(self.logger.name, levelno, filename, line, "%s", (message,), None)
         self.logger.handle(record)
+
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The server's event loop, where stubs are read when there is one."""
+        if self.server is None:
+            return None
+        return self.server.event_loop()
 
     def _server(self) -> ServerApi:
         if self.server is None:
