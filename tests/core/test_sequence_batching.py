@@ -403,3 +403,20 @@ def _refusal_any(h: Harness, **parameters: Any) -> str:
     except TritonError as exc:
         return exc.message
     return ""
+
+
+def test_iterative_sequence_is_refused_at_load(tmp_path: Path) -> None:
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    config = CONFIG.format(
+        max_batch=4, instances=1, strategy="iterative_sequence: true", corrid="TYPE_UINT64", idle_us=1000
+    )
+    (tmp_path / "m" / "config.pbtxt").write_text(config)
+    server = tritonpy.Server(model_repository=tmp_path, exit_on_error=False)
+    server.backends.register("acc", Accumulator())
+    server.start()
+    try:
+        assert not server.model_ready("m")
+        (entry,) = server.repository_index()
+        assert "'iterative_sequence' of model 'm' is not supported yet" in entry["reason"]
+    finally:
+        server.stop()

@@ -123,6 +123,10 @@ class SequenceConfig:
         (INVALID_ARG) for settings that cannot work."""
         sb = config.sequence_batching
         name = config.name
+        if sb.iterative_sequence:
+            raise TritonError.unsupported(
+                f"sequence batching 'iterative_sequence' of model '{name}' is not supported yet"
+            )
         batch = config.max_batch_size
         oldest = sb.WhichOneof("strategy_choice") == "oldest"
         if oldest:
