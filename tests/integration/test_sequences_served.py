@@ -73,6 +73,37 @@ sequence_batching {
 """
 
 
+BLS = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            step = pb_utils.InferenceRequest(
+                model_name="py_state",
+                inputs=[pb_utils.get_input_tensor_by_name(request, "INPUT")],
+                requested_output_names=["OUTPUT"],
+                correlation_id=request.correlation_id(),
+                flags=request.flags(),
+            )
+            result = step.exec()
+            if result.has_error():
+                raise pb_utils.TritonModelException(result.error().message())
+            output = pb_utils.get_output_tensor_by_name(result, "OUTPUT")
+            responses.append(pb_utils.InferenceResponse([output]))
+        return responses
+"""
+
+BLS_CONFIG = """
+backend: "python"
+max_batch_size: 2
+input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+"""
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = sequence_repository(tmp_path_factory.mktemp("sequences"))
@@ -89,6 +120,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "py_state" / "1").mkdir(parents=True)
     (root / "py_state" / "1" / "model.py").write_text(PYTHON_STATE)
     (root / "py_state" / "config.pbtxt").write_text(PYTHON_STATE_CONFIG)
+    (root / "bls_seq" / "1").mkdir(parents=True)
+    (root / "bls_seq" / "1" / "model.py").write_text(BLS)
+    (root / "bls_seq" / "config.pbtxt").write_text(BLS_CONFIG)
     return root
 
 
@@ -199,6 +233,30 @@ def test_implicit_state_python_model(server) -> None:  # type: ignore[no-untyped
     # running sums; the model sees the correlation id, the flags and START as Triton's would be
     assert got == [(3, 5, 11), (7, 5, 0), (12, 5, 2), (3, 6, 11), (7, 6, 0), (12, 6, 2)]
     client.close()
+
+
+def test_bls_requests_carry_the_sequence(server) -> None:  # type: ignore[no-untyped-def]
+    # bls_seq is no sequence model: its request's correlation id and flags come from the
+    # client's parameters all the same, and its BLS requests pass them on to py_state.
+    client = httpclient.InferenceServerClient(server.url)
+    try:
+        got = [
+            int(
+                client.infer(
+                    "bls_seq",
+                    _input(httpclient, x),
+                    sequence_id=4711,
+                    sequence_start=i == 0,
+                    sequence_end=i == 2,
+                ).as_numpy("OUTPUT")[0][0]
+            )
+            for i, x in enumerate((2, 3, 4))
+        ]
+        assert got == [2, 5, 9]
+        with pytest.raises(InferenceServerException, match="must specify the START flag"):
+            client.infer("bls_seq", _input(httpclient, 1), sequence_id=4711)
+    finally:
+        client.close()
 
 
 TRITON_NO_START = (
