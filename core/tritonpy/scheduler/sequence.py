@@ -280,7 +280,11 @@ class SequenceBatcher:
         self._on_reject = on_reject
         self._outputs = tuple(output_names)
         self._batching = config.max_batch_size > 0
-        self._cond = threading.Condition()
+        # One lock; each instance's worker and the reaper wait on their own condition,
+        # so a request wakes only the worker of its sequence's instance.
+        self._lock = threading.Lock()
+        self._wakes = [threading.Condition(self._lock) for _ in self._instances]
+        self._reaper = threading.Condition(self._lock)
         self._table: dict[int | str, _Sequence] = {}
         self._slots: list[list[_Sequence | None]] = [[None] * config.slots for _ in self._instances]
         # Lower slots first, spread over the instances (as Triton).
@@ -312,12 +316,13 @@ class SequenceBatcher:
     def stop(self, deadline: float | None = None) -> None:
         """Take no more requests; queued requests of sequences in slots still run until
         ``deadline``; those left (the backlog's) are answered UNAVAILABLE."""
-        with self._cond:
+        with self._lock:
             self._open = False
-            self._cond.notify_all()
+            for cond in (*self._wakes, self._reaper):
+                cond.notify_all()
         for t in self._threads:
             t.join(remaining(deadline))
-        with self._cond:
+        with self._lock:
             left = [job for seq in self._all_sequences() for job in seq.jobs]
             for seq in self._all_sequences():
                 seq.jobs.clear()
@@ -358,7 +363,7 @@ class SequenceBatcher:
             )
         flags = request.flags
         now = time.monotonic_ns()
-        with self._cond:
+        with self._lock:
             if not self._open:
                 raise stopped(self._name)
             seq = self._table.get(key)
@@ -370,6 +375,7 @@ class SequenceBatcher:
                     )
                 seq = self._table[key] = _Sequence(key, now)
                 self._place(seq)
+                self._reaper.notify()
             seq.last_ns = now
             if self._ordered is not None:
                 job.done = self._ordered.wrap(job.done)
@@ -378,7 +384,8 @@ class SequenceBatcher:
                 # A later request with this id starts a new sequence (or is refused).
                 del self._table[key]
                 seq.live = False
-            self._cond.notify_all()
+            if seq.where is not None:
+                self._wakes[seq.where[0]].notify()
 
     def _place(self, seq: _Sequence) -> None:
         """Give ``seq`` a free slot, or put it in the backlog (the lock is held)."""
@@ -401,6 +408,7 @@ class SequenceBatcher:
             nxt = self._backlog.popleft()
             nxt.where = (inst, slot)
             self._slots[inst][slot] = nxt
+            self._wakes[inst].notify()
         else:
             heapq.heappush(self._free, (slot, inst))
 
@@ -408,12 +416,16 @@ class SequenceBatcher:
 
     def _reap_loop(self) -> None:
         idle = self.config.idle_ns
-        with self._cond:
+        with self._lock:
             while self._open:
                 now = time.monotonic_ns()
                 wake: int | None = None
                 for seq in [s for row in self._slots for s in row if s is not None]:
-                    if seq.jobs or seq.busy:  # not idle: its requests are waiting or running
+                    if seq.jobs or seq.busy:
+                        # Not idle: its requests are waiting or running. Its last one
+                        # finishes at the earliest now, so look again an idle period on.
+                        due = now + idle
+                        wake = due if wake is None else min(wake, due)
                         continue
                     due = seq.last_ns + idle
                     if due <= now:
@@ -427,17 +439,17 @@ class SequenceBatcher:
                             del self._table[seq.key]
                             seq.live = False
                         self._release(seq)
-                        self._cond.notify_all()
                     else:
                         wake = due if wake is None else min(wake, due)
-                self._cond.wait(None if wake is None else max(wake - now, 1_000_000) / 1e9)
+                self._reaper.wait(None if wake is None else max(wake - now, 1_000_000) / 1e9)
 
     # -- batch formation and execution (instance worker threads) ---------------------------
 
     def _work(self, index: int) -> None:
         instance = self._instances[index]
+        wake = self._wakes[index]
         while True:
-            with self._cond:
+            with self._lock:
                 while True:
                     now = time.monotonic_ns()
                     batch, wait_ns = self._form(index, now)
@@ -445,7 +457,7 @@ class SequenceBatcher:
                         break
                     if not self._open and wait_ns is None:
                         return
-                    self._cond.wait(None if wait_ns is None else wait_ns / 1e9)
+                    wake.wait(None if wait_ns is None else wait_ns / 1e9)
                 for entry in batch:
                     if entry is not None:
                         entry[0].busy = True
@@ -459,7 +471,7 @@ class SequenceBatcher:
                     internal_error(f"sequence batch execution on {instance.name} failed", exc),
                 )
             now = time.monotonic_ns()
-            with self._cond:
+            with self._lock:
                 for entry in batch:
                     if entry is None:
                         continue
@@ -468,7 +480,6 @@ class SequenceBatcher:
                     seq.last_ns = now
                     if job.request.flags & SEQUENCE_END:
                         self._release(seq)
-                self._cond.notify_all()
             batch = jobs = entry = None  # type: ignore[assignment]  # not kept alive while idle
 
     def _form(self, index: int, now: int) -> tuple[list[_Entry] | None, int | None]:
