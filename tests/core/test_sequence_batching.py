@@ -260,6 +260,12 @@ def test_refusals_in_tritons_words(make: Any) -> None:
     assert "string correlation ID 'abc'" in _refusal(h, sequence_id="abc", sequence_start=True)
 
 
+def test_ids_a_narrow_corrid_cannot_hold_are_refused(make: Any) -> None:
+    h = make(instances=1, corrid="TYPE_INT32")
+    assert "cannot hold" in _refusal(h, sequence_id=2**31, sequence_start=True)
+    assert h.infer(3, sequence_id=2**31 - 1, sequence_start=True, sequence_end=True) == 3
+
+
 def test_string_model_refusals(make: Any) -> None:
     h = make(instances=1, corrid="TYPE_STRING")
     assert _refusal(h, sequence_id="", sequence_start=True) == NO_ID

@@ -298,6 +298,11 @@ class SequenceBatcher:
         self._threads: list[threading.Thread] = []
         corrid = config.corrid_type
         self._numeric_corrid = corrid is not None and corrid is not DataType.BYTES
+        #: The ids a numeric CORRID control can hold (None: any id).
+        self._corrid_range: tuple[int, int] | None = None
+        if corrid is not None and self._numeric_corrid:
+            info = np.iinfo(corrid.numpy_dtype)
+            self._corrid_range = (int(info.min), int(info.max))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -361,6 +366,15 @@ class SequenceBatcher:
                 f"{self.config.corrid_type.config_name if self.config.corrid_type else ''}: "
                 "send an unsigned integer sequence_id"
             )
+        if isinstance(key, int) and self._corrid_range is not None:
+            low, high = self._corrid_range
+            if not low <= key <= high:
+                corrid = self.config.corrid_type
+                raise TritonError.invalid_arg(
+                    f"inference request to model '{self._name}' has the correlation ID {key}, which the "
+                    f"model's CONTROL_SEQUENCE_CORRID input of type {corrid.config_name if corrid else ''} "
+                    "cannot hold"
+                )
         flags = request.flags
         now = time.monotonic_ns()
         with self._lock:
