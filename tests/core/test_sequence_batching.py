@@ -426,3 +426,48 @@ def test_iterative_sequence_is_refused_at_load(tmp_path: Path) -> None:
         assert "'iterative_sequence' of model 'm' is not supported yet" in entry["reason"]
     finally:
         server.stop()
+
+
+class DecoupledEcho(CpuBackend):
+    """Decoupled: two responses per request (X, then X + START), sent from execute."""
+
+    @hookimpl
+    def execute(self, instance: ModelInstance, requests: Sequence[InferenceRequest]) -> None:
+        for r in requests:
+            sender = r.response_sender
+            assert sender is not None
+            x = r.inputs["X"].data
+            sender.send(InferenceResponse({"Y": Tensor.from_numpy("Y", x)}))
+            y = x + r.inputs["START"].data.astype(np.int32)
+            sender.send(InferenceResponse({"Y": Tensor.from_numpy("Y", y)}), flags=1)
+
+
+def test_decoupled_sequence_model(tmp_path: Path) -> None:
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    config = CONFIG.format(
+        max_batch=4, instances=1, strategy="direct { }", corrid="TYPE_UINT64", idle_us=10**7
+    )
+    (tmp_path / "m" / "config.pbtxt").write_text(config + "model_transaction_policy { decoupled: true }\n")
+    server = tritonpy.Server(model_repository=tmp_path)
+    server.backends.register("acc", DecoupledEcho())
+    server.start()
+    try:
+        model = server.model("m")
+
+        def ys(x: int, **parameters: Any) -> list[int]:
+            return [
+                int(r.outputs["Y"].data.reshape(-1)[0])
+                for r in model.infer({"X": np.array([[x]], np.int32)}, parameters=parameters)
+            ]
+
+        assert ys(5, sequence_id=1, sequence_start=True) == [5, 6]
+        assert ys(7, sequence_id=2, sequence_start=True) == [7, 8]  # slot 1, beside a null request
+        assert ys(1, sequence_id=2, sequence_end=True) == [1, 1]
+        (stats,) = server.model_statistics("m")
+        assert stats["inference_count"] == 3
+        assert [(b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]] == [
+            (1, 1),
+            (2, 2),
+        ]
+    finally:
+        server.stop()
