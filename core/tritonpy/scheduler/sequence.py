@@ -167,7 +167,7 @@ def _control(model: str, name: str, control: Any) -> Control:
         values = getattr(control, field)
         if len(values) == 2:
             return Control(name, kind, dtype, (cast(values[0]), cast(values[1])))
-    # Triton's wording.
+    # Config validation refuses this first (config/_validate.py); a config built in code may not.
     raise TritonError.invalid_arg(
         f"sequence batching control '{name}' for model '{model}' must specify exactly 2 values: "
         "int32_false_true, fp32_false_true or bool_false_true"
