@@ -38,7 +38,7 @@ from .scheduler.ratelimiter import Need, RateLimiter
 from .senders import SenderBatch
 from .spec import ModelSpec
 from .statistics import ExecutionTimes, ModelStatistics
-from .validation import validate_request
+from .validation import take_sequence_parameters, validate_request
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +98,12 @@ class ModelVersion:
     scheduler_factory: Callable[[ModelVersion], Scheduler] | None = None
     #: Whether the model may send any number of responses per request (read once).
     decoupled: bool = field(init=False)
+    #: Whether the sequence batcher schedules it (its batches may hold null requests).
+    sequence: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.decoupled = self.config.model_transaction_policy.decoupled
+        self.sequence = self.config.WhichOneof("scheduling_choice") == "sequence_batching"
         if self.scheduler_factory is not None:
             self._scheduler = self.scheduler_factory(self)
             return
@@ -116,7 +119,8 @@ class ModelVersion:
             self._rejected,
             limiter,
             needs,
-            self.run_nowait if nowait else None,
+            self.run_nowait if nowait and not self.sequence else None,
+            self.model.repository_path,
         )
 
     def start(self) -> None:
@@ -159,6 +163,8 @@ class ModelVersion:
         """
         if self._scheduler is None or self.state is not ModelState.READY:
             raise self._not_ready()
+        if request.parameters:
+            take_sequence_parameters(request)
         try:
             validate_request(self.spec, request)
         except TritonError as exc:  # Triton prefixes request errors with the request id
@@ -258,6 +264,11 @@ class ModelVersion:
 
     def _begin(self, jobs: Sequence[Job], start: int) -> Sequence[Job]:
         """Count ``jobs`` as dequeued; answer the cancelled ones; the jobs left to run."""
+        if self.sequence:
+            # Null requests were never queued; a cancelled request keeps its batch
+            # position (the sequence batcher answered those it saw cancelled).
+            self.stats.dequeued(sum(not j.null for j in jobs))
+            return jobs
         self.stats.dequeued(len(jobs))
         if any(j.request.is_cancelled() for j in jobs):
             return self._drop_cancelled(jobs, start)
@@ -324,12 +335,22 @@ class ModelVersion:
                     outs.append(self.error_response(job, exc))
         senders.close()  # every job is answered below, not through its sender
         times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
-        self.stats.record_execution(
-            times,
-            [j.arrival_ns for j in jobs],
-            [r.batch_size for r in requests],
-            [o.error is None for o in outs],
-        )
+        real = [i for i, j in enumerate(jobs) if not j.null] if self.sequence else None
+        if real is None or len(real) == len(jobs):
+            self.stats.record_execution(
+                times,
+                [j.arrival_ns for j in jobs],
+                [r.batch_size for r in requests],
+                [o.error is None for o in outs],
+            )
+        else:  # as Triton: null requests count in the batch size, not as inferences
+            self.stats.record_execution(
+                times,
+                [jobs[i].arrival_ns for i in real],
+                [requests[i].batch_size for i in real],
+                [outs[i].error is None for i in real],
+                padding=len(jobs) - len(real),
+            )
         if self.cache is not None:
             for job, out in zip(jobs, outs):
                 self.cache_response(job, out)

@@ -127,9 +127,14 @@ class SenderBatch:
     def _record(self) -> None:
         end = self._last_final
         times = ExecutionTimes(self._start, self.infer_start, end, end)
+        jobs, ok, padding = self._jobs, self._ok, 0
+        if self._model.sequence and any(j.null for j in jobs):  # null requests: batch size only
+            real = [i for i, j in enumerate(jobs) if not j.null]
+            jobs, ok, padding = [jobs[i] for i in real], [ok[i] for i in real], len(jobs) - len(real)
         self._model.stats.record_execution(
             times,
-            [j.arrival_ns for j in self._jobs],
-            [j.request.batch_size for j in self._jobs],
-            self._ok,
+            [j.arrival_ns for j in jobs],
+            [j.request.batch_size for j in jobs],
+            ok,
+            padding=padding,
         )

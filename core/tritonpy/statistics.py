@@ -97,12 +97,14 @@ class ModelStatistics:
         batch_sizes: list[int],
         ok: list[bool],
         reason: str = "BACKEND",
+        padding: int = 0,
     ) -> None:
-        """One execution of ``len(arrivals)`` requests, and each request's outcome."""
+        """One execution of ``len(arrivals)`` requests, and each request's outcome;
+        ``padding`` null requests (a sequence batcher's empty slots) ran beside them."""
         compute_input = times.infer_start - times.start
         compute_infer = times.infer_end - times.infer_start
         compute_output = times.end - times.infer_end
-        total_batch = sum(batch_sizes)
+        total_batch = sum(batch_sizes) + padding
         observed: list[tuple[str, float]] = []
         with self._lock:
             self.execution_count += 1

@@ -11,9 +11,48 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from tritonpy_sdk import InferenceRequest, ParameterValue, Tensor, TritonError
+from tritonpy_sdk import (
+    SEQUENCE_END,
+    SEQUENCE_START,
+    InferenceRequest,
+    ParameterValue,
+    Tensor,
+    TritonError,
+)
 
 from .spec import ModelSpec, TensorSpec
+
+#: Request parameters of Triton's sequence extension; the core consumes them.
+SEQUENCE_KEYS = ("sequence_id", "sequence_start", "sequence_end")
+
+
+def take_sequence_parameters(request: InferenceRequest) -> None:
+    """Move the ``sequence_id`` / ``sequence_start`` / ``sequence_end`` parameters
+    (HTTP, gRPC, in-process) into ``request.correlation_id`` and ``request.flags``,
+    as Triton's front ends do; backends never see them as parameters. Requests
+    built in process or by BLS may set the fields directly instead."""
+    params = request.parameters
+    if "sequence_id" in params:
+        value = params.pop("sequence_id")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | str)
+            or (isinstance(value, int) and not 0 <= value < 2**64)
+        ):
+            # Triton's prefix; Triton answers 500 here, a client's mistake is a 400.
+            raise TritonError.invalid_arg(
+                "Unable to parse 'sequence_id': it must be an unsigned 64-bit integer or a string, "
+                f"got {json.dumps(value)}"
+            )
+        request.correlation_id = value
+    for key, flag in (("sequence_start", SEQUENCE_START), ("sequence_end", SEQUENCE_END)):
+        if key in params:
+            value = params.pop(key)
+            if not isinstance(value, bool):
+                raise TritonError.invalid_arg(
+                    f"Unable to parse '{key}': attempt to access JSON non-boolean as boolean"
+                )
+            request.flags = request.flags | flag if value else request.flags & ~flag
 
 
 def _fmt(shape: tuple[int, ...] | list[int]) -> str:

@@ -26,6 +26,8 @@ _INT64 = {
     FieldDescriptor.TYPE_SFIXED64,
 }
 
+_FLOAT = {FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE}
+
 #: 64-bit fields Triton leaves as JSON strings.
 _TRITON_STRINGS = {
     "inference.ModelOptimizationPolicy.Cuda.GraphSpec.Shape.dim",
@@ -65,6 +67,14 @@ def _numbers(descriptor: Descriptor, data: dict[str, Any]) -> None:
                 _numbers(field.message_type, item)
         elif field.type in _INT64 and field.full_name not in _TRITON_STRINGS:
             data[name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+        elif field.type in _FLOAT:
+            data[name] = [_float(v) for v in value] if isinstance(value, list) else _float(value)
+
+
+def _float(value: Any) -> Any:
+    """A whole float as Triton's JSON prints it (``0``, not ``0.0``; seen on Triton 2.51
+    for ``minimum_slot_utilization`` and ``fp32_false_true``)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def config_from_dict(data: dict[str, Any], source: str = "model configuration") -> ModelConfig:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._ensemble import ensemble_graph_problem
 from ._errors import ConfigError
@@ -265,6 +266,37 @@ def _sequence_batching(config: ModelConfig) -> str | None:
     utilization = sequence.direct.minimum_slot_utilization
     if sequence.HasField("direct") and not 0.0 <= utilization <= 1.0:  # Triton's own bounds
         return f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {config.name}"
+    for control_input in sequence.control_input:
+        for control in control_input.control:
+            problem = _sequence_control(config.name, control)
+            if problem is not None:
+                return problem
+    return None
+
+
+_CORRID_TYPES = ("TYPE_UINT64", "TYPE_INT64", "TYPE_UINT32", "TYPE_INT32", "TYPE_STRING")
+
+
+def _sequence_control(model: str, control: Any) -> str | None:
+    """Triton's checks of one sequence batching control, in its words (Triton 2.51)."""
+    kind = type(control).Kind.Name(control.kind)
+    if kind == "CONTROL_SEQUENCE_CORRID":
+        if DataType.Name(control.data_type) not in _CORRID_TYPES:
+            return (
+                f"unexpected data type for control {kind} for {model}. Allowed data types are "
+                "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
+            )
+        return None
+    fields = ("int32_false_true", "fp32_false_true", "bool_false_true")
+    given = [f for f in fields if len(getattr(control, f))]
+    for field in given:
+        if len(getattr(control, field)) != 2:
+            return f"sequence batching control '{field}' must have exactly 2 entries for {kind} for {model}"
+    if len(given) != 1:
+        return (
+            f"sequence batching control {kind} for {model} must set exactly one of 'int32_false_true', "
+            "'fp32_false_true' or 'bool_false_true'"
+        )
     return None
 
 

@@ -4,7 +4,8 @@ Every scheduler (the ``Scheduler`` protocol) takes ``Job`` objects from any
 thread and hands lists of them to a ``Runner`` on an instance's worker thread (the
 inline scheduler starts them on the calling thread, for instances that need no thread);
 ``create_scheduler`` picks a model's from its config. The default scheduler
-runs one request per execution on the first free instance. An ensemble's
+runs one request per execution on the first free instance; the sequence batcher
+keeps each sequence of requests on one batch slot and feeds its state. An ensemble's
 ``EnsembleScheduler`` runs no instance: it sends each request through its steps.
 """
 
@@ -14,6 +15,7 @@ from .dynamic import BatcherConfig, DynamicBatcher
 from .ensemble import EnsembleScheduler
 from .factory import Scheduler, create_scheduler
 from .inline import InlineScheduler
+from .sequence import SequenceBatcher, SequenceConfig
 
 __all__ = [
     "BatcherConfig",
@@ -24,6 +26,8 @@ __all__ = [
     "Job",
     "Runner",
     "Scheduler",
+    "SequenceBatcher",
+    "SequenceConfig",
     "create_scheduler",
     "fail_unfinished",
     "internal_error",

@@ -43,6 +43,9 @@ class Job:
     cache_lookup_ns: int = 0
     #: Whether the FINAL answer went out (no answer is delivered after it).
     finished: bool = False
+    #: A sequence batcher's null request (an empty slot of a batch): executed, never
+    #: counted as an inference, its response dropped.
+    null: bool = False
 
     def answer(self, response: InferenceResponse | None, flags: int) -> None:
         """Deliver one answer. Never raises: a failing ``done`` is logged, and the

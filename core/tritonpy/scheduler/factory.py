@@ -2,11 +2,12 @@
 
 Every scheduler takes ``Job`` objects from any thread (``enqueue``), hands
 lists of them to a ``Runner`` on an instance's worker thread, and stops by a
-deadline. The config's ``scheduling_choice`` decides which one a model gets;
-the sequence batcher plugs in here. Ensembles have no instances: their versions
-get the ``EnsembleScheduler`` (``ensemble.py``) from the loader. A model without dynamic
-batching or rate limits whose instances all execute through ``execute_nowait``
-gets the ``InlineScheduler``, which needs no threads. A rate-limited model without
+deadline. The config's ``scheduling_choice`` decides which one a model gets:
+``sequence_batching`` gets the ``SequenceBatcher`` (``sequence.py``). Ensembles
+have no instances: their versions get the ``EnsembleScheduler`` (``ensemble.py``)
+from the loader. A model without dynamic batching or rate limits whose instances
+all execute through ``execute_nowait`` gets the ``InlineScheduler``, which needs
+no threads. A rate-limited model without
 ``dynamic_batching`` gets the batcher with batches of one request: its batcher
 thread asks the rate limiter which instance runs each request.
 """
@@ -14,6 +15,7 @@ thread asks the rate limiter which instance runs each request.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from tritonpy_sdk import ModelInstance
@@ -24,6 +26,7 @@ from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
 from .inline import InlineScheduler, NowaitRunner
 from .ratelimiter import Need, RateLimiter
+from .sequence import SequenceBatcher, SequenceConfig
 
 
 class Scheduler(Protocol):
@@ -52,11 +55,18 @@ def create_scheduler(
     limiter: RateLimiter | None = None,
     needs: Sequence[Need] = (),
     nowait_runner: NowaitRunner | None = None,
+    model_path: Path | None = None,
 ) -> Scheduler:
     """The scheduler ``config`` asks for (not started); ``needs[i]`` is what
     instance ``i`` needs of ``limiter`` when the model is rate limited;
     ``nowait_runner``, when given, starts batches on instances that execute
-    without a thread of their own."""
+    without a thread of their own; ``model_path`` is the model's folder (a
+    sequence model's ``initial_state`` files are there)."""
+    if config.WhichOneof("scheduling_choice") == "sequence_batching":
+        # Sequences are bound to instances, so the rate limiter has no choice to make.
+        sequence = SequenceConfig.from_config(config, model_path)
+        outputs = [o.name for o in config.output]
+        return SequenceBatcher(name, instances, runner, sequence, on_reject, outputs)
     if config.WhichOneof("scheduling_choice") == "dynamic_batching" and config.max_batch_size > 0:
         batching = BatcherConfig.from_config(config)
     elif limiter is not None:

@@ -19,6 +19,7 @@ from ._objects import Backend, ExecuteComplete, Model, ModelInstance
 from ._plugin import BackendHooks, PluginError, call_hook, validate_backend
 from ._ragged import batch_input_array, gather_ragged
 from ._sender import RESPONSE_COMPLETE_FINAL, ResponseSender, execute_collect
+from ._sequence import SEQUENCE_END, SEQUENCE_START, sequence_inputs, sequence_state_outputs
 from ._server_api import OnResponse, ServerApi
 from ._tensor import Tensor, as_bytes_array
 
@@ -46,6 +47,8 @@ __all__ = [
     "Model",
     "OnResponse",
     "RESPONSE_COMPLETE_FINAL",
+    "SEQUENCE_END",
+    "SEQUENCE_START",
     "ResponseSender",
     "ServerApi",
     "ModelInstance",
@@ -65,6 +68,8 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "scatter_output",
+    "sequence_inputs",
+    "sequence_state_outputs",
     "serialize_bytes_tensor",
     "validate_backend",
 ]

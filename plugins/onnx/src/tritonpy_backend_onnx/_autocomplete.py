@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tritonpy_sdk import Model, TritonError
+from tritonpy_sdk import Model, TritonError, sequence_inputs, sequence_state_outputs
 
 from ._types import config_type
 
@@ -48,11 +48,15 @@ def complete_config(
 
     ``overridable`` are initializers a request may replace: the config may name
     them as (optional) inputs, but they are never added on its behalf. Targets
-    of ``batch_input`` are fed by the backend, never added as inputs.
+    of ``batch_input`` are fed by the backend, and a sequence model's control and
+    state inputs by the core: never added as inputs; its state outputs are never
+    added as outputs (the core keeps them).
     """
     config = model.config
     targets = _batch_input_targets(config)
     inputs = [t for t in inputs if t[0] not in targets]
+    state_outputs = sequence_state_outputs(config)
+    outputs = [t for t in outputs if t[0] not in state_outputs]
     can_batch = all(len(d) > 0 and d[0] == -1 for _, _, d in inputs + outputs)
     max_batch = int(config.get("max_batch_size", 0) or 0)
     if max_batch == 0 and can_batch and not _user_dims_rule_out_batching(config, inputs + outputs):
@@ -175,7 +179,11 @@ def _compatible(model_dims: list[int], dims: list[int]) -> bool:
 
 
 def _batch_input_targets(config: dict[str, Any]) -> set[str]:
-    return {t for b in config.get("batch_input", []) for t in b.get("target_name", [])}
+    """Graph inputs fed by someone other than the client: ``batch_input`` targets
+    (this backend) and a sequence model's control and state inputs (the core)."""
+    return {t for b in config.get("batch_input", []) for t in b.get("target_name", [])} | sequence_inputs(
+        config
+    )
 
 
 def _fill_types(entries: list[dict[str, Any]], graph: list[GraphTensor]) -> None:

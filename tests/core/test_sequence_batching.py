@@ -1,0 +1,473 @@
+"""The sequence batcher through the in-process API: an accumulator backend over many
+interleaved sequences (direct and oldest, several instances), correlation ids of both
+types, Triton's refusals, the backlog, idle sequences, null requests, statistics."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonpy
+from tritonpy_sdk import (
+    SEQUENCE_END,
+    SEQUENCE_START,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    Tensor,
+    TritonError,
+    hookimpl,
+)
+from tritonpy_testbackend import CpuBackend
+
+
+def _scalar(request: InferenceRequest, name: str) -> Any:
+    return request.inputs[name].data.reshape(-1)[0]
+
+
+class Accumulator(CpuBackend):
+    """Y = the running sum of X over the sequence, as Triton's ``simple_sequence``:
+    START resets it, READY false leaves it alone. The sum lives in the backend, keyed by
+    batch position (direct: a sequence keeps its slot) or by CORRID (``by_corrid``).
+    Records every batch as (instance, [(corrid, ready, start, end)]); ``gate`` (when
+    set) is waited on before each execution."""
+
+    def __init__(self, by_corrid: bool = False) -> None:
+        self.by_corrid = by_corrid
+        self.sums: dict[tuple[str, Any], int] = {}
+        self.batches: list[tuple[str, list[tuple[Any, bool, bool, bool]]]] = []
+        self.gate: threading.Event | None = None
+        self._lock = threading.Lock()
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        if self.gate is not None:
+            assert self.gate.wait(30)
+        seen = []
+        out = []
+        for pos, r in enumerate(requests):
+            ready = bool(_scalar(r, "READY"))
+            start = bool(_scalar(r, "START"))
+            end = bool(_scalar(r, "END"))
+            corrid = _scalar(r, "CORRID")
+            corrid = corrid.decode() if isinstance(corrid, bytes) else int(corrid)
+            seen.append((corrid, ready, start, end))
+            key = (instance.name, corrid if self.by_corrid else pos)
+            x = int(_scalar(r, "X"))
+            with self._lock:
+                if ready:
+                    self.sums[key] = x if start else self.sums.get(key, 0) + x
+                y = self.sums.get(key, 0)
+            out.append(InferenceResponse({"Y": Tensor.from_numpy("Y", np.array([[y]], np.int32))}))
+        with self._lock:
+            self.batches.append((instance.name, seen))
+        return out
+
+
+CONFIG = """
+backend: "acc"
+max_batch_size: {max_batch}
+input [ {{ name: "X" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+instance_group [ {{ count: {instances}, kind: KIND_CPU }} ]
+sequence_batching {{
+  max_sequence_idle_microseconds: {idle_us}
+  {strategy}
+  control_input [
+    {{ name: "START" control [ {{ kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] }} ] }},
+    {{ name: "END" control [ {{ kind: CONTROL_SEQUENCE_END fp32_false_true: [ 0, 1 ] }} ] }},
+    {{ name: "READY" control [ {{ kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] }} ] }},
+    {{ name: "CORRID" control [ {{ kind: CONTROL_SEQUENCE_CORRID data_type: {corrid} }} ] }}
+  ]
+}}
+"""
+
+
+class Harness:
+    def __init__(
+        self,
+        root: Path,
+        strategy: str = "direct { }",
+        max_batch: int = 4,
+        instances: int = 2,
+        corrid: str = "TYPE_UINT64",
+        idle_us: int = 10_000_000,
+        by_corrid: bool = False,
+    ) -> None:
+        (root / "m" / "1").mkdir(parents=True)
+        (root / "m" / "config.pbtxt").write_text(
+            CONFIG.format(
+                max_batch=max_batch, instances=instances, strategy=strategy, corrid=corrid, idle_us=idle_us
+            )
+        )
+        self.backend = Accumulator(by_corrid=by_corrid)
+        self.server = tritonpy.Server(model_repository=root, model_control_mode="explicit", load_model=["m"])
+        self.server.backends.register("acc", self.backend)
+        self.server.start()
+        self.model = self.server.model("m")
+
+    def infer(self, x: int, **parameters: Any) -> int:
+        (response,) = self.model.infer({"X": np.array([[x]], np.int32)}, parameters=parameters)
+        return int(response.outputs["Y"].data.reshape(-1)[0])
+
+    def close(self) -> None:
+        if self.backend.gate is not None:
+            self.backend.gate.set()
+        self.server.stop()
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Iterator[Any]:
+    made: list[Harness] = []
+
+    def factory(**kwargs: Any) -> Harness:
+        h = Harness(tmp_path / str(len(made)), **kwargs)
+        made.append(h)
+        return h
+
+    yield factory
+    for h in made:
+        h.close()
+
+
+def _run_sequences(h: Harness, ids: list[Any], steps: int, workers: int = 8) -> None:
+    """Run one sequence per id, interleaved from ``workers`` threads; each answer must
+    be the running sum of that sequence alone."""
+    rng = random.Random(7)
+    values = {sid: [rng.randrange(1, 100) for _ in range(steps)] for sid in ids}
+
+    def run(sid: Any) -> list[int]:
+        got = []
+        for i, x in enumerate(values[sid]):
+            params: dict[str, Any] = {"sequence_id": sid}
+            if i == 0:
+                params["sequence_start"] = True
+            if i == steps - 1:
+                params["sequence_end"] = True
+            got.append(h.infer(x, **params))
+            time.sleep(rng.random() / 1000)
+        return got
+
+    with ThreadPoolExecutor(workers) as pool:
+        results = dict(zip(ids, pool.map(run, ids)))
+    for sid in ids:
+        assert results[sid] == list(np.cumsum(values[sid])), sid
+
+
+@pytest.mark.parametrize(
+    "strategy, by_corrid",
+    [
+        ("direct { }", False),
+        ("oldest { max_candidate_sequences: 3 }", True),
+        (
+            "oldest { max_candidate_sequences: 4 preferred_batch_size: [ 2 ] "
+            "max_queue_delay_microseconds: 500 }",
+            True,
+        ),
+    ],
+)
+def test_interleaved_sequences_accumulate_independently(make: Any, strategy: str, by_corrid: bool) -> None:
+    # 16 sequences on 2 instances with 6 or 8 slots: some wait in the backlog.
+    h = make(strategy=strategy, by_corrid=by_corrid)
+    _run_sequences(h, list(range(1, 17)), steps=6)
+    instances = {name for name, _ in h.backend.batches}
+    assert instances == {"m_0_0", "m_0_1"}
+    (stats,) = h.server.model_statistics("m")
+    assert stats["inference_count"] == 16 * 6
+
+
+def test_string_correlation_ids(make: Any) -> None:
+    h = make(corrid="TYPE_STRING")
+    _run_sequences(h, [f"user-{i}" for i in range(10)], steps=4)
+    assert {c for _, batch in h.backend.batches for c, ready, _, _ in batch if ready} == {
+        f"user-{i}" for i in range(10)
+    }
+
+
+def test_uint64_ids_to_the_largest(make: Any) -> None:
+    h = make(instances=1)
+    big = 2**64 - 1
+    assert h.infer(3, sequence_id=big, sequence_start=True) == 3
+    assert h.infer(4, sequence_id=big, sequence_end=True) == 7
+    assert [c for _, batch in h.backend.batches for c, *_ in batch] == [big, big]
+
+
+def test_control_values_as_configured(make: Any) -> None:
+    h = make(instances=1)
+    h.infer(1, sequence_id=5, sequence_start=True)
+    h.infer(1, sequence_id=5)
+    h.infer(1, sequence_id=5, sequence_end=True)
+    assert [batch for _, batch in h.backend.batches] == [
+        [(5, True, True, False)],
+        [(5, True, False, False)],
+        [(5, True, False, True)],
+    ]
+
+
+def test_in_process_request_fields_and_flags(make: Any) -> None:
+    # In process (and BLS), correlation_id and flags may be set on the request itself.
+    h = make(instances=1)
+
+    def request(x: int, flags: int) -> InferenceRequest:
+        r = h.model.create_request({"X": np.array([[x]], np.int32)})
+        r.correlation_id, r.flags = 42, flags
+        return r
+
+    assert next(h.model.infer(request(2, SEQUENCE_START))).outputs["Y"].data.tolist() == [[2]]
+    assert next(h.model.infer(request(5, SEQUENCE_END))).outputs["Y"].data.tolist() == [[7]]
+
+
+# Triton 2.51's messages (HTTP 400 / gRPC INVALID_ARGUMENT), as the reference server answers.
+NO_ID = "inference request to model 'm' must specify a non-zero or non-empty correlation ID"
+BATCH = "inference request to model 'm' must specify batch-size 1 due to requirements of sequence batcher"
+
+
+def _no_start(sid: Any) -> str:
+    return (
+        f"inference request for sequence {sid} to model 'm' must specify the START flag on the first "
+        "request of the sequence"
+    )
+
+
+def _refusal(h: Harness, x: int = 1, batch: int = 1, **parameters: Any) -> str:
+    with pytest.raises(TritonError) as info:
+        next(h.model.infer({"X": np.full((batch, 1), x, np.int32)}, parameters=parameters))
+    assert info.value.code.name == "INVALID_ARG"
+    return info.value.message
+
+
+def test_refusals_in_tritons_words(make: Any) -> None:
+    h = make(instances=1)
+    assert _refusal(h) == NO_ID
+    assert _refusal(h, sequence_id=0, sequence_start=True) == NO_ID
+    assert _refusal(h, sequence_id=77) == _no_start(77)
+    assert _refusal(h, batch=2, sequence_id=8, sequence_start=True) == BATCH
+    h.infer(1, sequence_id=11, sequence_start=True, sequence_end=True)
+    assert _refusal(h, sequence_id=11) == _no_start(11)  # ended: a new sequence needs START
+    assert _refusal(h, sequence_id=5, sequence_start=1) == (
+        "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"
+    )
+    assert _refusal(h, sequence_id=-3, sequence_start=True).startswith("Unable to parse 'sequence_id'")
+    assert "string correlation ID 'abc'" in _refusal(h, sequence_id="abc", sequence_start=True)
+
+
+def test_ids_a_narrow_corrid_cannot_hold_are_refused(make: Any) -> None:
+    h = make(instances=1, corrid="TYPE_INT32")
+    assert "cannot hold" in _refusal(h, sequence_id=2**31, sequence_start=True)
+    assert h.infer(3, sequence_id=2**31 - 1, sequence_start=True, sequence_end=True) == 3
+
+
+def test_string_model_refusals(make: Any) -> None:
+    h = make(instances=1, corrid="TYPE_STRING")
+    assert _refusal(h, sequence_id="", sequence_start=True) == NO_ID
+    assert _refusal(h, sequence_id="zz") == _no_start("zz")
+    # An integer id is the string of its digits for a TYPE_STRING CORRID.
+    assert h.infer(4, sequence_id=12, sequence_start=True, sequence_end=True) == 4
+    assert h.backend.batches[-1][1] == [("12", True, True, True)]
+
+
+def test_start_again_restarts_in_the_same_slot(make: Any) -> None:
+    h = make(instances=1)
+    assert h.infer(5, sequence_id=1, sequence_start=True) == 5
+    assert h.infer(6, sequence_id=1, sequence_start=True) == 6
+    assert h.infer(1, sequence_id=1, sequence_end=True) == 7
+
+
+def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> tuple[threading.Thread, list[Any]]:
+    box: list[Any] = []
+    t = threading.Thread(target=lambda: box.append(fn(*args, **kwargs)), daemon=True)
+    t.start()
+    return t, box
+
+
+def test_backlog_waits_for_a_free_slot(make: Any) -> None:
+    h = make(instances=1, max_batch=1)  # one slot in all
+    assert h.infer(1, sequence_id=1, sequence_start=True) == 1
+    t, box = _in_thread(h.infer, 10, sequence_id=2, sequence_start=True)
+    t.join(0.3)
+    assert t.is_alive() and not box  # sequence 2 waits in the backlog
+    assert h.infer(2, sequence_id=1, sequence_end=True) == 3
+    t.join(10)
+    assert box == [10]
+    assert h.infer(5, sequence_id=2, sequence_end=True) == 15
+
+
+def _until_refused(h: Harness, sid: Any, idle_s: float) -> str:
+    """Send non-START requests of ``sid``, each after more than ``idle_s`` of silence,
+    until the server has forgotten it (each request it takes keeps it alive)."""
+    for attempt in range(1, 6):
+        time.sleep(idle_s * (1 + attempt))
+        try:
+            h.infer(0, sequence_id=sid)
+        except TritonError as exc:
+            return exc.message
+    raise AssertionError(f"sequence {sid} never idled out")
+
+
+def test_idle_sequence_is_released_and_its_slot_reused(make: Any) -> None:
+    h = make(instances=1, max_batch=1, idle_us=300_000)
+    h.infer(1, sequence_id=1, sequence_start=True)
+    t, box = _in_thread(h.infer, 7, sequence_id=2, sequence_start=True)
+    t.join(10)  # sequence 1 idles out: its slot goes to sequence 2
+    assert box == [7]
+    time.sleep(0.1)
+    assert h.infer(1, sequence_id=2) == 8  # still live: a request keeps it from idling
+    assert _until_refused(h, 1, 0.3) == _no_start(1)
+
+
+def test_idle_timeout_forgets_the_sequence(make: Any) -> None:
+    h = make(instances=1, idle_us=200_000)
+    h.infer(1, sequence_id=9, sequence_start=True)
+    assert _until_refused(h, 9, 0.2) == _no_start(9)
+
+
+def test_direct_batches_pad_empty_slots_with_null_requests(make: Any) -> None:
+    h = make(instances=1)
+    h.infer(1, sequence_id=10, sequence_start=True)  # slot 0
+    h.infer(1, sequence_id=11, sequence_start=True)  # slot 1
+    h.infer(1, sequence_id=10, sequence_end=True)  # slot 0 free again
+    assert h.infer(5, sequence_id=11) == 6
+    assert h.backend.batches[-1][1] == [(0, False, False, False), (11, True, False, False)]
+    (stats,) = h.server.model_statistics("m")
+    # As Triton: null requests count in the batch size, not as inferences (slot 1's
+    # START ran beside slot 0's null request too).
+    assert stats["inference_count"] == 4 and stats["execution_count"] == 4
+    assert [(b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]] == [(1, 2), (2, 2)]
+    assert stats["inference_stats"]["success"]["count"] == 4
+
+
+def test_direct_waits_for_minimum_slot_utilization(make: Any) -> None:
+    h = make(
+        instances=1,
+        strategy="direct { max_queue_delay_microseconds: 20000000 minimum_slot_utilization: 0.5 }",
+    )
+    t1, box1 = _in_thread(h.infer, 1, sequence_id=1, sequence_start=True)
+    t1.join(0.3)
+    assert t1.is_alive()  # 1 ready slot of 4: below 0.5, the batch waits
+    t2, box2 = _in_thread(h.infer, 2, sequence_id=2, sequence_start=True)
+    t1.join(10)
+    t2.join(10)
+    assert box1 == [1] and box2 == [2]
+    assert [len(b) for _, b in h.backend.batches] == [2]
+
+
+def test_oldest_sends_a_preferred_batch_at_once(make: Any) -> None:
+    h = make(
+        instances=1,
+        by_corrid=True,
+        strategy="oldest { max_candidate_sequences: 4 preferred_batch_size: [ 2 ] "
+        "max_queue_delay_microseconds: 20000000 }",
+    )
+    t1, box1 = _in_thread(h.infer, 1, sequence_id=1, sequence_start=True)
+    t1.join(0.3)
+    assert t1.is_alive()  # one request: waits for the preferred size or the delay
+    t2, box2 = _in_thread(h.infer, 2, sequence_id=2, sequence_start=True)
+    t1.join(10)
+    t2.join(10)
+    assert box1 == [1] and box2 == [2]
+    assert [sorted(c for c, *_ in b) for _, b in h.backend.batches] == [[1, 2]]
+
+
+def test_oldest_batches_hold_one_request_per_sequence(make: Any) -> None:
+    h = make(instances=1, by_corrid=True, strategy="oldest { max_candidate_sequences: 4 }")
+    h.backend.gate = threading.Event()
+    threads = [_in_thread(h.infer, 1, sequence_id=1, sequence_start=True)[0]]
+    time.sleep(0.1)
+    threads += [_in_thread(h.infer, 1, sequence_id=1)[0] for _ in range(2)]
+    threads += [_in_thread(h.infer, 1, sequence_id=2, sequence_start=True)[0]]
+    time.sleep(0.2)
+    h.backend.gate.set()
+    for t in threads:
+        t.join(10)
+    for _, batch in h.backend.batches:
+        ids = [c for c, *_ in batch]
+        assert len(ids) == len(set(ids)), h.backend.batches
+
+
+def test_unload_answers_the_backlog(make: Any) -> None:
+    h = make(instances=1, max_batch=1)
+    h.infer(1, sequence_id=1, sequence_start=True)
+    t, box = _in_thread(lambda: _refusal_any(h, sequence_id=2, sequence_start=True))
+    time.sleep(0.2)
+    h.server.unload_model("m")
+    t.join(10)
+    assert box and "not accepting requests" in box[0]
+
+
+def _refusal_any(h: Harness, **parameters: Any) -> str:
+    try:
+        h.infer(1, **parameters)
+    except TritonError as exc:
+        return exc.message
+    return ""
+
+
+def test_iterative_sequence_is_refused_at_load(tmp_path: Path) -> None:
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    config = CONFIG.format(
+        max_batch=4, instances=1, strategy="iterative_sequence: true", corrid="TYPE_UINT64", idle_us=1000
+    )
+    (tmp_path / "m" / "config.pbtxt").write_text(config)
+    server = tritonpy.Server(model_repository=tmp_path, exit_on_error=False)
+    server.backends.register("acc", Accumulator())
+    server.start()
+    try:
+        assert not server.model_ready("m")
+        (entry,) = server.repository_index()
+        assert "'iterative_sequence' of model 'm' is not supported yet" in entry["reason"]
+    finally:
+        server.stop()
+
+
+class DecoupledEcho(CpuBackend):
+    """Decoupled: two responses per request (X, then X + START), sent from execute."""
+
+    @hookimpl
+    def execute(self, instance: ModelInstance, requests: Sequence[InferenceRequest]) -> None:
+        for r in requests:
+            sender = r.response_sender
+            assert sender is not None
+            x = r.inputs["X"].data
+            sender.send(InferenceResponse({"Y": Tensor.from_numpy("Y", x)}))
+            y = x + r.inputs["START"].data.astype(np.int32)
+            sender.send(InferenceResponse({"Y": Tensor.from_numpy("Y", y)}), flags=1)
+
+
+def test_decoupled_sequence_model(tmp_path: Path) -> None:
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    config = CONFIG.format(
+        max_batch=4, instances=1, strategy="direct { }", corrid="TYPE_UINT64", idle_us=10**7
+    )
+    (tmp_path / "m" / "config.pbtxt").write_text(config + "model_transaction_policy { decoupled: true }\n")
+    server = tritonpy.Server(model_repository=tmp_path)
+    server.backends.register("acc", DecoupledEcho())
+    server.start()
+    try:
+        model = server.model("m")
+
+        def ys(x: int, **parameters: Any) -> list[int]:
+            return [
+                int(r.outputs["Y"].data.reshape(-1)[0])
+                for r in model.infer({"X": np.array([[x]], np.int32)}, parameters=parameters)
+            ]
+
+        assert ys(5, sequence_id=1, sequence_start=True) == [5, 6]
+        assert ys(7, sequence_id=2, sequence_start=True) == [7, 8]  # slot 1, beside a null request
+        assert ys(1, sequence_id=2, sequence_end=True) == [1, 1]
+        (stats,) = server.model_statistics("m")
+        assert stats["inference_count"] == 3
+        assert [(b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]] == [
+            (1, 1),
+            (2, 2),
+        ]
+    finally:
+        server.stop()
