@@ -91,7 +91,9 @@ class TinyCNN(nn.Module):
         return self.head(y.mean(dim=(2, 3)))
 
 
-def save_script(module: nn.Module, folder: Path, config: str = "", version: int = 1) -> torch.jit.ScriptModule:
+def save_script(
+    module: nn.Module, folder: Path, config: str = "", version: int = 1
+) -> torch.jit.ScriptModule:
     """``folder/<version>/model.pt`` (and ``config.pbtxt`` when given); returns the scripted module."""
     torch.manual_seed(0)
     scripted = torch.jit.script(module.eval())

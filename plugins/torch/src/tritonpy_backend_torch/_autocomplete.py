@@ -65,7 +65,7 @@ def complete_config(model: Model, inputs: list[Signature], outputs: list[Signatu
     user_spells_full_shape = any(
         len(e.get("dims") or []) == len(d) for e in user_io for n, _, d in every if e.get("name") == n
     )
-    if max_batch == 0 and can_batch and "max_batch_size" not in config and not user_spells_full_shape:
+    if max_batch == 0 and can_batch and not user_spells_full_shape:
         max_batch = model.backend.default_max_batch_size
         config["max_batch_size"] = max_batch
     strip = 1 if max_batch > 0 else 0
