@@ -17,6 +17,7 @@ from torch_testmodels import (
     DictIn,
     DictOut,
     Embed,
+    RaggedSums,
     Raises,
     Scale,
     Words,
@@ -147,6 +148,28 @@ def test_dict_input_and_dict_output(tmp_path: Path) -> None:
     with BackendHarness(backend, tmp_path / "dout", config=cfg) as h:
         out = h.infer({"x": np.array([1, 3], np.float32)})
         assert out["square"].tolist() == [1, 9] and out["double"].tolist() == [2, 6]
+
+
+def test_ragged_input_and_batch_input(tmp_path: Path) -> None:
+    save_script(RaggedSums(), tmp_path / "m")
+    cfg = _cfg(
+        "m",
+        [{**_io("x__0", "TYPE_FP32", [-1]), "allow_ragged_batch": True}],
+        [_io("y__0", "TYPE_FP32", [1])],
+        4,
+        batch_input=[
+            {
+                "kind": "BATCH_ELEMENT_COUNT",
+                "target_name": ["counts__1"],
+                "data_type": "TYPE_INT64",
+                "source_input": ["x__0"],
+            }
+        ],
+    )
+    with BackendHarness(backend, tmp_path / "m", config=cfg) as h:
+        requests = [h.request({"x__0": np.ones((1, n), np.float32)}) for n in (2, 5)]
+        responses = h.execute(requests)  # the two ragged rows run as one flat input
+    assert [r.outputs["y__0"].data.tolist() for r in responses] == [[[2.0]], [[5.0]]]
 
 
 def test_zero_copy_in_and_out() -> None:

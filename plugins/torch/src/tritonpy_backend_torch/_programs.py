@@ -107,6 +107,8 @@ def load_torchscript(
         raise TritonError.internal(
             "model configuration must contain at least one input, none were specified."
         )
+    # Triton's batch_input targets are arguments too, after the config's inputs.
+    input_names += [str(t) for b in config.get("batch_input", []) for t in b.get("target_name", [])]
     dict_input = len(arguments) == 1 and arguments[0].type.kind() == "DictType"
     if dict_input:
         inputs = {n: i for i, n in enumerate(input_names)}
