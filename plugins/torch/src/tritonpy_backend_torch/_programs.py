@@ -132,10 +132,8 @@ def load_torchscript(
             )
         inputs = bind_torchscript_inputs(model_name, input_names, [a.name for a in arguments], log)
     outputs = _config_outputs(model_name, config, log)
-    forward = module.forward
-    call = forward if not dict_input else forward
     return Program(
-        call=call,
+        call=module.forward,
         inputs=inputs,
         outputs=outputs,
         arity=len(arguments),
