@@ -21,7 +21,7 @@ FRAMEWORKS = {"onnxruntime", "onnx", "torch", "tensorrt", "xgboost", "treelite",
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, email.message.Message]:
     out = tmp_path_factory.mktemp("wheels")
-    for folder in ("sdk", ".", "plugins/onnx", "plugins/python", "plugins/_template"):
+    for folder in ("sdk", ".", "plugins/onnx", "plugins/python", "plugins/torch", "plugins/_template"):
         subprocess.run(
             [
                 sys.executable,
@@ -63,6 +63,7 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
         "tritonpy-sdk",
         "tritonpy-backend-onnx",
         "tritonpy-backend-python",
+        "tritonpy-backend-torch",
         "tritonpy-backend-template",
     }
     assert _requires(wheels["tritonpy-sdk"]) == {"numpy", "pluggy"}
@@ -70,6 +71,13 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
     assert "tritonpy-sdk" in core and not core & FRAMEWORKS
     onnx = _requires(wheels["tritonpy-backend-onnx"])
     assert {"tritonpy-sdk", "onnxruntime"} <= onnx and "tritonpy" not in onnx
+    torch = _requires(wheels["tritonpy-backend-torch"])
+    assert {"tritonpy-sdk", "torch"} <= torch and "tritonpy" not in torch
+    # torch with a lower bound only: the user's CPU or CUDA build is kept.
+    (spec,) = [
+        r for r in wheels["tritonpy-backend-torch"].get_all("Requires-Dist") or [] if r.startswith("torch")
+    ]
+    assert spec.replace(" ", "") == "torch>=2.1"
     # The Python backend needs nothing beyond the SDK and numpy (its stubs run anywhere).
     assert _requires(wheels["tritonpy-backend-python"]) == {"tritonpy-sdk", "numpy"}
 

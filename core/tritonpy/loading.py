@@ -27,12 +27,16 @@ from tritonpy_sdk import (
 )
 
 from .config import (
+    FILE_PLATFORMS,
+    PLATFORM_BACKENDS,
     ConfigError,
     ModelConfig,
+    backend_platform,
     config_from_dict,
     config_to_dict,
     fill_defaults,
     load_config_file,
+    platform_file,
     validate_config,
 )
 from .config._validate import ENSEMBLE_PLATFORM
@@ -177,13 +181,21 @@ class ModelLoader:
     def _prepare(self, mdir: ModelDir, config: ModelConfig) -> tuple[BackendHooks, Backend, list[int]]:
         """Pick the backend of ``config`` and the versions to load."""
         available = version_dirs(mdir.path)
-        backend_name = self._backend_name(config, mdir, list(available.values()))
+        dirs = list(available.values())
+        backend_name = self._backend_name(config, mdir, dirs)
         hooks, backend = self._registry.initialized(backend_name)
         config.backend = backend_name
-        if not config.platform and len(hooks.info.platforms) == 1:
-            config.platform = hooks.info.platforms[0]
-        if not config.default_model_filename and hooks.info.default_model_filename:
-            config.default_model_filename = hooks.info.default_model_filename
+        # Triton's core derives the platform and the model file from the backend (and files).
+        if not config.platform:
+            derived = backend_platform(backend_name, config.default_model_filename, dirs)
+            if derived is not None:
+                config.platform = derived
+            elif len(hooks.info.platforms) == 1:
+                config.platform = hooks.info.platforms[0]
+        if not config.default_model_filename:
+            filename = platform_file(config.platform, backend_name) or hooks.info.default_model_filename
+            if filename:
+                config.default_model_filename = filename
         return hooks, backend, _select_versions(mdir, config, list(available))
 
     def _backend_name(self, config: ModelConfig, mdir: ModelDir, dirs: list[Path]) -> str:
@@ -191,7 +203,12 @@ class ModelLoader:
             return config.backend
         if config.platform:
             return self._registry.backend_for_platform(config.platform)
+        named = FILE_PLATFORMS.get(config.default_model_filename)
+        if named is not None:
+            return PLATFORM_BACKENDS[named]
         found = self._registry.backend_for_files(dirs)
+        if found is None:
+            found = self._backend_for_known_files(dirs)
         if found is None:
             for filename, backend in KNOWN_FILES.items():
                 if any((d / filename).exists() for d in dirs):
@@ -205,6 +222,17 @@ class ModelLoader:
                 "(model.onnx, model.pt, model.plan, model.py ...) its version folders hold"
             )
         return found
+
+    def _backend_for_known_files(self, dirs: list[Path]) -> str | None:
+        """An installed backend for a model file Triton knows that no backend names as its
+        default (``model.pt2``: pytorch)."""
+        for filename, platform in FILE_PLATFORMS.items():
+            if any((d / filename).is_file() for d in dirs):
+                try:
+                    return self._registry.hooks(PLATFORM_BACKENDS[platform]).name
+                except TritonError:
+                    continue
+        return None
 
     def _load_version(
         self,

@@ -42,6 +42,7 @@ KNOWN_PACKAGES = {
 KNOWN_FILES = {
     "model.onnx": "onnxruntime",
     "model.pt": "pytorch",
+    "model.pt2": "pytorch",
     "model.plan": "tensorrt",
     "model.py": "python",
 }

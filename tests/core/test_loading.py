@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import tritonpy
-from tritonpy_sdk import InferenceResponse, hookimpl
+from tritonpy_sdk import BackendInfo, InferenceResponse, hookimpl
 from tritonpy_testbackend import CpuBackend
 
 
@@ -25,12 +25,63 @@ def _index(repo: Path) -> dict[str, dict[str, str]]:
 
 
 def test_model_file_of_a_missing_backend_names_the_package(tmp_path: Path) -> None:
-    (tmp_path / "torchy" / "1").mkdir(parents=True)
-    (tmp_path / "torchy" / "1" / "model.pt").write_bytes(b"")
-    entry = _index(tmp_path)["torchy"]
+    # tensorrt: a backend tritonpy names but the development environment does not install.
+    (tmp_path / "planned" / "1").mkdir(parents=True)
+    (tmp_path / "planned" / "1" / "model.plan").write_bytes(b"")
+    entry = _index(tmp_path)["planned"]
     assert entry["state"] == "UNAVAILABLE"
-    assert "has a model.pt but backend 'pytorch' is not installed" in entry["reason"]
-    assert "tritonpy-backend-torch" in entry["reason"]
+    assert "has a model.plan but backend 'tensorrt' is not installed" in entry["reason"]
+    assert "tritonpy-backend-tensorrt" in entry["reason"]
+
+
+class Torchy(Plain):
+    """Stands in for the pytorch backend: what the core derives does not depend on it."""
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(
+            platforms=("pytorch_libtorch", "torch_aoti"),
+            default_model_filename="model.pt",
+            default_instance_kind="KIND_CPU",
+        )
+
+
+def _configs(repo: Path) -> dict[str, dict[str, object]]:
+    server = tritonpy.Server(model_repository=repo, exit_on_error=False)
+    server.backends.register("pytorch", Torchy())
+    with server:
+        return {e["name"]: server.model_config(e["name"]) for e in server.repository_index(ready=True)}
+
+
+def test_platform_backend_and_model_file_derived_as_triton_does(tmp_path: Path) -> None:
+    io = (
+        'input [{ name: "X" data_type: TYPE_FP32 dims: [1] }] '
+        'output [{ name: "Y" data_type: TYPE_FP32 dims: [1] }]'
+    )
+    cases = {
+        # only the backend: Triton's default platform and file
+        "by_backend": ('backend: "pytorch"', "model.pt"),
+        # only the platform: its backend and file
+        "by_platform": ('platform: "torch_aoti"', "model.pt2"),
+        "by_old_platform": ('platform: "libtorch"', "model.pt"),
+        # neither: the version folder's file
+        "by_file": ("", "model.pt2"),
+        # only the file name
+        "by_filename": ('default_model_filename: "model.pt2"', "model.pt2"),
+    }
+    for name, (head, filename) in cases.items():
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "1" / filename).write_bytes(b"")
+        (tmp_path / name / "config.pbtxt").write_text(f"{head}\n{io}\n")
+    configs = _configs(tmp_path)
+    found = {n: (c["backend"], c["platform"], c["default_model_filename"]) for n, c in configs.items()}
+    assert found == {
+        "by_backend": ("pytorch", "pytorch_libtorch", "model.pt"),
+        "by_platform": ("pytorch", "torch_aoti", "model.pt2"),
+        "by_old_platform": ("pytorch", "libtorch", "model.pt"),
+        "by_file": ("pytorch", "torch_aoti", "model.pt2"),
+        "by_filename": ("pytorch", "torch_aoti", "model.pt2"),
+    }
 
 
 def test_unknown_files_and_missing_versions(tmp_path: Path) -> None:

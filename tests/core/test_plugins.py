@@ -58,8 +58,8 @@ def test_broken_plugins_are_reported_and_do_not_stop_others(install_backend) -> 
 
 def test_missing_backend_names_its_package() -> None:
     registry = BackendRegistry()
-    with pytest.raises(TritonError, match="install the package 'tritonpy-backend-torch'"):
-        registry.hooks("pytorch")
+    with pytest.raises(TritonError, match="install the package 'tritonpy-backend-tensorrt'"):
+        registry.hooks("tensorrt")
 
 
 def test_backend_for_files(install_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -77,10 +77,10 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for dt in TYPES:
         _identity(dt, root / f"identity_{dt.lower()}" / "1" / "model.onnx")
     # A model whose backend is not installed: UNAVAILABLE, the rest serve.
-    torch_model = root / "needs_torch"
-    (torch_model / "1").mkdir(parents=True)
-    (torch_model / "1" / "model.pt").write_bytes(b"not loaded")
-    (torch_model / "config.pbtxt").write_text('platform: "pytorch_libtorch"\nmax_batch_size: 1\n')
+    trt_model = root / "needs_tensorrt"
+    (trt_model / "1").mkdir(parents=True)
+    (trt_model / "1" / "model.plan").write_bytes(b"not loaded")
+    (trt_model / "config.pbtxt").write_text('platform: "tensorrt_plan"\nmax_batch_size: 1\n')
     # Two versions, policy "all", plus reshape: the client sends [4], the model sees [2, 2].
     for v in (1, 2):
         x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 2, 2])
@@ -122,7 +122,7 @@ def _direct(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 def test_startup_table_lists_every_model(server) -> None:  # type: ignore[no-untyped-def]
     out = server.wait_for_output("Started HTTPService")
     assert "| simple" in out and "READY" in out
-    assert "needs_torch" in out and "tritonpy-backend-torch" in out
+    assert "needs_tensorrt" in out and "tritonpy-backend-tensorrt" in out
     assert f"Started HTTPService at {server.url}" in out
 
 
@@ -210,10 +210,10 @@ def test_missing_backend_makes_only_that_model_unavailable(
 ) -> None:
     index = {(m["name"], m.get("version", "")): m for m in client.get_model_repository_index()}
     assert index[("simple", "1")]["state"] == "READY"
-    broken = [m for (name, _), m in index.items() if name == "needs_torch"]
+    broken = [m for (name, _), m in index.items() if name == "needs_tensorrt"]
     assert broken and broken[0]["state"] == "UNAVAILABLE"
-    assert "tritonpy-backend-torch" in broken[0]["reason"]
-    assert not client.is_model_ready("needs_torch")
+    assert "tritonpy-backend-tensorrt" in broken[0]["reason"]
+    assert not client.is_model_ready("needs_tensorrt")
     assert client.is_server_ready()  # --strict-readiness=false
 
 

@@ -5,19 +5,22 @@ from ._defaults import fill_defaults
 from ._errors import ConfigError
 from ._json import config_from_dict, config_to_dict
 from ._load import load_config_file, parse_config_text
-from ._platforms import PLATFORM_BACKENDS, platform_backend
+from ._platforms import FILE_PLATFORMS, PLATFORM_BACKENDS, backend_platform, platform_backend, platform_file
 from ._validate import validate_config
 from .model_config_pb2 import ModelConfig
 
 __all__ = [
+    "FILE_PLATFORMS",
     "PLATFORM_BACKENDS",
     "ConfigError",
     "ModelConfig",
     "config_from_dict",
     "config_to_dict",
     "fill_defaults",
+    "backend_platform",
     "load_config_file",
     "parse_config_text",
     "platform_backend",
+    "platform_file",
     "validate_config",
 ]

@@ -1,0 +1,295 @@
+"""One model instance: its program on its device, and ``execute``.
+
+A batch of requests runs as one call: each input is gathered along the batch
+dimension (pinned host memory for GPU instances, then one asynchronous copy
+to the device), handed to torch without a copy (DLPack), and only the
+outputs some request asked for are read back, as numpy views of the result
+tensors where they are contiguous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tritonpy_sdk import (
+    DataType,
+    InferenceRequest,
+    InferenceResponse,
+    Tensor,
+    TritonError,
+    batch_input_array,
+    batch_sizes,
+    gather_inputs,
+    gather_ragged,
+    scatter_output,
+)
+
+from ._params import Options, apply_execution_switches
+from ._programs import Program, torchscript_results
+from ._types import config_type, to_numpy, to_torch, torch_dtype
+
+Allocator = Callable[[tuple[int, ...], Any], np.ndarray[Any, Any]]
+
+
+@dataclass(slots=True)
+class InputSpec:
+    name: str
+    position: int
+    string: bool
+    bf16: bool
+    ragged: bool = False
+    #: Batch inputs are made by the backend from the requests (Triton's batch_input).
+    batch_kind: str = ""
+    batch_sources: tuple[str, ...] = ()
+    batch_dtype: Any = None
+
+
+@dataclass(slots=True)
+class OutputSpec:
+    name: str
+    index: int
+    datatype: DataType
+    config_type: str
+    string: bool
+
+
+@dataclass(slots=True)
+class InstanceState:
+    """What ``execute`` needs for one instance, computed once at load."""
+
+    torch: Any
+    model_name: str
+    program: Program
+    options: Options
+    batching: bool
+    inputs: list[InputSpec]
+    outputs: dict[str, OutputSpec]
+    on_gpu: bool
+    stream: Any = None
+
+    @classmethod
+    def create(
+        cls, torch: Any, model_name: str, config: dict[str, Any], program: Program, options: Options
+    ) -> InstanceState:
+        batching = int(config.get("max_batch_size", 0) or 0) > 0
+        inputs: list[InputSpec] = []
+        for entry in config.get("input", []):
+            name = str(entry["name"])
+            data_type = str(entry.get("data_type", "TYPE_INVALID"))
+            _check_type(torch, model_name, "input", name, data_type, entry, batching)
+            inputs.append(
+                InputSpec(
+                    name,
+                    program.inputs[name],
+                    data_type == "TYPE_STRING",
+                    data_type == "TYPE_BF16",
+                    ragged=bool(entry.get("allow_ragged_batch")),
+                )
+            )
+        position = len(inputs)
+        for batch_input in config.get("batch_input", []):
+            for target in batch_input.get("target_name", []):
+                inputs.append(
+                    InputSpec(
+                        target,
+                        program.inputs.get(target, position),
+                        string=False,
+                        bf16=False,
+                        batch_kind=str(batch_input.get("kind", "BATCH_ELEMENT_COUNT")),
+                        batch_sources=tuple(batch_input.get("source_input", [])),
+                        batch_dtype=DataType.from_config(
+                            batch_input.get("data_type", "TYPE_FP32")
+                        ).numpy_dtype,
+                    )
+                )
+                position += 1
+        outputs: dict[str, OutputSpec] = {}
+        for entry in config.get("output", []):
+            name = str(entry["name"])
+            data_type = str(entry.get("data_type", "TYPE_INVALID"))
+            _check_type(torch, model_name, "output", name, data_type, entry, batching)
+            outputs[name] = OutputSpec(
+                name,
+                program.outputs[name],
+                DataType.from_config(data_type),
+                data_type,
+                data_type == "TYPE_STRING",
+            )
+        device = program.device
+        on_gpu = device is not None and str(device).startswith("cuda")
+        stream = torch.cuda.Stream(device=device) if on_gpu else None
+        return cls(torch, model_name, program, options, batching, inputs, outputs, on_gpu, stream)
+
+    # -- execute ---------------------------------------------------------------------------------
+
+    def execute(
+        self, requests: Sequence[InferenceRequest], allocator: Allocator | None = None
+    ) -> list[InferenceResponse]:
+        if len(requests) > 1 and not self.batching:
+            return [self.execute([r], allocator)[0] for r in requests]
+        torch = self.torch
+        wanted = self._wanted(requests)
+        apply_execution_switches(torch, self.options)
+        with torch.inference_mode(self.options.inference_mode), torch.no_grad():
+            if self.stream is not None:
+                with torch.cuda.stream(self.stream):
+                    arrays = self._run(requests, wanted, allocator)
+            else:
+                arrays = self._run(requests, wanted, allocator)
+        if self.options.cache_cleaning and self.on_gpu:
+            torch.cuda.empty_cache()
+        if len(requests) == 1:
+            return [InferenceResponse({n: Tensor(n, a, self.outputs[n].datatype) for n, a in arrays.items()})]
+        sizes = batch_sizes(requests)
+        parts = {name: scatter_output(array, sizes) for name, array in arrays.items()}
+        return [
+            InferenceResponse({n: Tensor(n, p[i], self.outputs[n].datatype) for n, p in parts.items()})
+            for i in range(len(requests))
+        ]
+
+    def _run(
+        self, requests: Sequence[InferenceRequest], wanted: list[str], allocator: Allocator | None
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        args = self._arguments(requests, allocator)
+        program = self.program
+        try:
+            result = program.call(args) if program.dict_input or program.flat_results else program.call(*args)
+        except TritonError:
+            raise
+        except Exception as exc:  # the model's own failure: Triton's wording, never a crash
+            raise TritonError.internal(f"PyTorch execute failure: {_first_line(exc)}") from None
+        results = result if program.flat_results else torchscript_results(self.torch, result)
+        return self._outputs(results, wanted)
+
+    def _arguments(self, requests: Sequence[InferenceRequest], allocator: Allocator | None) -> Any:
+        torch = self.torch
+        device = self.program.device
+        pinned = allocator if self.on_gpu else None
+        values: list[Any] = [None] * self.program.arity
+        named: dict[str, Any] = {}
+        for spec in self.inputs:
+            if spec.batch_kind:
+                array = batch_input_array(spec.batch_kind, requests, spec.batch_sources, spec.batch_dtype)
+            elif len(requests) == 1:
+                array = requests[0].inputs[spec.name].data
+                if pinned is not None and not spec.string:
+                    staged = pinned(array.shape, array.dtype)
+                    np.copyto(staged, array)
+                    array = staged
+            elif spec.ragged:
+                array = gather_ragged(requests, spec.name)
+            else:
+                array = gather_inputs(requests, spec.name, allocator=pinned)
+            value: Any
+            if spec.string:
+                value = [
+                    v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                    for v in array.reshape(-1)
+                ]
+            else:
+                value = to_torch(torch, array, spec.bf16)
+                if device is not None and value.device != device:
+                    value = value.to(device, non_blocking=pinned is not None)
+            if self.program.dict_input:
+                named[spec.name] = value
+            else:
+                values[spec.position] = value
+        return named if self.program.dict_input else values
+
+    def _outputs(
+        self, results: list[Any] | dict[str, Any], wanted: list[str]
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        values = list(results.values()) if isinstance(results, dict) else results
+        host: dict[str, Any] = {}
+        for name in wanted:
+            spec = self.outputs[name]
+            if isinstance(results, dict) and name in results:
+                value = results[name]
+            elif spec.index < len(values):
+                value = values[spec.index]
+            else:
+                raise TritonError.invalid_arg(
+                    f"The output {name} in the model configuration refers to an output index which "
+                    f"doesn't exist. This model has {len(values)} outputs"
+                )
+            host[name] = self._output(spec, value)
+        if self.on_gpu:
+            self.stream.synchronize()  # the device → host copies above were asynchronous
+        return {name: self._to_array(self.outputs[name], value) for name, value in host.items()}
+
+    def _output(self, spec: OutputSpec, value: Any) -> Any:
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            provided = config_type(value.dtype)
+            if spec.string or provided != spec.config_type:
+                raise TritonError.invalid_arg(
+                    f"configuration expects datatype {spec.config_type} for output '{spec.name}', "
+                    f"model provides {provided}"
+                )
+            if value.dim() == 0:
+                raise TritonError.invalid_arg(f"output '{spec.name}' is a scalar which is not supported.")
+            if value.device.type != "cpu":
+                # Pinned host memory, filled on the instance's stream; synchronised once for all outputs.
+                staged = torch.empty(value.shape, dtype=value.dtype, pin_memory=True)
+                staged.copy_(value, non_blocking=True)
+                return staged
+            return value
+        if isinstance(value, list) and all(isinstance(s, str) for s in value):
+            if not spec.string:
+                raise TritonError.invalid_arg(
+                    f"configuration expects datatype {spec.config_type} for output '{spec.name}', "
+                    "model provides TYPE_STRING"
+                )
+            return value
+        raise TritonError.invalid_arg(f"output '{spec.name}' must be of type Tensor or List[str].")
+
+    def _to_array(self, spec: OutputSpec, value: Any) -> np.ndarray[Any, Any]:
+        if isinstance(value, list):
+            out = np.empty(len(value), dtype=object)
+            out[:] = [s.encode("utf-8") for s in value]
+            return out
+        return to_numpy(self.torch, value, DataType.BF16.numpy_dtype)
+
+    def _wanted(self, requests: Sequence[InferenceRequest]) -> list[str]:
+        """The outputs to read back: the union of those requested; all when any request names none."""
+        if any(not r.requested_outputs for r in requests):
+            return list(self.outputs)
+        names = {o.name for r in requests for o in r.requested_outputs}
+        return [n for n in self.outputs if n in names]
+
+
+def _check_type(
+    torch: Any, model: str, kind: str, name: str, data_type: str, entry: dict[str, Any], batching: bool
+) -> None:
+    if data_type == "TYPE_STRING":
+        reshape = entry.get("reshape")
+        dims = reshape.get("shape", []) if reshape else entry.get("dims", [])
+        if len(dims) + (1 if batching else 0) > 1:
+            raise TritonError.internal(
+                f"Triton only supports 1 dimensional List of String as {kind} for '{name}' "
+                f"for model '{model}'"
+            )
+        return
+    if torch_dtype(torch, data_type) is None:
+        raise TritonError.internal(
+            f"unsupported datatype {data_type} for {kind} '{name}' for model '{model}'"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    """A TorchScript error's message without the interpreter's traceback of the scripted code."""
+    text = str(exc).strip()
+    marker = "The following operation failed in the TorchScript interpreter."
+    if marker in text:
+        # torch.jit errors end with "RuntimeError: <the model's own message>" after the traceback.
+        tail = text.rsplit("\n", 1)[-1].strip()
+        return tail or text
+    return text
+
+
+def _text(value: Any) -> str:
+    """A BYTES element as the ``str`` a TorchScript ``List[str]`` holds."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

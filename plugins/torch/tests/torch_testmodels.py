@@ -1,0 +1,129 @@
+"""Small models for the torch backend's tests, scripted (or exported) into model folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+
+class MLP(nn.Module):
+    def __init__(self, features: int = 16, hidden: int = 32, classes: int = 4) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+
+class AddSub(nn.Module):
+    def forward(self, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+        return a + b, a - b
+
+
+class Scale(nn.Module):
+    """Inputs bound by forward()'s argument names."""
+
+    def forward(self, image: Tensor, scale: Tensor) -> Tensor:
+        return image * scale
+
+
+class Embed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(100, 8)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.table(ids)
+
+
+class Words(nn.Module):
+    """List[str] in, (List[str], lengths) out."""
+
+    def forward(self, words: list[str]) -> tuple[list[str], Tensor]:
+        upper = [w.upper() for w in words]
+        lengths = torch.tensor([len(w) for w in words], dtype=torch.int64)
+        return upper, lengths
+
+
+class Raises(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        if bool(x.sum() > 0):
+            raise RuntimeError("only non-positive inputs, please")
+        return -x
+
+
+class DictIn(nn.Module):
+    def forward(self, inputs: dict[str, Tensor]) -> Tensor:
+        return inputs["a"] * inputs["b"]
+
+
+class DictOut(nn.Module):
+    def forward(self, x: Tensor) -> dict[str, Tensor]:
+        return {"double": x * 2, "square": x * x}
+
+
+class Busy(nn.Module):
+    """Keeps a core busy for a while (matmuls in a loop): for tests of concurrent instances."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.eye(128) * 0.5, requires_grad=False)
+
+    def forward(self, x: Tensor, rounds: Tensor) -> Tensor:
+        y = x
+        for _ in range(int(rounds.reshape(-1)[0])):
+            y = torch.tanh(y @ self.w)
+        return y
+
+
+class TinyCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1, stride=2)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = torch.relu(self.conv1(x))
+        y = torch.relu(self.conv2(y))
+        return self.head(y.mean(dim=(2, 3)))
+
+
+def save_script(
+    module: nn.Module, folder: Path, config: str = "", version: int = 1
+) -> torch.jit.ScriptModule:
+    """``folder/<version>/model.pt`` (and ``config.pbtxt`` when given); returns the scripted module."""
+    torch.manual_seed(0)
+    scripted = torch.jit.script(module.eval())
+    (folder / str(version)).mkdir(parents=True, exist_ok=True)
+    scripted.save(str(folder / str(version) / "model.pt"))
+    if config:
+        (folder / "config.pbtxt").write_text(config)
+    return scripted
+
+
+def io(name: str, data_type: str, dims: list[int], extra: str = "") -> str:
+    return f'{{ name: "{name}" data_type: {data_type} dims: {dims} {extra}}}'
+
+
+def config(
+    inputs: list[str],
+    outputs: list[str],
+    max_batch: int = 0,
+    extra: str = "",
+    platform: str = "pytorch_libtorch",
+) -> str:
+    return (
+        f'platform: "{platform}"\nmax_batch_size: {max_batch}\n'
+        f"input [ {', '.join(inputs)} ]\noutput [ {', '.join(outputs)} ]\n{extra}\n"
+    )
+
+
+class RaggedSums(nn.Module):
+    """A ragged input with Triton's BATCH_ELEMENT_COUNT batch input: one sum per request."""
+
+    def forward(self, x: Tensor, counts: Tensor) -> Tensor:
+        sizes: list[int] = counts.reshape(-1).tolist()
+        return torch.stack([c.sum() for c in torch.split(x.reshape(-1), sizes)]).reshape(-1, 1)
