@@ -153,15 +153,20 @@ class ModelVersion:
                 return False
         return True
 
-    def submit(self, request: InferenceRequest, done: OnResponse, trace: Any = None) -> None:
+    def submit(
+        self, request: InferenceRequest, done: OnResponse, trace: Any = None, here: bool = False
+    ) -> None:
         """Validate ``request`` and queue it; ``done(response, flags)`` gets its responses.
+        ``here``: the caller blocks for the answer anyway, so the request may run on its
+        thread when an instance is free (schedulers with ``run_here``).
 
         Raises ``TritonError`` for an invalid request (before anything is
         queued); every queued request is answered through ``done``, the last
         call with ``RESPONSE_COMPLETE_FINAL`` (exactly one call unless the
         model is decoupled; a decoupled model's FINAL may come without a response).
         """
-        if self._scheduler is None or self.state is not ModelState.READY:
+        scheduler = self._scheduler  # once: an unload may clear it meanwhile
+        if scheduler is None or self.state is not ModelState.READY:
             raise self._not_ready()
         if request.parameters:
             take_sequence_parameters(request)
@@ -193,7 +198,12 @@ class ModelVersion:
         if trace is not None:
             trace.stamp("QUEUE_START", arrival)
         try:
-            self._scheduler.enqueue(Job(request, done, arrival, trace, key, lookup_ns))
+            job = Job(request, done, arrival, trace, key, lookup_ns)
+            if here:
+                run_here = getattr(scheduler, "run_here", None)
+                if run_here is not None and run_here(job):
+                    return
+            scheduler.enqueue(job)
         except TritonError as exc:
             self.stats.dequeued(1)
             if self.retired:  # replaced between lookup and queueing: not a rejection

@@ -396,8 +396,16 @@ class Server:
         """An ensemble step's request to its member: internal, as BLS requests are."""
         self.submit(request, done, internal=True)
 
-    def _submit(self, mv: ModelVersion, request: InferenceRequest, done: OnResponse, internal: bool) -> None:
-        """``submit`` to ``mv``, the version ``_admit`` found for ``request``."""
+    def _submit(
+        self,
+        mv: ModelVersion,
+        request: InferenceRequest,
+        done: OnResponse,
+        internal: bool,
+        here: bool = False,
+    ) -> None:
+        """``submit`` to ``mv``, the version ``_admit`` found for ``request``; ``here``: the
+        caller blocks for the answer, so it may run the request itself (``ModelVersion.submit``)."""
         requested = request.model_version
         request.model_version = mv.version
         self._enter()
@@ -419,7 +427,7 @@ class Server:
         try:
             for _ in range(_RESUBMITS):
                 try:
-                    mv.submit(request, finished, trace)
+                    mv.submit(request, finished, trace, here)
                     return
                 except VersionRetired:
                     # A reload or unload took this version away between the lookup
@@ -430,7 +438,7 @@ class Server:
                     request.model_version = mv.version
                     if trace is not None:
                         trace.model_version = mv.version
-            mv.submit(request, finished, trace)
+            mv.submit(request, finished, trace, here)
         except BaseException:
             self._leave()
             raise
@@ -445,12 +453,15 @@ class Server:
         on_response: Callable[[InferenceResponse], None],
         decoupled_message: str | None = None,
         stream_call: str = "stream_async()",
+        here: bool = False,
     ) -> None:
         """Queue ``request`` for a model that is not decoupled; ``on_response(response)``
         gets its one response (an error response included), on whichever thread
         answers it. Raises ``TritonError`` when it is refused before queueing: a
         decoupled model as UNSUPPORTED with ``decoupled_message`` (a front end's
-        wording) when given, else as INVALID_ARG pointing to ``stream_call``."""
+        wording) when given, else as INVALID_ARG pointing to ``stream_call``. ``here``:
+        the calling thread waits for the answer anyway, and may run the request itself
+        when an instance is free (no hand-off to a worker thread and back)."""
         mv = self._admit(request)
         if mv.decoupled:
             if decoupled_message is not None:
@@ -464,7 +475,7 @@ class Server:
             if response is not None:
                 on_response(response)
 
-        self._submit(mv, request, done, False)
+        self._submit(mv, request, done, False, here)
 
     async def infer_async(
         self, request: InferenceRequest, decoupled_message: str | None = None
@@ -491,7 +502,8 @@ class Server:
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
         fut: Future[InferenceResponse] = Future()
-        self.start_infer(request, fut.set_result, stream_call="stream()")
+        # Without a timeout this thread may run the request itself: it waits anyway.
+        self.start_infer(request, fut.set_result, stream_call="stream()", here=timeout is None)
         response = fut.result(timeout)
         if response.error is not None:
             raise response.error
@@ -523,7 +535,10 @@ class Server:
     def stream(self, request: InferenceRequest, timeout: float | None = None) -> Iterator[InferenceResponse]:
         """Blocking ``stream_async``; ``timeout`` bounds the wait for each response."""
         inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
-        self.submit(request, lambda response, flags: inbox.put((response, flags)))
+        # Without a timeout this thread may run the request itself: it waits anyway.
+        self._submit(
+            self._admit(request), request, lambda r, flags: inbox.put((r, flags)), False, here=timeout is None
+        )
         finished = False
         try:
             while not finished:

@@ -488,28 +488,17 @@ class ModelManager:
         return name in self._records
 
     def get_version(self, name: str, version: int | str | None = None) -> ModelVersion:
-        """The ready model version ``name``/``version`` (latest when none), or TritonError."""
-        record = self._records.get(name)
-        if record is None:
-            raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
-        v = parse_version(name, version)
-        if v <= 0:
-            ready = [mv for mv in record.versions.values() if mv.ready]
-            if not ready:
-                raise TritonError.not_found(f"Request for unknown model: '{name}' has no available versions")
-            return max(ready, key=lambda mv: mv.version)
-        mv = record.versions.get(v)
-        if mv is None:
-            if v in record.failed or v in record.retired:
-                raise TritonError.unavailable(
-                    f"Request for unknown model: '{name}' version {v} is not at ready state"
-                )
-            raise TritonError.not_found(f"Request for unknown model: '{name}' version {v} is not found")
-        if not mv.ready:
-            raise TritonError.unavailable(
-                f"Request for unknown model: '{name}' version {v} is not at ready state"
-            )
-        return mv
+        """The ready model version ``name``/``version`` (latest when none), or TritonError.
+
+        A lookup that fails on a record replaced meanwhile (a reload swapped a new one
+        in and retired the versions this snapshot still holds) looks again."""
+        while True:
+            record = self._records.get(name)
+            try:
+                return _version_of(record, name, version)
+            except TritonError:
+                if self._records.get(name) is record:
+                    raise
 
     def ready_versions(self, name: str) -> list[int]:
         """The versions of ``name`` that are ready, in order."""
@@ -593,6 +582,30 @@ def _folder_members(record: ModelRecord) -> list[str]:
     """The models the versions ``record`` served or serves need (retired ones included)."""
     versions = [*record.versions.values(), *record.retired.values()]
     return list(dict.fromkeys(m for mv in versions for m in config_members(mv.config)))
+
+
+def _version_of(record: ModelRecord | None, name: str, version: int | str | None) -> ModelVersion:
+    """The lookup of ``ModelManager.get_version`` in one snapshot of a model's record."""
+    if record is None:
+        raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
+    v = parse_version(name, version)
+    if v <= 0:
+        ready = [mv for mv in record.versions.values() if mv.ready]
+        if not ready:
+            raise TritonError.not_found(f"Request for unknown model: '{name}' has no available versions")
+        return max(ready, key=lambda mv: mv.version)
+    mv = record.versions.get(v)
+    if mv is None:
+        if v in record.failed or v in record.retired:
+            raise TritonError.unavailable(
+                f"Request for unknown model: '{name}' version {v} is not at ready state"
+            )
+        raise TritonError.not_found(f"Request for unknown model: '{name}' version {v} is not found")
+    if not mv.ready:
+        raise TritonError.unavailable(
+            f"Request for unknown model: '{name}' version {v} is not at ready state"
+        )
+    return mv
 
 
 def parse_version(name: str, version: int | str | None) -> int:

@@ -3,6 +3,12 @@
 Each instance owns a worker thread; all of a model's workers take jobs from one
 queue, so a request waits only while every instance is busy. ``execute`` runs
 on the worker thread, never on the event loop.
+
+A caller that blocks for the answer anyway (the in-process API's ``infer``)
+may run its request itself (``run_here``) when an instance is free and
+nothing is queued: no hand-off to the worker and back. Each instance's lock
+says who runs on it; a worker that takes a job while a caller holds its
+instance puts the job back for another worker and waits.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ class DefaultScheduler:
         self._model_name = model_name
         self._queue: queue.SimpleQueue[Job | object] = queue.SimpleQueue()
         self._runner = runner
+        #: Who runs on each instance now: its worker, or a caller (``run_here``).
+        self._instances = [(inst, threading.Lock()) for inst in instances]
         self._threads = [
-            threading.Thread(target=self._work, args=(inst,), name=f"tritonpy-{inst.name}", daemon=True)
-            for inst in instances
+            threading.Thread(target=self._work, args=pair, name=f"tritonpy-{pair[0].name}", daemon=True)
+            for pair in self._instances
         ]
         self._open = False
         # Admission and stop are serialized: a job is either queued before the stop
@@ -60,17 +68,65 @@ class DefaultScheduler:
         for t in self._threads:
             if t.is_alive():
                 t.join(remaining(deadline))
+        for _, lock in self._instances:  # callers running here finish too (until the deadline)
+            left = remaining(deadline)
+            if lock.acquire(timeout=-1 if left is None else left):
+                lock.release()
+        # Jobs a worker put back behind the stop markers (its instance was a caller's):
+        # queued before the stop, so they run, here, while the deadline allows.
+        instance, lock = self._instances[0]
+        while not self._queue.empty():
+            job = self._queue.get_nowait()
+            if not isinstance(job, Job):
+                continue
+            left = remaining(deadline)
+            if left is not None and left <= 0 or not lock.acquire(timeout=-1 if left is None else left):
+                fail_unfinished((job,), stopped(self._model_name))
+                continue
+            try:
+                self._run(instance, job)
+            finally:
+                lock.release()
 
-    def _work(self, instance: ModelInstance) -> None:
+    def run_here(self, job: Job) -> bool:
+        """Run ``job`` on the calling thread if an instance is free and no job waits;
+        False (nothing done) otherwise: then ``enqueue`` it."""
+        if not self._open or not self._queue.empty():
+            return False
+        for instance, lock in self._instances:
+            if lock.acquire(blocking=False):
+                try:
+                    if not self._open:
+                        return False
+                    self._run(instance, job)
+                    return True
+                finally:
+                    lock.release()
+        return False
+
+    def _run(self, instance: ModelInstance, job: Job) -> None:
+        try:
+            self._runner(instance, (job,))
+        except BaseException as exc:  # the runner answers jobs itself; never lose a worker
+            fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
+
+    def _work(self, instance: ModelInstance, lock: threading.Lock) -> None:
         get = self._queue.get
-        run = self._runner
         while True:
             job = get()
             if job is _STOP:
                 return
             assert isinstance(job, Job)
+            if not lock.acquire(blocking=False):
+                # A caller runs on this instance: the job goes back for a free worker
+                # (never waits behind the caller, which may be waiting for it: BLS),
+                # and this worker takes jobs again once its instance is free.
+                self._queue.put(job)
+                job = None
+                with lock:
+                    continue
             try:
-                run(instance, (job,))
-            except BaseException as exc:  # the runner answers jobs itself; never lose a worker
-                fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
+                self._run(instance, job)
+            finally:
+                lock.release()
             job = None  # not kept alive while idle
