@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,11 +71,37 @@ def simple_string(repo: Path) -> None:
     (repo / "simple_string" / "config.pbtxt").write_text(SIMPLE_STRING)
 
 
+SLOW = """
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(1.0)  # long enough for the test to unregister its regions meanwhile
+        out = []
+        for r in requests:
+            a = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(r, "INPUT1").as_numpy()
+            tensors = [pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]
+            out.append(pb_utils.InferenceResponse(tensors))
+        return out
+"""
+
+
 @pytest.fixture(scope="module")
 def server(server_factory, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     repo = tmp_path_factory.mktemp("shm_repo")
     shutil.copytree(ROOT / "examples" / "model_repository" / "simple", repo / "simple")
     simple_string(repo)
+    (repo / "slow" / "1").mkdir(parents=True)
+    (repo / "slow" / "1" / "model.py").write_text(SLOW)
+    config = (repo / "simple" / "config.pbtxt").read_text()
+    config = config.replace('name: "simple"', 'name: "slow"').replace(
+        'platform: "onnxruntime_onnx"', 'backend: "python"'
+    )
+    (repo / "slow" / "config.pbtxt").write_text(config)
     return server_factory([repo])
 
 
@@ -554,3 +581,35 @@ def test_tensor_parameters_over_http(server, regions: Regions) -> None:  # type:
             f"http://{server.url}/v2/systemsharedmemory/unregister", data=b"", method="POST"
         )
     ).close()
+
+
+def test_unregister_while_a_request_runs(server, client: Any, regions: Regions) -> None:  # type: ignore[no-untyped-def]
+    """The request that named the regions still reads its inputs and writes its
+    output after they are unregistered (the server keeps its mapping until then)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    in_key, _ = regions.make(4096, a, a)
+    out_key, out = regions.make(4096)
+    client.register_system_shared_memory("in", in_key, 4096)
+    client.register_system_shared_memory("out", out_key, 4096)
+    module = _module(client)
+    with ThreadPoolExecutor(1) as pool:
+
+        def run() -> None:  # a client of its own: HTTP clients stay on their thread
+            own = (
+                httpclient.InferenceServerClient(server.url)
+                if module is httpclient
+                else grpcclient.InferenceServerClient(server.grpc_url)
+            )
+            try:
+                _infer(own, "slow", "INT32", [("in", 64, 0), ("in", 64, 64)], [("out", 64, 128), None])
+            finally:
+                own.close()
+
+        future = pool.submit(run)
+        time.sleep(0.5)  # the request is in the model (it sleeps 1 s)
+        client.unregister_system_shared_memory()
+        assert _names(client.get_system_shared_memory_status()) == []
+        future.result(timeout=30)
+    assert shm.get_contents_as_numpy(out, np.int32, [1, 16], offset=128).tolist() == (2 * a).tolist()
