@@ -613,3 +613,35 @@ def test_unregister_while_a_request_runs(server, client: Any, regions: Regions) 
         assert _names(client.get_system_shared_memory_status()) == []
         future.result(timeout=30)
     assert shm.get_contents_as_numpy(out, np.int32, [1, 16], offset=128).tolist() == (2 * a).tolist()
+
+
+def test_grpc_stream_through_regions(server, regions: Regions) -> None:  # type: ignore[no-untyped-def]
+    import queue
+
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    in_key, _ = regions.make(4096, a, 3 * a)
+    out_key, out = regions.make(4096)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.register_system_shared_memory("in", in_key, 4096)
+    client.register_system_shared_memory("out", out_key, 4096)
+    results: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    try:
+        inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
+        inputs[0].set_shared_memory("in", 64)
+        inputs[1].set_shared_memory("in", 64, 64)
+        outputs = [grpcclient.InferRequestedOutput("OUTPUT0"), grpcclient.InferRequestedOutput("OUTPUT1")]
+        outputs[1].set_shared_memory("out", 64, 512)
+        client.async_stream_infer("simple", inputs, outputs=outputs)
+        result, error = results.get(timeout=30)
+        assert error is None
+        assert result.as_numpy("OUTPUT0").tolist() == (4 * a).tolist()
+        assert shm.get_contents_as_numpy(out, np.int32, [1, 16], offset=512).tolist() == (-2 * a).tolist()
+        outputs[1].set_shared_memory("out", 32, 512)  # too small: the error comes in the stream
+        client.async_stream_infer("simple", inputs, outputs=outputs)
+        result, error = results.get(timeout=30)
+        assert result is None and "should be at least 64 bytes to hold the results" in str(error)
+    finally:
+        client.stop_stream()
+        client.unregister_system_shared_memory()
+        client.close()
