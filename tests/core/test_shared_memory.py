@@ -173,3 +173,16 @@ def _maps_of(key: str) -> int:
     """How many mappings of ``/dev/shm<key>`` this process has."""
     with open("/proc/self/maps") as f:
         return sum(1 for line in f if line.rstrip().endswith("/dev/shm" + key))
+
+
+def test_only_regular_objects_are_mapped() -> None:
+    name = f"tritonpy-test-fifo-{os.getpid()}"
+    os.mkfifo(f"/dev/shm/{name}")
+    try:
+        _error(
+            lambda: SystemSharedMemory().register("x", "/" + name, 0, 16),
+            ErrorCode.INTERNAL,
+            f"Unable to open shared memory region: '/{name}'",
+        )
+    finally:
+        os.unlink(f"/dev/shm/{name}")

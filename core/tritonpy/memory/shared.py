@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,7 +189,10 @@ def _map(name: str, key: str, offset: int, byte_size: int) -> memoryview:
     except OSError:
         raise TritonError.internal(f"Unable to open shared memory region: '{key}'") from None
     try:
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or socket someone left in /dev/shm
+            raise TritonError.internal(f"Unable to open shared memory region: '{key}'")
+        size = info.st_size
         if offset + byte_size > size:
             raise TritonError.invalid_arg(failed + "invalid args")
         if byte_size == 0 or offset % mmap.ALLOCATIONGRANULARITY:
