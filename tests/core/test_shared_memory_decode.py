@@ -53,6 +53,7 @@ def test_http_inputs_are_views_and_outputs_go_to_the_region(
                     "shared_memory_region": "r",
                     "shared_memory_byte_size": 16,
                     "shared_memory_offset": 64,
+                    "binary_data": False,  # as tritonclient sends it
                 },
             },
             {"name": "Z", "parameters": {"binary_data": False}},

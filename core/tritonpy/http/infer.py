@@ -151,7 +151,7 @@ def decode_request(
         out_params = dict(_parameters(entry, f"output '{entry['name']}'"))
         if out_params and REGION in out_params:
             binary_flags[entry["name"]] = _shared(memory).output_slot(entry["name"], out_params)
-            for key in SHARED_MEMORY_KEYS:
+            for key in (*SHARED_MEMORY_KEYS, "binary_data"):
                 out_params.pop(key, None)
         elif "binary_data" in out_params:
             binary_flags[entry["name"]] = _flag(out_params.pop("binary_data"), "binary_data")
