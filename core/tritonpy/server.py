@@ -48,6 +48,7 @@ from .backend_api import BackendServerApi
 from .cache import create_cache
 from .loading import ModelLoader
 from .logsettings import LogSettings, LogState
+from .memory.shared import SystemSharedMemory
 from .model import ModelState, ModelVersion, VersionRetired
 from .options import ServerOptions
 from .plugins import BackendRegistry
@@ -69,6 +70,7 @@ EXTENSIONS = (
     "trace",
     "binary_tensor_data",
     "parameters",
+    "system_shared_memory",
 )
 
 
@@ -105,6 +107,8 @@ class Server:
             self.tracer = Tracer(state_from_flags(options.trace_config))
         except ValueError as exc:
             raise TritonError.invalid_arg(str(exc)) from None
+        #: Regions of the system shared-memory extension, registered by clients.
+        self.shared_memory = SystemSharedMemory()
         self.cache: ResponseCache | None = None
         if options.cache_config:
             if len(options.cache_config) > 1:
@@ -192,6 +196,7 @@ class Server:
         self._stopping = True
         self.manager.unload_all(deadline)  # polling stops, unloads under way are waited for
         self.backends.finalize()
+        self.shared_memory.unregister()
         self.tracer.flush()
         self._started = False
 

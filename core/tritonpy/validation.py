@@ -20,6 +20,7 @@ from tritonpy_sdk import (
     TritonError,
 )
 
+from .memory.shared import SHARED_MEMORY_KEYS
 from .spec import ModelSpec, TensorSpec
 
 #: Request parameters of Triton's sequence extension; the core consumes them.
@@ -121,21 +122,18 @@ def validate_request(spec: ModelSpec, request: InferenceRequest) -> None:
 CLASS_COUNT_KEYS = ("classification", "class_count")
 
 
-#: Tensor parameters of the shared-memory extensions (not served yet).
-SHARED_MEMORY_KEYS = ("shared_memory_region", "shared_memory_offset", "shared_memory_byte_size")
-
-
 def refuse_shared_memory(kind: str, name: str, parameters: Mapping[str, object]) -> None:
-    """INVALID_ARG when an input or output asks for a shared-memory region: this
-    server has no shared-memory extension yet, and ignoring the request would
-    answer with data the client never looks at (or read none it sent)."""
+    """INVALID_ARG when an input or output of a request built in process asks for
+    a shared-memory region: the HTTP and gRPC front ends resolve those parameters
+    (and remove them) before a request gets here, and ignoring one would answer
+    with data the client never looks at."""
     key = next((k for k in SHARED_MEMORY_KEYS if k in parameters), None)
     if key is not None:
         region = parameters.get("shared_memory_region", "")
         raise TritonError.invalid_arg(
             f"{kind} '{name}' asks for shared memory ('{key}'"
             + (f", region '{region}'" if region else "")
-            + "), which this server does not support yet: send the tensor's data in the request"
+            + "), which only the HTTP and gRPC front ends serve: in process, pass the arrays"
         )
 
 

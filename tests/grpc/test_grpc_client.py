@@ -136,22 +136,20 @@ def test_errors_map_to_grpc_status(client: grpcclient.InferenceServerClient) -> 
         (lambda: client.load_model("addsub"), "StatusCode.UNAVAILABLE", "explicit model load / unload"),
         (lambda: client.unload_model("addsub"), "StatusCode.UNAVAILABLE", "explicit model load / unload"),
         (
-            lambda: client.register_system_shared_memory("r", "/k", 16),
-            "StatusCode.UNIMPLEMENTED",
-            "system shared memory",
+            lambda: client.register_system_shared_memory("r", "/tritonpy-no-such-key", 16),
+            "StatusCode.INTERNAL",
+            "Unable to open shared memory region: '/tritonpy-no-such-key'",
         ),
         (
-            lambda: client.get_system_shared_memory_status(),
-            "StatusCode.UNIMPLEMENTED",
-            "system shared memory",
+            lambda: client.get_system_shared_memory_status("r"),
+            "StatusCode.NOT_FOUND",
+            "Unable to find system shared memory region: 'r'",
         ),
         (
-            lambda: client.unregister_system_shared_memory(),
+            lambda: client.register_cuda_shared_memory("c", b"\0" * 64, 0, 16),
             "StatusCode.UNIMPLEMENTED",
-            "system shared memory",
+            "CUDA shared memory is not supported by this server",
         ),
-        (lambda: client.get_cuda_shared_memory_status(), "StatusCode.UNIMPLEMENTED", "CUDA shared memory"),
-        (lambda: client.unregister_cuda_shared_memory(), "StatusCode.UNIMPLEMENTED", "CUDA shared memory"),
     ]
     for call, status, message in cases:
         with pytest.raises(InferenceServerException) as info:
@@ -289,21 +287,22 @@ def test_max_message_size(test_repos) -> None:  # type: ignore[no-untyped-def]
         server.stop()
 
 
-def test_shared_memory_is_refused_until_supported(client: grpcclient.InferenceServerClient) -> None:
+def test_unknown_shared_memory_regions(client: grpcclient.InferenceServerClient) -> None:
+    """Regions are looked up by name (tests/integration/test_shared_memory_served.py
+    covers registered ones); Triton's answer for a name never registered."""
     a = np.ones((1, 4), np.int32)
     inputs = _inputs(a, a, "INT32")
     inputs[0].set_shared_memory("input_region", 16)  # as NVIDIA's shm example clients do
     with pytest.raises(InferenceServerException) as info:
         client.infer("addsub", inputs)
-    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
-    assert "input 'INPUT0' asks for shared memory" in str(info.value)
-    assert "region 'input_region'" in str(info.value)
+    assert info.value.status() == "StatusCode.NOT_FOUND"
+    assert info.value.message() == "Unable to find shared memory region: 'input_region'"
     output = grpcclient.InferRequestedOutput("OUTPUT0")
     output.set_shared_memory("output_region", 16)
     with pytest.raises(InferenceServerException) as info:
         client.infer("addsub", _inputs(a, a, "INT32"), outputs=[output])
-    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
-    assert "output 'OUTPUT0' asks for shared memory" in str(info.value)
+    assert info.value.status() == "StatusCode.NOT_FOUND"
+    assert info.value.message() == "Unable to find shared memory region: 'output_region'"
 
 
 @pytest.mark.parametrize("version", ["\u0663", "\uff11", " 1", "+1", "1_0"])

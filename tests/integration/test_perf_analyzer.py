@@ -119,3 +119,30 @@ def _executions(server) -> int:  # type: ignore[no-untyped-def]
     with urllib.request.urlopen(f"http://{server.url}/v2/models/simple/stats", timeout=5) as r:
         stats = json.load(r)["model_stats"]
     return int(stats[0]["execution_count"]) if stats else 0
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_perf_analyzer_through_system_shared_memory(
+    server_factory, perf_analyzer: Path, protocol: str
+) -> None:  # type: ignore[no-untyped-def]
+    """``--shared-memory system``: perf_analyzer registers its regions, sends every
+    input and receives every output through them, and unregisters them."""
+    server = server_factory([ROOT / "examples" / "model_repository"])
+    url = server.url if protocol == "http" else server.grpc_url
+    args = [
+        str(perf_analyzer),
+        *("-m", "simple", "-u", url, "-i", protocol),
+        *("--shared-memory", "system", "--output-shared-memory-size", "1024"),
+        *("--concurrency-range", "2:2", "--measurement-mode", "count_windows"),
+        *("--measurement-request-count", "100", "--stability-percentage", "999", "--max-trials", "3"),
+    ]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=240)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert "Concurrency: 2, throughput" in output and "error" not in output.lower(), output
+    with urllib.request.urlopen(f"http://{server.url}/v2/models/simple/stats", timeout=10) as resp:
+        (stats,) = json.load(resp)["model_stats"]
+    assert stats["inference_stats"]["fail"]["count"] == 0
+    assert stats["inference_stats"]["success"]["count"] >= 100
+    with urllib.request.urlopen(f"http://{server.url}/v2/systemsharedmemory/status", timeout=10) as resp:
+        assert json.load(resp) == []  # perf_analyzer unregistered what it registered

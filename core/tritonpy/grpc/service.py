@@ -17,6 +17,7 @@ from google.protobuf import json_format
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, TritonError
 
 from ..failures import report
+from ..memory.shared import CUDA_SHM_REFUSAL
 from ..repository.overrides import split_load_parameters
 from ..server import Server
 from . import grpc_service_pb2 as pb
@@ -196,11 +197,11 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @_unary
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
-        core_request = request_from_proto(request)
+        core_request, slots = request_from_proto(request, self.server.shared_memory)
         response = await self.server.infer_async(
             core_request, "ModelInfer RPC doesn't support models with decoupled transaction policy"
         )
-        return response_to_proto(response)
+        return response_to_proto(response, slots)
 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: grpc.aio.ServicerContext
@@ -225,7 +226,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
         async def one(msg: pb.ModelInferRequest) -> None:
             try:
-                core_request = request_from_proto(msg)
+                core_request, slots = request_from_proto(msg, self.server.shared_memory)
             except TritonError as exc:
                 exc.__traceback__ = None  # its frames hold the message
                 await queue.put(failed(msg, exc))
@@ -257,7 +258,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                             model_version=core_request.model_version,
                             id=core_request.id,
                         )
-                    out = response_to_proto(response)
+                    out = response_to_proto(response, slots)
                     if flag_final:
                         out.parameters["triton_final_response"].bool_param = final
                     await queue.put(pb.ModelStreamInferResponse(infer_response=out))
@@ -298,28 +299,48 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             for task in list(pending):
                 task.cancel()
 
-    # -- extensions not built yet --------------------------------------------------------
+    # -- shared memory -------------------------------------------------------------------
 
-    async def _unimplemented(self, what: str, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{what} is not supported by this server yet")
+    @_unary
+    async def SystemSharedMemoryStatus(
+        self, request: pb.SystemSharedMemoryStatusRequest, context: Any
+    ) -> pb.SystemSharedMemoryStatusResponse:
+        out = pb.SystemSharedMemoryStatusResponse()
+        for region in self.server.shared_memory.status(request.name or None):
+            out.regions[region["name"]].CopyFrom(pb.SystemSharedMemoryStatusResponse.RegionStatus(**region))
+        return out
 
-    async def SystemSharedMemoryStatus(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("system shared memory", context)
+    @_unary
+    async def SystemSharedMemoryRegister(
+        self, request: pb.SystemSharedMemoryRegisterRequest, context: Any
+    ) -> pb.SystemSharedMemoryRegisterResponse:
+        self.server.shared_memory.register(request.name, request.key, request.offset, request.byte_size)
+        return pb.SystemSharedMemoryRegisterResponse()
 
-    async def SystemSharedMemoryRegister(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("system shared memory", context)
+    @_unary
+    async def SystemSharedMemoryUnregister(
+        self, request: pb.SystemSharedMemoryUnregisterRequest, context: Any
+    ) -> pb.SystemSharedMemoryUnregisterResponse:
+        self.server.shared_memory.unregister(request.name or None)
+        return pb.SystemSharedMemoryUnregisterResponse()
 
-    async def SystemSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("system shared memory", context)
+    @_unary
+    async def CudaSharedMemoryStatus(
+        self, request: pb.CudaSharedMemoryStatusRequest, context: Any
+    ) -> pb.CudaSharedMemoryStatusResponse:
+        if request.name:
+            raise TritonError.not_found(f"Unable to find cuda shared memory region: '{request.name}'")
+        return pb.CudaSharedMemoryStatusResponse()
 
-    async def CudaSharedMemoryStatus(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("CUDA shared memory", context)
-
+    @_unary
     async def CudaSharedMemoryRegister(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("CUDA shared memory", context)
+        raise TritonError.unsupported(CUDA_SHM_REFUSAL)
 
-    async def CudaSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
-        return await self._unimplemented("CUDA shared memory", context)
+    @_unary
+    async def CudaSharedMemoryUnregister(
+        self, request: pb.CudaSharedMemoryUnregisterRequest, context: Any
+    ) -> pb.CudaSharedMemoryUnregisterResponse:
+        return pb.CudaSharedMemoryUnregisterResponse()  # nothing is ever registered; as Triton
 
 
 class HealthServicer(health_pb2_grpc.HealthServicer):

@@ -1,8 +1,10 @@
 """ModelInferRequest / ModelInferResponse to and from the core's types.
 
-Inputs come from ``raw_input_contents`` (a numpy view of the message's bytes)
-or from typed ``contents``; outputs go out as ``raw_output_contents``, as
-Triton sends them.
+Inputs come from ``raw_input_contents`` (a numpy view of the message's bytes),
+from typed ``contents``, or from a system shared-memory region their parameters
+name; outputs go out as ``raw_output_contents``, as Triton sends them, or into
+the region a requested output's parameters name (then its raw contents are
+empty, as Triton's).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tritonpy_sdk import (
 )
 
 from ..codec import array_from_buffer, array_to_buffer, element_count
-from ..validation import refuse_shared_memory
+from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from . import grpc_service_pb2 as pb
 
 #: The typed ``contents`` field of each data type (FP16 and BF16 have none: raw only).
@@ -94,29 +96,46 @@ def _from_contents(name: str, datatype: DataType, shape: list[int], contents: pb
         raise TritonError.invalid_arg(f"a value of input '{name}' does not fit {datatype.value}") from None
 
 
-def request_from_proto(msg: pb.ModelInferRequest) -> InferenceRequest:
-    """The core request for a ModelInferRequest (raises TritonError INVALID_ARG)."""
+#: Where requested outputs go in shared memory, by output name (None: nowhere).
+OutputSlots = dict[str, OutputSlot] | None
+
+
+def request_from_proto(
+    msg: pb.ModelInferRequest, memory: SystemSharedMemory | None = None
+) -> tuple[InferenceRequest, OutputSlots]:
+    """The core request for a ModelInferRequest (raises TritonError INVALID_ARG),
+    and the shared-memory slots of its requested outputs."""
+    shared: dict[str, dict[str, ParameterValue]] = {}
     for entry in msg.inputs:  # first: such an input has no raw contents to count
         if entry.parameters:
-            refuse_shared_memory("input", entry.name, parameters_from_proto(entry.parameters))
+            params = parameters_from_proto(entry.parameters)
+            if REGION in params:
+                shared[entry.name] = params
     raw = msg.raw_input_contents
-    if raw and len(raw) != len(msg.inputs):
+    if raw and len(raw) != len(msg.inputs) - len(shared):
         raise TritonError.invalid_arg(
-            f"expected {len(msg.inputs)} raw_input_contents (one per input), got {len(raw)}"
+            f"expected {len(msg.inputs) - len(shared)} raw_input_contents (one per input not in "
+            f"shared memory), got {len(raw)}"
         )
     inputs: dict[str, Tensor] = {}
-    for i, entry in enumerate(msg.inputs):
+    i = 0
+    for entry in msg.inputs:
         name = entry.name
         if name in inputs:
             raise TritonError.invalid_arg(f"input '{name}' is given more than once")
         datatype = _datatype(name, entry.datatype)
         shape = list(entry.shape)
-        if raw:
+        if shared and name in shared:
+            if entry.HasField("contents"):
+                raise TritonError.invalid_arg(f"input '{name}' has both 'contents' and '{REGION}'; send one")
+            array = _memory(memory).input_array(name, datatype, shape, shared[name])
+        elif raw:
             if entry.HasField("contents"):
                 raise TritonError.invalid_arg(
                     f"input '{name}' has both 'contents' and raw_input_contents; send one"
                 )
             array = array_from_buffer(name, datatype, shape, raw[i])
+            i += 1
         else:
             array = _from_contents(name, datatype, shape, entry.contents)
         inputs[name] = Tensor(name, array, datatype)
@@ -125,17 +144,39 @@ def request_from_proto(msg: pb.ModelInferRequest) -> InferenceRequest:
     if version and not (version.isascii() and version.isdigit()):
         raise TritonError.invalid_arg(f"invalid model version '{version}': it must be an integer")
     model_version = int(version) if version else -1
-    return InferenceRequest(
+    slots: OutputSlots = None
+    outputs: list[RequestedOutput] = []
+    for o in msg.outputs:
+        params = parameters_from_proto(o.parameters)
+        if params and REGION in params:
+            if slots is None:
+                slots = {}
+            slots[o.name] = _memory(memory).output_slot(o.name, params)
+            for key in SHARED_MEMORY_KEYS:
+                params.pop(key, None)
+        outputs.append(RequestedOutput(o.name, params))
+    request = InferenceRequest(
         model_name=msg.model_name,
         model_version=model_version,
         inputs=inputs,
-        requested_outputs=[RequestedOutput(o.name, parameters_from_proto(o.parameters)) for o in msg.outputs],
+        requested_outputs=outputs,
         id=msg.id,
         parameters=parameters_from_proto(msg.parameters),
     )
+    return request, slots
 
 
-def response_to_proto(response: InferenceResponse) -> pb.ModelInferResponse:
+def _memory(memory: SystemSharedMemory | None) -> SystemSharedMemory:
+    if memory is None:
+        raise TritonError.invalid_arg(
+            "shared memory regions are not available here: send the tensor's data in the request"
+        )
+    return memory
+
+
+def response_to_proto(response: InferenceResponse, slots: OutputSlots = None) -> pb.ModelInferResponse:
+    """The ModelInferResponse; outputs with a slot in ``slots`` are written there
+    and sent with empty raw contents (as Triton does)."""
     msg = pb.ModelInferResponse(
         model_name=response.model_name, model_version=str(response.model_version), id=response.id
     )
@@ -143,5 +184,10 @@ def response_to_proto(response: InferenceResponse) -> pb.ModelInferResponse:
     raw = msg.raw_output_contents
     for name, tensor in response.outputs.items():
         msg.outputs.add(name=name, datatype=tensor.datatype.value, shape=tensor.data.shape)
-        raw.append(bytes(array_to_buffer(tensor.data, tensor.datatype)))
+        slot = slots.get(name) if slots else None
+        if slot is not None:
+            slot.write(tensor.data, tensor.datatype)
+            raw.append(b"")
+        else:
+            raw.append(bytes(array_to_buffer(tensor.data, tensor.datatype)))
     return msg

@@ -24,13 +24,14 @@ from starlette.routing import Route
 from tritonpy_sdk import InferenceRequest, InferenceResponse, TritonError
 
 from ..failures import report
+from ..memory.shared import CUDA_SHM_REFUSAL
 from ..repository.overrides import FILE_PREFIX, split_load_parameters
 from ..server import Server
 from .compression import choose_encoding, compress, decompress
 from .errors import error_response, triton_error_response
 from .fastpath import ASGIApp, InferFastPath, is_version
 from .generate import GenerateFrontend
-from .infer import HEADER_LENGTH, Body, decode_raw, decode_request, encode_response
+from .infer import HEADER_LENGTH, Body, Placement, decode_raw, decode_request, encode_response
 from .restricted import RestrictedApi
 
 log = logging.getLogger("tritonpy.http")
@@ -68,7 +69,7 @@ DECOUPLED_REFUSAL = "HTTP end point doesn't support models with decoupled transa
 
 
 def encode_infer(
-    response: InferenceResponse, binary_output: bool, binary_flags: dict[str, bool], accept_encoding: str
+    response: InferenceResponse, binary_output: bool, binary_flags: dict[str, Placement], accept_encoding: str
 ) -> tuple[Body, dict[str, str], str]:
     """An inference response as (body parts, extra headers, media type)."""
     parts, json_length = encode_response(response, binary_output, binary_flags)
@@ -154,6 +155,38 @@ class HttpFrontend:
         await asyncio.to_thread(self.server.unload_model, request.path_params["model"], dependents)
         return Response(status_code=200)
 
+    # -- shared memory -----------------------------------------------------------------
+
+    async def shm_status(self, request: Request) -> Response:
+        return _json(self.server.shared_memory.status(request.path_params.get("region")))
+
+    async def shm_register(self, request: Request) -> Response:
+        name = request.path_params["region"]
+        body = await self._body(request)
+        try:
+            doc = json.loads(body) if body.strip() else None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+        key, offset, byte_size = register_fields(doc)
+        self.server.shared_memory.register(name, key, offset, byte_size)
+        return Response(status_code=200)
+
+    async def shm_unregister(self, request: Request) -> Response:
+        self.server.shared_memory.unregister(request.path_params.get("region"))
+        return Response(status_code=200)
+
+    async def cuda_shm_status(self, request: Request) -> Response:
+        region = request.path_params.get("region")
+        if region is not None:
+            raise TritonError.not_found(f"Unable to find cuda shared memory region: '{region}'")
+        return _json([])
+
+    async def cuda_shm_register(self, request: Request) -> Response:
+        raise TritonError.unsupported(CUDA_SHM_REFUSAL)
+
+    async def cuda_shm_unregister(self, request: Request) -> Response:
+        return Response(status_code=200)  # nothing is ever registered; Triton answers 200 too
+
     # -- inference ---------------------------------------------------------------------
 
     async def infer(self, request: Request) -> Response:
@@ -181,12 +214,12 @@ class HttpFrontend:
 
     def decode_infer(
         self, model: str, version: str, body: bytes, header_length: str | None
-    ) -> tuple[InferenceRequest, bool, dict[str, bool]]:
+    ) -> tuple[InferenceRequest, bool, dict[str, Placement]]:
         """An inference body as a request, whether every output goes back in binary,
-        and the per-output binary choices."""
+        and the per-output placements (binary or not, or a shared-memory slot)."""
         view = memoryview(body)
         if header_length is None:
-            return decode_request(model, version, view, view[len(view) :])
+            return decode_request(model, version, view, view[len(view) :], self.server.shared_memory)
         n = int(header_length) if header_length.isdigit() else -1
         if n < 0 or n > len(body):
             raise TritonError.invalid_arg(
@@ -197,7 +230,7 @@ class HttpFrontend:
             # answers it with every output in binary.
             spec = self.server.get_version(model, version or None).spec
             return decode_raw(model, version, spec, view), True, {}
-        return decode_request(model, version, view[:n], view[n:])
+        return decode_request(model, version, view[:n], view[n:], self.server.shared_memory)
 
     def check_declared_size(self, declared: str | None) -> None:
         limit = self.max_input
@@ -240,6 +273,23 @@ def _version(path_params: dict[str, Any]) -> str:
     if version and not is_version(version):
         raise HTTPException(404)
     return version
+
+
+def register_fields(doc: Any) -> tuple[str, int, int]:
+    """``(key, offset, byte_size)`` of a system shared-memory register body, with
+    Triton's messages (Triton answers 500 for a wrong type; a client's mistake is a 400)."""
+    if not isinstance(doc, dict) or "key" not in doc:
+        raise TritonError.invalid_arg("Shared memory register request has no 'key' field")
+    if "byte_size" not in doc:
+        raise TritonError.invalid_arg("Shared memory register request has no 'byte_size' field")
+    key = doc["key"]
+    if not isinstance(key, str):
+        raise TritonError.invalid_arg("attempt to access JSON non-string as string")
+    values = [doc.get("offset", 0), doc["byte_size"]]
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+            raise TritonError.invalid_arg("attempt to access JSON non-unsigned-integer as unsigned-integer")
+    return key, values[0], values[1]
 
 
 def _parse_object(body: bytes) -> dict[str, Any]:
@@ -306,6 +356,21 @@ def create_app(server: Server) -> ASGIApp:
         Route("/v2/repository/index", _guarded(f.repository_index), methods=["POST"]),
         Route("/v2/repository/models/{model}/load", _guarded(f.load), methods=["POST"]),
         Route("/v2/repository/models/{model}/unload", _guarded(f.unload), methods=["POST"]),
+    ]
+    for prefix in ("/v2/systemsharedmemory", "/v2/systemsharedmemory/region/{region}"):
+        routes += [
+            Route(prefix + "/status", _guarded(f.shm_status), methods=["GET"]),
+            Route(prefix + "/unregister", _guarded(f.shm_unregister), methods=["POST"]),
+        ]
+    for prefix in ("/v2/cudasharedmemory", "/v2/cudasharedmemory/region/{region}"):
+        routes += [
+            Route(prefix + "/status", _guarded(f.cuda_shm_status), methods=["GET"]),
+            Route(prefix + "/unregister", _guarded(f.cuda_shm_unregister), methods=["POST"]),
+        ]
+    register = "/region/{region}/register"
+    routes += [
+        Route("/v2/systemsharedmemory" + register, _guarded(f.shm_register), methods=["POST"]),
+        Route("/v2/cudasharedmemory" + register, _guarded(f.cuda_shm_register), methods=["POST"]),
     ]
     for prefix in (model, versioned):
         routes += [

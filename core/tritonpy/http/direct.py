@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
     from .app import HttpFrontend
-    from .infer import Body
+    from .infer import Body, Placement
 
 #: Larger bodies go to the transport part by part instead of joined to the head.
 _JOIN_LIMIT = 64 * 1024
@@ -79,7 +79,7 @@ class DirectInfer:
         self._headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in cycle.scope["headers"]}
         self._accept = self._headers.get("accept-encoding", "")
         self._binary = False
-        self._flags: dict[str, bool] = {}
+        self._flags: dict[str, Placement] = {}
         #: Whether the body is still wanted: not once it is complete, nor once refused.
         self._reading = True
         body = cycle.body  # what came while the request waited behind an earlier one

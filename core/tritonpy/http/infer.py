@@ -24,8 +24,8 @@ from tritonpy_sdk import (
 )
 
 from ..codec import array_from_buffer, array_from_json, array_to_buffer, array_to_json
+from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from ..spec import ModelSpec
-from ..validation import refuse_shared_memory
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -70,13 +70,23 @@ def _datatype(entry: dict[str, Any], name: str) -> DataType:
         raise _bad(f"invalid datatype for input {name}: '{dt}'") from None
 
 
+#: Where one output goes: binary (True) or JSON (False) in the body, or into a
+#: shared-memory region (then the body carries its metadata only).
+Placement = bool | OutputSlot
+
+
 def decode_request(
-    model: str, version: str, header: bytes | memoryview, binary: memoryview
-) -> tuple[InferenceRequest, bool, dict[str, bool]]:
+    model: str,
+    version: str,
+    header: bytes | memoryview,
+    binary: memoryview,
+    memory: SystemSharedMemory | None = None,
+) -> tuple[InferenceRequest, bool, dict[str, Placement]]:
     """The request in ``header`` (JSON) + ``binary``.
 
     Returns the core request, whether outputs default to binary
-    (``binary_data_output``), and each requested output's ``binary_data``.
+    (``binary_data_output``), and each requested output's placement: its
+    ``binary_data``, or its slot in a shared-memory region of ``memory``.
     """
     try:
         doc = json.loads(bytes(header))
@@ -102,9 +112,13 @@ def decode_request(
         shape = _shape(entry, name)
         datatype = _datatype(entry, name)
         in_params = _parameters(entry, f"input '{name}'")
-        refuse_shared_memory("input", name, in_params)
         size = in_params.get("binary_data_size")
-        if size is not None:
+        if in_params and REGION in in_params:
+            if size is not None or "data" in entry:
+                set_ = "'data'" if "data" in entry else "'binary_data_size'"
+                raise _bad(f"{_ONE_OF} But set {set_} 'shared_memory_region'")
+            array = _shared(memory).input_array(name, datatype, shape, in_params)
+        elif size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise _bad(f"'binary_data_size' of input '{name}' must be a non-negative integer")
             if "data" in entry:
@@ -127,7 +141,7 @@ def decode_request(
             f"{len(binary) - offset} bytes of binary data that no input claims"
         )
     outputs: list[RequestedOutput] = []
-    binary_flags: dict[str, bool] = {}
+    binary_flags: dict[str, Placement] = {}
     outputs_doc = doc.get("outputs", [])
     if not isinstance(outputs_doc, list):
         raise _bad("'outputs' must be an array")
@@ -135,7 +149,11 @@ def decode_request(
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise _bad("each requested output must be an object with a 'name' string")
         out_params = dict(_parameters(entry, f"output '{entry['name']}'"))
-        if "binary_data" in out_params:
+        if out_params and REGION in out_params:
+            binary_flags[entry["name"]] = _shared(memory).output_slot(entry["name"], out_params)
+            for key in (*SHARED_MEMORY_KEYS, "binary_data"):
+                out_params.pop(key, None)
+        elif "binary_data" in out_params:
             binary_flags[entry["name"]] = _flag(out_params.pop("binary_data"), "binary_data")
         outputs.append(RequestedOutput(entry["name"], out_params))
     request_id = doc.get("id", "")
@@ -150,6 +168,12 @@ def decode_request(
         parameters=params,
     )
     return request, binary_output, binary_flags
+
+
+def _shared(memory: SystemSharedMemory | None) -> SystemSharedMemory:
+    if memory is None:
+        raise _bad("shared memory regions are not available here: send the tensor's data in the request")
+    return memory
 
 
 def _flag(value: ParameterValue, key: str) -> bool:
@@ -207,12 +231,13 @@ Body = list[bytes | memoryview]
 
 
 def encode_response(
-    response: InferenceResponse, binary_output: bool, binary_flags: dict[str, bool]
+    response: InferenceResponse, binary_output: bool, binary_flags: dict[str, Placement]
 ) -> tuple[Body, int | None]:
     """The response body's parts, and the JSON header length when binary data follows.
 
     Binary outputs are views of the output arrays' memory (no copy here); the
-    transport writes them after the JSON.
+    transport writes them after the JSON. Outputs placed in shared memory are
+    copied there and listed without data, as Triton does.
     """
     outputs: list[dict[str, Any]] = []
     parts: Body = [b""]
@@ -222,10 +247,13 @@ def encode_response(
             "datatype": tensor.datatype.value,
             "shape": list(tensor.data.shape),
         }
-        if binary_flags.get(name, binary_output):
+        placement = binary_flags.get(name, binary_output)
+        if placement is True:
             buf = array_to_buffer(tensor.data, tensor.datatype)
             entry["parameters"] = {"binary_data_size": len(buf)}
             parts.append(buf)
+        elif isinstance(placement, OutputSlot):
+            placement.write(tensor.data, tensor.datatype)
         else:
             entry["data"] = array_to_json(tensor.data, tensor.datatype)
         outputs.append(entry)

@@ -1,0 +1,213 @@
+"""System (CPU) shared-memory regions that clients register by name.
+
+A client creates a POSIX shared-memory object (``shm_open``, as
+``tritonclient.utils.shared_memory`` does), registers ``(name, key, offset,
+byte_size)``, and then names the region in an input's or output's
+``shared_memory_region`` parameter instead of sending the data. The region is
+mapped once, at registration.
+
+Lifetime: an input read from a region is a numpy view of the map, and an output
+slot is a memoryview of it. Unregistering removes the name at once, but the map
+stays alive while any such view does (Python's buffer protocol keeps the
+``mmap`` open while views of it exist), so requests that are still running
+finish on the memory they started with; the map is closed when the last view
+goes.
+
+Messages and status codes are Triton 2.51's.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tritonpy_sdk import DataType, ErrorCode, TritonError
+
+from ..codec import array_from_buffer, array_to_buffer
+
+#: Where Linux keeps POSIX shared-memory objects (``shm_open(key)`` opens ``/dev/shm/key``).
+SHM_DIR = "/dev/shm"
+
+#: The tensor parameters of the shared-memory extensions.
+REGION = "shared_memory_region"
+OFFSET = "shared_memory_offset"
+BYTE_SIZE = "shared_memory_byte_size"
+SHARED_MEMORY_KEYS = (REGION, OFFSET, BYTE_SIZE)
+
+#: The answer to a CUDA shared-memory registration (that extension is not built:
+#: its status and unregister answer as an empty registry, as NVIDIA's clients expect).
+CUDA_SHM_REFUSAL = (
+    "CUDA shared memory is not supported by this server: use system shared memory "
+    "(tritonclient.utils.shared_memory) or send the tensor's data in the request"
+)
+
+
+@dataclass(slots=True)
+class Region:
+    """One registered region: ``byte_size`` bytes of object ``key`` from ``offset``."""
+
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+    view: memoryview = field(repr=False)
+
+    def status(self) -> dict[str, Any]:
+        """The region as Triton's status endpoint lists it."""
+        return {"name": self.name, "key": self.key, "offset": self.offset, "byte_size": self.byte_size}
+
+    def slice(self, offset: int, byte_size: int) -> memoryview:
+        """``byte_size`` bytes at ``offset`` into the region, bounds checked."""
+        if offset < 0 or byte_size < 0 or offset + byte_size > self.byte_size:
+            raise TritonError.invalid_arg(
+                f"Invalid offset + byte size for shared memory region: '{self.name}'"
+            )
+        return self.view[offset : offset + byte_size]
+
+
+@dataclass(slots=True)
+class OutputSlot:
+    """Where a requested output goes: ``view`` (a slice of a region), which the
+    output's data must fit."""
+
+    output: str
+    view: memoryview
+
+    def write(self, data: np.ndarray[Any, Any], datatype: DataType) -> None:
+        """Copy the output into the slot (Triton's error if it does not fit)."""
+        buf = array_to_buffer(data, datatype)
+        size = len(buf)
+        if size > len(self.view):
+            raise TritonError.internal(
+                f"shared memory size specified with the request for output '{self.output}' "
+                f"({len(self.view)} bytes) should be at least {size} bytes to hold the results"
+            )
+        self.view[:size] = buf
+
+
+def _int_param(params: Any, key: str) -> int:
+    value = params.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        # Triton's words; Triton answers 500 here, a client's mistake is a 400.
+        raise TritonError.invalid_arg(
+            f"Unable to parse '{key}': attempt to access JSON non-unsigned-integer as unsigned-integer"
+        )
+    return value
+
+
+class SystemSharedMemory:
+    """The registered regions of one server (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._regions: dict[str, Region] = {}
+        self._lock = threading.Lock()
+
+    def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
+        """Map ``byte_size`` bytes of shared-memory object ``key`` from ``offset`` as ``name``."""
+        with self._lock:
+            if name in self._regions:
+                raise TritonError(
+                    f"shared memory region '{name}' already in manager", ErrorCode.ALREADY_EXISTS
+                )
+            if any(r.key == key for r in self._regions.values()):
+                # Triton 2.51 refuses a second name for a key that is registered (its DLIS-6448).
+                raise TritonError.internal(f"Invalid shared memory region: '{key}'")
+            self._regions[name] = Region(name, key, offset, byte_size, _map(name, key, offset, byte_size))
+
+    def unregister(self, name: str | None = None) -> None:
+        """Forget ``name`` (every region when None); unknown names are no error, as in Triton."""
+        with self._lock:
+            if name is None:
+                gone = list(self._regions.values())
+                self._regions.clear()
+            else:
+                region = self._regions.pop(name, None)
+                gone = [region] if region is not None else []
+        for region in gone:
+            _release(region.view)
+
+    def status(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every region (or ``name`` alone) as Triton lists them."""
+        with self._lock:
+            if name is None:
+                return [r.status() for r in self._regions.values()]
+            region = self._regions.get(name)
+        if region is None:
+            raise TritonError.not_found(f"Unable to find system shared memory region: '{name}'")
+        return [region.status()]
+
+    def region(self, name: str) -> Region:
+        region = self._regions.get(name)
+        if region is None:
+            raise TritonError.not_found(f"Unable to find shared memory region: '{name}'")
+        return region
+
+    def slice(self, params: Any) -> memoryview:
+        """The bytes that a tensor's ``shared_memory_*`` parameters name (a missing
+        byte size is 0 bytes, refused as out of bounds, as Triton does)."""
+        name = params[REGION]
+        if not isinstance(name, str):
+            raise TritonError.invalid_arg(
+                f"Unable to parse '{REGION}': attempt to access JSON non-string as string"
+            )
+        offset, byte_size = _int_param(params, OFFSET), _int_param(params, BYTE_SIZE)
+        region = self.region(name)
+        if byte_size == 0:
+            raise TritonError.invalid_arg(f"Invalid offset + byte size for shared memory region: '{name}'")
+        return region.slice(offset, byte_size)
+
+    def input_array(
+        self, name: str, datatype: DataType, shape: list[int], params: Any
+    ) -> np.ndarray[Any, Any]:
+        """An input read from the region its parameters name: a read-only view of
+        the map (no copy) for fixed-size types; BYTES are decoded from it."""
+        return array_from_buffer(name, datatype, shape, self.slice(params).toreadonly())
+
+    def output_slot(self, name: str, params: Any) -> OutputSlot:
+        """Where output ``name`` goes, from its parameters."""
+        # tritonclient sends binary_data false with a region; Triton refuses only true.
+        for other in ("binary_data", "classification"):
+            if other in params and (other != "binary_data" or params[other] is True):
+                raise TritonError.invalid_arg(f"Output can't set both '{REGION}' and '{other}'")
+        return OutputSlot(name, self.slice(params))
+
+
+def _map(name: str, key: str, offset: int, byte_size: int) -> memoryview:
+    failed = f"failed to register shared memory region '{name}': "
+    # A POSIX shared-memory name is one path component (shm_open refuses others);
+    # checking it here keeps a key from naming any file outside /dev/shm.
+    base = key[1:] if key.startswith("/") else key
+    if not base or "/" in base or base in (".", ".."):
+        raise TritonError.internal(f"Unable to open shared memory region: '{key}'")
+    try:
+        fd = os.open(os.path.join(SHM_DIR, base), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        raise TritonError.internal(f"Unable to open shared memory region: '{key}'") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or socket someone left in /dev/shm
+            raise TritonError.internal(f"Unable to open shared memory region: '{key}'")
+        size = info.st_size
+        if offset + byte_size > size:
+            raise TritonError.invalid_arg(failed + "invalid args")
+        if byte_size == 0 or offset % mmap.ALLOCATIONGRANULARITY:
+            # What mmap(2) answers Triton for these (EINVAL), in its words.
+            raise TritonError.invalid_arg(failed + "unable to process address spaceInvalid argument")
+        mapped = mmap.mmap(fd, byte_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=offset)
+    finally:
+        os.close(fd)
+    return memoryview(mapped)
+
+
+def _release(view: memoryview) -> None:
+    """Drop the registry's hold on a map. The map itself closes when the last view
+    of it (an input still being read, an output not yet written) goes away."""
+    try:
+        view.release()
+    except BufferError:  # something holds a buffer of the root view itself: let the GC close it
+        pass
