@@ -363,3 +363,78 @@ def test_treelite_serves_when_the_library_is_missing(
         got = h.infer({"input__0": X})["output__0"]
     np.testing.assert_allclose(got, multi.predict_proba(X), rtol=1e-5, atol=1e-6)
     assert lgb.__version__  # the library is installed; only the backend was made to miss it
+
+
+def test_multi_softmax_gives_probabilities_on_both_paths(tmp_path: Path) -> None:
+    # multi:softmax predicts class indices in XGBoost; FIL gives the softmax of the margins.
+    x, _, multi, _ = data()
+    model = xgb.train(
+        {"objective": "multi:softmax", "num_class": 3, "max_depth": 3}, xgb.DMatrix(x, multi), 6
+    )
+    margin = model.predict(xgb.DMatrix(X), output_margin=True)
+    want = np.exp(margin) / np.exp(margin).sum(axis=1, keepdims=True)
+    folder = write_model(
+        tmp_path,
+        "sm",
+        "xgboost_json",
+        lambda p: model.save_model(str(p)),
+        is_classifier="true",
+        predict_proba="true",
+    )
+    with _harness(folder) as h:
+        assert h.instance.state.forest._small is not None  # Treelite serves small batches
+        small = h.infer({"input__0": X[: _forest.SMALL_BATCH]})["output__0"]
+        large = h.infer({"input__0": X})["output__0"]
+    np.testing.assert_allclose(small, want[: _forest.SMALL_BATCH], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(large, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(large.argmax(axis=1), model.predict(xgb.DMatrix(X)))
+
+
+def _xgb_has_cuda() -> bool:
+    return bool(xgb.build_info().get("USE_CUDA"))
+
+
+def test_kind_gpu_needs_a_cuda_build_of_xgboost(tmp_path: Path, xgb_models: dict[str, Any]) -> None:
+    if _xgb_has_cuda():
+        pytest.skip("this XGBoost has CUDA support")
+    binary = xgb_models["binary"]
+    folder = write_model(
+        tmp_path, "g", "xgboost_json", _save_xgb(binary, "xgboost_json"), is_classifier="true"
+    )
+    with pytest.raises(TritonError) as info:
+        BackendHarness(backend, folder, backend_name="fil", instance_kind="KIND_GPU").start()
+    assert info.value.code == ErrorCode.UNAVAILABLE
+    assert "install the full build (pip install xgboost) instead of xgboost-cpu" in str(info.value)
+
+
+def test_kind_gpu_lightgbm_runs_on_the_cpu_with_a_warning(
+    tmp_path: Path, lgb_models: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    multi = lgb_models["multi"]
+    folder = write_model(tmp_path, "g", "lightgbm", _save_lgb(multi), is_classifier="true")
+    with (
+        caplog.at_level(logging.WARNING),
+        BackendHarness(backend, folder, backend_name="fil", instance_kind="KIND_GPU") as h,
+    ):
+        got = h.infer({"input__0": X})["output__0"]
+    np.testing.assert_array_equal(got.ravel(), multi.predict(X))
+    assert "lightgbm models run on the CPU here" in caplog.text
+
+
+@pytest.mark.gpu
+def test_kind_gpu_runs_xgboost_cuda_predictor(tmp_path: Path, xgb_models: dict[str, Any]) -> None:
+    if not _xgb_has_cuda():
+        pytest.skip("this XGBoost has no CUDA support (xgboost-cpu)")
+    multi = xgb_models["multi"]
+    folder = write_model(
+        tmp_path,
+        "g",
+        "xgboost_ubj",
+        _save_xgb(multi, "xgboost_ubj"),
+        is_classifier="true",
+        predict_proba="true",
+    )
+    with BackendHarness(backend, folder, backend_name="fil", instance_kind="KIND_GPU") as h:
+        assert h.instance.state.forest._gpu
+        got = h.infer({"input__0": X})["output__0"]
+    np.testing.assert_allclose(got, multi.predict_proba(X), rtol=1e-5, atol=1e-6)
