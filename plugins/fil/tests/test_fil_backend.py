@@ -438,3 +438,34 @@ def test_kind_gpu_runs_xgboost_cuda_predictor(tmp_path: Path, xgb_models: dict[s
         assert h.instance.state.forest._gpu
         got = h.infer({"input__0": X})["output__0"]
     np.testing.assert_allclose(got, multi.predict_proba(X), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("model_type", XGB_TYPES)
+def test_xgboost_formats_through_treelite_when_xgboost_is_missing(
+    tmp_path: Path, xgb_models: dict[str, Any], monkeypatch: pytest.MonkeyPatch, model_type: str
+) -> None:
+    multi = xgb_models["multi"]
+    folder = write_model(
+        tmp_path, "m", model_type, _save_xgb(multi, model_type), is_classifier="true", predict_proba="true"
+    )
+    real = _forest._import
+    monkeypatch.setattr(_forest, "_import", lambda name: None if name == "xgboost" else real(name))
+    with _harness(folder) as h:
+        assert h.instance.state.forest.library == "treelite"
+        got = h.infer({"input__0": X})["output__0"]
+    np.testing.assert_allclose(got, multi.predict_proba(X), rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_that_does_not_batch(tmp_path: Path, xgb_models: dict[str, Any]) -> None:
+    reg = xgb_models["regression"]
+    config = (
+        'backend: "fil"\nmax_batch_size: 0\n'
+        f'input [ {{ name: "input__0" data_type: TYPE_FP32 dims: [ {FEATURES} ] }} ]\n'
+        'output [ { name: "output__0" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        + params(model_type="xgboost_ubj", is_classifier="false")
+    )
+    folder = write_model(tmp_path, "nb", "xgboost_ubj", _save_xgb(reg, "xgboost_ubj"), config=config)
+    with BackendHarness(backend, folder, backend_name="fil", auto_complete=False) as h:
+        got = h.infer({"input__0": X[0]})["output__0"]
+    assert got.shape == (1,)
+    np.testing.assert_allclose(got, reg.predict(X[:1]), rtol=1e-6, atol=1e-6)

@@ -117,7 +117,8 @@ def _treelite_model(tl: Any, path: Path, options: Options) -> Any:
     if kind == "xgboost" and _is_legacy_binary(path):
         return tl.frontend.load_xgboost_model_legacy_binary(path)
     if kind.startswith("xgboost"):
-        fmt = "json" if kind == "xgboost_json" else "ubjson"
+        # By content, as XGBoost reads it: an "xgboost.model" written by XGBoost >= 2 is UBJSON.
+        fmt = "json" if path.read_bytes()[:2] == b'{"' else "ubjson"
         return tl.frontend.load_xgboost_model(
             path, format_choice=fmt, allow_unknown_field=options.xgboost_allow_unknown_field
         )
