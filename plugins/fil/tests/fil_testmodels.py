@@ -91,3 +91,51 @@ def write_model(
     )
     (folder / "config.pbtxt").write_text(text)
     return folder
+
+
+def write_xgboost_legacy_binary(booster: Any, path: Path) -> None:
+    """Write ``booster`` (gbtree, one output, scalar base score) in XGBoost's legacy binary
+    format, the one Triton's ``model_type: "xgboost"`` means, which XGBoost >= 3.1 can no
+    longer write: built from the JSON model, the layout as Treelite's legacy loader reads it."""
+    import json
+    import struct
+
+    learner = json.loads(booster.save_raw("json"))["learner"]
+    param = learner["learner_model_param"]
+    base_score = float(str(param["base_score"]).strip("[]").split(",")[0])
+    num_feature = int(param["num_feature"])
+    model = learner["gradient_booster"]["model"]
+    trees = model["trees"]
+    out = bytearray(b"binf")
+    # LearnerModelParam: base_score, num_feature, num_class, extra attrs, eval metrics,
+    # major and minor version, num_target, 26 reserved ints (136 bytes).
+    out += struct.pack("<fIiiiIII", base_score, num_feature, 0, 0, 0, 1, 7, 1) + bytes(26 * 4)
+    for name in (learner["objective"]["name"], "gbtree"):
+        out += struct.pack("<Q", len(name)) + name.encode()
+    # GBTreeModelParam: num_trees, num_roots, num_feature, pad, pad64, output groups, leaf vector, 32 pad.
+    out += struct.pack("<iiiiqii", len(trees), 1, num_feature, 0, 0, 1, 0) + bytes(32 * 4)
+    for tree in trees:
+        n = len(tree["left_children"])
+        # TreeParam: num_roots, num_nodes, num_deleted, max_depth, num_feature, size_leaf_vector, 31 reserved.
+        out += struct.pack("<iiiiii", 1, n, 0, 0, num_feature, 0) + bytes(31 * 4)
+        parent = {}
+        for i in range(n):
+            for child, left in ((tree["left_children"][i], True), (tree["right_children"][i], False)):
+                if child != -1:
+                    parent[child] = i | (1 << 31) if left else i
+        for i in range(n):
+            sindex = tree["split_indices"][i] | (int(tree["default_left"][i]) << 31)
+            out += struct.pack(
+                "<IiiIf",
+                (parent.get(i, -1) if i else -1) & 0xFFFFFFFF,  # the left-child flag is the sign bit
+                tree["left_children"][i],
+                tree["right_children"][i],
+                sindex,
+                tree["split_conditions"][i],
+            )
+        for i in range(n):
+            out += struct.pack(
+                "<fffi", tree["loss_changes"][i], tree["sum_hessian"][i], tree["base_weights"][i], 0
+            )
+    out += struct.pack(f"<{len(trees)}i", *[int(t) for t in model["tree_info"]])
+    path.write_bytes(bytes(out))

@@ -14,7 +14,16 @@ import treelite
 import treelite.sklearn
 import tritonpy_backend_fil as backend
 import xgboost as xgb
-from fil_testmodels import FEATURES, booster, data, lightgbm_models, params, write_model, xgboost_models
+from fil_testmodels import (
+    FEATURES,
+    booster,
+    data,
+    lightgbm_models,
+    params,
+    write_model,
+    write_xgboost_legacy_binary,
+    xgboost_models,
+)
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from tritonpy_backend_fil import _forest
 from tritonpy_backend_fil._params import Options
@@ -469,3 +478,34 @@ def test_a_model_that_does_not_batch(tmp_path: Path, xgb_models: dict[str, Any])
         got = h.infer({"input__0": X[0]})["output__0"]
     assert got.shape == (1,)
     np.testing.assert_allclose(got, reg.predict(X[:1]), rtol=1e-6, atol=1e-6)
+
+
+def test_xgboost_legacy_binary_through_treelite(
+    tmp_path: Path, xgb_models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # model_type left out: "xgboost", the legacy binary format, is Triton's default.
+    binary, reg = xgb_models["binary"], xgb_models["regression"]
+    folder = tmp_path / "legacy"
+    (folder / "1").mkdir(parents=True)
+    write_xgboost_legacy_binary(booster(binary), folder / "1" / "xgboost.model")
+    (folder / "config.pbtxt").write_text(
+        'backend: "fil"\n' + params(is_classifier="true", predict_proba="true")
+    )
+    with _harness(folder) as h:
+        assert h.instance.state.forest.library == "treelite"
+        got = h.infer({"input__0": X})["output__0"]
+    np.testing.assert_allclose(got, binary.predict_proba(X), rtol=1e-5, atol=1e-6)
+    regr = write_model(
+        tmp_path,
+        "legacy_reg",
+        "xgboost",
+        lambda p: write_xgboost_legacy_binary(booster(reg), p),
+        is_classifier="false",
+    )
+    np.testing.assert_allclose(_infer(regr)["output__0"].ravel(), reg.predict(X), rtol=1e-5, atol=1e-5)
+    real = _forest._import
+    monkeypatch.setattr(_forest, "_import", lambda name: None if name == "treelite" else real(name))
+    err = _load_error(regr)
+    assert err.code == ErrorCode.UNAVAILABLE
+    assert "legacy binary format, which XGBoost 3" in str(err)
+    assert "pip install 'tritonpy-backend-fil[treelite]'" in str(err)
