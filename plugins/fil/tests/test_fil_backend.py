@@ -4,6 +4,7 @@ predict / predict_proba / pred_contribs on tiny models trained here."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -509,3 +510,45 @@ def test_xgboost_legacy_binary_through_treelite(
     assert err.code == ErrorCode.UNAVAILABLE
     assert "legacy binary format, which XGBoost 3" in str(err)
     assert "pip install 'tritonpy-backend-fil[treelite]'" in str(err)
+
+
+@pytest.mark.parametrize("model_type", ["xgboost_ubj", "lightgbm", "treelite_checkpoint"])
+def test_prediction_releases_the_gil(tmp_path: Path, model_type: str) -> None:
+    # What lets instances run in parallel: while one predicts, other Python threads run.
+    import threading
+
+    x, y, _, _ = data(2000)
+    est = xgb.XGBClassifier(n_estimators=200, max_depth=6, n_jobs=1).fit(x, y)
+    if model_type == "lightgbm":
+        est = lgb.LGBMClassifier(n_estimators=200, num_leaves=63, verbose=-1, n_jobs=1).fit(x, y)
+
+    def save(path: Path) -> None:
+        if model_type == "treelite_checkpoint":
+            treelite.frontend.from_xgboost(booster(est)).serialize(str(path))
+        else:
+            booster(est).save_model(str(path))
+
+    folder = write_model(tmp_path, "m", model_type, save, is_classifier="true", cpu_nthread="1")
+    big = np.repeat(x, 20, axis=0)
+    count = [0]
+    running = True
+
+    def counter() -> None:
+        while running:
+            count[0] += 1
+
+    with _harness(folder) as h:
+        forest = h.instance.state.forest
+        forest.predict(big[:100])
+        thread = threading.Thread(target=counter)
+        thread.start()
+        try:
+            before, start = count[0], time.perf_counter()
+            forest.predict(big)
+            rate = (count[0] - before) / (time.perf_counter() - start)
+        finally:
+            running = False
+            thread.join()
+    # Released, the counter runs at millions of increments a second; a C call holding the
+    # GIL lets it in only at the interpreter's switch interval (about 0.2 million a second).
+    assert rate > 1e6, f"{forest.library} held the GIL while predicting ({rate:.0f} increments/s)"
