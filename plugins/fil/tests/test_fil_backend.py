@@ -263,7 +263,7 @@ def test_output_class_is_read_with_a_warning_and_wins(
     ("values", "message"),
     [
         ({"model_type": "onnx", "is_classifier": "true"}, 'unknown model_type "onnx"'),
-        ({"model_type": "xgboost"}, "parameter 'is_classifier' is required"),
+        ({"model_type": "xgboost"}, "Required parameter is_classifier not found in config"),
         ({"is_classifier": "yes"}, 'parameter \'is_classifier\' must be "true" or "false"'),
         ({"is_classifier": "true", "predict_proba": "1"}, '\'predict_proba\' must be "true" or "false"'),
         ({"is_classifier": "true", "threshold": "high"}, "parameter 'threshold' must be a number"),

@@ -163,8 +163,8 @@ class Options:
         is_classifier = old if old is not None else current
         if is_classifier is None:
             raise TritonError.invalid_arg(
-                f"model '{model}': parameter 'is_classifier' is required: \"true\" for a classifier, "
-                '"false" for a regressor'
+                f"model '{model}': Required parameter is_classifier not found in config (Triton's "
+                'words): set it to "true" for a classifier, "false" for a regressor'
             )
         threshold_text = params.get("threshold") or "0.5"
         try:
