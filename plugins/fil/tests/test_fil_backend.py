@@ -404,17 +404,23 @@ def _xgb_has_cuda() -> bool:
     return bool(xgb.build_info().get("USE_CUDA"))
 
 
-def test_kind_gpu_needs_a_cuda_build_of_xgboost(tmp_path: Path, xgb_models: dict[str, Any]) -> None:
+def test_kind_gpu_without_a_cuda_xgboost_runs_on_the_cpu(
+    tmp_path: Path, xgb_models: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
     if _xgb_has_cuda():
         pytest.skip("this XGBoost has CUDA support")
     binary = xgb_models["binary"]
     folder = write_model(
         tmp_path, "g", "xgboost_json", _save_xgb(binary, "xgboost_json"), is_classifier="true"
     )
-    with pytest.raises(TritonError) as info:
-        BackendHarness(backend, folder, backend_name="fil", instance_kind="KIND_GPU").start()
-    assert info.value.code == ErrorCode.UNAVAILABLE
-    assert "install the full build (pip install xgboost) instead of xgboost-cpu" in str(info.value)
+    with (
+        caplog.at_level(logging.WARNING),
+        BackendHarness(backend, folder, backend_name="fil", instance_kind="KIND_GPU") as h,
+    ):
+        assert not h.instance.state.forest._gpu
+        got = h.infer({"input__0": X})["output__0"]
+    np.testing.assert_array_equal(got.ravel(), binary.predict(X))
+    assert "install the full build (pip install xgboost) instead of xgboost-cpu" in caplog.text
 
 
 def test_kind_gpu_lightgbm_runs_on_the_cpu_with_a_warning(

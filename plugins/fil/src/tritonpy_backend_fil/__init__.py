@@ -98,18 +98,32 @@ def instance_initialize(instance: ModelInstance) -> None:
     state: ModelState = model.state
     gpu: int | None = None
     if instance.kind == "KIND_GPU":
-        if state.forest.library == "xgboost":
-            gpu = instance.device_id
-        else:
+        # KIND_AUTO becomes KIND_GPU on a GPU host before the backend sees it: a model with no
+        # GPU path here runs on the CPU, with a warning, rather than failing to load.
+        reason = _no_gpu_path(state.forest)
+        if reason:
             model.backend.logger.warning(
-                "instance '%s' is KIND_GPU but %s models run on the CPU here (only XGBoost models "
-                "have a CUDA predictor)",
-                instance.name,
-                state.forest.library,
+                "instance '%s' is KIND_GPU but runs on the CPU: %s", instance.name, reason
             )
+        else:
+            gpu = instance.device_id
     # Each instance its own copy: no lock on the hot path, whatever the library's thread safety.
     forest = load_forest(state.path, state.options, model.name, gpu)
     instance.state = InstanceState.create(forest, state.options, model.config)
+
+
+def _no_gpu_path(forest: Forest) -> str:
+    """Why ``forest`` cannot run on a GPU here, or "" when it can (XGBoost with CUDA)."""
+    if forest.library != "xgboost":
+        return f"{forest.library} models run on the CPU here (only XGBoost models have a CUDA predictor)"
+    import xgboost
+
+    if not xgboost.build_info().get("USE_CUDA"):
+        return (
+            f"this XGBoost ({xgboost.__version__}) has no CUDA support; install the full build "
+            "(pip install xgboost) instead of xgboost-cpu to use the GPU"
+        )
+    return ""
 
 
 @hookimpl
