@@ -21,7 +21,15 @@ FRAMEWORKS = {"onnxruntime", "onnx", "torch", "tensorrt", "xgboost", "treelite",
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, email.message.Message]:
     out = tmp_path_factory.mktemp("wheels")
-    for folder in ("sdk", ".", "plugins/onnx", "plugins/python", "plugins/torch", "plugins/_template"):
+    for folder in (
+        "sdk",
+        ".",
+        "plugins/onnx",
+        "plugins/python",
+        "plugins/torch",
+        "plugins/fil",
+        "plugins/_template",
+    ):
         subprocess.run(
             [
                 sys.executable,
@@ -64,6 +72,7 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
         "tritonpy-backend-onnx",
         "tritonpy-backend-python",
         "tritonpy-backend-torch",
+        "tritonpy-backend-fil",
         "tritonpy-backend-template",
     }
     assert _requires(wheels["tritonpy-sdk"]) == {"numpy", "pluggy"}
@@ -78,6 +87,12 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
         r for r in wheels["tritonpy-backend-torch"].get_all("Requires-Dist") or [] if r.startswith("torch")
     ]
     assert spec.replace(" ", "") == "torch>=2.1"
+    # FIL: the tree libraries are extras only (a model whose library is missing names its extra).
+    fil = wheels["tritonpy-backend-fil"]
+    assert _requires(fil) == {"tritonpy-sdk", "numpy"}
+    assert set(fil.get_all("Provides-Extra") or []) >= {"xgboost", "lightgbm", "treelite"}
+    extras = " ".join(fil.get_all("Requires-Dist") or [])
+    assert "xgboost-cpu" in extras and "lightgbm" in extras and "treelite" in extras
     # The Python backend needs nothing beyond the SDK and numpy (its stubs run anywhere).
     assert _requires(wheels["tritonpy-backend-python"]) == {"tritonpy-sdk", "numpy"}
 
