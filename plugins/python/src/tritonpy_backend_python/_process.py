@@ -572,8 +572,15 @@ class StubProcess:
     ) -> None:
         """Read the stub's messages on the server's event loop (its front ends' loop):
         a batch's answer completes there, where its client is answered, with no
-        thread in between. Runs on the loop."""
-        reader = FrameReader(socket.socket(fileno=os.dup(sock.fileno())))
+        thread in between. Runs on the loop; should that fail (the socket was closed
+        meanwhile), a thread reads, and finds the stub gone as it would."""
+        try:
+            reader = FrameReader(socket.socket(fileno=os.dup(sock.fileno())))
+        except OSError:
+            threading.Thread(
+                target=self._read, args=(link, sock, generation), name=f"stub-{self.name}", daemon=True
+            ).start()
+            return
         loop.add_reader(reader.sock.fileno(), self._readable, loop, link, reader, generation)
 
     def _readable(
