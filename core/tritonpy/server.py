@@ -60,17 +60,22 @@ from .trace import Tracer, state_from_flags
 
 log = logging.getLogger("tritonpy")
 
-#: Protocol extensions this server implements, as server metadata reports them.
+#: Protocol extensions this server implements, as server metadata reports them:
+#: Triton 2.51's list, in its order and spelling, less ``cuda_shared_memory``
+#: (not served here: registering a CUDA region answers UNIMPLEMENTED).
 EXTENSIONS = (
     "classification",
-    "statistics",
+    "sequence",
     "model_repository",
+    "model_repository(unload_dependents)",
+    "schedule_policy",
     "model_configuration",
-    "logging",
-    "trace",
+    "system_shared_memory",
     "binary_tensor_data",
     "parameters",
-    "system_shared_memory",
+    "statistics",
+    "trace",
+    "logging",
 )
 
 

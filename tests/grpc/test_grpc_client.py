@@ -36,7 +36,9 @@ def test_health_metadata_config_index(client: grpcclient.InferenceServerClient) 
     assert client.is_server_live() and client.is_server_ready()
     assert client.is_model_ready("addsub") and not client.is_model_ready("nope")
     meta = client.get_server_metadata(as_json=True)
-    assert meta["name"] == "tritonpy" and "binary_tensor_data" in meta["extensions"]
+    assert meta["name"] == "triton"
+    assert "binary_tensor_data" in meta["extensions"] and "cuda_shared_memory" not in meta["extensions"]
+    assert "model_repository(unload_dependents)" in meta["extensions"] and "sequence" in meta["extensions"]
     model = client.get_model_metadata("addsub", "1", as_json=True)
     assert model["platform"] == "testbk"
     assert model["inputs"][0] == {"name": "INPUT0", "datatype": "INT32", "shape": ["-1", "4"]}
