@@ -348,7 +348,8 @@ class Server:
     def trace_settings(self, model: str = "", changes: dict[str, Any] | None = None) -> dict[str, Any]:
         """The trace extension: read (and with ``changes``, update) global or model settings."""
         if model and model not in self.manager:
-            raise TritonError.not_found(f"Request for unknown model: '{model}' is not found")
+            # Triton's status (400, INVALID_ARGUMENT, as /ready and /stats) and wording
+            raise TritonError.invalid_arg(f"Request for unknown model : {model}")
         if changes:
             return self.tracer.update(changes, model)
         return self.tracer.settings(model)

@@ -250,6 +250,15 @@ def test_trace_settings(client: grpcclient.InferenceServerClient) -> None:
     }
     with pytest.raises(InferenceServerException, match="invalid trace level"):
         client.update_trace_settings(settings={"trace_level": ["LOUD"]})
+    # Triton 2.51: INVALID_ARGUMENT "Request for unknown model : nope", reading or updating
+    for call in (
+        lambda: client.get_trace_settings(model_name="nope"),
+        lambda: client.update_trace_settings(model_name="nope", settings={"trace_level": ["TIMESTAMPS"]}),
+    ):
+        with pytest.raises(InferenceServerException) as unknown:
+            call()
+        assert unknown.value.status() == "StatusCode.INVALID_ARGUMENT"
+        assert unknown.value.message() == "Request for unknown model : nope"
 
 
 def test_stream_errors_as_grpc_status_with_triton_grpc_error(
