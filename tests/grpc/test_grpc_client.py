@@ -185,8 +185,12 @@ def test_stream_infer_responses_and_errors(client: grpcclient.InferenceServerCli
     assert sorted(got) == ["0", "1", "2", "3", "4", "final"]
     for i in range(5):
         np.testing.assert_array_equal(got[str(i)].as_numpy("OUTPUT0"), 2 * a + i)  # type: ignore[attr-defined]
+        # Triton 2.51 flags a non-decoupled model's stream response final, asked or not
+        response = got[str(i)].get_response(as_json=True)  # type: ignore[attr-defined]
+        assert response["parameters"]["triton_final_response"] == {"bool_param": True}
     final = got["final"].get_response(as_json=True)  # type: ignore[attr-defined]
     assert final["parameters"]["triton_final_response"] == {"bool_param": True}
+    assert final["model_version"] == "1" and final["outputs"]
     assert len(errors) == 1 and "unknown model: 'nope'" in errors[0].message()
 
 
