@@ -268,7 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds shutdown waits for in-flight requests (default 30)",
     )
     serve.add_argument(
-        "--id", dest="server_id", default="tritonpy", help="server name reported by server metadata"
+        "--id",
+        dest="server_id",
+        default="triton",
+        help="server name reported by server metadata (Triton's default: triton)",
     )
 
     backends = sub.add_parser("backends", help="list the installed backends")

@@ -74,8 +74,8 @@ class ServerOptions:
     #: ``--http-restricted-api <api>[,<api>...]:<header>=<value>``: API groups that
     #: answer only requests carrying that header (Triton's flag).
     http_restricted_api: list[str] = field(default_factory=list)
-    #: ``--id``: the server name reported by server metadata.
-    server_id: str = "tritonpy"
+    #: ``--id``: the server name reported by server metadata (Triton's default, "triton").
+    server_id: str = "triton"
     #: ``--allow-grpc``.
     allow_grpc: bool = True
     #: ``--grpc-address``.

@@ -60,17 +60,22 @@ from .trace import Tracer, state_from_flags
 
 log = logging.getLogger("tritonpy")
 
-#: Protocol extensions this server implements, as server metadata reports them.
+#: Protocol extensions this server implements, as server metadata reports them:
+#: Triton 2.51's list, in its order and spelling, less ``cuda_shared_memory``
+#: (not served here: registering a CUDA region answers UNIMPLEMENTED).
 EXTENSIONS = (
     "classification",
-    "statistics",
+    "sequence",
     "model_repository",
+    "model_repository(unload_dependents)",
+    "schedule_policy",
     "model_configuration",
-    "logging",
-    "trace",
+    "system_shared_memory",
     "binary_tensor_data",
     "parameters",
-    "system_shared_memory",
+    "statistics",
+    "trace",
+    "logging",
 )
 
 
@@ -343,7 +348,8 @@ class Server:
     def trace_settings(self, model: str = "", changes: dict[str, Any] | None = None) -> dict[str, Any]:
         """The trace extension: read (and with ``changes``, update) global or model settings."""
         if model and model not in self.manager:
-            raise TritonError.not_found(f"Request for unknown model: '{model}' is not found")
+            # Triton's status (400, INVALID_ARGUMENT, as /ready and /stats) and wording
+            raise TritonError.invalid_arg(f"Request for unknown model : {model}")
         if changes:
             return self.tracer.update(changes, model)
         return self.tracer.settings(model)

@@ -115,6 +115,18 @@ async def test_async_infer(server: tritonpy.Server) -> None:
     np.testing.assert_array_equal(responses[0].outputs["OUTPUT0"].to_numpy(), A + B)
 
 
+def test_server_metadata_name_is_triton_unless_id_given() -> None:
+    from tritonpy.cli import build_parser, options_from_args
+
+    def server_id(*flags: str) -> str:
+        args = build_parser().parse_args(["serve", "--model-repository", "m", *flags])
+        return options_from_args(args).server_id
+
+    assert server_id() == "triton"
+    assert server_id("--id", "edge-7") == "edge-7"
+    assert tritonpy.Server(model_repository=[]).metadata()["name"] == "triton"
+
+
 def test_metadata_and_readiness(server: tritonpy.Server) -> None:
     assert server.live()
     assert not server.ready()  # strict readiness: on_gpu failed on this GPU-less host

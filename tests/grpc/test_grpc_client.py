@@ -36,7 +36,9 @@ def test_health_metadata_config_index(client: grpcclient.InferenceServerClient) 
     assert client.is_server_live() and client.is_server_ready()
     assert client.is_model_ready("addsub") and not client.is_model_ready("nope")
     meta = client.get_server_metadata(as_json=True)
-    assert meta["name"] == "tritonpy" and "binary_tensor_data" in meta["extensions"]
+    assert meta["name"] == "triton"
+    assert "binary_tensor_data" in meta["extensions"] and "cuda_shared_memory" not in meta["extensions"]
+    assert "model_repository(unload_dependents)" in meta["extensions"] and "sequence" in meta["extensions"]
     model = client.get_model_metadata("addsub", "1", as_json=True)
     assert model["platform"] == "testbk"
     assert model["inputs"][0] == {"name": "INPUT0", "datatype": "INT32", "shape": ["-1", "4"]}
@@ -183,8 +185,12 @@ def test_stream_infer_responses_and_errors(client: grpcclient.InferenceServerCli
     assert sorted(got) == ["0", "1", "2", "3", "4", "final"]
     for i in range(5):
         np.testing.assert_array_equal(got[str(i)].as_numpy("OUTPUT0"), 2 * a + i)  # type: ignore[attr-defined]
+        # Triton 2.51 flags a non-decoupled model's stream response final, asked or not
+        response = got[str(i)].get_response(as_json=True)  # type: ignore[attr-defined]
+        assert response["parameters"]["triton_final_response"] == {"bool_param": True}
     final = got["final"].get_response(as_json=True)  # type: ignore[attr-defined]
     assert final["parameters"]["triton_final_response"] == {"bool_param": True}
+    assert final["model_version"] == "1" and final["outputs"]
     assert len(errors) == 1 and "unknown model: 'nope'" in errors[0].message()
 
 
@@ -248,6 +254,15 @@ def test_trace_settings(client: grpcclient.InferenceServerClient) -> None:
     }
     with pytest.raises(InferenceServerException, match="invalid trace level"):
         client.update_trace_settings(settings={"trace_level": ["LOUD"]})
+    # Triton 2.51: INVALID_ARGUMENT "Request for unknown model : nope", reading or updating
+    for call in (
+        lambda: client.get_trace_settings(model_name="nope"),
+        lambda: client.update_trace_settings(model_name="nope", settings={"trace_level": ["TIMESTAMPS"]}),
+    ):
+        with pytest.raises(InferenceServerException) as unknown:
+            call()
+        assert unknown.value.status() == "StatusCode.INVALID_ARGUMENT"
+        assert unknown.value.message() == "Request for unknown model : nope"
 
 
 def test_stream_errors_as_grpc_status_with_triton_grpc_error(

@@ -91,6 +91,19 @@ def test_empty_final_response(client: grpcclient.InferenceServerClient) -> None:
     assert flags == [False, False, True]
     assert not got[-1].get("outputs") and got[-1]["id"] == "e"
     assert all(r["outputs"] for r in got[:2])
+    # Triton 2.51: the empty final response carries the request's version string
+    # as sent (none here), the others the version that ran
+    assert "model_version" not in got[-1] and [r["model_version"] for r in got[:2]] == ["1", "1"]
+    assert got[-1]["model_name"] == "decoupled_empty_final"
+    results = _start(client)
+    try:
+        client.async_stream_infer(
+            "decoupled_empty_final", _inputs(), model_version="1", enable_empty_final_response=True
+        )
+        got = [r.get_response(as_json=True) for r in _take(results, 3)]
+    finally:
+        client.stop_stream()
+    assert got[-1]["model_version"] == "1" and not got[-1].get("outputs")
 
 
 def test_final_flag_rides_on_the_last_response(client: grpcclient.InferenceServerClient) -> None:
@@ -102,6 +115,17 @@ def test_final_flag_rides_on_the_last_response(client: grpcclient.InferenceServe
         client.stop_stream()
     assert [r["parameters"]["triton_final_response"]["bool_param"] for r in got] == [False, False, True]
     assert all(r["outputs"] for r in got)
+
+
+def test_stream_responses_are_flagged_without_the_parameter(client: grpcclient.InferenceServerClient) -> None:
+    # Triton 2.51 sets triton_final_response on every stream response, asked or not
+    results = _start(client)
+    try:
+        client.async_stream_infer("decoupled", _inputs())
+        got = [r.get_response(as_json=True) for r in _take(results, 3)]
+    finally:
+        client.stop_stream()
+    assert [r["parameters"]["triton_final_response"]["bool_param"] for r in got] == [False, False, True]
 
 
 def test_unary_infer_on_a_decoupled_model(client: grpcclient.InferenceServerClient) -> None:

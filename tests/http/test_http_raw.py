@@ -125,6 +125,34 @@ def test_binary_in_and_out(http: httpx.Client) -> None:
     assert np.frombuffer(resp.content[n : n + 16], np.int32).tolist() == [1, 2, 3, 4]
 
 
+def test_empty_binary_outputs_answer_plain_json(http: httpx.Client) -> None:
+    # Triton 2.51: when every binary output is empty there is no binary section,
+    # so plain JSON (no Inference-Header-Content-Length), each binary output
+    # keeping "binary_data_size": 0 and a JSON one its "data": [].
+    doc = {"inputs": [{"name": "INPUT0", "shape": [1, 0], "datatype": "FP32", "data": []}]}
+    cases = [
+        ({"parameters": {"binary_data_output": True}}, [{"binary_data_size": 0}, {"binary_data_size": 0}]),
+        (
+            {
+                "outputs": [
+                    {"name": "OUTPUT0", "parameters": {"binary_data": True}},
+                    {"name": "OUTPUT1", "parameters": {"binary_data": False}},
+                ]
+            },
+            [{"binary_data_size": 0}, None],
+        ),
+    ]
+    for extra, expected in cases:
+        resp = http.post("/v2/models/one_input/infer", json={**doc, **extra})
+        assert resp.status_code == 200, resp.text
+        assert resp.headers["content-type"] == "application/json"
+        assert "inference-header-content-length" not in resp.headers
+        outputs = resp.json()["outputs"]
+        assert [o.get("parameters") for o in outputs] == expected
+        assert [o["shape"] for o in outputs] == [[1, 0], [1, 0]]
+        assert "data" not in outputs[0] and (expected[1] or outputs[1]["data"] == [])
+
+
 @pytest.mark.parametrize(
     ("declared", "payload", "message"),
     [
@@ -179,6 +207,11 @@ def test_raw_single_input_body(http: httpx.Client, model: str, values: np.ndarra
     # output comes back binary.
     resp = http.post(f"/v2/models/{model}/infer", content=values.tobytes(), headers=RAW)
     assert resp.status_code == 200, resp.text
+    if not values.size:  # every binary output empty: plain JSON, as Triton
+        assert resp.headers["content-type"] == "application/json"
+        assert "inference-header-content-length" not in resp.headers
+        assert resp.json()["outputs"][0]["shape"] == shape
+        return
     assert resp.headers["content-type"] == "application/octet-stream"
     meta, data = _split(resp)
     assert meta["outputs"][0]["shape"] == shape
@@ -426,7 +459,10 @@ def test_trace_settings(http: httpx.Client) -> None:
     )
     _error(http.post("/v2/trace/setting", json={"trace_file": "/tmp/t"}), 501, "can not be updated")
     _error(http.post("/v2/trace/setting", json={"trace_level": ["LOUD"]}), 400, "invalid trace level")
-    _error(http.get("/v2/models/nope/trace/setting"), 404, "unknown model")
+    # Triton 2.51 answers 400 {"error":"Request for unknown model : nope"} to both
+    nope = "/v2/models/nope/trace/setting"
+    for resp in (http.get(nope), http.post(nope, json={})):
+        assert resp.status_code == 400 and resp.json() == {"error": "Request for unknown model : nope"}
 
 
 @pytest.mark.parametrize(

@@ -253,14 +253,18 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                     if response is None:
                         if not flag_final:
                             continue
-                        response = InferenceResponse(
-                            model_name=core_request.model_name,
-                            model_version=core_request.model_version,
-                            id=core_request.id,
+                        # Triton's empty final response: the request's name, id and
+                        # version string as sent (empty when it named none), no outputs.
+                        out = pb.ModelInferResponse(
+                            model_name=msg.model_name, model_version=msg.model_version, id=msg.id
                         )
-                    out = response_to_proto(response, slots)
-                    if flag_final:
-                        out.parameters["triton_final_response"].bool_param = final
+                    else:
+                        out = response_to_proto(response, slots)
+                    # Triton flags every stream response, with or without
+                    # triton_enable_empty_final_response: a non-decoupled model's
+                    # one response is final (true), a decoupled model's are not
+                    # unless sent with the final flag.
+                    out.parameters["triton_final_response"].bool_param = final
                     await queue.put(pb.ModelStreamInferResponse(infer_response=out))
             except asyncio.CancelledError:
                 core_request.cancel()  # the client closed the stream

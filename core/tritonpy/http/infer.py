@@ -237,7 +237,9 @@ def encode_response(
 
     Binary outputs are views of the output arrays' memory (no copy here); the
     transport writes them after the JSON. Outputs placed in shared memory are
-    copied there and listed without data, as Triton does.
+    copied there and listed without data, as Triton does. When every binary
+    output is empty there is no binary section: plain JSON, no header length
+    (Triton 2.51 answers so, ``binary_data_size: 0`` kept on each output).
     """
     outputs: list[dict[str, Any]] = []
     parts: Body = [b""]
@@ -251,7 +253,8 @@ def encode_response(
         if placement is True:
             buf = array_to_buffer(tensor.data, tensor.datatype)
             entry["parameters"] = {"binary_data_size": len(buf)}
-            parts.append(buf)
+            if len(buf):
+                parts.append(buf)
         elif isinstance(placement, OutputSlot):
             placement.write(tensor.data, tensor.datatype)
         else:

@@ -88,6 +88,15 @@ def test_bls_outside_a_server_is_a_clear_error() -> None:
         request.exec()
 
 
+def test_bls_model_name_given_as_bytes_is_utf8() -> None:
+    # NVIDIA's bls example passes model_name.as_numpy()[0], a numpy bytes_.
+    for name in (b"add_sub", np.array([b"add_sub"], dtype=np.object_)[0], np.bytes_(b"add_sub")):
+        request = pb_utils.InferenceRequest(model_name=name, inputs=[], requested_output_names=[])
+        assert request.model_name() == "add_sub" and type(request.model_name()) is str
+    assert pb_utils.InferenceRequest(model_name="h\u00e9".encode()).model_name() == "h\u00e9"
+    assert pb_utils.InferenceRequest(model_name=np.str_("add_sub")).model_name() == "add_sub"
+
+
 def test_arena_reuses_and_coalesces_blocks(tmp_path: Path) -> None:
     arena = Arena(str(tmp_path / "arena"), 1 << 16, create=True)
     a, b, c = (arena.alloc(1000) for _ in range(3))

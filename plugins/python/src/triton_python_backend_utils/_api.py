@@ -193,7 +193,7 @@ class InferenceRequest:
         correlation_id: int | str = 0,
         inputs: list[Tensor] | None = None,
         requested_output_names: list[str] | None = None,
-        model_name: str = "",
+        model_name: str | bytes = "",
         model_version: int = -1,
         flags: int = 0,
         timeout: int = 0,
@@ -202,7 +202,11 @@ class InferenceRequest:
         parameters: dict[str, Any] | str | None = None,
     ) -> None:
         # Triton's order of arguments (all of them are usually given by name).
-        self._model_name = model_name
+        # Bytes (NVIDIA's bls example passes ``model_name.as_numpy()[0]``, a
+        # numpy bytes_) are UTF-8, as Triton's binding takes them.
+        if isinstance(model_name, bytes):
+            model_name = model_name.decode("utf-8")
+        self._model_name = str(model_name)
         self._model_version = model_version
         self._inputs = list(inputs or [])
         self._requested = list(requested_output_names or [])

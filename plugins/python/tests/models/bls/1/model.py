@@ -9,7 +9,8 @@ class TritonPythonModel:
     def execute(self, requests):
         responses = []
         for request in requests:
-            name = pb_utils.get_input_tensor_by_name(request, "MODEL_NAME").as_numpy()[0].decode()
+            raw_name = pb_utils.get_input_tensor_by_name(request, "MODEL_NAME").as_numpy()[0]
+            name = raw_name.decode()
             in0 = pb_utils.get_input_tensor_by_name(request, "INPUT0")
             in1 = pb_utils.get_input_tensor_by_name(request, "INPUT1")
             if name == "repeat":
@@ -36,7 +37,7 @@ class TritonPythonModel:
                 )
                 continue
             bls = pb_utils.InferenceRequest(
-                model_name=name,
+                model_name=raw_name,  # numpy bytes_, as NVIDIA's bls example passes it
                 requested_output_names=["OUTPUT0", "OUTPUT1"],
                 inputs=[
                     pb_utils.Tensor("INPUT0", in0.as_numpy()),
