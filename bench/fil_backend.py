@@ -25,7 +25,6 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from run import Served, perf  # noqa: E402  (bench/run.py: the server process and perf_analyzer)
+from run import Served, infer_threads, perf  # noqa: E402  (bench/run.py: the server process and perf_analyzer)
 
 FEATURES = 32
 TREES = 500
@@ -108,32 +107,11 @@ def in_process(repo: Path, name: str, concurrency: int, seconds: float) -> dict[
     import tritonpy
 
     x = data(1)[0]
-    latencies: list[float] = []
-    lock = threading.Lock()
     with tritonpy.Server(model_repository=repo) as server:
         model = server.model(name)
         for _ in range(50):
             server.infer(model.create_request({"input__0": x}))
-        stop = time.monotonic() + seconds
-
-        def loop() -> None:
-            mine = []
-            while time.monotonic() < stop:
-                t = time.perf_counter()
-                server.infer(model.create_request({"input__0": x}))
-                mine.append(time.perf_counter() - t)
-            with lock:
-                latencies.extend(mine)
-
-        threads = [threading.Thread(target=loop) for _ in range(concurrency)]
-        start = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.monotonic() - start
-    latencies.sort()
-    return {"throughput": len(latencies) / elapsed, "p50_us": latencies[len(latencies) // 2] * 1e6}
+        return infer_threads(server, lambda: model.create_request({"input__0": x}), concurrency, seconds)
 
 
 def main() -> None:

@@ -30,8 +30,9 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -198,38 +199,48 @@ def perf(pa: Path, model: str, url: str, protocol: str, concurrency: int, reques
     }
 
 
-def in_process(repo: Path, concurrency: int, seconds: float) -> dict[str, float]:
-    import tritonpy
-
-    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+def infer_threads(
+    server: Any, make_request: Callable[[], Any], concurrency: int, seconds: float
+) -> dict[str, float]:
+    """``concurrency`` threads calling ``server.infer(make_request())`` for ``seconds``:
+    throughput and p50/p99 latency of the calls."""
     latencies: list[float] = []
     lock = threading.Lock()
-    with tritonpy.Server(model_repository=repo) as server:
-        model = server.model("simple")
-        stop = time.monotonic() + seconds
+    stop = time.monotonic() + seconds
 
-        def loop() -> None:
-            mine = []
-            while time.monotonic() < stop:
-                t = time.perf_counter()
-                server.infer(model.create_request({"INPUT0": a, "INPUT1": a}))
-                mine.append(time.perf_counter() - t)
-            with lock:
-                latencies.extend(mine)
+    def loop() -> None:
+        mine = []
+        while time.monotonic() < stop:
+            t = time.perf_counter()
+            server.infer(make_request())
+            mine.append(time.perf_counter() - t)
+        with lock:
+            latencies.extend(mine)
 
-        threads = [threading.Thread(target=loop) for _ in range(concurrency)]
-        start = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.monotonic() - start
+    threads = [threading.Thread(target=loop) for _ in range(concurrency)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - start
     latencies.sort()
     return {
         "throughput": len(latencies) / elapsed,
         "p50_us": latencies[len(latencies) // 2] * 1e6,
         "p99_us": latencies[int(len(latencies) * 0.99)] * 1e6,
     }
+
+
+def in_process(repo: Path, concurrency: int, seconds: float) -> dict[str, float]:
+    import tritonpy
+
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    with tritonpy.Server(model_repository=repo) as server:
+        model = server.model("simple")
+        return infer_threads(
+            server, lambda: model.create_request({"INPUT0": a, "INPUT1": a}), concurrency, seconds
+        )
 
 
 def direct(model: Path, batch: int, seconds: float) -> dict[str, float]:

@@ -393,15 +393,18 @@ class Server:
         with self._idle:
             return self._idle.wait_for(lambda: self._inflight == 0, timeout=timeout)
 
-    def submit(self, request: InferenceRequest, done: OnResponse, internal: bool = False) -> None:
+    def submit(
+        self, request: InferenceRequest, done: OnResponse, internal: bool = False, here: bool = False
+    ) -> None:
         """Queue ``request``; ``done(response, flags)`` gets its responses from worker threads.
 
         The last call carries ``RESPONSE_COMPLETE_FINAL``; a model that is not
         decoupled answers with exactly that one call. Raises ``TritonError`` if
         the request is refused before queueing. ``internal`` marks a request made
         on behalf of one in flight (BLS): it is taken while the server drains.
+        ``here``: the caller waits for the answer anyway and may run it itself.
         """
-        self._submit(self._admit(request, internal), request, done, internal)
+        self._submit(self._admit(request, internal), request, done, internal, here)
 
     def _submit_step(self, request: InferenceRequest, done: OnResponse) -> None:
         """An ensemble step's request to its member: internal, as BLS requests are."""
@@ -547,9 +550,7 @@ class Server:
         """Blocking ``stream_async``; ``timeout`` bounds the wait for each response."""
         inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
         # Without a timeout this thread may run the request itself: it waits anyway.
-        self._submit(
-            self._admit(request), request, lambda r, flags: inbox.put((r, flags)), False, here=timeout is None
-        )
+        self.submit(request, lambda r, flags: inbox.put((r, flags)), here=timeout is None)
         finished = False
         try:
             while not finished:

@@ -1,6 +1,16 @@
 import numpy as np
 import pytest
-from tritonpy_sdk import InferenceRequest, Tensor, TritonError, gather_inputs, scatter_output
+from tritonpy_sdk import (
+    DataType,
+    InferenceRequest,
+    RequestedOutput,
+    Tensor,
+    TritonError,
+    gather_inputs,
+    outputs_to_compute,
+    scatter_output,
+    scatter_responses,
+)
 
 
 def _request(x: np.ndarray) -> InferenceRequest:
@@ -45,3 +55,25 @@ def test_missing_input_and_wrong_output_size() -> None:
         gather_inputs([_request(np.ones((1, 2)))], "Y")
     with pytest.raises(TritonError, match="expected first dimension 3"):
         scatter_output(np.ones((4, 2)), [1, 2])
+
+
+def test_scatter_responses_gives_each_request_its_rows_as_views() -> None:
+    requests = [_request(np.ones((1, 2))), _request(np.ones((2, 2)))]
+    y = np.arange(6, dtype=np.float32).reshape(3, 2)
+    first, second = scatter_responses(requests, {"Y": y}, {"Y": DataType.FP32})
+    np.testing.assert_array_equal(first.outputs["Y"].data, y[:1])
+    np.testing.assert_array_equal(second.outputs["Y"].data, y[1:])
+    assert second.outputs["Y"].datatype is DataType.FP32
+    assert second.outputs["Y"].data.base is not None  # a view
+    single = y[:1]
+    (only,) = scatter_responses(requests[:1], {"Y": single}, {"Y": DataType.FP32})
+    assert only.outputs["Y"].data is single  # one request: the array itself
+
+
+def test_outputs_to_compute_is_the_union_requested_or_all() -> None:
+    a, b = _request(np.ones((1, 2))), _request(np.ones((1, 2)))
+    a.requested_outputs = [RequestedOutput("B")]
+    b.requested_outputs = [RequestedOutput("A")]
+    assert outputs_to_compute([a, b], ["A", "B", "C"]) == ["A", "B"]
+    b.requested_outputs = []
+    assert outputs_to_compute([a, b], ["A", "B", "C"]) == ["A", "B", "C"]

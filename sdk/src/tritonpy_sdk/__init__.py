@@ -7,7 +7,7 @@ package only, never on the server.
 """
 
 from ._backend_info import BackendInfo
-from ._batching import batch_sizes, gather_inputs, scatter_output
+from ._batching import batch_sizes, gather_inputs, outputs_to_compute, scatter_output, scatter_responses
 from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
 from ._cache import CACHE_ENTRY_POINT_GROUP, CacheFactory, ResponseCache
 from ._datatype import DataType
@@ -67,7 +67,9 @@ __all__ = [
     "gather_ragged",
     "hookimpl",
     "hookspec",
+    "outputs_to_compute",
     "scatter_output",
+    "scatter_responses",
     "sequence_inputs",
     "sequence_state_outputs",
     "serialize_bytes_tensor",

@@ -2,18 +2,22 @@
 
 ``gather_inputs`` concatenates one input of every request along the batch
 dimension with one copy (none for a single request); ``scatter_output`` cuts a
-batched output back into per-request views without copying.
+batched output back into per-request views without copying, and
+``scatter_responses`` makes each request's response of such views.
+``outputs_to_compute`` says which outputs a batch needs at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from ._datatype import DataType
 from ._errors import TritonError
-from ._inference import InferenceRequest
+from ._inference import InferenceRequest, InferenceResponse
+from ._tensor import Tensor
 
 Allocator = Callable[[tuple[int, ...], np.dtype[Any]], np.ndarray[Any, Any]]
 
@@ -76,3 +80,29 @@ def scatter_output(array: np.ndarray[Any, Any], sizes: Sequence[int]) -> list[np
         views.append(array[start : start + n])
         start += n
     return views
+
+
+def scatter_responses(
+    requests: Sequence[InferenceRequest],
+    arrays: Mapping[str, np.ndarray[Any, Any]],
+    datatypes: Mapping[str, DataType],
+) -> list[InferenceResponse]:
+    """One response per request from the batch's output ``arrays`` (by output name):
+    each holds views of that request's rows (``scatter_output``), typed by ``datatypes``."""
+    if len(requests) == 1:
+        return [InferenceResponse({n: Tensor(n, a, datatypes[n]) for n, a in arrays.items()})]
+    sizes = batch_sizes(requests)
+    parts = {name: scatter_output(array, sizes) for name, array in arrays.items()}
+    return [
+        InferenceResponse({n: Tensor(n, p[i], datatypes[n]) for n, p in parts.items()})
+        for i in range(len(requests))
+    ]
+
+
+def outputs_to_compute(requests: Sequence[InferenceRequest], names: Sequence[str]) -> list[str]:
+    """Of the model's outputs ``names``, those some request of the batch asks for, in
+    order; all of them when a request names none (it gets every output)."""
+    if any(not r.requested_outputs for r in requests):
+        return list(names)
+    wanted = {o.name for r in requests for o in r.requested_outputs}
+    return [n for n in names if n in wanted]

@@ -11,11 +11,9 @@ from tritonpy_sdk import (
     DataType,
     InferenceRequest,
     InferenceResponse,
-    Tensor,
     TritonError,
-    batch_sizes,
     gather_inputs,
-    scatter_output,
+    scatter_responses,
 )
 
 from ._config import INPUT, OUTPUT, SHAP, _dims
@@ -23,6 +21,8 @@ from ._forest import Forest, fil_output
 from ._params import Options
 
 FP32 = DataType.from_config("TYPE_FP32")
+#: Every output of a FIL model is FP32.
+_TYPES = {OUTPUT: FP32, SHAP: FP32}
 
 
 @dataclass(slots=True)
@@ -71,14 +71,7 @@ class InstanceState:
             arrays[SHAP] = shap
         if not self.batching:
             arrays = {n: a.reshape(a.shape[1:]) for n, a in arrays.items()}
-        if len(requests) == 1:
-            return [InferenceResponse({n: Tensor(n, a, FP32) for n, a in arrays.items()})]
-        sizes = batch_sizes(requests)
-        parts = {name: scatter_output(array, sizes) for name, array in arrays.items()}
-        return [
-            InferenceResponse({n: Tensor(n, p[i], FP32) for n, p in parts.items()})
-            for i in range(len(requests))
-        ]
+        return scatter_responses(requests, arrays, _TYPES)
 
 
 def _wants(requests: Sequence[InferenceRequest], name: str) -> bool:

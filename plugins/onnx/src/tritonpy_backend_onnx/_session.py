@@ -13,13 +13,12 @@ from tritonpy_sdk import (
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
-    Tensor,
     TritonError,
     batch_input_array,
-    batch_sizes,
     gather_inputs,
     gather_ragged,
-    scatter_output,
+    outputs_to_compute,
+    scatter_responses,
 )
 
 from ._autocomplete import check_config, graph_tensors
@@ -253,7 +252,7 @@ class InstanceSession:
             feeds[name] = array
         for target, kind, sources, dtype in self.batch_inputs:
             feeds[target] = batch_input_array(kind, requests, sources, dtype)
-        wanted = self._wanted(requests)
+        wanted = outputs_to_compute(requests, self.output_names)
         try:
             results = self.session.run(wanted, feeds, self.run_options)
         except self.invalid_argument as exc:
@@ -266,22 +265,7 @@ class InstanceSession:
                 arrays[name] = arrays[name].reshape(shape)
         for name in self.string_outputs.intersection(arrays):
             arrays[name] = _to_bytes(arrays[name])
-        types = self.output_types
-        if len(requests) == 1:
-            return [InferenceResponse({n: Tensor(n, a, types[n]) for n, a in arrays.items()})]
-        sizes = batch_sizes(requests)
-        parts = {name: scatter_output(array, sizes) for name, array in arrays.items()}
-        return [
-            InferenceResponse({n: Tensor(n, p[i], types[n]) for n, p in parts.items()})
-            for i in range(len(requests))
-        ]
-
-    def _wanted(self, requests: Sequence[InferenceRequest]) -> list[str]:
-        """The outputs to compute: the union of those requested; all when any request names none."""
-        if any(not r.requested_outputs for r in requests):
-            return list(self.output_names)
-        names = {o.name for r in requests for o in r.requested_outputs}
-        return [n for n in self.output_names if n in names]
+        return scatter_responses(requests, arrays, self.output_types)
 
 
 def _check_same_inputs(requests: Sequence[InferenceRequest]) -> None:

@@ -33,6 +33,8 @@ from ._dtypes import CODES, triton_to_numpy_type
 
 _SHORT = struct.Struct("!i")
 _LONG = struct.Struct("!Q")
+#: The most a ``FrameReader`` asks of the socket at once.
+_MAX_CHUNK = 4 << 20
 
 #: Tensors smaller than this travel inside the control message.
 INLINE_BYTES = 4096
@@ -254,20 +256,23 @@ class FrameReader:
     """Reads the link's messages without blocking, for a reader on an event loop.
 
     ``read`` takes what the socket holds (one ``recv``) and returns the messages
-    completed by it; a message split across reads waits in a buffer for its rest.
-    Frames are ``multiprocessing.Connection``'s: a 4-byte big-endian length, or
-    -1 and an 8-byte length for messages of 2 GiB and more.
+    completed by it; a message split across reads waits in a buffer for its rest,
+    which is only parsed again once the rest is there (a large message costs one
+    copy, not one per read). Frames are ``multiprocessing.Connection``'s: a 4-byte
+    big-endian length, or -1 and an 8-byte length for messages of 2 GiB and more.
     """
 
-    def __init__(self, sock: socket.socket, chunk: int = 256 << 10) -> None:
+    def __init__(self, sock: socket.socket, chunk: int = 64 << 10) -> None:
         self.sock = sock
         self._chunk = chunk
         self._pending = bytearray()
+        #: How many bytes ``_pending`` must hold before a frame in it can complete.
+        self._need = 0
 
     def read(self) -> list[dict[str, Any]] | None:
         """The messages now complete (maybe none); None once the peer closed the socket."""
         try:
-            data = self.sock.recv(self._chunk, socket.MSG_DONTWAIT)
+            data: bytes | bytearray = self.sock.recv(self._chunk, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             return []
         except OSError:
@@ -276,23 +281,31 @@ class FrameReader:
             return None
         if self._pending:
             self._pending += data
-            data = bytes(self._pending)
+            if len(self._pending) < self._need:
+                return []
+            data = self._pending
         messages: list[dict[str, Any]] = []
+        view = memoryview(data)
         pos, end = 0, len(data)
+        need = 0
         while end - pos >= 4:
             (size,) = _SHORT.unpack_from(data, pos)
             head = 4
             if size == -1:
                 if end - pos < 12:
+                    need = 12
                     break
                 (size,) = _LONG.unpack_from(data, pos + 4)
                 head = 12
             if end - pos - head < size:
-                if size > self._chunk:  # one large message: read it in fewer, larger chunks
-                    self._chunk = min(size + head, 64 << 20)
+                need = head + size
+                if need > self._chunk:  # a large message: read it in larger chunks
+                    self._chunk = min(need, _MAX_CHUNK)
                 break
             pos += head
-            messages.append(pickle.loads(memoryview(data)[pos : pos + size]))
+            messages.append(pickle.loads(view[pos : pos + size]))
             pos += size
-        self._pending = bytearray(memoryview(data)[pos:]) if pos < end else bytearray()
+        view.release()
+        self._pending = bytearray(data[pos:]) if pos < end else bytearray()
+        self._need = need
         return messages

@@ -10,7 +10,7 @@ tensors where they are contiguous.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,13 +18,12 @@ from tritonpy_sdk import (
     DataType,
     InferenceRequest,
     InferenceResponse,
-    Tensor,
     TritonError,
     batch_input_array,
-    batch_sizes,
     gather_inputs,
     gather_ragged,
-    scatter_output,
+    outputs_to_compute,
+    scatter_responses,
 )
 
 from ._params import Options, apply_execution_switches
@@ -69,6 +68,13 @@ class InstanceState:
     outputs: dict[str, OutputSpec]
     on_gpu: bool
     stream: Any = None
+    #: Each output's data type, and the outputs in config order (derived from ``outputs``).
+    output_types: dict[str, DataType] = field(init=False)
+    output_names: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.output_types = {name: spec.datatype for name, spec in self.outputs.items()}
+        self.output_names = tuple(self.outputs)
 
     @classmethod
     def create(
@@ -131,7 +137,7 @@ class InstanceState:
         if len(requests) > 1 and not self.batching:
             return [self.execute([r], allocator)[0] for r in requests]
         torch = self.torch
-        wanted = self._wanted(requests)
+        wanted = outputs_to_compute(requests, self.output_names)
         apply_execution_switches(torch, self.options)
         with torch.inference_mode(self.options.inference_mode), torch.no_grad():
             if self.stream is not None:
@@ -141,14 +147,7 @@ class InstanceState:
                 arrays = self._run(requests, wanted, allocator)
         if self.options.cache_cleaning and self.on_gpu:
             torch.cuda.empty_cache()
-        if len(requests) == 1:
-            return [InferenceResponse({n: Tensor(n, a, self.outputs[n].datatype) for n, a in arrays.items()})]
-        sizes = batch_sizes(requests)
-        parts = {name: scatter_output(array, sizes) for name, array in arrays.items()}
-        return [
-            InferenceResponse({n: Tensor(n, p[i], self.outputs[n].datatype) for n, p in parts.items()})
-            for i in range(len(requests))
-        ]
+        return scatter_responses(requests, arrays, self.output_types)
 
     def _run(
         self, requests: Sequence[InferenceRequest], wanted: list[str], allocator: Allocator | None
@@ -252,13 +251,6 @@ class InstanceState:
             out[:] = [s.encode("utf-8") for s in value]
             return out
         return to_numpy(self.torch, value, DataType.BF16.numpy_dtype)
-
-    def _wanted(self, requests: Sequence[InferenceRequest]) -> list[str]:
-        """The outputs to read back: the union of those requested; all when any request names none."""
-        if any(not r.requested_outputs for r in requests):
-            return list(self.outputs)
-        names = {o.name for r in requests for o in r.requested_outputs}
-        return [n for n in self.outputs if n in names]
 
 
 def _check_type(
