@@ -28,7 +28,8 @@ from fil_testmodels import (
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from tritonpy_backend_fil import _forest
 from tritonpy_backend_fil._params import Options
-from tritonpy_sdk import ErrorCode, TritonError, validate_backend
+from tritonpy_sdk import ErrorCode, TritonError
+from tritonpy_sdk.host import validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
 XGB_TYPES = ("xgboost", "xgboost_json", "xgboost_ubj")

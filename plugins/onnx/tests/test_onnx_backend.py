@@ -15,7 +15,8 @@ import onnxruntime as ort
 import pytest
 import tritonpy_backend_onnx as backend
 from onnx import TensorProto, helper
-from tritonpy_sdk import DataType, ErrorCode, RequestedOutput, TritonError, validate_backend
+from tritonpy_sdk import DataType, ErrorCode, RequestedOutput, TritonError
+from tritonpy_sdk.host import validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
 
