@@ -162,7 +162,7 @@ def test_ragged_input_and_batch_input(tmp_path: Path) -> None:
             {
                 "kind": "BATCH_ELEMENT_COUNT",
                 "target_name": ["counts__1"],
-                "data_type": "TYPE_INT64",
+                "data_type": "TYPE_INT32",  # Triton allows only INT32 or FP32 batch inputs
                 "source_input": ["x__0"],
             }
         ],
