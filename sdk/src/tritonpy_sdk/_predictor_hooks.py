@@ -160,13 +160,18 @@ class _Runner:
     def _response(
         self, request: InferenceRequest, arrays: dict[str, np.ndarray[Any, Any]]
     ) -> InferenceResponse:
-        wanted = [o.name for o in request.requested_outputs] or list(self.datatypes)
+        if not request.requested_outputs:  # every output predict made, in the config's order
+            return InferenceResponse(
+                {n: Tensor(n, arrays[n], t) for n, t in self.datatypes.items() if n in arrays}
+            )
+        wanted = [o.name for o in request.requested_outputs]
         missing = [n for n in wanted if n not in arrays]
         if missing:
             return InferenceResponse.from_error(
                 TritonError.internal(
                     f"predict of model '{self.model_name}' returned no output "
                     + ", ".join(f"'{n}'" for n in missing)
+                    + " that the request asks for"
                 )
             )
         return InferenceResponse({n: Tensor(n, arrays[n], self.datatypes[n]) for n in wanted})
