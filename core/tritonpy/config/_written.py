@@ -46,12 +46,15 @@ def json_fields(text: str) -> list[str]:
 
 
 def user_config(config: ModelConfig, written: Iterable[str]) -> dict[str, Any]:
-    """``config`` in Triton's JSON form with only what was written: fields at their
-    defaults are left out, except the top-level ones named in ``written``."""
+    """``config`` in Triton's JSON form with only the top-level fields named in
+    ``written`` (in that order), a field at its default value included; inside
+    them, fields at their defaults are left out."""
     data: dict[str, Any] = json_format.MessageToDict(config, preserving_proto_field_name=True)
     _numbers(config.DESCRIPTOR, data)
     full = config_to_dict(config)
-    for name in written:
+    names = list(written)
+    for name in names:
         if name not in data and name in full:
             data[name] = full[name]  # written with its default value: max_batch_size: 0
-    return data
+    # Only what was written: a load's config may have had its name filled in since.
+    return {name: data[name] for name in names if name in data}

@@ -77,6 +77,7 @@ class BackendHarness:
         ``instance_initialize``; a failing hook raises its ``TritonError``."""
         try:
             from tritonpy.config import config_from_dict, load_config_file, text_fields, user_config
+            from tritonpy.devices import gpu_count
             from tritonpy.loading import bind_backend, prepare_model
         except ImportError as exc:
             raise RuntimeError(
@@ -108,7 +109,7 @@ class BackendHarness:
                 base,
                 written,
                 auto_complete=self._auto_complete,
-                gpus=0,
+                gpus=gpu_count(),
             )
             self.instance = ModelInstance(f"{self.model.name}_0", self._instance_kind, 0, self.model)
             call_hook(self.hooks, "model_initialize", model=self.model)
