@@ -31,3 +31,10 @@ def test_every_cli_flag_is_documented() -> None:
     ]
     assert len(flags) > 10
     assert [f for f in flags if f not in text] == []
+
+
+def test_every_cli_command_is_documented() -> None:
+    text = (DOCS / "cli.md").read_text()
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert [c for c in sub.choices if f"## `tritonpy {c}" not in text] == []

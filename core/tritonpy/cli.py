@@ -1,4 +1,4 @@
-"""``tritonpy`` command line: ``serve`` with tritonserver's flag names, ``backends``.
+"""``tritonpy`` command line: ``serve`` with tritonserver's flag names, ``backends``, ``new-backend``.
 
 The CLI only parses flags into ``ServerOptions``; everything else lives in the
 server.
@@ -276,6 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     backends = sub.add_parser("backends", help="list the installed backends")
     backends.add_argument("--check", action="store_true", help="also import and validate each backend")
+
+    scaffold = sub.add_parser("new-backend", help="write an installable backend package to start from")
+    scaffold.add_argument("name", help="the backend name (the `backend:` value in config.pbtxt)")
+    scaffold.add_argument("directory", nargs="?", help="where to write it (default: ./tritonpy-backend-NAME)")
     return parser
 
 
@@ -368,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "backends":
         return _list_backends(args.check)
+    if args.command == "new-backend":
+        from .scaffold import main as new_backend
+
+        return new_backend(args.name, args.directory)
     options = options_from_args(args)
     from tritonpy_sdk import TritonError
 

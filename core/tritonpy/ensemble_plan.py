@@ -14,15 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tritonpy_sdk import (
-    Backend,
-    BackendInfo,
-    InferenceRequest,
-    ModelInstance,
-    TritonError,
-    hookimpl,
-    validate_backend,
-)
+from tritonpy_sdk import Backend, BackendInfo, InferenceRequest, ModelInstance, TritonError, hookimpl
+from tritonpy_sdk.host import validate_backend
 
 from .config import ModelConfig
 from .config._validate import ENSEMBLE_PLATFORM

@@ -7,6 +7,7 @@ threads, never on the event loop.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -15,16 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import (
-    Backend,
-    BackendHooks,
-    ErrorCode,
-    Model,
-    ModelInstance,
-    ResponseCache,
-    TritonError,
-    call_hook,
-)
+from tritonpy_sdk import Backend, ErrorCode, Model, ModelInstance, ResponseCache, TritonError
+from tritonpy_sdk.host import BackendHooks, call_hook
 
 from .config import (
     FILE_PLATFORMS,
@@ -35,8 +28,11 @@ from .config import (
     config_from_dict,
     config_to_dict,
     fill_defaults,
+    json_fields,
     load_config_file,
     platform_file,
+    text_fields,
+    user_config,
     validate_config,
 )
 from .config._validate import ENSEMBLE_PLATFORM
@@ -132,7 +128,7 @@ class ModelLoader:
             record.error = mdir.error
             return record
         try:
-            config = self._read_config(mdir, override)
+            config, written = self._read_config(mdir, override)
             if config.platform == ENSEMBLE_PLATFORM:
                 return self._load_ensemble(record, mdir, config, members)
             hooks, backend, versions = self._prepare(mdir, config)
@@ -143,7 +139,9 @@ class ModelLoader:
         for version in versions:
             for attempt in range(retries + 1):
                 try:
-                    record.versions[version] = self._load_version(mdir, config, hooks, backend, version)
+                    record.versions[version] = self._load_version(
+                        mdir, config, hooks, backend, version, written
+                    )
                     record.failed.pop(version, None)
                     log.info("successfully loaded '%s' version %d", mdir.name, version)
                     break
@@ -158,15 +156,19 @@ class ModelLoader:
                     )
         return record
 
-    def _read_config(self, mdir: ModelDir, override: Override | None) -> ModelConfig:
+    def _read_config(self, mdir: ModelDir, override: Override | None) -> tuple[ModelConfig, dict[str, Any]]:
         """The model's config: the load's override, else its ``config.pbtxt`` (or an
-        empty one for auto-complete to fill), named after its folder when unnamed."""
+        empty one for auto-complete to fill), named after its folder when unnamed;
+        and the config as the user wrote it (``Model.user_config``)."""
         path = mdir.path / "config.pbtxt"
+        written: list[str] = []
         if override is not None:
             config = ModelConfig()
             config.CopyFrom(override.config)
+            written = json_fields(override.text)
         elif path.exists():
             config = load_config_file(path)
+            written = text_fields(path.read_text(encoding="utf-8"))
         elif self._options.disable_auto_complete_config:
             raise ConfigError(
                 f"failed to load model '{mdir.name}': {path} is missing and "
@@ -174,9 +176,10 @@ class ModelLoader:
             )
         else:
             config = ModelConfig()
+        as_written = user_config(config, written)
         if not config.name:
             config.name = mdir.name
-        return config
+        return config, as_written
 
     def _prepare(self, mdir: ModelDir, config: ModelConfig) -> tuple[BackendHooks, Backend, list[int]]:
         """Pick the backend of ``config`` and the versions to load."""
@@ -184,18 +187,7 @@ class ModelLoader:
         dirs = list(available.values())
         backend_name = self._backend_name(config, mdir, dirs)
         hooks, backend = self._registry.initialized(backend_name)
-        config.backend = backend_name
-        # Triton's core derives the platform and the model file from the backend (and files).
-        if not config.platform:
-            derived = backend_platform(backend_name, config.default_model_filename, dirs)
-            if derived is not None:
-                config.platform = derived
-            elif len(hooks.info.platforms) == 1:
-                config.platform = hooks.info.platforms[0]
-        if not config.default_model_filename:
-            filename = platform_file(config.platform, backend_name) or hooks.info.default_model_filename
-            if filename:
-                config.default_model_filename = filename
+        bind_backend(config, hooks, dirs)
         return hooks, backend, _select_versions(mdir, config, list(available))
 
     def _backend_name(self, config: ModelConfig, mdir: ModelDir, dirs: list[Path]) -> str:
@@ -241,35 +233,21 @@ class ModelLoader:
         hooks: BackendHooks,
         backend: Backend,
         version: int,
+        written: dict[str, Any],
     ) -> ModelVersion:
         load_start = time.monotonic()
-        source = str(mdir.path / "config.pbtxt")
-        cfg_dict: dict[str, Any] = config_to_dict(base)
-        model = Model(mdir.name, version, cfg_dict, mdir.path, backend)
-        if not self._options.disable_auto_complete_config and hooks.has_auto_complete:
-            call_hook(hooks, "auto_complete_config", model=model)
-            config = config_from_dict(model.config)
-            if (
-                base.max_batch_size == 0
-                and config.max_batch_size > 0
-                and not config.WhichOneof("scheduling_choice")
-            ):
-                # Triton: a model found to batch by auto-complete gets the dynamic batcher.
-                config.dynamic_batching.SetInParent()
-        else:
-            config = ModelConfig()
-            config.CopyFrom(base)
-        info = hooks.info
         gpus = gpu_count()
-        fill_defaults(
-            config,
-            default_kind=info.default_instance_kind,
-            default_count=info.default_instance_count,
-            gpu_count=gpus,
-            source=source,
+        model, config = prepare_model(
+            hooks,
+            backend,
+            mdir.name,
+            mdir.path,
+            version,
+            base,
+            written,
+            auto_complete=not self._options.disable_auto_complete_config,
+            gpus=gpus,
         )
-        validate_config(config, source=source, folder_name=mdir.name)
-        model.config = config_to_dict(config)
         spec = ModelSpec.from_config(model.config, version)
         labels = self._labels(mdir, version, model.config)
         instances = self._instances(model, config, gpus)
@@ -280,7 +258,7 @@ class ModelLoader:
         call_hook(hooks, "model_initialize", model=model)
         started: list[ModelInstance] = []
         try:
-            self._init_instances(hooks, instances, started, info.parallel_instance_init)
+            self._init_instances(hooks, instances, started, hooks.info.parallel_instance_init)
             run_warmup(hooks, config, mdir.path, instances)
         except TritonError:
             for inst in started:
@@ -467,3 +445,64 @@ def _reason(exc: Exception) -> str:
         return f"{exc.code.value}: {exc.message}"
     log.exception("unexpected error while loading a model")
     return f"{ErrorCode.INTERNAL.value}: {type(exc).__name__}: {exc}"
+
+
+def bind_backend(config: ModelConfig, hooks: BackendHooks, dirs: list[Path]) -> None:
+    """Name ``hooks``' backend in ``config`` and derive, as Triton's core does, the
+    platform and the model file it leaves out (from the backend and the files)."""
+    backend_name = hooks.name
+    config.backend = backend_name
+    if not config.platform:
+        derived = backend_platform(backend_name, config.default_model_filename, dirs)
+        if derived is not None:
+            config.platform = derived
+        elif len(hooks.info.platforms) == 1:
+            config.platform = hooks.info.platforms[0]
+    if not config.default_model_filename:
+        filename = platform_file(config.platform, backend_name) or hooks.info.default_model_filename
+        if filename:
+            config.default_model_filename = filename
+
+
+def prepare_model(
+    hooks: BackendHooks,
+    backend: Backend,
+    name: str,
+    path: Path,
+    version: int,
+    base: ModelConfig,
+    written: dict[str, Any],
+    *,
+    auto_complete: bool,
+    gpus: int,
+) -> tuple[Model, ModelConfig]:
+    """The ``Model`` a backend's ``model_initialize`` gets and its final config, made
+    from ``base`` (bound by ``bind_backend``) the one way the server makes them:
+    the backend's ``auto_complete_config`` (when ``auto_complete``), Triton's
+    defaults, validation. ``tritonpy_sdk.testing`` builds its model with this too."""
+    source = str(path / "config.pbtxt")
+    model = Model(name, version, config_to_dict(base), path, backend, user_config=copy.deepcopy(written))
+    if auto_complete and hooks.has_auto_complete:
+        call_hook(hooks, "auto_complete_config", model=model)
+        config = config_from_dict(model.config)
+        if (
+            base.max_batch_size == 0
+            and config.max_batch_size > 0
+            and not config.WhichOneof("scheduling_choice")
+        ):
+            # Triton: a model found to batch by auto-complete gets the dynamic batcher.
+            config.dynamic_batching.SetInParent()
+    else:
+        config = ModelConfig()
+        config.CopyFrom(base)
+    info = hooks.info
+    fill_defaults(
+        config,
+        default_kind=info.default_instance_kind,
+        default_count=info.default_instance_count,
+        gpu_count=gpus,
+        source=source,
+    )
+    validate_config(config, source=source, folder_name=name)
+    model.config = config_to_dict(config)
+    return model, config

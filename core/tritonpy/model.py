@@ -17,7 +17,6 @@ from typing import Any
 
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
-    BackendHooks,
     ErrorCode,
     InferenceRequest,
     InferenceResponse,
@@ -26,8 +25,8 @@ from tritonpy_sdk import (
     OnResponse,
     ResponseCache,
     TritonError,
-    call_hook,
 )
+from tritonpy_sdk.host import BackendHooks, call_hook
 
 from .cache import cache_key
 from .config import ModelConfig

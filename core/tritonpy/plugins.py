@@ -14,16 +14,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-from tritonpy_sdk import (
-    ENTRY_POINT_GROUP,
-    Backend,
-    BackendHooks,
-    PluginError,
-    ServerApi,
-    TritonError,
-    call_hook,
-    validate_backend,
-)
+from tritonpy_sdk import ENTRY_POINT_GROUP, Backend, ServerApi, TritonError
+from tritonpy_sdk.host import BackendHooks, PluginError, call_hook, validate_backend
 
 from .config import platform_backend
 
@@ -218,15 +210,29 @@ class BackendRegistry:
         raise TritonError.invalid_arg(f"unexpected platform type '{platform}'")
 
     def backend_for_files(self, version_dirs: list[Path]) -> str | None:
-        """The backend whose default model file exists in one of ``version_dirs``."""
+        """The backend whose default model file exists in one of ``version_dirs``.
+
+        When the files there match the default model files of several backends
+        the choice is the user's: TritonError naming each backend and its file.
+        """
+        claims: list[tuple[BackendEntry, str]] = []
         for entry in self.entries():
             try:
                 filename = self.hooks(entry.name).info.default_model_filename
             except TritonError:
                 continue
             if filename and any((d / filename).exists() for d in version_dirs):
-                return entry.name
-        return None
+                claims.append((entry, filename))
+        if len(claims) > 1:
+            model = version_dirs[0].parent.name if version_dirs else "?"
+            named = ", ".join(
+                f"'{e.name}' ({f}, from {f'{e.distribution} {e.version}'.strip()})" for e, f in claims
+            )
+            raise TritonError.invalid_arg(
+                f"unable to determine the backend of model '{model}': its files are the default model "
+                f"files of more than one backend: {named}; set 'backend' in its config.pbtxt to choose"
+            )
+        return claims[0][0].name if claims else None
 
     def finalize(self) -> None:
         """Call ``finalize`` on every initialised backend (errors are logged)."""

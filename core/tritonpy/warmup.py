@@ -14,15 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tritonpy_sdk import (
-    BackendHooks,
-    DataType,
-    InferenceRequest,
-    ModelInstance,
-    Tensor,
-    TritonError,
-    execute_collect,
-)
+from tritonpy_sdk import DataType, InferenceRequest, ModelInstance, Tensor, TritonError
+from tritonpy_sdk.host import BackendHooks, execute_collect
 
 from .codec import array_from_buffer
 from .config import model_config_pb2

@@ -3,16 +3,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from tritonpy_sdk import (
-    BackendInfo,
-    InferenceRequest,
-    InferenceResponse,
-    ModelInstance,
-    PluginError,
-    Tensor,
-    hookimpl,
-    validate_backend,
-)
+from tritonpy_sdk import BackendInfo, InferenceRequest, InferenceResponse, ModelInstance, Tensor, hookimpl
+from tritonpy_sdk.host import PluginError, validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
 

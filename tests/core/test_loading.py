@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
 import tritonpy
-from tritonpy_sdk import BackendInfo, InferenceResponse, hookimpl
+from tritonpy_sdk import (
+    BackendInfo,
+    InferenceResponse,
+    Model,
+    Predictor,
+    complete_input,
+    complete_max_batch_size,
+    complete_output,
+    hookimpl,
+)
 from tritonpy_testbackend import CpuBackend
 
 
@@ -109,3 +120,47 @@ def test_disable_auto_complete_requires_a_config(tmp_path: Path) -> None:
     ) as server:
         (entry,) = server.repository_index()
     assert "auto-complete is disabled" in entry["reason"]
+
+
+class Seen(Predictor):
+    """Records what auto-complete saw as the user's config, and completes max_batch_size."""
+
+    backend_info = BackendInfo(default_model_filename="model.seen", default_instance_kind="KIND_CPU")
+    seen: ClassVar[dict[str, dict[str, object]]] = {}
+
+    @classmethod
+    def auto_complete(cls, model: Model) -> None:
+        cls.seen[model.name] = dict(model.user_config)
+        complete_max_batch_size(model)
+        complete_input(model, "X", "TYPE_FP32", [1])
+        complete_output(model, "Y", "TYPE_FP32", [1])
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # type: ignore[type-arg]
+        return {"Y": inputs["X"]}
+
+
+def test_auto_complete_sees_the_config_as_written_from_files_and_load_requests(tmp_path: Path) -> None:
+    for name, text in [
+        ("zero", 'backend: "seen"\nmax_batch_size: 0\n'),
+        ("unset", 'backend: "seen"\n'),
+        ("bare", None),
+    ]:
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "1" / "model.seen").write_text("")
+        if text is not None:
+            (tmp_path / name / "config.pbtxt").write_text(text)
+    server = tritonpy.Server(model_repository=tmp_path, model_control_mode="explicit", exit_on_error=False)
+    server.backends.register("seen", Seen)
+    Seen.seen.clear()
+    with server:
+        for name in ("zero", "unset", "bare"):
+            server.load_model(name)
+        configs = {name: server.model_config(name) for name in ("zero", "unset", "bare")}
+        server.load_model("unset", config='{"backend": "seen", "max_batch_size": 0}')
+        overridden = server.model_config("unset")
+    assert Seen.seen["zero"] == {"backend": "seen", "max_batch_size": 0}
+    assert Seen.seen["bare"] == {}
+    assert Seen.seen["unset"] == {"backend": "seen", "max_batch_size": 0}  # the load's JSON, last
+    assert [configs[n]["max_batch_size"] for n in ("zero", "unset", "bare")] == [0, 4, 4]
+    assert "dynamic_batching" in configs["unset"] and "dynamic_batching" not in configs["zero"]
+    assert overridden["max_batch_size"] == 0

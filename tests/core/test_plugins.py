@@ -70,3 +70,22 @@ def test_backend_for_files(install_backend, tmp_path: Path) -> None:  # type: ig
     assert registry.backend_for_files([version]) is None
     (version / "model.good").write_text("")
     assert registry.backend_for_files([version]) == "goodbk"
+
+
+def test_two_backends_claiming_one_default_file_are_refused_by_name(
+    install_backend,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    install_backend("goodbk", dist="tp-test-good", version="1.0", code=GOOD)
+    install_backend("rivalbk", dist="tp-test-rival", version="2.0", code=GOOD)
+    version = tmp_path / "m" / "1"
+    version.mkdir(parents=True)
+    (version / "model.good").write_text("")
+    registry = BackendRegistry()
+    with pytest.raises(TritonError) as exc:
+        registry.backend_for_files([version])
+    message = exc.value.message
+    assert "model 'm'" in message
+    assert "'goodbk' (model.good, from tp-test-good 1.0)" in message
+    assert "'rivalbk' (model.good, from tp-test-rival 2.0)" in message
+    assert "set 'backend' in its config.pbtxt" in message

@@ -7,6 +7,7 @@ from ._json import config_from_dict, config_to_dict
 from ._load import load_config_file, parse_config_text
 from ._platforms import FILE_PLATFORMS, PLATFORM_BACKENDS, backend_platform, platform_backend, platform_file
 from ._validate import validate_config
+from ._written import json_fields, text_fields, user_config
 from .model_config_pb2 import ModelConfig
 
 __all__ = [
@@ -23,4 +24,7 @@ __all__ = [
     "platform_backend",
     "platform_file",
     "validate_config",
+    "json_fields",
+    "text_fields",
+    "user_config",
 ]

@@ -2,11 +2,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tritonpy_backend_template as backend
+from tritonpy_backend_template import Scale as backend
 from tritonpy_sdk import TritonError
 from tritonpy_sdk.testing import BackendHarness
 
-CONFIG = {"name": "scaled", "max_batch_size": 4}
+CONFIG = {
+    "name": "scaled",
+    "max_batch_size": 4,
+    "input": [
+        {"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
+        {"name": "INPUT1", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+    ],
+}
 
 
 def _model(tmp_path: Path, text: str) -> Path:
@@ -37,7 +44,7 @@ def test_backend_config_gives_the_default_scale(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "message"), [("{nope", "is not valid JSON"), ('{"scale": "x"}', "must be a number")]
+    ("text", "message"), [("{nope", "cannot read model file"), ('{"scale": "x"}', "must be a number")]
 )
 def test_bad_model_files(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(TritonError, match=message):
@@ -45,7 +52,7 @@ def test_bad_model_files(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_missing_model_file(tmp_path: Path) -> None:
-    with pytest.raises(TritonError, match="does not exist"):
+    with pytest.raises(TritonError, match="cannot read model file .*No such file"):
         BackendHarness(backend, tmp_path, config=CONFIG).start()
 
 
@@ -60,14 +67,13 @@ def test_auto_complete_mirrors_inputs_and_keeps_user_outputs(tmp_path: Path) -> 
         "output": [{"name": "OUTPUT1", "data_type": "TYPE_STRING", "dims": [-1]}],
     }
     with BackendHarness(backend, _model(tmp_path, "{}"), config=config) as h:
-        assert h.model.config["output"] == [
-            {"name": "OUTPUT1", "data_type": "TYPE_STRING", "dims": [-1]},
-            {"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [2]},
-        ]
+        outputs = [(o["name"], o["data_type"], o["dims"]) for o in h.model.config["output"]]
+    assert outputs == [("OUTPUT1", "TYPE_STRING", [-1]), ("OUTPUT0", "TYPE_FP32", [2])]
 
 
 def test_batched_requests_get_one_response_each(tmp_path: Path) -> None:
-    with BackendHarness(backend, _model(tmp_path, '{"scale": 2}'), config=CONFIG) as h:
+    config = {**CONFIG, "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [2]}]}
+    with BackendHarness(backend, _model(tmp_path, '{"scale": 2}'), config=config) as h:
         requests = [h.request({"INPUT0": np.full((n, 2), n, np.int32)}) for n in (1, 2)]
         responses = h.execute(requests)
     assert [r.outputs["OUTPUT0"].data.tolist() for r in responses] == [[[2, 2]], [[4, 4], [4, 4]]]

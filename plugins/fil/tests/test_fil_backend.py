@@ -28,7 +28,8 @@ from fil_testmodels import (
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from tritonpy_backend_fil import _forest
 from tritonpy_backend_fil._params import Options
-from tritonpy_sdk import ErrorCode, TritonError, validate_backend
+from tritonpy_sdk import ErrorCode, TritonError
+from tritonpy_sdk.host import validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
 XGB_TYPES = ("xgboost", "xgboost_json", "xgboost_ubj")
@@ -226,8 +227,13 @@ def test_auto_complete_fills_io_and_batch_size(tmp_path: Path, xgb_models: dict[
     with _harness(folder) as h:
         config = h.model.config
     assert config["max_batch_size"] == 32768
-    assert config["input"] == [{"name": "input__0", "data_type": "TYPE_FP32", "dims": [FEATURES]}]
-    assert config["output"] == [{"name": "output__0", "data_type": "TYPE_FP32", "dims": [3]}]
+    # (the server's full form: every field, defaults included)
+    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [
+        ("input__0", "TYPE_FP32", [FEATURES])
+    ]
+    assert [(o["name"], o["data_type"], o["dims"]) for o in config["output"]] == [
+        ("output__0", "TYPE_FP32", [3])
+    ]
 
 
 def test_batched_requests_are_one_call(tmp_path: Path, xgb_models: dict[str, Any]) -> None:

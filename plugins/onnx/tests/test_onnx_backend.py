@@ -15,7 +15,8 @@ import onnxruntime as ort
 import pytest
 import tritonpy_backend_onnx as backend
 from onnx import TensorProto, helper
-from tritonpy_sdk import DataType, ErrorCode, RequestedOutput, TritonError, validate_backend
+from tritonpy_sdk import DataType, ErrorCode, RequestedOutput, TritonError
+from tritonpy_sdk.host import validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
 
@@ -359,7 +360,8 @@ def test_scalars(tmp_path: Path) -> None:
     )
     with BackendHarness(backend, fixed, config={"name": "scalar"}) as h:
         assert h.model.config.get("max_batch_size", 0) == 0
-        assert h.model.config["input"] == [{"name": "X", "data_type": "TYPE_FP32", "dims": [1]}]
+        (x,) = h.model.config["input"]
+        assert (x["name"], x["data_type"], x["dims"]) == ("X", "TYPE_FP32", [1])
         assert h.infer({"X": np.array([2.0], np.float32)})["Y"].tolist() == [-2.0]
     batched = _save(
         tmp_path / "batched",
@@ -369,9 +371,8 @@ def test_scalars(tmp_path: Path) -> None:
     )
     with BackendHarness(backend, batched, config={"name": "batched"}) as h:
         assert h.model.config["max_batch_size"] == 4
-        assert h.model.config["input"] == [
-            {"name": "X", "data_type": "TYPE_FP32", "dims": [1], "reshape": {"shape": []}}
-        ]
+        (x,) = h.model.config["input"]
+        assert (x["name"], x["dims"], x["reshape"]) == ("X", [1], {"shape": []})
 
 
 def test_external_data_and_model_directory(tmp_path: Path) -> None:

@@ -25,7 +25,8 @@ from torch_testmodels import (
 )
 from tritonpy_backend_torch._params import Options
 from tritonpy_backend_torch._types import to_torch
-from tritonpy_sdk import ErrorCode, ModelInstance, RequestedOutput, TritonError, call_hook, validate_backend
+from tritonpy_sdk import ErrorCode, ModelInstance, RequestedOutput, TritonError
+from tritonpy_sdk.host import call_hook, validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
 # torch 2.13 deprecates TorchScript (script and load); Triton's format is served all the same.
@@ -161,7 +162,7 @@ def test_ragged_input_and_batch_input(tmp_path: Path) -> None:
             {
                 "kind": "BATCH_ELEMENT_COUNT",
                 "target_name": ["counts__1"],
-                "data_type": "TYPE_INT64",
+                "data_type": "TYPE_INT32",  # Triton allows only INT32 or FP32 batch inputs
                 "source_input": ["x__0"],
             }
         ],

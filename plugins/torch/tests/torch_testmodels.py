@@ -125,5 +125,5 @@ class RaggedSums(nn.Module):
     """A ragged input with Triton's BATCH_ELEMENT_COUNT batch input: one sum per request."""
 
     def forward(self, x: Tensor, counts: Tensor) -> Tensor:
-        sizes: list[int] = counts.reshape(-1).tolist()
+        sizes: list[int] = counts.to(torch.int64).reshape(-1).tolist()
         return torch.stack([c.sum() for c in torch.split(x.reshape(-1), sizes)]).reshape(-1, 1)

@@ -1,11 +1,20 @@
 """tritonpy-sdk: the contract between the tritonpy server and its backends.
 
-A backend is a small package that implements the hooks in
-:mod:`tritonpy_sdk.hookspecs` (marked with :data:`hookimpl`) and declares
-itself under the entry-point group ``tritonpy.backends``. It depends on this
-package only, never on the server.
+A backend is a small package that declares itself under the entry-point group
+``tritonpy.backends`` and depends on this package only, never on the server.
+It is written in one of two styles:
+
+- a :class:`Predictor` subclass (``load()`` and ``predict(inputs) -> outputs``),
+  from which the SDK derives the hooks;
+- a module implementing the hooks themselves, each marked with
+  :data:`hookimpl`; their specifications, call order and threads are the
+  docstring of ``tritonpy_sdk._hookspecs``.
+
+What only a host of backends uses (the server, the test harness) lives in
+:mod:`tritonpy_sdk.host`.
 """
 
+from ._autocomplete import complete_input, complete_max_batch_size, complete_output
 from ._backend_info import BackendInfo
 from ._batching import batch_sizes, gather_inputs, outputs_to_compute, scatter_output, scatter_responses
 from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
@@ -16,9 +25,9 @@ from ._hookspecs import PROJECT_NAME, hookimpl, hookspec
 from ._inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput
 from ._metrics import Metric, MetricFamily, MetricKind, MetricRegistry
 from ._objects import Backend, ExecuteComplete, Model, ModelInstance
-from ._plugin import BackendHooks, PluginError, call_hook, validate_backend
+from ._predictor import PartialResult, Predictor
 from ._ragged import batch_input_array, gather_ragged
-from ._sender import RESPONSE_COMPLETE_FINAL, ResponseSender, execute_collect
+from ._sender import RESPONSE_COMPLETE_FINAL, ResponseSender
 from ._sequence import SEQUENCE_END, SEQUENCE_START, sequence_inputs, sequence_state_outputs
 from ._server_api import OnResponse, ServerApi
 from ._tensor import Tensor, as_bytes_array
@@ -33,7 +42,6 @@ __all__ = [
     "ResponseCache",
     "PROJECT_NAME",
     "Backend",
-    "BackendHooks",
     "BackendInfo",
     "DataType",
     "ErrorCode",
@@ -53,16 +61,18 @@ __all__ = [
     "ServerApi",
     "ModelInstance",
     "ParameterValue",
-    "PluginError",
+    "PartialResult",
+    "Predictor",
     "RequestedOutput",
     "Tensor",
     "TritonError",
     "as_bytes_array",
     "batch_input_array",
     "batch_sizes",
-    "call_hook",
+    "complete_input",
+    "complete_max_batch_size",
+    "complete_output",
     "deserialize_bytes_tensor",
-    "execute_collect",
     "gather_inputs",
     "gather_ragged",
     "hookimpl",
@@ -73,5 +83,4 @@ __all__ = [
     "sequence_inputs",
     "sequence_state_outputs",
     "serialize_bytes_tensor",
-    "validate_backend",
 ]

@@ -14,6 +14,9 @@ Call order, mirroring Triton's backend API::
       model_initialize(model)           per model version
         instance_initialize(instance)   per instance (instance_group count x kind)
           execute(instance, requests)   many times
+          execute_nowait(instance, requests, complete)
+                                        instead, for instances that only wait on I/O (optional)
+          instance_ready(instance)      on readiness checks (optional), beside execute
         instance_finalize(instance)     per instance, at unload
       model_finalize(model)             per model version, at unload
     finalize(backend)                   at server shutdown
@@ -30,6 +33,19 @@ is wrapped as INTERNAL with its message). A failing load-time hook makes that
 model UNAVAILABLE with the message as the reason; the server keeps serving the
 other models. A failing ``execute`` fails the requests it was given, nothing
 else.
+
+Objects: the same ``Backend``, ``Model`` and ``ModelInstance`` objects reach
+every hook of their lifetime (the ``Model`` given to ``auto_complete_config``
+is the one ``model_initialize`` gets), so what a hook keeps in ``state``
+stays. Before ``auto_complete_config`` a model has its ``name``, ``version``,
+``repository_path``, ``version_path``, ``model_path`` (the config's
+``default_model_filename``, else the backend's), ``backend``, ``config`` (every
+field, defaults included) and ``user_config`` (only what the user wrote).
+
+The high-level alternative, ``tritonpy_sdk.Predictor``, derives
+``instance_initialize``, ``execute``, ``instance_finalize`` and (when
+overridden) ``auto_complete_config`` from a class with ``load`` and
+``predict``.
 
 Hooks receive their arguments by name; an implementation may accept fewer
 arguments than the specification lists (pluggy's rule), never others.
@@ -96,10 +112,14 @@ def auto_complete_config(model: Model) -> None:
 
     Called for each model version before its config is validated, unless the
     server runs with ``--disable-auto-complete-config``. ``model.config`` is a
-    mutable dict in Triton's JSON form: add missing ``input``/``output``
-    entries and ``max_batch_size`` (use ``model.backend.default_max_batch_size``
-    when the model can batch and the config sets none), but never change what
-    the user wrote. Raise ``TritonError`` when the file cannot be read or
+    mutable dict in Triton's JSON form, every field present (``max_batch_size:
+    0``, ``input: []`` when unset); ``model.user_config`` holds only what the
+    user wrote, so ``"max_batch_size" in model.user_config`` tells an explicit 0
+    from none. Add missing ``input``/``output`` entries and ``max_batch_size``
+    (``model.backend.default_max_batch_size`` when the model can batch and the
+    user set none; ``complete_input``, ``complete_output`` and
+    ``complete_max_batch_size`` do this), but never change what the user
+    wrote. Raise ``TritonError`` when the file cannot be read or
     contradicts the config.
     """
 

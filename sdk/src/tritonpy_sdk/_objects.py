@@ -55,6 +55,17 @@ class Model:
     ``auto_complete_config`` the backend may change it; afterwards it is to be
     treated as read-only. ``version_path`` is ``<repository>/<model>/<version>``
     and ``model_path`` the model file in it (``default_model_filename``).
+
+    ``user_config`` is the configuration as the user wrote it (``config.pbtxt``,
+    or the config a load request brought): only the fields written there, a
+    top-level field written with its default value (``max_batch_size: 0``)
+    included, so ``"max_batch_size" in model.user_config`` tells an explicit 0
+    from none; ``{}`` for a model without a config. ``config`` instead holds
+    every field, defaults included.
+
+    Everything here is set before ``auto_complete_config``; the same object
+    then reaches ``model_initialize``, each instance (``instance.model``) and
+    ``model_finalize``, so what a hook keeps in ``state`` stays.
     """
 
     name: str
@@ -63,6 +74,7 @@ class Model:
     repository_path: Path
     backend: Backend
     state: Any = None
+    user_config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def version_path(self) -> Path:

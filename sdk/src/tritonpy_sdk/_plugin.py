@@ -20,6 +20,8 @@ from ._backend_info import BackendInfo
 from ._errors import TritonError
 from ._inference import InferenceRequest, InferenceResponse
 from ._objects import Backend, Model, ModelInstance
+from ._predictor import Predictor
+from ._predictor_hooks import predictor_plugin
 
 HookFn = Callable[..., Any]
 
@@ -81,8 +83,14 @@ def validate_backend(name: str, plugin: object) -> BackendHooks:
 
     Raises :class:`PluginError` naming the backend and the hook at fault: an
     unknown hook, an argument the specification lacks, a missing required
-    hook, or a ``backend_info`` that fails or returns the wrong type.
+    hook, or a ``backend_info`` that fails or returns the wrong type. A
+    :class:`Predictor` subclass stands for the hooks the SDK derives from it.
     """
+    if isinstance(plugin, type) and issubclass(plugin, Predictor):
+        try:
+            plugin = predictor_plugin(plugin)
+        except TypeError as exc:
+            raise PluginError(f"backend '{name}': {exc}") from None
     pm = pluggy.PluginManager(_hookspecs.PROJECT_NAME)
     pm.add_hookspecs(_hookspecs)
     try:

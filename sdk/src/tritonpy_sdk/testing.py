@@ -11,8 +11,10 @@ For backend authors' tests::
 
 The harness calls the hooks in the server's order (backend_info, initialize,
 auto_complete_config, model_initialize, instance_initialize ... finalize) on
-one instance. It does not validate requests against the config the way the
-server does; it is for testing a backend, not the core.
+one instance, and builds the model's config with the server's own code, so a
+backend sees in its tests the config it sees when served. It does not
+validate requests against the config the way the server does; it is for
+testing a backend, not the core.
 """
 
 from __future__ import annotations
@@ -34,21 +36,17 @@ from ._tensor import Tensor
 __all__ = ["BackendHarness"]
 
 
-def _read_config(model_dir: Path) -> dict[str, Any]:
-    path = model_dir / "config.pbtxt"
-    if not path.exists():
-        return {"name": model_dir.name}
-    try:  # the core parses config.pbtxt; the SDK itself has no protobuf
-        from tritonpy.config import config_to_dict, load_config_file
-    except ImportError as exc:
-        raise RuntimeError(
-            f"reading {path} needs the 'tritonpy' package; install it or pass config=..."
-        ) from exc
-    return config_to_dict(load_config_file(path))
-
-
 class BackendHarness:
-    """One backend, one model version, one instance, no server."""
+    """One backend, one model version, one instance, no server.
+
+    ``plugin`` is a hook module (or object) or a :class:`~tritonpy_sdk.Predictor`
+    subclass. The model's config is built by the server's own code (the
+    ``tritonpy`` package, a test dependency): ``config`` as a dict in Triton's
+    JSON form, else the folder's ``config.pbtxt``, else none; then the backend's
+    auto-complete (unless ``auto_complete=False``), Triton's defaults and the
+    server's validation, exactly as ``tritonpy serve`` would. ``model.config``
+    and ``model.user_config`` are what the backend would get there.
+    """
 
     def __init__(
         self,
@@ -63,24 +61,67 @@ class BackendHarness:
         auto_complete: bool = True,
     ) -> None:
         self.hooks: BackendHooks = validate_backend(backend_name, plugin)
-        model_dir = Path(model_dir)
-        cfg = copy.deepcopy(dict(config)) if config is not None else _read_config(model_dir)
-        cfg.setdefault("name", model_dir.name)
-        cfg.setdefault("backend", backend_name)
-        if not cfg.get("default_model_filename"):
-            cfg["default_model_filename"] = self.hooks.info.default_model_filename
+        self.model_dir = Path(model_dir)
+        self.version = version
         self.backend = Backend(backend_name, dict(backend_config or {}))
-        self.model = Model(cfg["name"], version, cfg, model_dir, self.backend)
-        self.instance = ModelInstance(f"{cfg['name']}_0_0", instance_kind, 0, self.model)
+        self._config = copy.deepcopy(dict(config)) if config is not None else None
+        self._instance_kind = instance_kind
         self._auto_complete = auto_complete
         self._started = False
+        self._initialized = False
+        self.model: Model
+        self.instance: ModelInstance
 
     def start(self) -> BackendHarness:
+        """``initialize``, the config as the server builds it, ``model_initialize``,
+        ``instance_initialize``; a failing hook raises its ``TritonError``."""
+        try:
+            from tritonpy.config import config_from_dict, load_config_file, text_fields, user_config
+            from tritonpy.devices import gpu_count
+            from tritonpy.loading import bind_backend, prepare_model
+        except ImportError as exc:
+            raise RuntimeError(
+                "BackendHarness builds the model config with the server's own code: "
+                "install the 'tritonpy' package in the test environment"
+            ) from exc
+        path = self.model_dir / "config.pbtxt"
+        if self._config is not None:
+            base = config_from_dict(self._config)
+            written = user_config(base, list(self._config))
+        elif path.exists():
+            base = load_config_file(path)
+            written = user_config(base, text_fields(path.read_text(encoding="utf-8")))
+        else:
+            base = config_from_dict({})
+            written = {}
+        if not base.name:
+            base.name = self.model_dir.name
         call_hook(self.hooks, "initialize", backend=self.backend)
-        if self._auto_complete:
-            call_hook(self.hooks, "auto_complete_config", model=self.model)
-        call_hook(self.hooks, "model_initialize", model=self.model)
-        call_hook(self.hooks, "instance_initialize", instance=self.instance)
+        self._initialized = True
+        try:
+            bind_backend(base, self.hooks, [self.model_dir / str(self.version)])
+            self.model, _ = prepare_model(
+                self.hooks,
+                self.backend,
+                base.name,
+                self.model_dir,
+                self.version,
+                base,
+                written,
+                auto_complete=self._auto_complete,
+                gpus=gpu_count(),
+            )
+            self.instance = ModelInstance(f"{self.model.name}_0", self._instance_kind, 0, self.model)
+            call_hook(self.hooks, "model_initialize", model=self.model)
+            try:
+                call_hook(self.hooks, "instance_initialize", instance=self.instance)
+            except BaseException:
+                call_hook(self.hooks, "model_finalize", model=self.model)
+                raise
+        except BaseException:
+            self._initialized = False
+            call_hook(self.hooks, "finalize", backend=self.backend)
+            raise
         self._started = True
         return self
 

@@ -1,124 +1,45 @@
-"""A template tritonpy backend: OUTPUTn = INPUTn * scale, with scale read from model.json.
+"""A template tritonpy backend: ``OUTPUTn = INPUTn * scale``, the scale read from ``model.json``.
 
-Each hook says what a real backend does there. Hooks keep no state of their
-own: they store it in the ``state`` slot of the object they receive.
+Written against the SDK's high-level ``Predictor``: the SDK derives the hooks,
+and the server validates, batches, counts statistics and encodes for it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from tritonpy_sdk import (
-    Backend,
-    BackendInfo,
-    DataType,
-    InferenceRequest,
-    InferenceResponse,
-    Model,
-    ModelInstance,
-    Tensor,
-    TritonError,
-    hookimpl,
-)
+from tritonpy_sdk import BackendInfo, Model, Predictor, TritonError, complete_output
 
 __version__ = "0.1.0"
+Arrays = dict[str, np.ndarray[Any, Any]]
 
 
-@hookimpl
-def backend_info() -> BackendInfo:
-    # Facts the server needs before loading any model. Must not import a framework.
-    return BackendInfo(
-        platforms=(),  # Triton `platform:` strings this backend serves, if any
-        default_model_filename="model.json",  # also lets the server infer this backend from files
-        default_instance_kind="KIND_CPU",
-        default_instance_count=1,
-        parallel_instance_init=True,
-    )
+class Scale(Predictor):
+    # What the server needs before loading a model: the file that marks this backend's models.
+    backend_info = BackendInfo(default_model_filename="model.json", default_instance_kind="KIND_CPU")
 
+    @classmethod
+    def auto_complete(cls, model: Model) -> None:
+        # Optional: each input INPUTn gets an output OUTPUTn alike, unless the config has one.
+        for i in model.config.get("input", []):
+            complete_output(model, _output_name(i["name"]), i["data_type"], i["dims"])
 
-@hookimpl
-def initialize(backend: Backend) -> None:
-    # Once per server, before the first model: import the framework here and keep
-    # process-wide things (a runtime handle) in backend.state.
-    backend.state = {"default_scale": float(backend.config.get("default-scale", "1.0"))}
+    def load(self) -> None:  # once per instance; self.model_path is <model>/<version>/model.json
+        try:
+            spec = json.loads(self.model_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise TritonError.invalid_arg(f"cannot read model file {self.model_path}: {exc}") from None
+        self.scale = spec.get("scale", float(self.model.backend.config.get("default-scale", "1")))
+        if not isinstance(self.scale, int | float):
+            raise TritonError.invalid_arg(f"'scale' in {self.model_path} must be a number")
 
-
-@hookimpl
-def auto_complete_config(model: Model) -> None:
-    # Optional. Before the config is validated: fill what config.pbtxt leaves out, from
-    # the model file, never changing what the user wrote. Here an output mirrors each
-    # input (OUTPUTn for INPUTn), so a config need only list its inputs.
-    outputs = model.config.setdefault("output", [])
-    named = {o.get("name") for o in outputs}
-    for entry in model.config.get("input", []):
-        out_name = _output_name(str(entry.get("name", "")))
-        if out_name not in named:
-            # Only the fields an output has: name, data_type, dims and reshape.
-            output = {k: entry[k] for k in ("data_type", "dims", "reshape") if k in entry}
-            outputs.append({"name": out_name, **output})
-
-
-@hookimpl
-def model_initialize(model: Model) -> None:
-    # Once per model version: read the model file (model.model_path) into model.state.
-    path = model.model_path
-    try:
-        spec = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise TritonError.invalid_arg(f"model file {path} does not exist") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TritonError.invalid_arg(f"model file {path} is not valid JSON: {exc}") from None
-    scale = spec.get("scale", model.backend.state["default_scale"])
-    if not isinstance(scale, int | float):
-        raise TritonError.invalid_arg(f"'scale' in {path} must be a number, got {scale!r}")
-    model.state = float(scale)
-
-
-@hookimpl
-def instance_initialize(instance: ModelInstance) -> None:
-    # Once per instance: create per-instance resources (a session, a CUDA stream) on
-    # instance.kind / instance.device_id. This backend needs none.
-    instance.state = instance.model.state
-
-
-@hookimpl
-def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
-    # On the instance's own thread, never concurrently for one instance. Requests are
-    # already validated; return one response per request, in order. A real backend
-    # would batch them with gather_inputs / scatter_output.
-    scale: float = instance.state
-    responses = []
-    for request in requests:
-        outputs = {}
-        for name, tensor in request.inputs.items():
-            out_name = _output_name(name)
-            if tensor.datatype is DataType.BYTES:
-                outputs[out_name] = Tensor(out_name, tensor.data, tensor.datatype)
-            else:
-                data = (tensor.data * scale).astype(tensor.data.dtype, copy=False)
-                outputs[out_name] = Tensor(out_name, np.asarray(data), tensor.datatype)
-        responses.append(InferenceResponse(outputs))
-    return responses
-
-
-@hookimpl
-def instance_finalize(instance: ModelInstance) -> None:
-    # Release per-instance resources.
-    instance.state = None
-
-
-@hookimpl
-def model_finalize(model: Model) -> None:
-    # Release the model.
-    model.state = None
-
-
-@hookimpl
-def finalize(backend: Backend) -> None:
-    # Once at server shutdown.
-    backend.state = None
+    def predict(self, inputs: Arrays) -> Arrays:  # batched arrays in, batched arrays out
+        return {
+            _output_name(name): x if x.dtype == object else (x * self.scale).astype(x.dtype)
+            for name, x in inputs.items()
+        }
 
 
 def _output_name(input_name: str) -> str:
