@@ -1,5 +1,6 @@
 """Query the example repository with the unmodified Triton client.
 
+pip install "tritonclient[http]"                               # Triton's client, once
 tritonpy serve --model-repository examples/model_repository   # in one shell
 python examples/client_example.py                              # in another
 """

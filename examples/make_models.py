@@ -2,7 +2,8 @@
 
     python examples/make_models.py
 
-The models are tiny and deterministic so the repository can ship them.
+The models are tiny and deterministic so the repository can ship them. The
+iris classifier's weights come from ``train_iris.py`` (scikit-learn).
 """
 
 from __future__ import annotations
@@ -36,28 +37,34 @@ def simple() -> onnx.ModelProto:
     return helper.make_model(helper.make_graph(nodes, "simple", inputs, outputs), opset_imports=OPSET)
 
 
-def iris_mlp() -> onnx.ModelProto:
-    """A 4 → 8 → 3 classifier with fixed weights: PROBABILITIES = softmax(relu(xW1+b1)W2+b2)."""
-    rng = np.random.default_rng(0)
-    w1 = rng.normal(size=(4, 8)).astype(np.float32)
-    b1 = rng.normal(size=(8,)).astype(np.float32)
-    w2 = rng.normal(size=(8, 3)).astype(np.float32)
-    b2 = rng.normal(size=(3,)).astype(np.float32)
-    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "W1"), (b1, "B1"), (w2, "W2"), (b2, "B2"))]
+#: The iris classifier's weights, as ``train_iris.py`` prints them: a logistic
+#: regression fitted on scikit-learn's iris data set (97% of the 150 flowers right).
+#: Rows: sepal length, sepal width, petal length, petal width (cm); columns:
+#: setosa, versicolor, virginica (``labels.txt``).
+IRIS_WEIGHTS = [
+    [-0.4235, 0.5345, -0.111],
+    [0.9673, -0.3216, -0.6458],
+    [-2.5172, -0.2064, 2.7235],
+    [-1.0793, -0.9443, 2.0236],
+]
+IRIS_BIAS = [9.8495, 2.2372, -12.0868]
+
+
+def iris_classifier() -> onnx.ModelProto:
+    """The trained iris classifier: PROBABILITIES = softmax(FEATURES @ W + B)."""
+    w = np.array(IRIS_WEIGHTS, dtype=np.float32)
+    b = np.array(IRIS_BIAS, dtype=np.float32)
     nodes = [
-        helper.make_node("MatMul", ["FEATURES", "W1"], ["h0"]),
-        helper.make_node("Add", ["h0", "B1"], ["h1"]),
-        helper.make_node("Relu", ["h1"], ["h2"]),
-        helper.make_node("MatMul", ["h2", "W2"], ["h3"]),
-        helper.make_node("Add", ["h3", "B2"], ["logits"]),
+        helper.make_node("MatMul", ["FEATURES", "W"], ["scores"]),
+        helper.make_node("Add", ["scores", "B"], ["logits"]),
         helper.make_node("Softmax", ["logits"], ["PROBABILITIES"], axis=-1),
     ]
     graph = helper.make_graph(
         nodes,
-        "iris_mlp",
+        "iris_classifier",
         [helper.make_tensor_value_info("FEATURES", TensorProto.FLOAT, ["batch", 4])],
         [helper.make_tensor_value_info("PROBABILITIES", TensorProto.FLOAT, ["batch", 3])],
-        inits,
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")],
     )
     return helper.make_model(graph, opset_imports=OPSET)
 
@@ -75,7 +82,7 @@ def string_identity() -> onnx.ModelProto:
 
 def main() -> None:
     save(simple(), REPO / "simple" / "1" / "model.onnx")
-    save(iris_mlp(), REPO / "iris_classifier" / "1" / "model.onnx")
+    save(iris_classifier(), REPO / "iris_classifier" / "1" / "model.onnx")
     save(string_identity(), REPO / "string_identity" / "1" / "model.onnx")
     print(f"wrote models under {REPO}")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import email
 import gc
+import os
 import subprocess
 import sys
 import zipfile
@@ -19,40 +20,54 @@ FRAMEWORKS = {"onnxruntime", "onnx", "torch", "tensorrt", "xgboost", "treelite",
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, email.message.Message]:
+def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``./dev wheels DIR``: the documented way to build every package's wheel."""
     out = tmp_path_factory.mktemp("wheels")
-    for folder in (
-        "sdk",
-        ".",
-        "plugins/onnx",
-        "plugins/python",
-        "plugins/torch",
-        "plugins/fil",
-        "plugins/_template",
-    ):
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "--quiet",
-                "--no-deps",
-                "--no-build-isolation",
-                "-w",
-                str(out),
-                str(ROOT / folder),
-            ],
-            check=True,
-            timeout=300,
-        )
+    subprocess.run(
+        [str(ROOT / "dev"), "wheels", str(out)],
+        check=True,
+        timeout=300,
+        capture_output=True,
+        env={**os.environ, "TRITONPY_VENV": sys.prefix},  # the environment running the tests
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheels(wheel_dir: Path) -> dict[str, email.message.Message]:
     metas: dict[str, email.message.Message] = {}
-    for wheel in out.glob("*.whl"):
+    for wheel in wheel_dir.glob("*.whl"):
         with zipfile.ZipFile(wheel) as zf:
             name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
             meta = email.message_from_bytes(zf.read(name))
             metas[meta["Name"]] = meta
     return metas
+
+
+@pytest.mark.slow
+def test_wheels_install_by_name_from_the_folder_alone(wheel_dir: Path, tmp_path: Path) -> None:
+    """``pip install --no-index --find-links DIR <names>`` finds every package in the folder
+    (dependencies are this environment's; ``--with-deps`` would add theirs)."""
+    target = tmp_path / "site"
+    names = ["tritonpy-sdk", "tritonpy", "tritonpy-backend-onnx", "tritonpy-backend-python"]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheel_dir)]
+        + ["--no-deps", "--target", str(target), *names],
+        check=True,
+        timeout=300,
+        env={**os.environ, "PIP_FIND_LINKS": "", "PIP_CONFIG_FILE": os.devnull},
+    )
+    code = "import tritonpy, tritonpy_backend_onnx, tritonpy_sdk; print(tritonpy.__file__)"
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().startswith(str(target)), run.stdout
 
 
 def _requires(meta: email.message.Message) -> set[str]:

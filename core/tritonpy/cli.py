@@ -379,12 +379,14 @@ def main(argv: list[str] | None = None) -> int:
     options = options_from_args(args)
     from tritonpy_sdk import TritonError
 
+    from .repository import repository_path_error
     from .server import Server
     from .service import run
 
     for path in options.model_repository:
-        if not path.is_dir():
-            print(f"error: failed to stat model repository path '{path}'", file=sys.stderr)
+        error = repository_path_error(path)
+        if error is not None:
+            print(f"error: {error}", file=sys.stderr)
             return 1
     try:
         server = Server(options)

@@ -184,6 +184,8 @@ class ModelLoader:
     def _prepare(self, mdir: ModelDir, config: ModelConfig) -> tuple[BackendHooks, Backend, list[int]]:
         """Pick the backend of ``config`` and the versions to load."""
         available = version_dirs(mdir.path)
+        if not available:  # before the backend: no version folder also hides the model file
+            raise _no_version_folder(mdir)
         dirs = list(available.values())
         backend_name = self._backend_name(config, mdir, dirs)
         hooks, backend = self._registry.initialized(backend_name)
@@ -427,6 +429,8 @@ class ModelLoader:
 
 def _select_versions(mdir: ModelDir, config: ModelConfig, available: list[int]) -> list[int]:
     """The versions of ``config``'s policy among the folders ``available``; TritonError if none."""
+    if not available:
+        raise _no_version_folder(mdir)
     policy = config_to_dict(config).get("version_policy") or {"latest": {"num_versions": 1}}
     versions, missing = select_versions(policy, available)
     if missing:
@@ -438,10 +442,30 @@ def _select_versions(mdir: ModelDir, config: ModelConfig, available: list[int]) 
     return versions
 
 
+def _no_version_folder(mdir: ModelDir) -> TritonError:
+    """A model folder without any numbered version folder. Triton says only that no
+    version is available under the policy; this says what is missing, and where the
+    model file found beside ``config.pbtxt`` belongs."""
+    text = (
+        f"no version directory found for model '{mdir.name}': its model files belong in a "
+        f"numbered folder such as '{mdir.name}/1/'"
+    )
+    loose = [name for name in KNOWN_FILES if (mdir.path / name).exists()]
+    if loose:
+        text += f" (move '{mdir.name}/{loose[0]}' to '{mdir.name}/1/{loose[0]}')"
+    return TritonError.unavailable(
+        f"{text}; at least one version must be available under the version policy of model '{mdir.name}'"
+    )
+
+
 def _reason(exc: Exception) -> str:
     """The reason of a load failure as Triton gives it: ``<code>: <message>``
-    (``Internal: RuntimeError: ...``); unexpected exceptions keep their type and are logged."""
+    (``Internal: RuntimeError: ...``); unexpected exceptions keep their type and are logged.
+    An UNAVAILABLE error is its message alone: the model's state says UNAVAILABLE
+    already (not ``UNAVAILABLE: Unavailable: ...``)."""
     if isinstance(exc, TritonError):
+        if exc.code is ErrorCode.UNAVAILABLE:
+            return exc.message
         return f"{exc.code.value}: {exc.message}"
     log.exception("unexpected error while loading a model")
     return f"{ErrorCode.INTERNAL.value}: {type(exc).__name__}: {exc}"

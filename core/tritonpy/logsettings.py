@@ -101,8 +101,14 @@ class LogSettings:
         self._apply_levels()
 
     def _apply_levels(self) -> None:
-        level = logging.DEBUG if self.state.log_verbose_level > 0 else logging.INFO
-        logging.getLogger("tritonpy").setLevel(level)
+        verbose = self.state.log_verbose_level > 0
+        logging.getLogger("tritonpy").setLevel(logging.DEBUG if verbose else logging.INFO)
+        if self._handler is not None:
+            # The front ends' uvicorn: its access log ("uvicorn.access", one INFO line per
+            # HTTP request) and its info messages only at a verbose level, as Triton logs
+            # each HTTP request at verbose level 1; its warnings and errors always.
+            for name in ("uvicorn.access", "uvicorn.error"):
+                logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
 
     def get(self) -> dict[str, Any]:
         with self._lock:

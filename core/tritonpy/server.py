@@ -593,6 +593,50 @@ def _resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse
         fut.set_result(response)
 
 
+def input_tensor(model: str, name: str, value: Any) -> Tensor:
+    """The tensor of input ``name`` given to the in-process API.
+
+    Taken: a numpy array or scalar; a list or tuple of numbers, or of ``str`` /
+    ``bytes`` (a BYTES tensor); a Python number, ``str`` or ``bytes``; an SDK
+    ``Tensor``; an object numpy converts itself (``__array__``: a CPU torch tensor,
+    a pandas column) or through DLPack (``__dlpack__``). Anything else would become
+    a one-element object array, read as BYTES, so it is refused with a
+    TritonError (INVALID_ARG) naming the input and what was given.
+    """
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        return Tensor.from_numpy(name, value)
+    if isinstance(value, (list, tuple)):
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged nesting
+            raise _not_an_array(model, name, value, " whose rows differ in length") from None
+        if array.dtype == object and not all(isinstance(x, (str, bytes)) for x in array.flat):
+            why = ": its elements are neither all numbers nor all str/bytes"
+            raise _not_an_array(model, name, value, why)
+        return Tensor.from_numpy(name, array)
+    if isinstance(value, (np.generic, bool, int, float, str, bytes)):
+        return Tensor.from_numpy(name, np.asarray(value))
+    if hasattr(value, "__array__"):
+        return Tensor.from_numpy(name, np.asarray(value))
+    if hasattr(value, "__dlpack__"):
+        return Tensor.from_numpy(name, np.from_dlpack(value))
+    raise _not_an_array(model, name, value, "")
+
+
+def _not_an_array(model: str, name: str, value: Any, why: str) -> TritonError:
+    kind = type(value)
+    given = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    hint = ""
+    if kind.__name__ in ("InferInput", "InferRequestedOutput"):
+        hint = "; tritonclient's InferInput is for the network clients: pass the numpy array itself"
+    return TritonError.invalid_arg(
+        f"input '{name}' for model '{model}' must be a numpy array (or a list, a number, a str or "
+        f"bytes, a Tensor), got {given}{why}{hint}"
+    )
+
+
 class ModelHandle:
     """One model of a ``Server``, as ``tritonserver``'s ``Model`` object."""
 
@@ -618,11 +662,8 @@ class ModelHandle:
         parameters: Mapping[str, ParameterValue] | None = None,
         request_id: str = "",
     ) -> InferenceRequest:
-        """Build a request from numpy arrays (or anything ``numpy.asarray`` takes)."""
-        tensors = {
-            n: v if isinstance(v, Tensor) else Tensor.from_numpy(n, np.asarray(v))
-            for n, v in (inputs or {}).items()
-        }
+        """Build a request from numpy arrays (see ``input_tensor`` for what else is taken)."""
+        tensors = {n: input_tensor(self.name, n, v) for n, v in (inputs or {}).items()}
         return InferenceRequest(
             model_name=self.name,
             model_version=self.version,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
+from .ports import port_problem
 from .server import Server
 
 if TYPE_CHECKING:
@@ -53,6 +54,14 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
             out.append(line)
     out.append(line)
     return "\n".join(out)
+
+
+#: uvicorn leaves logging alone: each ``uvicorn.Config`` would otherwise apply its
+#: own logging setup to the process-wide ``uvicorn`` loggers, the last one made
+#: winning (the metrics server's ``access_log=False`` removed the HTTP access log,
+#: and uvicorn's handlers replaced the Triton-style one). ``LogSettings`` sets the
+#: levels instead: the access log is on while the verbose level is above 0.
+_UVICORN_LOGGING: dict[str, Any] = {"log_config": None, "log_level": None, "access_log": True}
 
 
 class _FrontendServer(uvicorn.Server):
@@ -96,6 +105,16 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         await loop.run_in_executor(None, server.stop)
         return 1
 
+    # Before any model loads (a load can take minutes): a port that cannot be
+    # bound, or no front end at all, is one line now rather than after the load.
+    if not options.allow_http and not options.allow_grpc:
+        say("error: no front end enabled (--allow-http=false and --allow-grpc=false)")
+        return 1
+    problem = port_problem(options)
+    if problem is not None:
+        say(f"error: {problem}")
+        return 1
+
     # Signals are handled from the start: one that comes while models load stops
     # the server cleanly (models still loading finish, the rest are skipped).
     stop = asyncio.Event()
@@ -124,8 +143,6 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     if failed and options.exit_on_error:
         names = ", ".join(sorted({name for name, _, _ in failed}))
         return await give_up(f"model(s) failed to load and --exit-on-error is set: {names}")
-    if not options.allow_http and not options.allow_grpc:
-        return await give_up("no front end enabled (--allow-http=false and --allow-grpc=false)")
 
     # Bind everything before serving anything, so a busy port is one clear line.
     grpc_server = None
@@ -136,7 +153,9 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         try:
             grpc_server, _ = create_grpc_server(server)
         except (OSError, ValueError) as exc:
-            return await give_up(f"failed to start GRPC service at {where}: {exc}")
+            # Taken while the models loaded? Then say so, not in gRPC's words.
+            busy = port_problem(options) if isinstance(exc, OSError) else None
+            return await give_up(busy or f"failed to start GRPC service at {where}: {exc}")
     http = serving = None
     if options.allow_http:
         from .http import create_app  # imports starlette: only when serving it
@@ -153,8 +172,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         config = uvicorn.Config(
             app,
             http=http_protocol(options, direct=direct_frontend(app, options)),
-            log_level="warning" if options.log_verbose == 0 else "info",
-            access_log=options.log_verbose > 0,
+            **_UVICORN_LOGGING,
             proxy_headers=False,  # Triton reads no X-Forwarded-* headers; nor, per request, do we
             timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
             lifespan="off",
@@ -187,8 +205,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
             uvicorn.Config(
                 create_metrics_app(metrics),
                 http=http_protocol(options),  # the same head limits: it shares the event loop
-                log_level="warning",
-                access_log=False,
+                **_UVICORN_LOGGING,
                 lifespan="off",
             )
         )

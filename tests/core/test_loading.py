@@ -102,7 +102,9 @@ def test_unknown_files_and_missing_versions(tmp_path: Path) -> None:
     (tmp_path / "empty" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
     index = _index(tmp_path)
     assert "unable to determine the backend of model 'mystery'" in index["mystery"]["reason"]
-    assert "at least one version must be available" in index["empty"]["reason"]
+    reason = index["empty"]["reason"]
+    assert reason.startswith("no version directory found for model 'empty'"), reason
+    assert "such as 'empty/1/'" in reason and "at least one version must be available" in reason
 
 
 def test_bad_config_names_the_file(tmp_path: Path) -> None:

@@ -35,6 +35,12 @@ def test_missing_root(tmp_path: Path) -> None:
         scan_repositories([tmp_path / "nope"])
 
 
+def test_root_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "repo").write_text("")
+    with pytest.raises(FileNotFoundError, match="not a valid directory: .*repo. is a file"):
+        scan_repositories([tmp_path / "repo"])
+
+
 def test_version_dirs_are_positive_integers(tmp_path: Path) -> None:
     path = _model(tmp_path, "m", ["1", "3", "10", "0", "abc", ".5"])
     (path / "7").write_text("a file, not a folder")

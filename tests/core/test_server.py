@@ -115,6 +115,47 @@ async def test_async_infer(server: tritonpy.Server) -> None:
     np.testing.assert_array_equal(responses[0].outputs["OUTPUT0"].to_numpy(), A + B)
 
 
+def test_inputs_that_are_not_arrays_are_refused_by_name(server: tritonpy.Server) -> None:
+    """A value numpy would wrap as a one-element object array (read as BYTES) is refused."""
+    import tritonclient.http as httpclient
+
+    model = server.model("addsub")
+    wrapped = httpclient.InferInput("INPUT0", [1, 4], "INT32")
+    wrapped.set_data_from_numpy(A)
+    cases = {
+        "tritonclient.http._infer_input.InferInput": wrapped,
+        "dict": {"data": [1, 2, 3, 4]},
+        "NoneType": None,
+        "list whose rows differ in length": [[1, 2, 3, 4], [1]],
+        "list: its elements are neither all numbers nor all str/bytes": [[1, None, 3, 4]],
+    }
+    for given, value in cases.items():
+        for call in (model.predict, lambda inputs: list(model.infer(inputs=inputs))):
+            with pytest.raises(TritonError) as refused:
+                call({"INPUT0": value, "INPUT1": B})
+            assert refused.value.code.name == "INVALID_ARG"
+            message = refused.value.message
+            assert message.startswith("input 'INPUT0' for model 'addsub' must be a numpy array"), message
+            assert f"got {given}" in message, message
+    with pytest.raises(TritonError, match="InferInput is for the network clients"):
+        model.predict({"INPUT0": wrapped, "INPUT1": B})
+
+
+def test_array_likes_are_taken(server: tritonpy.Server) -> None:
+    """SDK Tensors, objects numpy converts (``__array__``) and lists are inputs like arrays;
+    a list of Python ints is numpy's int64, so validation names the data type."""
+
+    class Column:
+        def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+            return A
+
+    model = server.model("addsub")
+    for value in (Tensor.from_numpy("INPUT0", A), Column()):
+        np.testing.assert_array_equal(model.predict({"INPUT0": value, "INPUT1": B})["OUTPUT0"], A + B)
+    with pytest.raises(TritonError, match="data-type is 'INT64', but model 'addsub' expects 'INT32'"):
+        model.predict({"INPUT0": [[1, 2, 3, 4]], "INPUT1": B})
+
+
 def test_server_metadata_name_is_triton_unless_id_given() -> None:
     from tritonpy.cli import build_parser, options_from_args
 

@@ -26,11 +26,76 @@ def test_example_repository_and_client(server_factory) -> None:  # type: ignore[
     assert run.returncode == 0, run.stderr
     assert "server ready: True" in run.stdout
     assert "simple OUTPUT0: [[ 1  2  3" in run.stdout
-    assert ":setosa" in run.stdout or ":versicolor" in run.stdout or ":virginica" in run.stdout
+    assert "iris top-2: [[b'0.98" in run.stdout and ":0:setosa'" in run.stdout, run.stdout
+    assert "species: [b'setosa' b'virginica']" in run.stdout, run.stdout
     assert "strings: [[b'hello' b'tritonpy']]" in run.stdout
     # iris_species (Python, BLS) agrees with iris_classifier on the same flower, given in mm.
     top1 = run.stdout.split("iris top-2: [[b'", 1)[1].split("'", 1)[0].split(":")[2]
     assert f"species: [b'{top1}' b'" in run.stdout, run.stdout
+
+
+#: Textbook flowers of each species (cm: sepal length, sepal width, petal length, petal width):
+#: rows 1, 51 and 146 of the iris data set.
+FLOWERS = {
+    "setosa": [5.1, 3.5, 1.4, 0.2],
+    "versicolor": [6.4, 3.2, 4.5, 1.5],
+    "virginica": [6.7, 3.0, 5.2, 2.3],
+}
+
+
+def test_iris_models_name_the_right_species(server_factory) -> None:  # type: ignore[no-untyped-def]
+    """The served classifier is a trained one: each textbook flower gets its species,
+    from iris_classifier (probabilities, class labels) and iris_species (BLS, mm)."""
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    server = server_factory([ROOT / "examples" / "model_repository"])
+    client = httpclient.InferenceServerClient(server.url)
+    species = list(FLOWERS)
+    features = np.array([FLOWERS[s] for s in species], dtype=np.float32)
+    inp = httpclient.InferInput("FEATURES", list(features.shape), "FP32")
+    inp.set_data_from_numpy(features)
+    top1 = httpclient.InferRequestedOutput("PROBABILITIES", class_count=1)
+    result = client.infer("iris_classifier", [inp], outputs=[top1])
+    labels = [row[0].decode().split(":")[2] for row in result.as_numpy("PROBABILITIES")]
+    assert labels == species
+    probabilities = client.infer("iris_classifier", [inp]).as_numpy("PROBABILITIES")
+    assert probabilities[0, 0] > 0.9  # setosa is the easy one
+
+    mm = httpclient.InferInput("MEASUREMENTS_MM", list(features.shape), "FP32")
+    mm.set_data_from_numpy(features * 10)
+    named = client.infer("iris_species", [mm]).as_numpy("SPECIES").reshape(-1)
+    assert [s.decode() for s in named] == species
+
+
+def test_iris_weights_are_those_train_iris_finds() -> None:
+    """The weights make_models.py ships are what train_iris.py fits (up to the
+    solver's tolerance): same predictions on all 150 flowers, same accuracy."""
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_iris
+
+    train = _load(ROOT / "examples" / "train_iris.py")
+    make = _load(ROOT / "examples" / "make_models.py")
+    weights, bias, accuracy = train.train()
+    assert accuracy > 0.95
+    features, labels = load_iris(return_X_y=True)
+    import numpy as np
+
+    shipped = (features @ np.array(make.IRIS_WEIGHTS) + np.array(make.IRIS_BIAS)).argmax(axis=1)
+    fitted = (features @ weights + bias).argmax(axis=1)
+    assert (shipped == fitted).all()
+    assert (shipped == labels).mean() == pytest.approx(accuracy)
+    assert np.abs(np.array(make.IRIS_WEIGHTS) - weights).max() < 0.05
+
+
+def _load(path: Path):  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_example_models_are_reproducible(tmp_path: Path) -> None:

@@ -1,7 +1,14 @@
 """Model repositories on disk: model folders, version folders, version policies, labels."""
 
 from ._labels import read_labels
-from ._layout import ModelDir, scan_repositories, version_dirs
+from ._layout import ModelDir, repository_path_error, scan_repositories, version_dirs
 from ._versions import select_versions
 
-__all__ = ["ModelDir", "read_labels", "scan_repositories", "select_versions", "version_dirs"]
+__all__ = [
+    "ModelDir",
+    "read_labels",
+    "repository_path_error",
+    "scan_repositories",
+    "select_versions",
+    "version_dirs",
+]

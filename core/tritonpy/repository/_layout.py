@@ -23,16 +23,26 @@ class ModelDir:
     error: str | None = None
 
 
+def repository_path_error(root: Path) -> str | None:
+    """Why ``root`` cannot be a model repository (missing, or not a folder), or None."""
+    if root.is_dir():
+        return None
+    if root.exists():  # Triton's wording, with the path
+        return f"repository path is not a valid directory: '{root}' is a file"
+    return f"failed to stat model repository path '{root}': no such directory"
+
+
 def scan_repositories(roots: list[Path]) -> list[ModelDir]:
     """All model folders under ``roots``, sorted by name.
 
     A model name found in two roots is an error for that model (Triton refuses
-    ambiguous names); a missing root raises ``FileNotFoundError``.
+    ambiguous names); a root that is missing or a file raises ``FileNotFoundError``.
     """
     found: dict[str, list[Path]] = {}
     for root in roots:
-        if not root.is_dir():
-            raise FileNotFoundError(f"failed to stat model repository path '{root}'")
+        error = repository_path_error(root)
+        if error is not None:
+            raise FileNotFoundError(error)
         for child in sorted(root.iterdir()):
             if child.name.startswith(".") or not child.is_dir():
                 continue
