@@ -179,6 +179,7 @@ class HttpFrontend:
         parts, headers, media_type = await self.inference.run(p["model"], version, chunks, request.headers)
         return Response(b"".join(parts), media_type=media_type, headers=headers)
 
+
 def _version(path_params: dict[str, Any]) -> str:
     """The version segment of a model path ('' when absent).
 

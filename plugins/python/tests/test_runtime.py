@@ -12,7 +12,7 @@ import tritonpy
 
 IN_PROCESS = 'parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }\n'
 
-TARGET = '''
+TARGET = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -21,9 +21,9 @@ class TritonPythonModel:
     def execute(self, requests):
         answer = np.array([{answer}], np.int32)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("WHO", answer)]) for _ in requests]
-'''
+"""
 
-BLS = '''
+BLS = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -45,7 +45,7 @@ def _answer(response):
 
 class TritonPythonModel:
     {execute}
-'''
+"""
 
 SYNC_EXECUTE = """def execute(self, requests):
         return [_answer(_ask().exec()) for _ in requests]"""
