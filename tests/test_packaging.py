@@ -93,6 +93,8 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
     assert _requires(wheels["tritonpy-sdk"]) == {"numpy", "pluggy"}
     core = _requires(wheels["tritonpy"])
     assert "tritonpy-sdk" in core and not core & FRAMEWORKS
+    # Metrics are written by metrics/_exposition.py (prometheus-client would rename Triton's counters).
+    assert "prometheus-client" not in core
     onnx = _requires(wheels["tritonpy-backend-onnx"])
     assert {"tritonpy-sdk", "onnxruntime"} <= onnx and "tritonpy" not in onnx
     torch = _requires(wheels["tritonpy-backend-torch"])

@@ -528,6 +528,19 @@ class Server:
 
         Leaving the loop early (or cancelling the task) cancels the request.
         """
+        async with contextlib.aclosing(self.stream_flags_async(request)) as calls:
+            async for response, _ in calls:
+                if response is not None:
+                    yield response
+
+    async def stream_flags_async(
+        self, request: InferenceRequest
+    ) -> AsyncGenerator[tuple[InferenceResponse | None, int], None]:
+        """``stream_async`` with each response's flags: ``(response, flags)`` as the model
+        sends them, the last with ``RESPONSE_COMPLETE_FINAL`` (a decoupled model's final
+        flag may come without a response: None). For front ends that tell the client
+        which response is final (gRPC's ``triton_final_response``).
+        """
         loop = asyncio.get_running_loop()
         inbox: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
 
@@ -538,10 +551,9 @@ class Server:
         finished = False
         try:
             while not finished:
-                response, flags = await inbox.get()
-                finished = bool(flags & RESPONSE_COMPLETE_FINAL)
-                if response is not None:
-                    yield response
+                call = await inbox.get()
+                finished = bool(call[1] & RESPONSE_COMPLETE_FINAL)
+                yield call
         finally:
             if not finished:
                 request.cancel()

@@ -89,6 +89,19 @@ HEADER = json.dumps(
 BINARY = HEADER + struct.pack("<4i", 5, 6, 7, 8) + struct.pack("<4i", 1, 2, 3, 4)
 INFER = "/v2/models/addsub/infer"
 
+NOPE = "/v2/models/nope/infer"
+#: Bad bodies to models that do not exist: Triton 2.51 reports the model first (404),
+#: whatever the body holds, over JSON and binary alike.
+UNKNOWN_MODEL = {
+    "empty object": _post(NOPE, b"{}"),
+    "malformed json": _post(NOPE, b'{"inputs": [}'),
+    "no inputs": _post(NOPE, b'{"inputs": []}'),
+    "bad header length": _post(NOPE, BINARY, "Inference-Header-Content-Length: 99999"),
+    "binary header not json": _post(NOPE, b"{}xxxx", "Inference-Header-Content-Length: 2"),
+    "raw binary": _post(NOPE, b"xxxx", "Inference-Header-Content-Length: 0"),
+    "not gzip": _post(NOPE, b"not gzip", "Content-Encoding: gzip"),
+}
+
 CASES = {
     "json": _post(INFER, ADD),
     "versioned": _post("/v2/models/addsub/versions/1/infer", ADD),
@@ -102,6 +115,7 @@ CASES = {
     "decoupled model": _post("/v2/models/decoupled/infer", ADD),
     "declared too large": _post(INFER, b"x" * (MAX_INPUT + 1)),
     "http/1.0 closes": _post(INFER, ADD, version="1.0"),
+    **{f"unknown model, {name}": request for name, request in UNKNOWN_MODEL.items()},
 }
 
 
@@ -113,6 +127,22 @@ def test_direct_answers_as_asgi(pair: tuple[LiveServer, LiveServer], case: str) 
     assert got == want
     if case == "json":
         assert got[0] == 200 and json.loads(got[2])["outputs"][0]["data"] == [2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("case", list(UNKNOWN_MODEL))
+def test_an_unknown_model_is_reported_before_its_body(pair: tuple[LiveServer, LiveServer], case: str) -> None:
+    for live in pair:
+        ((status, _, body),) = _exchange(live, UNKNOWN_MODEL[case], 1)
+        assert status == 404
+        assert json.loads(body) == {"error": "Request for unknown model: 'nope' is not found"}
+
+
+def test_an_unknown_version_is_reported_before_its_body(pair: tuple[LiveServer, LiveServer]) -> None:
+    request = _post("/v2/models/addsub/versions/7/infer", b"{}")
+    for live in pair:
+        ((status, _, body),) = _exchange(live, request, 1)
+        assert status == 404
+        assert json.loads(body) == {"error": "Request for unknown model: 'addsub' version 7 is not found"}
 
 
 def test_pipelined_requests_are_answered_in_order(pair: tuple[LiveServer, LiveServer]) -> None:

@@ -491,7 +491,7 @@ def test_inference_with_a_non_ascii_version_is_not_routed(http: httpx.Client, ve
 def test_a_failure_while_encoding_fails_that_request_only_and_shows_no_internals(
     http: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tritonpy.http.app as app_module
+    import tritonpy.http.inference as app_module
 
     real = app_module.encode_response
 

@@ -7,6 +7,7 @@ TritonError becomes the gRPC status Triton uses for its code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, TritonError
 
 from ..failures import report
 from ..memory.shared import CUDA_SHM_REFUSAL
@@ -232,43 +233,30 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 await queue.put(failed(msg, exc))
                 return
             flag_final = bool(parameters_from_proto(msg.parameters).get("triton_enable_empty_final_response"))
-            loop = asyncio.get_running_loop()
-            inbox: asyncio.Queue[tuple[InferenceResponse | None, int]] = asyncio.Queue()
-
-            def done(response: InferenceResponse | None, flags: int) -> None:
-                try:
-                    loop.call_soon_threadsafe(inbox.put_nowait, (response, flags))
-                except RuntimeError:  # loop closed: the stream is gone
-                    pass
-
             try:
-                self.server.submit(core_request, done)
-                final = False
-                while not final:
-                    response, flags = await inbox.get()
-                    final = bool(flags & RESPONSE_COMPLETE_FINAL)
-                    if response is not None and response.error is not None:
-                        await queue.put(failed(msg, response.error))
-                        continue
-                    if response is None:
-                        if not flag_final:
+                # Cancelling this task (the client closed the stream) cancels the request there.
+                async with contextlib.aclosing(self.server.stream_flags_async(core_request)) as calls:
+                    async for response, flags in calls:
+                        final = bool(flags & RESPONSE_COMPLETE_FINAL)
+                        if response is not None and response.error is not None:
+                            await queue.put(failed(msg, response.error))
                             continue
-                        # Triton's empty final response: the request's name, id and
-                        # version string as sent (empty when it named none), no outputs.
-                        out = pb.ModelInferResponse(
-                            model_name=msg.model_name, model_version=msg.model_version, id=msg.id
-                        )
-                    else:
-                        out = response_to_proto(response, slots)
-                    # Triton flags every stream response, with or without
-                    # triton_enable_empty_final_response: a non-decoupled model's
-                    # one response is final (true), a decoupled model's are not
-                    # unless sent with the final flag.
-                    out.parameters["triton_final_response"].bool_param = final
-                    await queue.put(pb.ModelStreamInferResponse(infer_response=out))
-            except asyncio.CancelledError:
-                core_request.cancel()  # the client closed the stream
-                raise
+                        if response is None:
+                            if not flag_final:
+                                continue
+                            # Triton's empty final response: the request's name, id and
+                            # version string as sent (empty when it named none), no outputs.
+                            out = pb.ModelInferResponse(
+                                model_name=msg.model_name, model_version=msg.model_version, id=msg.id
+                            )
+                        else:
+                            out = response_to_proto(response, slots)
+                        # Triton flags every stream response, with or without
+                        # triton_enable_empty_final_response: a non-decoupled model's
+                        # one response is final (true), a decoupled model's are not
+                        # unless sent with the final flag.
+                        out.parameters["triton_final_response"].bool_param = final
+                        await queue.put(pb.ModelStreamInferResponse(infer_response=out))
             except TritonError as exc:
                 exc.__traceback__ = None  # its frames hold the request
                 await queue.put(failed(msg, exc))

@@ -25,6 +25,7 @@ from tritonpy_sdk import (
 
 from ..codec import array_from_buffer, array_to_buffer, element_count
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
+from ..repository.manager import parse_version
 from . import grpc_service_pb2 as pb
 
 #: The typed ``contents`` field of each data type (FP16 and BF16 have none: raw only).
@@ -139,11 +140,7 @@ def request_from_proto(
         else:
             array = _from_contents(name, datatype, shape, entry.contents)
         inputs[name] = Tensor(name, array, datatype)
-    version = msg.model_version
-    # ASCII digits only: int() also reads other scripts' digits, signs and spaces.
-    if version and not (version.isascii() and version.isdigit()):
-        raise TritonError.invalid_arg(f"invalid model version '{version}': it must be an integer")
-    model_version = int(version) if version else -1
+    model_version = parse_version(msg.model_version)
     slots: OutputSlots = None
     outputs: list[RequestedOutput] = []
     for o in msg.outputs:

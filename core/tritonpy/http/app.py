@@ -21,17 +21,18 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from tritonpy_sdk import InferenceRequest, InferenceResponse, TritonError
+from tritonpy_sdk import TritonError
 
 from ..failures import report
 from ..memory.shared import CUDA_SHM_REFUSAL
+from ..repository.manager import is_version
 from ..repository.overrides import FILE_PREFIX, split_load_parameters
 from ..server import Server
-from .compression import choose_encoding, compress, decompress
+from .body import read_body, request_chunks
 from .errors import error_response, triton_error_response
-from .fastpath import ASGIApp, InferFastPath, is_version
+from .fastpath import ASGIApp, InferFastPath
 from .generate import GenerateFrontend
-from .infer import HEADER_LENGTH, Body, Placement, decode_raw, decode_request, encode_response
+from .inference import HttpInference
 from .restricted import RestrictedApi
 
 log = logging.getLogger("tritonpy.http")
@@ -64,33 +65,13 @@ def _guarded(handler: Handler) -> Handler:
     return wrapper
 
 
-#: Triton's answer over HTTP to an inference of a decoupled model.
-DECOUPLED_REFUSAL = "HTTP end point doesn't support models with decoupled transaction policy"
-
-
-def encode_infer(
-    response: InferenceResponse, binary_output: bool, binary_flags: dict[str, Placement], accept_encoding: str
-) -> tuple[Body, dict[str, str], str]:
-    """An inference response as (body parts, extra headers, media type)."""
-    parts, json_length = encode_response(response, binary_output, binary_flags)
-    headers: dict[str, str] = {}
-    media_type = "application/json"
-    if json_length is not None:
-        headers["Inference-Header-Content-Length"] = str(json_length)
-        media_type = "application/octet-stream"
-    encoding = choose_encoding(accept_encoding) if accept_encoding else None
-    if encoding is not None:
-        parts = [compress(b"".join(parts), encoding)]
-        headers["Content-Encoding"] = encoding
-    return parts, headers, media_type
-
-
 class HttpFrontend:
     """Route handlers bound to one server."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.max_input = server.options.http_max_input_size
+    def __init__(self, inference: HttpInference) -> None:
+        self.inference = inference
+        self.server = inference.server
+        self.max_input = inference.max_input
 
     # -- health and metadata --------------------------------------------------------
 
@@ -126,29 +107,29 @@ class HttpFrontend:
         return _json(self.server.log_settings.get())
 
     async def logging_post(self, request: Request) -> Response:
-        doc = _parse_object(await self._body(request))
+        doc = _parse_object(await read_body(request, self.max_input))
         return _json(self.server.log_settings.update(doc))
 
     async def trace_get(self, request: Request) -> Response:
         return _json(self.server.trace_settings(request.path_params.get("model", "")))
 
     async def trace_post(self, request: Request) -> Response:
-        doc = _parse_object(await self._body(request))
+        doc = _parse_object(await read_body(request, self.max_input))
         return _json(self.server.trace_settings(request.path_params.get("model", ""), doc))
 
     async def repository_index(self, request: Request) -> Response:
-        doc = _parse_object(await self._body(request))
+        doc = _parse_object(await read_body(request, self.max_input))
         return _json(self.server.repository_index(ready=bool(doc.get("ready", False))))
 
     async def load(self, request: Request) -> Response:
         name = request.path_params["model"]
-        config, files = _load_parameters(name, _parse_object(await self._body(request)))
+        config, files = _load_parameters(name, _parse_object(await read_body(request, self.max_input)))
         # A load takes as long as the model takes to initialize: off the event loop.
         await asyncio.to_thread(self.server.load_model, name, config, files)
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
-        params = _parameters(_parse_object(await self._body(request)))
+        params = _parameters(_parse_object(await read_body(request, self.max_input)))
         dependents = params.get("unload_dependents", False)
         if not isinstance(dependents, bool):
             raise TritonError.invalid_arg("the 'unload_dependents' parameter must be true or false")
@@ -162,7 +143,7 @@ class HttpFrontend:
 
     async def shm_register(self, request: Request) -> Response:
         name = request.path_params["region"]
-        body = await self._body(request)
+        body = await read_body(request, self.max_input)
         try:
             doc = json.loads(body) if body.strip() else None
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -194,74 +175,9 @@ class HttpFrontend:
         # well-formed inference path), so this answers what Triton answers for them.
         p = request.path_params
         version = _version(p)
-        body = await self._body(request)
-        parts, headers, media_type = await self.infer_payload(
-            p["model"],
-            version,
-            body,
-            request.headers.get(HEADER_LENGTH),
-            request.headers.get("accept-encoding", ""),
-        )
+        chunks = await request_chunks(request, self.max_input)
+        parts, headers, media_type = await self.inference.run(p["model"], version, chunks, request.headers)
         return Response(b"".join(parts), media_type=media_type, headers=headers)
-
-    async def infer_payload(
-        self, model: str, version: str, body: bytes, header_length: str | None, accept_encoding: str
-    ) -> tuple[Body, dict[str, str], str]:
-        """Decode, run and encode one inference: (body parts, extra headers, media type)."""
-        request, binary_output, binary_flags = self.decode_infer(model, version, body, header_length)
-        response = await self.server.infer_async(request, DECOUPLED_REFUSAL)
-        return encode_infer(response, binary_output, binary_flags, accept_encoding)
-
-    def decode_infer(
-        self, model: str, version: str, body: bytes, header_length: str | None
-    ) -> tuple[InferenceRequest, bool, dict[str, Placement]]:
-        """An inference body as a request, whether every output goes back in binary,
-        and the per-output placements (binary or not, or a shared-memory slot)."""
-        view = memoryview(body)
-        if header_length is None:
-            return decode_request(model, version, view, view[len(view) :], self.server.shared_memory)
-        n = int(header_length) if header_length.isdigit() else -1
-        if n < 0 or n > len(body):
-            raise TritonError.invalid_arg(
-                f"inference header size should be in range (0, {len(body)}), got: {header_length}"
-            )
-        if n == 0:
-            # Raw binary request: the body is the single input's data; Triton
-            # answers it with every output in binary.
-            spec = self.server.get_version(model, version or None).spec
-            return decode_raw(model, version, spec, view), True, {}
-        return decode_request(model, version, view[:n], view[n:], self.server.shared_memory)
-
-    def check_declared_size(self, declared: str | None) -> None:
-        limit = self.max_input
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise TritonError.invalid_arg(
-                f"request body of {declared} bytes exceeds the maximum input size of {limit} bytes "
-                "(--http-max-input-size)"
-            )
-
-    def finish_body(self, chunks: list[bytes], encoding: str | None) -> bytes:
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if encoding:
-            body = decompress(body, encoding, self.max_input)
-        return body
-
-    def too_large(self) -> TritonError:
-        return TritonError.invalid_arg(
-            f"request body exceeds the maximum input size of {self.max_input} bytes (--http-max-input-size)"
-        )
-
-    async def _body(self, request: Request) -> bytes:
-        """The request body, decompressed, never more than the maximum input size."""
-        self.check_declared_size(request.headers.get("content-length"))
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_input:
-                raise self.too_large()
-            chunks.append(chunk)
-        return self.finish_body(chunks, request.headers.get("content-encoding"))
 
 
 def _version(path_params: dict[str, Any]) -> str:
@@ -339,7 +255,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 def create_app(server: Server) -> ASGIApp:
     """The ASGI application of the HTTP front end for ``server``."""
-    f = HttpFrontend(server)
+    inference = HttpInference(server)
+    f = HttpFrontend(inference)
     model = "/v2/models/{model}"
     versioned = "/v2/models/{model}/versions/{version}"
     routes = [
@@ -380,7 +297,7 @@ def create_app(server: Server) -> ASGIApp:
             Route(prefix + "/stats", _guarded(f.statistics), methods=["GET"]),
             Route(prefix + "/infer", _guarded(f.infer), methods=["POST"]),
         ]
-    g = GenerateFrontend(f)
+    g = GenerateFrontend(server)
     for prefix in (model, "/v2/models/{model}/versions/{version:int}"):  # digits only, as Triton
         routes += [
             Route(prefix + "/generate", _guarded(g.generate), methods=["POST"]),
@@ -388,7 +305,7 @@ def create_app(server: Server) -> ASGIApp:
         ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.router.redirect_slashes = False  # Triton answers 404 for a trailing slash, not a redirect
-    served: ASGIApp = InferFastPath(f, app)
+    served: ASGIApp = InferFastPath(inference, app)
     if server.http_restrictions:  # outermost, so the fast path is covered; absent, it costs nothing
         served = RestrictedApi(served, server.http_restrictions)
     return served

@@ -6,7 +6,7 @@ two writes; here the protocol collects the body as the parser hands it over,
 queues the request when the body is complete, and the answer — on the event
 loop, once the model responded — is one write of head and body. The wire
 behaviour is the ASGI fast path's (``fastpath.InferFastPath``): the same
-decoding, limits, errors, status codes and headers. The protocol falls back to
+decoding (``inference.HttpInference``), limits, errors, status codes and headers. The protocol falls back to
 ASGI where this path would differ (an ``Expect: 100-continue`` request, an
 access log, restricted APIs).
 """
@@ -21,14 +21,15 @@ from typing import TYPE_CHECKING, Any
 from tritonpy_sdk import InferenceResponse, TritonError
 
 from ..server import call_soon_threadsafe
-from .app import DECOUPLED_REFUSAL, encode_infer
-from .fastpath import error_answer
+from .body import check_declared_size, too_large
+from .errors import error_answer
+from .inference import DECOUPLED_REFUSAL, encode_infer
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-    from .app import HttpFrontend
     from .infer import Body, Placement
+    from .inference import HttpInference
 
 #: Larger bodies go to the transport part by part instead of joined to the head.
 _JOIN_LIMIT = 64 * 1024
@@ -51,7 +52,7 @@ class DirectInfer:
         "_binary",
         "_chunks",
         "_flags",
-        "_frontend",
+        "_inference",
         "_headers",
         "_loop",
         "_reading",
@@ -65,7 +66,7 @@ class DirectInfer:
     def __init__(
         self,
         protocol: HttpToolsProtocol,
-        frontend: HttpFrontend,
+        inference: HttpInference,
         cycle: RequestResponseCycle,
         model: str,
         version: str,
@@ -74,7 +75,7 @@ class DirectInfer:
         self.cycle = cycle
         self.model = model
         self.version = version
-        self._frontend = frontend
+        self._inference = inference
         self._loop: asyncio.AbstractEventLoop = protocol.loop
         self._headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in cycle.scope["headers"]}
         self._accept = self._headers.get("accept-encoding", "")
@@ -86,9 +87,9 @@ class DirectInfer:
         self._chunks: list[bytes] = [bytes(body)] if body else []
         self._size = len(body)
         try:
-            frontend.check_declared_size(self._headers.get("content-length"))
-            if self._size > frontend.max_input:
-                raise frontend.too_large()
+            check_declared_size(self._headers.get("content-length"), inference.max_input)
+            if self._size > inference.max_input:
+                raise too_large(inference.max_input)
         except TritonError as exc:
             self._fail(exc)
 
@@ -98,8 +99,8 @@ class DirectInfer:
         if not self._reading:
             return  # refused already: the rest is dropped
         self._size += len(chunk)
-        if self._size > self._frontend.max_input:
-            self._fail(self._frontend.too_large())
+        if self._size > self._inference.max_input:
+            self._fail(too_large(self._inference.max_input))
             return
         self._chunks.append(chunk)
 
@@ -108,13 +109,12 @@ class DirectInfer:
         if not self._reading:
             return
         self._reading = False
-        f, headers = self._frontend, self._headers
+        f = self._inference
         try:
-            body = f.finish_body(self._chunks or [b""], headers.get("content-encoding"))
-            self._chunks = []
-            request, self._binary, self._flags = f.decode_infer(
-                self.model, self.version, body, headers.get("inference-header-content-length")
+            request, self._binary, self._flags = f.decode(
+                self.model, self.version, self._chunks or [b""], self._headers
             )
+            self._chunks = []
             answered = functools.partial(call_soon_threadsafe, self._loop, self._answered)
             f.server.start_infer(request, answered, DECOUPLED_REFUSAL)
         except Exception as exc:
@@ -135,7 +135,7 @@ class DirectInfer:
         self._write(200, parts, extra, media_type)
 
     def _fail(self, exc: Exception) -> None:
-        """Answer ``exc`` (``fastpath.error_answer``) and read no more of the body.
+        """Answer ``exc`` (``errors.error_answer``) and read no more of the body.
         Written on the loop's next turn, never from inside the parser's callbacks
         (where a refusal is found), as the ASGI path would."""
         self._reading = False

@@ -8,20 +8,13 @@ Every other request goes to the starlette application unchanged.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tritonpy_sdk import TritonError
-
-from ..failures import report
-from .errors import status_of
-
-if TYPE_CHECKING:
-    from .app import HttpFrontend
-
-log = logging.getLogger("tritonpy.http")
+from ..repository.manager import is_version
+from . import body
+from .errors import error_answer
+from .inference import HttpInference
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -33,12 +26,6 @@ _SUFFIX = "/infer"
 #: Binary outputs at least this large go to the transport as views of the output
 #: arrays, one ASGI message each, instead of being joined into one body first.
 _STREAM_THRESHOLD = 64 * 1024
-
-
-def is_version(text: str) -> bool:
-    """Whether ``text`` is a version as Triton's routes take it: ASCII digits only
-    (``str.isdigit`` also takes other scripts' digits, which ``int`` then reads)."""
-    return text.isascii() and text.isdigit()
 
 
 def infer_target(path: str) -> tuple[str, str] | None:
@@ -56,8 +43,8 @@ def infer_target(path: str) -> tuple[str, str] | None:
 class InferFastPath:
     """ASGI app: inference requests handled here, the rest by ``app``."""
 
-    def __init__(self, frontend: HttpFrontend, app: ASGIApp) -> None:
-        self.frontend = frontend
+    def __init__(self, inference: HttpInference, app: ASGIApp) -> None:
+        self.inference = inference
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -70,35 +57,17 @@ class InferFastPath:
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, model: str, version: str) -> None:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        f = self.frontend
+        inference = self.inference
         try:
-            f.check_declared_size(headers.get("content-length"))
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return  # the client went away; nothing to answer
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > f.max_input:
-                    raise f.too_large()
-                if chunk:
-                    chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
-            body = f.finish_body(chunks or [b""], headers.get("content-encoding"))
-            parts, extra, media_type = await f.infer_payload(
-                model,
-                version,
-                body,
-                headers.get("inference-header-content-length"),
-                headers.get("accept-encoding", ""),
-            )
+            body.check_declared_size(headers.get("content-length"), inference.max_input)
+            chunks = await body.read(receive, inference.max_input)
+            if chunks is None:
+                return  # the client went away; nothing to answer
+            parts, extra, media_type = await inference.run(model, version, chunks, headers)
             status = 200
         except Exception as exc:
-            status, body = error_answer(exc, scope["path"])
-            parts, extra, media_type = [body], {}, "application/json"
+            status, answer = error_answer(exc, scope["path"])
+            parts, extra, media_type = [answer], {}, "application/json"
         length = sum(len(p) for p in parts)
         raw_headers = [
             (b"content-type", media_type.encode()),
@@ -113,15 +82,3 @@ class InferFastPath:
         last = len(parts) - 1
         for i, part in enumerate(parts):
             await send({"type": "http.response.body", "body": part, "more_body": i < last})
-
-
-def error_answer(exc: Exception, path: str) -> tuple[int, bytes]:
-    """The status and JSON body answering an inference that failed with ``exc``:
-    a TritonError's own; anything else (a bug must not take the server down) 500,
-    logged under an incident id the answer names."""
-    if isinstance(exc, TritonError):
-        status, message = status_of(exc), exc.message
-    else:
-        status, message = 500, report(log, f"unhandled error in POST {path}", exc)
-    exc.__traceback__ = None  # its frames hold the request body: no cycle until a GC
-    return status, json.dumps({"error": message}).encode()

@@ -30,10 +30,11 @@ from tritonpy_sdk import InferenceRequest, InferenceResponse, ParameterValue, Te
 
 from ..codec import array_from_json, array_to_json
 from ..spec import ModelSpec
+from .body import read_body
 from .errors import status_of, triton_error_response
 
 if TYPE_CHECKING:
-    from .app import HttpFrontend
+    from ..server import Server
 
 log = logging.getLogger("tritonpy.http")
 
@@ -48,11 +49,10 @@ Responses = AsyncGenerator[InferenceResponse, None]
 
 
 class GenerateFrontend:
-    """The two generate routes over the HTTP front end ``frontend``."""
+    """The two generate routes over ``server``."""
 
-    def __init__(self, frontend: HttpFrontend) -> None:
-        self.frontend = frontend
-        self.server = frontend.server
+    def __init__(self, server: Server) -> None:
+        self.server = server
 
     async def generate(self, request: Request) -> Response:
         responses = await self._start(request)
@@ -76,7 +76,7 @@ class GenerateFrontend:
     async def _start(self, request: Request) -> Responses:
         model = request.path_params["model"]
         version = int(request.path_params.get("version", -1))
-        body = await self.frontend._body(request)
+        body = await read_body(request, self.server.options.http_max_input_size)
         spec = self.server.get_version(model, version).spec
         core_request = decode_generate(model, version, spec, body)
         return self.server.stream_async(core_request)

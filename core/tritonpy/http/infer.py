@@ -25,6 +25,7 @@ from tritonpy_sdk import (
 
 from ..codec import array_from_buffer, array_from_json, array_to_buffer, array_to_json
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
+from ..repository.manager import parse_version
 from ..spec import ModelSpec
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -161,7 +162,7 @@ def decode_request(
         raise _bad("the request 'id' must be a string")
     request = InferenceRequest(
         model_name=model,
-        model_version=_version(version),
+        model_version=parse_version(version),
         inputs=inputs,
         requested_outputs=outputs,
         id=request_id,
@@ -180,15 +181,6 @@ def _flag(value: ParameterValue, key: str) -> bool:
     if not isinstance(value, bool):
         raise _bad(f"parameter '{key}' must be a bool (true or false), got {json.dumps(value)}")
     return value
-
-
-def _version(version: str) -> int:
-    if not version:
-        return -1
-    try:
-        return int(version)
-    except ValueError:
-        raise _bad(f"invalid model version '{version}': it must be an integer") from None
 
 
 def decode_raw(model: str, version: str, spec: ModelSpec, body: memoryview) -> InferenceRequest:
@@ -223,7 +215,9 @@ def decode_raw(model: str, version: str, spec: ModelSpec, body: memoryview) -> I
             shape[variable[0]] = len(body) // (known * ispec.datatype.itemsize) if known else 0
         array = array_from_buffer(ispec.name, ispec.datatype, shape, body)
     tensor = Tensor(ispec.name, array, ispec.datatype)
-    return InferenceRequest(model_name=model, model_version=_version(version), inputs={ispec.name: tensor})
+    return InferenceRequest(
+        model_name=model, model_version=parse_version(version), inputs={ispec.name: tensor}
+    )
 
 
 Body = list[bytes | memoryview]

@@ -58,7 +58,7 @@ except ImportError:  # pragma: no cover - httptools comes with uvicorn[standard]
 
 if TYPE_CHECKING:
     from ..options import ServerOptions
-    from .app import HttpFrontend
+    from .inference import HttpInference
 
 log = logging.getLogger("tritonpy.http")
 
@@ -114,7 +114,7 @@ def _seconds(value: float) -> str:
 
 
 def http_protocol(
-    options: ServerOptions, implementation: Implementation = "auto", direct: HttpFrontend | None = None
+    options: ServerOptions, implementation: Implementation = "auto", direct: HttpInference | None = None
 ) -> type[asyncio.Protocol]:
     """The protocol class for ``uvicorn.Config(http=...)`` enforcing ``options``' HTTP limits.
 
@@ -138,12 +138,12 @@ def http_protocol(
     return type(base.__name__, (base,), attributes)
 
 
-def direct_frontend(app: object, options: ServerOptions) -> HttpFrontend | None:
+def direct_frontend(app: object, options: ServerOptions) -> HttpInference | None:
     """The front end through which the protocol answers inference requests itself,
     or None where uvicorn's ASGI cycle must carry them: an application wrapped in
     more than the inference fast path (restricted APIs), or an access log (verbose)."""
     if isinstance(app, InferFastPath) and options.log_verbose == 0:
-        return app.frontend
+        return app.inference
     return None
 
 
@@ -563,7 +563,7 @@ if HAVE_HTTPTOOLS:
         # -- inference requests without ASGI --------------------------------------
 
         #: The front end answering inference requests directly (None: all go through ASGI).
-        direct: ClassVar[HttpFrontend | None] = None
+        direct: ClassVar[HttpInference | None] = None
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
             frontend = self.direct

@@ -1,8 +1,9 @@
 """Prometheus text exposition with Triton's exact metric names.
 
-prometheus-client's writer renames every counter to ``<name>_total``; Triton's
-counters carry no suffix and existing dashboards query them by those names, so
-tritonpy writes the text format itself from plain families.
+Why not prometheus-client (not a dependency): its writer renames every counter
+to ``<name>_total``, and Triton's counters carry no suffix; existing dashboards
+query them by those names. So tritonpy writes the text format itself from plain
+families (a page of code, no registry to share between servers).
 """
 
 from __future__ import annotations

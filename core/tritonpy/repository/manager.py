@@ -512,7 +512,7 @@ class ModelManager:
         record = self._records.get(name)
         if record is None or not record.versions:
             raise TritonError.invalid_arg(f"requested model '{name}' is not available")
-        v = parse_version(name, version)
+        v = parse_version(version, name)
         if v <= 0:
             return [record.versions[k] for k in sorted(record.versions)]
         if v in record.versions:
@@ -588,7 +588,7 @@ def _version_of(record: ModelRecord | None, name: str, version: int | str | None
     """The lookup of ``ModelManager.get_version`` in one snapshot of a model's record."""
     if record is None:
         raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
-    v = parse_version(name, version)
+    v = parse_version(version, name)
     if v <= 0:
         ready = [mv for mv in record.versions.values() if mv.ready]
         if not ready:
@@ -608,17 +608,30 @@ def _version_of(record: ModelRecord | None, name: str, version: int | str | None
     return mv
 
 
-def parse_version(name: str, version: int | str | None) -> int:
-    """A version as the protocols give it (-1 or absent: latest); TritonError otherwise."""
-    if version is None or version == "":
-        return -1
+def is_version(text: str) -> bool:
+    """Whether ``text`` is a version as Triton's front ends take it: ASCII digits only
+    (``int`` would also read other scripts' digits, "+", spaces and underscores)."""
+    return text.isascii() and text.isdigit()
+
+
+def parse_version(version: int | str | None, model: str | None = None) -> int:
+    """A model version as HTTP, gRPC, the in-process API and the repository give it:
+    -1 (the latest) when absent or empty, else its number; TritonError otherwise.
+
+    A protocol's field (no ``model``) is ASCII digits (``is_version``), as Triton's
+    front ends take it. A lookup of ``model`` (``ModelManager.get_version``) also
+    takes an int as it is and the in-process API's "-1" for the latest.
+    """
     if isinstance(version, int):
         return version
-    # ASCII digits (and -1 for "latest") only: int() would also read other scripts'
-    # digits, "+", spaces and underscores.
-    digits = version[1:] if version.startswith("-") else version
-    if not (digits.isascii() and digits.isdigit()):
-        raise TritonError.invalid_arg(
-            f"failed to parse version '{version}' of model '{name}': it must be an integer"
-        )
-    return int(version)
+    if not version:
+        return -1
+    if version.isascii() and version.isdigit():  # is_version, inline: most requests pass here
+        return int(version)
+    if model is None:
+        raise TritonError.invalid_arg(f"invalid model version '{version}': it must be an integer")
+    if version.startswith("-") and is_version(version[1:]):
+        return int(version)
+    raise TritonError.invalid_arg(
+        f"failed to parse version '{version}' of model '{model}': it must be an integer"
+    )

@@ -2,12 +2,17 @@
 
 A model's code only sees the public classes; each call that needs the
 server (BLS, logging, metrics, model control, response senders) goes
-through the one ``Runtime`` installed for this interpreter.
+through ``current()``: the runtime of the server whose model is running
+(``entered`` while the in-process host calls into a model), else the one
+``install``ed for this interpreter (a stub's, or the first in-process server's).
+A stub serves one model of one server; in-process models of several ``Server``s
+share one interpreter, so each call into a model says whose it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -79,16 +84,33 @@ class _Unattached(Runtime):
         return self._fail("model control")
 
 
-_current: Runtime = _Unattached()
+_installed: Runtime = _Unattached()
+#: The runtime of the model being called (set by the in-process host around each
+#: call into a model; an ``async def execute`` runs in a copy of the caller's context).
+_entered: ContextVar[Runtime | None] = ContextVar("triton_python_backend_runtime", default=None)
 
 
 def current() -> Runtime:
-    return _current
+    return _entered.get() or _installed
+
+
+def installed() -> Runtime:
+    """The interpreter's runtime, whatever model is running."""
+    return _installed
 
 
 def install(runtime: Runtime) -> None:
-    global _current
-    _current = runtime
+    global _installed
+    _installed = runtime
+
+
+def enter(runtime: Runtime) -> Token[Runtime | None]:
+    """Make ``runtime`` current in this context until ``leave(token)``."""
+    return _entered.set(runtime)
+
+
+def leave(token: Token[Runtime | None]) -> None:
+    _entered.reset(token)
 
 
 AsyncResponses = AsyncIterator["InferenceResponse"]

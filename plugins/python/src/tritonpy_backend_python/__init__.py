@@ -56,6 +56,8 @@ _MODES = ("process", "in_process")
 @dataclass
 class _BackendState:
     services: ServerServices
+    #: What ``pb_utils`` reaches from this server's in-process models.
+    runtime: InProcessRuntime
     shm_bytes: int
     start_timeout_s: float
     error_frames: bool = True
@@ -103,6 +105,7 @@ def initialize(backend: Backend) -> None:
     services = ServerServices(backend.server, backend.logger)
     backend.state = _BackendState(
         services,
+        InProcessRuntime(services),
         shm_bytes=max(1 << 20, _int_setting(backend.config, "shm-default-byte-size", 64 << 20)),
         start_timeout_s=float(_int_setting(backend.config, "stub-timeout-seconds", 120)),
         error_frames=_bool_setting(backend.config, "error-frames", True),
@@ -210,13 +213,21 @@ def instance_initialize(instance: ModelInstance) -> None:
     mstate = model.state
     assert isinstance(mstate, _ModelState)
     outputs = [o["name"] for o in model.config.get("output", [])]
-    services = _state(model.backend).services
+    bstate = _state(model.backend)
+    services = bstate.services
     if mstate.in_process:
-        if not isinstance(_runtime.current(), InProcessRuntime):
-            _runtime.install(InProcessRuntime(services))
+        if not isinstance(_runtime.installed(), InProcessRuntime):
+            # Threads a model starts itself run in no model's context: they reach the
+            # first server with in-process models (each call into a model reaches its own).
+            _runtime.install(bstate.runtime)
         try:
             instance.state = InProcessInstance(
-                instance.name, mstate.file, _args(instance), outputs, mstate.settings.error_frames
+                bstate.runtime,
+                instance.name,
+                mstate.file,
+                _args(instance),
+                outputs,
+                mstate.settings.error_frames,
             )
         except Exception as exc:
             raise TritonError.internal(

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils import _runtime
@@ -28,6 +29,7 @@ from ._convert import bls_request_from_pb, execute_error, request_to_pb, respons
 from ._services import ServerServices
 
 _FINAL = RESPONSE_COMPLETE_FINAL
+T = TypeVar("T")
 log = logging.getLogger("tritonpy.backend.python")
 
 
@@ -82,6 +84,14 @@ class InProcessRuntime(_runtime.Runtime):
         return _model_errors(self.services.control, op, name, version, config, files)
 
 
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``loop`` until ``stop``, then close it (an unclosed loop warns when collected)."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
 def _model_errors(fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
@@ -93,17 +103,25 @@ class InProcessInstance:
     """One model instance in the server's interpreter."""
 
     def __init__(
-        self, name: str, model_file: Path, args: dict[str, str], outputs: list[str], error_frames: bool = True
+        self,
+        runtime: InProcessRuntime,
+        name: str,
+        model_file: Path,
+        args: dict[str, str],
+        outputs: list[str],
+        error_frames: bool = True,
     ) -> None:
         self.name = name
+        #: Its server's runtime: what ``pb_utils`` reaches while this model's code runs.
+        self.runtime = runtime
         self._error_frames = error_frames
         self._outputs = outputs
-        self.host = ModelHost(model_file)
-        self.host.initialize(args)
+        self.host = self._in_model(ModelHost, model_file)
+        self._in_model(self.host.initialize, args)
         self._loop: asyncio.AbstractEventLoop | None = None
         if self.host.is_async:
             self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name=f"async-{name}", daemon=True).start()
+            threading.Thread(target=_serve, args=(self._loop,), name=f"async-{name}", daemon=True).start()
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
         pb_requests = []
@@ -121,14 +139,24 @@ class InProcessInstance:
             request.on_cancel(pb_request._cancelled.set)
             pb_requests.append(pb_request)
         if self._loop is not None:
-            future = asyncio.run_coroutine_threadsafe(self.host.execute(pb_requests), self._loop)
+            # The task runs in a copy of this context: with the runtime entered.
+            execution = self.host.execute(pb_requests)
+            future = self._in_model(asyncio.run_coroutine_threadsafe, execution, self._loop)
             future.add_done_callback(lambda f: self._async_done(f, requests, pb_requests))
             return None
         try:
-            result = self.host.execute(pb_requests)
+            result = self._in_model(self.host.execute, pb_requests)
             return None if result is None else self._responses(result, pb_requests)
         except Exception as exc:
             raise self._failed(exc) from None
+
+    def _in_model(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` with this model's server as the ``pb_utils`` runtime."""
+        token = _runtime.enter(self.runtime)
+        try:
+            return call(*args)
+        finally:
+            _runtime.leave(token)
 
     def _failed(self, exc: BaseException) -> TritonError:
         """A model's exception as the stub reports it (and Triton does)."""
@@ -156,7 +184,7 @@ class InProcessInstance:
 
     def is_ready(self) -> bool:
         try:
-            return self.host.is_ready(self._loop)
+            return bool(self._in_model(self.host.is_ready, self._loop))
         except Exception as exc:
             log.warning("is_ready() of '%s' failed: %s", self.name, error_text(exc))
             return False
@@ -169,7 +197,7 @@ class InProcessInstance:
 
         def finalize() -> None:
             try:
-                self.host.finalize()
+                self._in_model(self.host.finalize)
             except BaseException as exc:  # raised again on the caller's thread
                 failure.append(exc)
 

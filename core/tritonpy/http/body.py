@@ -1,0 +1,70 @@
+"""A request body: read from ASGI, held to ``--http-max-input-size``, decompressed.
+
+One reader for every route: the inference fast path reads the chunks itself
+(``read``), the starlette routes through ``read_body``; the direct path
+(``direct.py``) gets the chunks from the parser and checks the same limits.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive
+from tritonpy_sdk import TritonError
+
+from .compression import decompress
+
+
+def check_declared_size(declared: str | None, limit: int) -> None:
+    """Refuse a body whose ``Content-Length`` is over ``limit`` before reading any of it."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TritonError.invalid_arg(
+            f"request body of {declared} bytes exceeds the maximum input size of {limit} bytes "
+            "(--http-max-input-size)"
+        )
+
+
+def too_large(limit: int) -> TritonError:
+    return TritonError.invalid_arg(
+        f"request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)"
+    )
+
+
+def join(chunks: list[bytes], encoding: str | None, limit: int) -> bytes:
+    """The body of ``chunks`` (at least one), decompressed when ``encoding`` says so."""
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if encoding:
+        body = decompress(body, encoding, limit)
+    return body
+
+
+async def read(receive: Receive, limit: int) -> list[bytes] | None:
+    """The chunks of a body (never more than ``limit`` bytes; at least one), or None
+    when the client went away first."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large(limit)
+        if chunk:
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks or [b""]
+
+
+async def request_chunks(request: Request, limit: int) -> list[bytes]:
+    """The chunks of a starlette route's request body, never more than ``limit`` bytes."""
+    check_declared_size(request.headers.get("content-length"), limit)
+    chunks = await read(request.receive, limit)
+    if chunks is None:
+        raise ClientDisconnect()
+    return chunks
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body of a starlette route's request, decompressed, never more than ``limit`` bytes."""
+    return join(await request_chunks(request, limit), request.headers.get("content-encoding"), limit)
