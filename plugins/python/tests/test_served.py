@@ -445,3 +445,20 @@ def test_an_answer_the_stub_cannot_send_is_an_error_not_a_hang(served: Any, mode
     assert message.startswith(f"Failed to process the request(s) for model '{model}_0'"), message
     assert "pickle" in message
     assert call(5) == pid  # the same stub serves on
+
+
+def test_a_long_execute_sees_its_cancellation(served: Any, grpc: Any, http: Any) -> None:
+    """The stub reads beside a long ``execute`` (on the model's own thread): a
+    cancellation reaches ``is_cancelled()`` while it runs, and the next request is
+    answered as soon as it ends."""
+    answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    seconds = np.array([30.0], np.float32)
+    inputs = _inputs(grpcclient, SECONDS=seconds)
+    call = grpc.async_infer("spinner", inputs, lambda result, error: answers.put(error), request_id="s-1")
+    time.sleep(0.5)  # well past the time execute runs before the stub reads beside it
+    call.cancel()
+    error = answers.get(timeout=30)
+    assert error is not None and "CANCELLED" in str(error)
+    served.wait_for_output("spinner: request s-1 was cancelled", timeout=10)
+    result = http.infer("spinner", _inputs(httpclient, SECONDS=np.array([0.05], np.float32)))
+    assert result.as_numpy("SAW_CANCEL").tolist() == [False]

@@ -1,10 +1,11 @@
 """The stub process: one model instance, driven by the server over a ``Link``.
 
 Run as ``python -m triton_python_backend_utils._stub FD P2C C2P``. The main
-thread runs the model (``initialize``, ``execute``, ``finalize``); a reader
-thread receives messages, so BLS answers, cancellations and releases arrive
-while ``execute`` runs. ``async def execute`` models run on an event loop in
-the main thread with any number of batches in flight.
+thread runs the model (``initialize``, ``execute``, ``finalize``) and reads its
+own work from the socket; BLS answers, cancellations and releases still arrive
+while ``execute`` runs (``_reader.LinkReader`` says who reads when). ``async def
+execute`` models run on an event loop in the main thread with any number of
+batches in flight.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ._api import (
 from ._bls import BlsInbox, ResponseIterator, first_response, first_response_async
 from ._convert import bls_request_to_wire, request_from_wire, response_from_wire, response_to_wire
 from ._host import ModelHost, auto_complete, check_responses, error_text
+from ._reader import LinkReader
 from ._wire import Arena, Link
 
 _FINAL = TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -43,6 +45,12 @@ class StubRuntime(_runtime.Runtime):
         self._calls = itertools.count(1)
         self._waiters: dict[int, Any] = {}
         self._kinds: dict[int, str] = {}
+        #: Called once a reply is awaited (``LinkReader.awaiting``): somebody must read.
+        self.awaiting: Any = lambda: None
+
+    def awaited(self) -> bool:
+        """Whether a reply is awaited (a query, or a BLS call not finished yet)."""
+        return bool(self._waiters)
 
     # -- replies ---------------------------------------------------------------------------
 
@@ -57,6 +65,7 @@ class StubRuntime(_runtime.Runtime):
         self._waiters[call] = inbox
         try:
             self.link.send({"op": "query", "c": call, "q": what, **fields})
+            self.awaiting()
             value, error = inbox.get()
         finally:
             self._waiters.pop(call, None)
@@ -80,6 +89,7 @@ class StubRuntime(_runtime.Runtime):
         except Exception:
             self._waiters.pop(call, None)
             raise
+        self.awaiting()
 
         def cancel() -> None:
             try:
@@ -141,68 +151,62 @@ class Stub:
         self.host: ModelHost | None = None
         self.name = ""
         self.version = 1
-        self.inbox: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.requests: dict[int, InferenceRequest] = {}
+        self.reader = LinkReader(link, self._dispatch, self.runtime.awaited, _unreadable)
+        self.runtime.awaiting = self.reader.awaiting
 
-    # -- reader thread ---------------------------------------------------------------------
+    # -- any thread that reads -------------------------------------------------------------
 
-    def read(self) -> None:
-        try:
-            while True:
-                msg = self.link.recv()
-                op = msg["op"]
-                if op in ("bls_resp", "reply"):
-                    self.runtime.deliver(
-                        msg["c"],
-                        (msg.get("r"), msg.get("f", 0)) if op == "bls_resp" else (msg.get("v"), msg.get("e")),
-                    )
-                elif op == "cancel":
-                    request = self.requests.get(msg["t"])
-                    if request is not None:
-                        request._cancelled.set()
-                elif op == "rel":
-                    pass
-                elif op == "ready?":
-                    # Beside execute, never in the way of the answers this thread reads.
-                    threading.Thread(target=self._ready, args=(msg,), daemon=True).start()
-                elif self.loop is not None and op == "exec":
-                    self.loop.call_soon_threadsafe(self._start_async, msg)
-                else:
-                    self.inbox.put(msg)
-                self.link.flush_releases()
-        except (EOFError, OSError):
-            os._exit(0)  # the server is gone
-        except BaseException:
-            # A message this stub could not take in (e.g. no memory left under
-            # STUB_MEMORY_LIMIT_MB to unpickle it). It may have been a batch, which
-            # would then wait forever: ending the stub instead makes the server fail
-            # what it held and start a fresh one.
-            _print_exc()
-            os._exit(3)
+    def _dispatch(self, msg: dict[str, Any]) -> bool:
+        """Handle a message that is not the main thread's; False for one that is."""
+        op = msg["op"]
+        if op in ("bls_resp", "reply"):
+            item = (msg.get("r"), msg.get("f", 0)) if op == "bls_resp" else (msg.get("v"), msg.get("e"))
+            self.runtime.deliver(msg["c"], item)
+        elif op == "cancel":
+            request = self.requests.get(msg["t"])
+            if request is not None:
+                request._cancelled.set()
+        elif op == "rel":
+            pass
+        elif op == "ready?":
+            # Beside execute, never in the way of the answers the reader reads.
+            threading.Thread(target=self._ready, args=(msg,), daemon=True).start()
+        elif self.loop is not None and op == "exec":
+            self.loop.call_soon_threadsafe(self._start_async, msg)
+        else:
+            return False
+        self.link.flush_releases()
+        return True
 
     # -- main thread -------------------------------------------------------------------------
 
     def run(self) -> None:
-        threading.Thread(target=self.read, name="stub-reader", daemon=True).start()
+        reader = self.reader
         while True:
-            msg = self.inbox.get()
+            msg = reader.next()
             op = msg["op"]
-            if op == "init":
-                self._init(msg)
-                if self.host is not None and self.host.is_async:
-                    self._run_async()
+            reader.busy()
+            try:
+                if op == "exec":
+                    self._execute(msg)
+                elif op == "init":
+                    self._init(msg)
+                    if self.host is not None and self.host.is_async:
+                        reader.read_always()
+                        self._run_async()
+                        return
+                elif op == "autocomplete":
+                    try:
+                        self.link.send({"op": "config", "config": auto_complete(msg["file"], msg["config"])})
+                    except BaseException as exc:
+                        self.link.send({"op": "config", "error": error_text(exc)})
+                elif op == "fini":
+                    self._finalize()
                     return
-            elif op == "autocomplete":
-                try:
-                    self.link.send({"op": "config", "config": auto_complete(msg["file"], msg["config"])})
-                except BaseException as exc:
-                    self.link.send({"op": "config", "error": error_text(exc)})
-            elif op == "exec":
-                self._execute(msg)
-            elif op == "fini":
-                self._finalize()
-                return
+            finally:
+                reader.idle()
 
     def _init(self, msg: dict[str, Any]) -> None:
         try:
@@ -320,13 +324,6 @@ class Stub:
         self._stopping = loop.create_future()
         tasks: set[asyncio.Task[None]] = set()
         self._tasks = tasks
-        # Messages queued before the loop existed.
-        while True:
-            try:
-                msg = self.inbox.get_nowait()
-            except queue.Empty:
-                break
-            self._dispatch_async(msg)
         threading.Thread(target=self._feed_async, name="stub-inbox", daemon=True).start()
         loop.run_until_complete(self._stopping)
         self._finalize()
@@ -334,7 +331,7 @@ class Stub:
     def _feed_async(self) -> None:
         assert self.loop is not None
         while True:
-            msg = self.inbox.get()
+            msg = self.reader.next()  # the main thread's messages: a batch, or the end
             self.loop.call_soon_threadsafe(self._dispatch_async, msg)
             if msg["op"] == "fini":
                 return
@@ -399,6 +396,15 @@ def _free_outputs(link: Link, descs: list[dict[str, Any]] | None) -> None:
         for tensor in desc["o"]:
             if tensor[3] == "s":
                 link.mine.free(tensor[4])
+
+
+def _unreadable(exc: BaseException) -> None:
+    """A message this stub could not take in (e.g. no memory left under
+    STUB_MEMORY_LIMIT_MB to unpickle it). It may have been a batch, which would then
+    wait forever: ending the stub instead makes the server fail what it held and
+    start a fresh one."""
+    _print_exc()
+    os._exit(3)
 
 
 def _print_exc() -> None:
