@@ -218,8 +218,7 @@ class Server:
         self._stopping = True
         self.manager.unload_all(deadline)  # polling stops, unloads under way are waited for
         self.backends.finalize()
-        self.shared_memory.unregister()
-        self.shared_memory.unregister_cuda()
+        self.memory.close()  # every region unregistered, the pools' idle buffers freed
         self.tracer.flush()
         self._started = False
 

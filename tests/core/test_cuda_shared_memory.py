@@ -160,9 +160,11 @@ def test_outputs_are_copied_into_the_region(memory: SystemSharedMemory, runtime:
     handle, device = runtime.export(128)
     memory.register_cuda("c", handle, 0, 128)
     slot = memory.output_slot("OUT", _params("c", 64, offset=32))
-    values = np.arange(8, dtype=np.float64)
+    values = np.frombuffer(np.arange(8, dtype=np.float64).tobytes(), dtype=np.float64)  # read-only
     slot.write(values, DataType.FP64)
     np.testing.assert_array_equal(np.frombuffer(device.raw[32:96], dtype=np.float64), values)
+    slot.write(np.arange(16, dtype=np.float64)[::2], DataType.FP64)  # not contiguous
+    np.testing.assert_array_equal(np.frombuffer(device.raw[32:96], dtype=np.float64), np.arange(0, 16, 2))
     words = np.array([b"ab", b"cde"], dtype=object)
     slot.write(words, DataType.BYTES)
     wire = serialize_bytes_tensor(words)

@@ -11,12 +11,12 @@ holds is gone.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from tritonpy_sdk import TritonError
 
 from .cuda import Runtime
@@ -69,7 +69,7 @@ class DeviceSpan:
         """Copy ``data`` (host memory, at most ``nbytes``) to the start of the span."""
         size = data.nbytes
         if size:
-            host = data if data.contiguous and not data.readonly else memoryview(bytearray(data))
+            host = data if data.c_contiguous else memoryview(data.tobytes())
             runtime.copy_to_device(self.mapping.device, self.address, _address_of(host), size)
 
 
@@ -110,4 +110,5 @@ def open_region(
 
 
 def _address_of(buffer: bytearray | memoryview) -> int:
-    return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    """Where a (contiguous, possibly read-only) host buffer's bytes start."""
+    return int(np.frombuffer(buffer, dtype=np.uint8).ctypes.data)
