@@ -136,3 +136,47 @@ def test_pinned_pool_gauges_follow_the_pool() -> None:
     gc.collect()
     assert "\nnv_pinned_memory_pool_used_bytes 0\n" in metrics.render()
     manager.close()
+
+
+class _AnyDevice:
+    """cuda-python's runtime module, except that ``cudaSetDevice`` succeeds: so each
+    call after it reaches the real binding, which checks its arguments."""
+
+    def __init__(self, rt: object) -> None:
+        self._rt = rt
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._rt, name)
+
+    def cudaSetDevice(self, device: int) -> tuple[object]:  # noqa: N802 (cuda-python's name)
+        return (self._rt.cudaError_t.cudaSuccess,)  # type: ignore[attr-defined]
+
+
+def test_the_runtime_calls_are_well_formed_for_cuda_python() -> None:
+    """Without a driver every call fails, with the runtime's message: a call with
+    arguments cuda-python does not take would raise TypeError instead."""
+    import numpy as np
+
+    rt = pytest.importorskip("cuda.bindings.runtime")
+    from tritonpy.memory.cuda import CudaError, CudaRuntime
+
+    if int(rt.cudaGetDeviceCount()[0]) == 0:
+        pytest.skip("a driver is present: these calls would really run")
+    runtime = CudaRuntime(_AnyDevice(rt), 1)
+    host = np.zeros(16, np.uint8)
+    calls = [
+        lambda: runtime.host_alloc(4096),
+        lambda: runtime.free_host(host.ctypes.data),
+        lambda: runtime.malloc(0, 4096),
+        lambda: runtime.free(0, 1 << 40),
+        lambda: runtime.ipc_open(0, bytes(range(64))),
+        lambda: runtime.ipc_close(0, 1 << 40),
+        lambda: runtime.copy_to_host(0, host.ctypes.data, 1 << 40, 16),
+        lambda: runtime.copy_to_device(0, 1 << 40, host.ctypes.data, 16),
+    ]
+    for call in calls:
+        with pytest.raises(CudaError) as info:
+            call()
+        assert str(info.value)  # the runtime's own words (e.g. "CUDA driver version is insufficient ...")
+    with pytest.raises(CudaError, match="64 bytes"):
+        runtime.ipc_open(0, b"short")
