@@ -192,6 +192,7 @@ class Server:
         """
         if self._started:
             return self
+        self.memory.describe()  # once per start, before models load: what memory they get
         # A stop while loading skips the models not started yet.
         self.manager.startup(self.options.load_model, skip=lambda: self.draining)
         self.manager.start_polling(self.options.repository_poll_secs)

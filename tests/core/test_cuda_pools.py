@@ -34,8 +34,9 @@ def test_device_buffers_come_from_the_budget_and_go_back() -> None:
 
 
 def test_without_a_runtime_everything_is_host_memory(caplog: pytest.LogCaptureFixture) -> None:
+    manager = MemoryManager(None, 1 << 20, {0: 1 << 20})
     with caplog.at_level(logging.INFO, logger="tritonpy"):
-        manager = MemoryManager(None, 1 << 20, {0: 1 << 20})
+        manager.describe()
     assert not manager.pinned.enabled and manager.pinned.total_bytes == 1 << 20
     assert manager.device_pools == {} and not manager.cuda_shared_memory
     said = [r.getMessage() for r in caplog.records if "pinned memory pool" in r.getMessage()]
@@ -44,8 +45,9 @@ def test_without_a_runtime_everything_is_host_memory(caplog: pytest.LogCaptureFi
 
 def test_with_a_runtime_each_gpu_gets_its_pool(caplog: pytest.LogCaptureFixture) -> None:
     runtime = HostRuntime(device_count=3)
+    manager = MemoryManager(runtime, 1 << 20, {1: 0, 2: 1 << 16})
     with caplog.at_level(logging.INFO, logger="tritonpy"):
-        manager = MemoryManager(runtime, 1 << 20, {1: 0, 2: 1 << 16})
+        manager.describe()
     assert manager.pinned.enabled and manager.cuda_shared_memory
     assert {d: p.pool.total_bytes for d, p in manager.device_pools.items()} == {0: 64 << 20, 2: 1 << 16}
     text = caplog.text

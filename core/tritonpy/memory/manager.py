@@ -1,7 +1,7 @@
 """The memory of one server: its CUDA runtime (if any), the pinned host pool, the
 per-GPU CUDA pools, and the registered shared-memory regions.
 
-Chosen once, when the server is made, and said once in the log: with a GPU and
+Chosen when the server is made, and said in the log when it starts: with a GPU and
 cuda-python, pinned memory of ``--pinned-memory-pool-byte-size`` bytes and a
 pool of ``--cuda-memory-pool-byte-size`` bytes per GPU; otherwise pageable host
 memory, with the pools' configured sizes still reported (as Triton's metrics do).
@@ -40,7 +40,6 @@ class MemoryManager:
                     self.device_pools[device] = DevicePool.on(runtime, device, size)
         #: Regions that clients register (CUDA ones only where ``runtime`` is).
         self.shared_memory = SystemSharedMemory(runtime)
-        self._say()
 
     @classmethod
     def create(cls, pinned_bytes: int, cuda_bytes: Mapping[int, int]) -> MemoryManager:
@@ -52,7 +51,8 @@ class MemoryManager:
         """Whether CUDA shared-memory regions can be registered (a GPU and cuda-python)."""
         return self.runtime is not None
 
-    def _say(self) -> None:
+    def describe(self) -> None:
+        """Say in the log what memory was chosen (the server does so when it starts)."""
         if self.runtime is None:
             log.info(
                 "no CUDA runtime (a GPU and tritonpy[cuda] are needed): pinned memory pool "
