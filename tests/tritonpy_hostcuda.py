@@ -19,6 +19,7 @@ class HostRuntime:
         self.exported: dict[bytes, ctypes.Array[ctypes.c_char]] = {}
         self.opened: dict[int, int] = {}  # address -> device
         self.closed: list[int] = []
+        self.fail_copies = False
 
     def export(self, nbytes: int) -> tuple[bytes, ctypes.Array[ctypes.c_char]]:
         handle = len(self.exported).to_bytes(4, "little") + b"\x01" * (IPC_HANDLE_SIZE - 4)
@@ -49,7 +50,13 @@ class HostRuntime:
         self.closed.append(address)
 
     def copy_to_host(self, device: int, dst: int, src: int, nbytes: int) -> None:
+        self._check_copy()
         ctypes.memmove(dst, src, nbytes)
 
     def copy_to_device(self, device: int, dst: int, src: int, nbytes: int) -> None:
+        self._check_copy()
         ctypes.memmove(dst, src, nbytes)
+
+    def _check_copy(self) -> None:
+        if self.fail_copies:
+            raise CudaError("an illegal memory access was encountered")

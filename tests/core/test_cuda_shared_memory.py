@@ -198,3 +198,17 @@ def test_an_unused_region_closes_at_once(memory: SystemSharedMemory, runtime: Ho
     assert runtime.closed == [ctypes.addressof(device)]
     memory.register_cuda("c", handle, 0, 64)  # the name is free again
     assert [r["name"] for r in memory.cuda_status()] == ["c"]
+
+
+def test_a_failed_copy_is_a_triton_error(memory: SystemSharedMemory, runtime: HostRuntime) -> None:
+    handle, _ = runtime.export(64)
+    memory.register_cuda("c", handle, 0, 64)
+    slot = memory.output_slot("OUT", _params("c", 16))
+    runtime.fail_copies = True
+    error = _error(lambda: memory.input_array("IN", DataType.INT32, [4], _params("c", 16)))
+    assert (error.code, error.message) == (
+        ErrorCode.INTERNAL,
+        "failed to copy from CUDA shared memory: an illegal memory access was encountered",
+    )
+    error = _error(lambda: slot.write(np.ones(4, dtype=np.int32), DataType.INT32))
+    assert error.message == "failed to copy into CUDA shared memory: an illegal memory access was encountered"

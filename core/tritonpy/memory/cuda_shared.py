@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from tritonpy_sdk import TritonError
 
-from .cuda import Runtime
+from .cuda import CudaError, Runtime
 from .region import check_bounds
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,10 @@ class DeviceSpan:
         """The span's bytes, copied to host memory."""
         out = bytearray(self.nbytes)
         if self.nbytes:
-            runtime.copy_to_host(self.mapping.device, _address_of(out), self.address, self.nbytes)
+            try:
+                runtime.copy_to_host(self.mapping.device, _address_of(out), self.address, self.nbytes)
+            except CudaError as exc:
+                raise TritonError.internal(f"failed to copy from CUDA shared memory: {exc}") from None
         return out
 
     def write(self, runtime: Runtime, data: memoryview) -> None:
@@ -70,7 +73,10 @@ class DeviceSpan:
         size = data.nbytes
         if size:
             host = data if data.c_contiguous else memoryview(data.tobytes())
-            runtime.copy_to_device(self.mapping.device, self.address, _address_of(host), size)
+            try:
+                runtime.copy_to_device(self.mapping.device, self.address, _address_of(host), size)
+            except CudaError as exc:
+                raise TritonError.internal(f"failed to copy into CUDA shared memory: {exc}") from None
 
 
 @dataclass(slots=True)
