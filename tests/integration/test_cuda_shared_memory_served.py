@@ -145,13 +145,16 @@ def test_pinned_pool_gauges_are_exported(server) -> None:  # type: ignore[no-unt
 
 
 @pytest.fixture
-def cudashm() -> Iterator[Any]:
-    """tritonclient's CUDA shared-memory module; its regions are destroyed at the end."""
+def cudashm(client: Any) -> Iterator[Any]:
+    """tritonclient's CUDA shared-memory module. At the end the server lets go of
+    the regions first (a region freed while another process has its handle open
+    is undefined behaviour), then they are destroyed."""
     if load_runtime() is None:
         pytest.skip("no GPU with cuda-python (pip install tritonpy[cuda])")
     import tritonclient.utils.cuda_shared_memory as module
 
     yield module
+    client.unregister_cuda_shared_memory()
     for handle in list(module.allocated_shared_memory_regions()):
         module.destroy_shared_memory_region(handle)
 
@@ -196,24 +199,30 @@ def test_numeric_tensors_at_offsets(client: Any, cudashm: Any) -> None:
     module = _module(client)
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
     b = np.full((1, 16), 3, dtype=np.int32)
-    ins = cudashm.create_shared_memory_region("ins", 256, 0)
-    outs = cudashm.create_shared_memory_region("outs", 256, 0)
-    cudashm.set_shared_memory_region(ins, [a], offset=0)
-    cudashm.set_shared_memory_region(ins, [b], offset=128)
-    client.register_cuda_shared_memory("ins", cudashm.get_raw_handle(ins), 0, 256)
-    client.register_cuda_shared_memory("outs", cudashm.get_raw_handle(outs), 0, 256)
+    ins = cudashm.create_shared_memory_region("ins", 128, 0)
+    outs = cudashm.create_shared_memory_region("outs", 128, 0)
+    cudashm.set_shared_memory_region(ins, [a, b])  # a at 0, b at 64
+    client.register_cuda_shared_memory("ins", cudashm.get_raw_handle(ins), 0, 128)
+    client.register_cuda_shared_memory("outs", cudashm.get_raw_handle(outs), 0, 128)
     inputs = [module.InferInput("INPUT0", [1, 16], "INT32"), module.InferInput("INPUT1", [1, 16], "INT32")]
     inputs[0].set_shared_memory("ins", 64, offset=0)
-    inputs[1].set_shared_memory("ins", 64, offset=128)
+    inputs[1].set_shared_memory("ins", 64, offset=64)
     outputs = [module.InferRequestedOutput("OUTPUT0"), module.InferRequestedOutput("OUTPUT1")]
-    outputs[0].set_shared_memory("outs", 64, offset=0)
-    outputs[1].set_shared_memory("outs", 64, offset=64)
+    outputs[0].set_shared_memory("outs", 64, offset=64)  # the sum second
+    outputs[1].set_shared_memory("outs", 64, offset=0)
     result = client.infer("simple", inputs, outputs=outputs)
-    assert result.as_numpy("OUTPUT0") is None  # the data went to the region
-    total = cudashm.get_contents_as_numpy(outs, np.int32, [1, 16], offset=0)
-    diff = cudashm.get_contents_as_numpy(outs, np.int32, [1, 16], offset=64)
-    np.testing.assert_array_equal(total, a + b)
-    np.testing.assert_array_equal(diff, a - b)
+    meta = result.get_output("OUTPUT0")
+    if module is httpclient:
+        assert meta == {
+            "name": "OUTPUT0",
+            "datatype": "INT32",
+            "shape": [1, 16],
+        }  # no data: it is in the region
+    else:
+        assert (meta.datatype, list(meta.shape)) == ("INT32", [1, 16])
+    both = cudashm.get_contents_as_numpy(outs, np.int32, [2, 16])
+    np.testing.assert_array_equal(both[0], (a - b)[0])
+    np.testing.assert_array_equal(both[1], (a + b)[0])
 
 
 @pytest.mark.gpu
@@ -224,7 +233,7 @@ def test_bytes_tensors(client: Any, cudashm: Any) -> None:
     a = np.array([[str(i).encode() for i in range(16)]], dtype=object)
     b = np.array([[b"1"] * 16], dtype=object)
     wire_a, wire_b = utils.serialize_byte_tensor(a), utils.serialize_byte_tensor(b)
-    size_a, size_b = wire_a.size * wire_a.itemsize, wire_b.size * wire_b.itemsize
+    size_a, size_b = utils.serialized_byte_size(wire_a), utils.serialized_byte_size(wire_b)
     ins = cudashm.create_shared_memory_region("sins", size_a + size_b, 0)
     cudashm.set_shared_memory_region(ins, [wire_a, wire_b])
     outs = cudashm.create_shared_memory_region("souts", 1024, 0)
@@ -237,4 +246,25 @@ def test_bytes_tensors(client: Any, cudashm: Any) -> None:
     outputs[0].set_shared_memory("souts", 1024)
     client.infer("simple_string", inputs, outputs=outputs)
     total = cudashm.get_contents_as_numpy(outs, np.object_, [1, 16])
-    assert [int(x) for x in total.reshape(-1)] == [i + 1 for i in range(16)]
+    assert total.tolist() == [[str(i + 1).encode() for i in range(16)]]
+
+
+@pytest.mark.gpu
+def test_unregister_while_requests_use_the_region(client: Any, cudashm: Any) -> None:
+    """A region unregistered between two requests is gone for the second; the first
+    already finished with it, and a new registration of the same handle works."""
+    module = _module(client)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    ins = cudashm.create_shared_memory_region("uins", 128, 0)
+    cudashm.set_shared_memory_region(ins, [a, a])
+    client.register_cuda_shared_memory("uins", cudashm.get_raw_handle(ins), 0, 128)
+    inputs = [module.InferInput("INPUT0", [1, 16], "INT32"), module.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_shared_memory("uins", 64)
+    inputs[1].set_shared_memory("uins", 64, offset=64)
+    result = client.infer("simple", inputs)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
+    client.unregister_cuda_shared_memory("uins")
+    with pytest.raises(InferenceServerException, match="Unable to find shared memory region: 'uins'"):
+        client.infer("simple", inputs)
+    client.register_cuda_shared_memory("uins", cudashm.get_raw_handle(ins), 0, 128)
+    np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT1"), a - a)
