@@ -42,6 +42,31 @@ def _backend_config(values: list[str]) -> dict[str, dict[str, str]]:
     return result
 
 
+def _byte_size(text: str) -> int:
+    """A ``--pinned-memory-pool-byte-size`` value (Triton's message for a bad one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"Invalid option value. Got {text}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"Invalid option value. Got {text}: a size is 0 or more bytes")
+    return value
+
+
+def _cuda_pool(text: str) -> tuple[int, int]:
+    """A ``--cuda-memory-pool-byte-size <gpu>:<bytes>`` value."""
+    gpu, sep, size = text.partition(":")
+    try:
+        pair = int(gpu), int(size)
+    except ValueError:
+        pair = (-1, -1)
+    if not sep or min(pair) < 0:
+        raise argparse.ArgumentTypeError(
+            f"Invalid option value. Got {text}: expected <integer GPU id>:<integer byte size>, both 0 or more"
+        )
+    return pair
+
+
 def _trace_flags(args: argparse.Namespace) -> list[str]:
     """``--trace-config`` plus the older ``--trace-file/-level/-rate`` spellings."""
     items = list(args.trace_config)
@@ -262,6 +287,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="<name>:<count>[:<device>] available units of a rate-limiter resource",
     )
     serve.add_argument(
+        "--pinned-memory-pool-byte-size",
+        type=_byte_size,
+        default=268_435_456,
+        help="page-locked host memory for GPU instances' batches (default 268435456; 0: none)",
+    )
+    serve.add_argument(
+        "--cuda-memory-pool-byte-size",
+        type=_cuda_pool,
+        action="append",
+        default=[],
+        help="<gpu>:<bytes> device memory pool of a GPU (default 67108864 on each)",
+    )
+    serve.add_argument(
         "--exit-timeout-secs",
         type=float,
         default=30.0,
@@ -310,6 +348,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         cache_config=_cache_flags(args),
         rate_limit=args.rate_limit,
         rate_limit_resource=args.rate_limit_resource,
+        pinned_memory_pool_byte_size=args.pinned_memory_pool_byte_size,
+        cuda_memory_pool_byte_size=dict(args.cuda_memory_pool_byte_size),
         allow_http=args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,

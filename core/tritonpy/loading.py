@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -103,6 +102,7 @@ class ModelLoader:
         cache: ResponseCache | None = None,
         rate_limiter: RateLimiter | None = None,
         submit: Submit | None = None,
+        pinned: PinnedPool | None = None,
     ) -> None:
         self._options = options
         #: How an ensemble's steps reach their members (the server's internal submit).
@@ -110,8 +110,8 @@ class ModelLoader:
         self._registry = registry
         self._cache = cache
         self._rate_limiter = rate_limiter
-        self._pool: PinnedPool | None = None
-        self._pool_lock = threading.Lock()
+        #: The server's pinned pool: batches of GPU instances are gathered there.
+        self._pinned = pinned
 
     def load(
         self,
@@ -253,7 +253,7 @@ class ModelLoader:
         spec = ModelSpec.from_config(model.config, version)
         labels = self._labels(mdir, version, model.config)
         instances = self._instances(model, config, gpus)
-        pool = self._pinned_pool() if gpus else None
+        pool = self._pinned if gpus and self._pinned is not None and self._pinned.enabled else None
         for inst in instances:
             if inst.kind == "KIND_GPU" and pool is not None:
                 inst.host_allocator = pool.allocate
@@ -353,13 +353,6 @@ class ModelLoader:
                 )
             labels[out["name"]] = read_labels(path)
         return labels
-
-    def _pinned_pool(self) -> PinnedPool | None:
-        """One pinned-memory pool per server, made when the first GPU instance loads."""
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = PinnedPool.create()
-            return self._pool
 
     @staticmethod
     def _needs(config: ModelConfig, instances: list[ModelInstance]) -> dict[str, Need]:

@@ -132,3 +132,9 @@ class ServerOptions:
     rate_limit: str = "off"
     #: ``--rate-limit-resource <name>:<count>[:<device>]``.
     rate_limit_resource: list[str] = field(default_factory=list)
+    #: ``--pinned-memory-pool-byte-size``: page-locked host memory for batches of
+    #: GPU instances (Triton's default 256 MiB; 0: pageable memory only).
+    pinned_memory_pool_byte_size: int = 268_435_456
+    #: ``--cuda-memory-pool-byte-size <gpu>:<bytes>``: each GPU's device memory
+    #: pool; GPUs not named get Triton's default, 64 MiB (0: no pool).
+    cuda_memory_pool_byte_size: dict[int, int] = field(default_factory=dict)

@@ -48,7 +48,7 @@ from .backend_api import BackendServerApi
 from .cache import create_cache
 from .loading import ModelLoader
 from .logsettings import LogSettings, LogState
-from .memory.shared import SystemSharedMemory
+from .memory.manager import MemoryManager
 from .model import ModelState, ModelVersion, VersionRetired
 from .options import ServerOptions
 from .plugins import BackendRegistry
@@ -61,8 +61,8 @@ from .trace import Tracer, state_from_flags
 log = logging.getLogger("tritonpy")
 
 #: Protocol extensions this server implements, as server metadata reports them:
-#: Triton 2.51's list, in its order and spelling, less ``cuda_shared_memory``
-#: (not served here: registering a CUDA region answers UNIMPLEMENTED).
+#: Triton 2.51's list, in its order and spelling; ``cuda_shared_memory`` (after
+#: ``system_shared_memory``) is added only where a GPU and cuda-python are.
 EXTENSIONS = (
     "classification",
     "sequence",
@@ -112,8 +112,18 @@ class Server:
             self.tracer = Tracer(state_from_flags(options.trace_config))
         except ValueError as exc:
             raise TritonError.invalid_arg(str(exc)) from None
-        #: Regions of the system shared-memory extension, registered by clients.
-        self.shared_memory = SystemSharedMemory()
+        if options.pinned_memory_pool_byte_size < 0:
+            raise TritonError.invalid_arg("--pinned-memory-pool-byte-size must be 0 or more bytes")
+        if any(d < 0 or b < 0 for d, b in options.cuda_memory_pool_byte_size.items()):
+            raise TritonError.invalid_arg(
+                "--cuda-memory-pool-byte-size must be <gpu>:<bytes>, both 0 or more"
+            )
+        #: The pinned and CUDA pools, and the CUDA runtime if this host has one.
+        self.memory = MemoryManager.create(
+            options.pinned_memory_pool_byte_size, options.cuda_memory_pool_byte_size
+        )
+        #: Shared-memory regions (system and CUDA) that clients register.
+        self.shared_memory = self.memory.shared_memory
         self.cache: ResponseCache | None = None
         if options.cache_config:
             if len(options.cache_config) > 1:
@@ -141,7 +151,14 @@ class Server:
         )
         #: The model records: states, lookup, index, load and unload (model control).
         self.manager = ModelManager(
-            ModelLoader(options, self.backends, self.cache, self.rate_limiter, submit=self._submit_step),
+            ModelLoader(
+                options,
+                self.backends,
+                self.cache,
+                self.rate_limiter,
+                submit=self._submit_step,
+                pinned=self.memory.pinned,
+            ),
             options.model_repository,
             mode=options.model_control_mode,
             load_threads=options.model_load_thread_count,
@@ -175,6 +192,7 @@ class Server:
         """
         if self._started:
             return self
+        self.memory.describe()  # once per start, before models load: what memory they get
         # A stop while loading skips the models not started yet.
         self.manager.startup(self.options.load_model, skip=lambda: self.draining)
         self.manager.start_polling(self.options.repository_poll_secs)
@@ -201,7 +219,7 @@ class Server:
         self._stopping = True
         self.manager.unload_all(deadline)  # polling stops, unloads under way are waited for
         self.backends.finalize()
-        self.shared_memory.unregister()
+        self.memory.close()  # every region unregistered, the pools' idle buffers freed
         self.tracer.flush()
         self._started = False
 
@@ -227,7 +245,14 @@ class Server:
         return True
 
     def metadata(self) -> dict[str, Any]:
-        return {"name": self.options.server_id, "version": __version__, "extensions": list(EXTENSIONS)}
+        return {"name": self.options.server_id, "version": __version__, "extensions": self.extensions()}
+
+    def extensions(self) -> list[str]:
+        """The protocol extensions served, in Triton's order."""
+        out = list(EXTENSIONS)
+        if self.memory.cuda_shared_memory:
+            out.insert(out.index("system_shared_memory") + 1, "cuda_shared_memory")
+        return out
 
     def models(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Every model version known: ``{(name, version): {name, version, state}}``."""

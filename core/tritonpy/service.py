@@ -194,6 +194,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
                 gpu=options.allow_gpu_metrics,
                 cache=server.cache,
                 custom=server.custom_metrics,
+                pinned=server.memory.pinned,
             )
             metrics_sock = _listen(address, options.metrics_port)
         except (OSError, ValueError) as exc:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
+from tritonpy.memory import load_runtime
 from tritonpy_sdk import DataType
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ def _inputs(a: np.ndarray, b: np.ndarray, dt: str, binary: bool) -> list[httpcli
 
 
 #: What Triton 2.51 lists in GET /v2 (recorded from the real server), less
-#: cuda_shared_memory, which tritonpy does not serve.
+#: cuda_shared_memory, which tritonpy lists only with a GPU and cuda-python.
 TRITON_EXTENSIONS = [
     "classification",
     "sequence",
@@ -50,7 +51,8 @@ def test_health_and_metadata(client: httpclient.InferenceServerClient) -> None:
     assert client.is_server_live() and client.is_server_ready()
     meta = client.get_server_metadata()
     assert meta["name"] == "triton"  # Triton's default --id, which NVIDIA's example clients check
-    assert meta["extensions"] == TRITON_EXTENSIONS
+    assert [e for e in meta["extensions"] if e != "cuda_shared_memory"] == TRITON_EXTENSIONS
+    assert ("cuda_shared_memory" in meta["extensions"]) == (load_runtime() is not None)
     assert client.is_model_ready("addsub") and client.is_model_ready("addsub", "1")
     model = client.get_model_metadata("addsub", "1")
     assert model["versions"] == ["1"] and model["platform"] == "testbk"

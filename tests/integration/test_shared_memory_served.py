@@ -26,6 +26,7 @@ import tritonclient.utils.shared_memory as shm
 from onnx import TensorProto, helper
 from tritonclient import utils
 from tritonclient.utils import InferenceServerException
+from tritonpy.memory import load_runtime
 
 pytestmark = pytest.mark.integration
 
@@ -185,11 +186,13 @@ def test_nvidia_shm_clients(server, script: str, protocol: str) -> None:  # type
 # -- the extension's endpoints ---------------------------------------------------------------
 
 
-def test_metadata_lists_system_shared_memory_only(server) -> None:  # type: ignore[no-untyped-def]
+def test_metadata_lists_system_shared_memory(server) -> None:  # type: ignore[no-untyped-def]
     http = httpclient.InferenceServerClient(server.url)
     extensions = http.get_server_metadata()["extensions"]
     http.close()
-    assert "system_shared_memory" in extensions and "cuda_shared_memory" not in extensions
+    assert "system_shared_memory" in extensions
+    # cuda_shared_memory only where a GPU and cuda-python are (test_cuda_shared_memory_served.py).
+    assert ("cuda_shared_memory" in extensions) == (load_runtime() is not None)
 
 
 def test_register_status_unregister(client: Any, regions: Regions) -> None:
@@ -214,7 +217,7 @@ def test_register_status_unregister(client: Any, regions: Regions) -> None:
     assert _names(client.get_system_shared_memory_status()) == ["b"]
     client.unregister_system_shared_memory()
     assert _names(client.get_system_shared_memory_status()) == []
-    # NVIDIA's clients clear CUDA regions first: an empty registry here, as on a Triton.
+    # NVIDIA's clients clear CUDA regions first: none registered here.
     client.unregister_cuda_shared_memory()
     client.unregister_cuda_shared_memory("c")
     assert _names(client.get_cuda_shared_memory_status()) == []

@@ -18,7 +18,6 @@ from google.protobuf import json_format
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, TritonError
 
 from ..failures import report
-from ..memory.shared import CUDA_SHM_REFUSAL
 from ..repository.overrides import split_load_parameters
 from ..server import Server
 from . import grpc_service_pb2 as pb
@@ -320,19 +319,30 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def CudaSharedMemoryStatus(
         self, request: pb.CudaSharedMemoryStatusRequest, context: Any
     ) -> pb.CudaSharedMemoryStatusResponse:
-        if request.name:
-            raise TritonError.not_found(f"Unable to find cuda shared memory region: '{request.name}'")
-        return pb.CudaSharedMemoryStatusResponse()
+        out = pb.CudaSharedMemoryStatusResponse()
+        for region in self.server.shared_memory.cuda_status(request.name or None):
+            out.regions[region["name"]].CopyFrom(pb.CudaSharedMemoryStatusResponse.RegionStatus(**region))
+        return out
 
     @_unary
-    async def CudaSharedMemoryRegister(self, request: Any, context: Any) -> Any:
-        raise TritonError.unsupported(CUDA_SHM_REFUSAL)
+    async def CudaSharedMemoryRegister(
+        self, request: pb.CudaSharedMemoryRegisterRequest, context: Any
+    ) -> pb.CudaSharedMemoryRegisterResponse:
+        await asyncio.to_thread(
+            self.server.shared_memory.register_cuda,
+            request.name,
+            request.raw_handle,
+            request.device_id,
+            request.byte_size,
+        )
+        return pb.CudaSharedMemoryRegisterResponse()
 
     @_unary
     async def CudaSharedMemoryUnregister(
         self, request: pb.CudaSharedMemoryUnregisterRequest, context: Any
     ) -> pb.CudaSharedMemoryUnregisterResponse:
-        return pb.CudaSharedMemoryUnregisterResponse()  # nothing is ever registered; as Triton
+        self.server.shared_memory.unregister_cuda(request.name or None)
+        return pb.CudaSharedMemoryUnregisterResponse()
 
 
 class HealthServicer(health_pb2_grpc.HealthServicer):

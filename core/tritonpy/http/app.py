@@ -24,7 +24,7 @@ from starlette.routing import Route
 from tritonpy_sdk import TritonError
 
 from ..failures import report
-from ..memory.shared import CUDA_SHM_REFUSAL
+from ..memory.cuda import IPC_HANDLE_SIZE
 from ..repository.manager import is_version
 from ..repository.overrides import FILE_PREFIX, split_load_parameters
 from ..server import Server
@@ -157,16 +157,24 @@ class HttpFrontend:
         return Response(status_code=200)
 
     async def cuda_shm_status(self, request: Request) -> Response:
-        region = request.path_params.get("region")
-        if region is not None:
-            raise TritonError.not_found(f"Unable to find cuda shared memory region: '{region}'")
-        return _json([])
+        return _json(self.server.shared_memory.cuda_status(request.path_params.get("region")))
 
     async def cuda_shm_register(self, request: Request) -> Response:
-        raise TritonError.unsupported(CUDA_SHM_REFUSAL)
+        name = request.path_params["region"]
+        body = await self._body(request)
+        try:
+            doc = json.loads(body) if body.strip() else None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+        raw_handle, device_id, byte_size = cuda_register_fields(doc)
+        await asyncio.to_thread(
+            self.server.shared_memory.register_cuda, name, raw_handle, device_id, byte_size
+        )
+        return Response(status_code=200)
 
     async def cuda_shm_unregister(self, request: Request) -> Response:
-        return Response(status_code=200)  # nothing is ever registered; Triton answers 200 too
+        self.server.shared_memory.unregister_cuda(request.path_params.get("region"))
+        return Response(status_code=200)
 
     # -- inference ---------------------------------------------------------------------
 
@@ -206,6 +214,31 @@ def register_fields(doc: Any) -> tuple[str, int, int]:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
             raise TritonError.invalid_arg("attempt to access JSON non-unsigned-integer as unsigned-integer")
     return key, values[0], values[1]
+
+
+def cuda_register_fields(doc: Any) -> tuple[bytes, int, int]:
+    """``(raw_handle, device_id, byte_size)`` of a CUDA shared-memory register body,
+    checked in Triton's order with its messages (its 500s are 400s here, as above)."""
+    if not isinstance(doc, dict) or "raw_handle" not in doc:
+        raise TritonError.invalid_arg("Shared memory register request has no 'raw_handle' field")
+    handle = doc["raw_handle"]
+    if not isinstance(handle, dict) or "b64" not in handle:
+        raise TritonError.invalid_arg("attempt to access non-existing object member 'b64'")
+    if not isinstance(handle["b64"], str):
+        raise TritonError.invalid_arg("attempt to access JSON non-string as string")
+    for member in ("byte_size", "device_id"):
+        if member not in doc:
+            raise TritonError.invalid_arg(f"attempt to access non-existing object member '{member}'")
+    for value in (doc["byte_size"], doc["device_id"]):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+            raise TritonError.invalid_arg("attempt to access JSON non-unsigned-integer as unsigned-integer")
+    try:
+        raw = base64.b64decode(handle["b64"], validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != IPC_HANDLE_SIZE:
+        raise TritonError.invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+    return raw, doc["device_id"], doc["byte_size"]
 
 
 def _parse_object(body: bytes) -> dict[str, Any]:

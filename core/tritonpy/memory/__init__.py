@@ -1,7 +1,23 @@
-"""Host memory: pinned (page-locked) buffers for GPU instances, and the system
-shared-memory regions that clients register."""
+"""Host and device memory: the pinned and per-GPU CUDA pools (cuda-python), and
+the system and CUDA shared-memory regions that clients register."""
 
-from .pinned import PinnedPool, cuda_runtime
+from .cuda import CudaRuntime, Runtime, load_runtime
+from .device_pool import DeviceBuffer, DevicePool
+from .pinned import PinnedPool
+from .pool import Allocator, Pool, host_allocator
 from .shared import OutputSlot, Region, SystemSharedMemory
 
-__all__ = ["OutputSlot", "PinnedPool", "Region", "SystemSharedMemory", "cuda_runtime"]
+__all__ = [
+    "Allocator",
+    "CudaRuntime",
+    "DeviceBuffer",
+    "DevicePool",
+    "OutputSlot",
+    "PinnedPool",
+    "Pool",
+    "Region",
+    "Runtime",
+    "SystemSharedMemory",
+    "host_allocator",
+    "load_runtime",
+]

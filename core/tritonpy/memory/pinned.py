@@ -1,108 +1,84 @@
-"""A pool of pinned host buffers, for batches gathered on their way to a GPU.
+"""Pinned (page-locked) host arrays, for batches gathered on their way to a GPU.
 
 Copies from pinned memory to a device run at full PCIe speed and can be
-asynchronous; pageable memory is staged by the driver first. ``cudaHostAlloc``
-is slow (it locks pages), so buffers are pooled by size class and reused: an
-array handed out returns its buffer to the pool when it is garbage collected.
-The CUDA runtime is reached with ctypes (``libcudart.so.12``, from the driver's
-toolkit or the ``nvidia-cuda-runtime-cu12`` wheel); without it there is no pool
-and callers fall back to ordinary memory.
+asynchronous; pageable memory is staged by the driver first. Buffers come from a
+``Pool`` of ``cudaHostAlloc`` memory of ``--pinned-memory-pool-byte-size``
+bytes (Triton's default, 256 MiB); an array handed out returns its buffer to the
+pool when it is garbage collected. When the pool is exhausted, or there is no
+CUDA runtime, arrays are ordinary pageable memory.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
-import glob
-import importlib
-import logging
-import os
-import threading
 import weakref
 from typing import Any
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+from .cuda import Runtime, load_runtime
+from .pool import Allocator, Pool
 
-
-@functools.cache
-def cuda_runtime() -> ctypes.CDLL | None:
-    """libcudart, if it can be loaded and sees a device; else None."""
-    candidates = ["libcudart.so.12", "libcudart.so"]
-    try:  # the nvidia-cuda-runtime-cu12 wheel's copy
-        runtime = importlib.import_module("nvidia.cuda_runtime")
-        for root in runtime.__path__:
-            candidates += glob.glob(os.path.join(root, "lib", "libcudart.so*"))
-    except ImportError:
-        pass
-    for name in candidates:
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        count = ctypes.c_int(0)
-        if lib.cudaGetDeviceCount(ctypes.byref(count)) == 0 and count.value > 0:
-            return lib
-    return None
+#: Triton's ``--pinned-memory-pool-byte-size`` default.
+DEFAULT_PINNED_POOL_BYTES = 256 << 20
 
 
 class PinnedPool:
-    """Pinned buffers by power-of-two size class; thread-safe.
+    """Arrays in pooled pinned memory; thread-safe.
 
     ``allocate(shape, dtype)`` has the signature ``tritonpy_sdk.gather_inputs``
-    expects of an allocator.
+    expects of an allocator. ``enabled`` is false without a CUDA runtime (or with
+    a pool of 0 bytes): then every array is pageable and the pool only reports
+    its configured size, as Triton's metrics do on a host without a GPU.
     """
 
-    def __init__(self, lib: ctypes.CDLL, max_bytes: int = 256 << 20) -> None:
-        self._lib = lib
-        self._free: dict[int, list[int]] = {}
-        self._lock = threading.Lock()
-        self._held = 0
-        self.max_bytes = max_bytes  # like --pinned-memory-pool-byte-size
+    def __init__(self, allocator: Allocator | None, total_bytes: int = DEFAULT_PINNED_POOL_BYTES) -> None:
+        self.pool = Pool(allocator or Allocator(_no_alloc, _no_free), total_bytes)
+        self.enabled = allocator is not None and total_bytes > 0
 
     @classmethod
-    def create(cls) -> PinnedPool | None:
-        lib = cuda_runtime()
-        return cls(lib) if lib is not None else None
+    def on(cls, runtime: Runtime | None, total_bytes: int = DEFAULT_PINNED_POOL_BYTES) -> PinnedPool:
+        """A pool of ``cudaHostAlloc`` memory from ``runtime`` (pageable when None)."""
+        if runtime is None:
+            return cls(None, total_bytes)
+        return cls(Allocator(runtime.host_alloc, runtime.free_host), total_bytes)
 
-    def _take(self, size_class: int) -> int | None:
-        with self._lock:
-            free = self._free.get(size_class)
-            if free:
-                return free.pop()
-            if self._held + size_class > self.max_bytes:
-                return None
-            self._held += size_class
-        ptr = ctypes.c_void_p()
-        if self._lib.cudaHostAlloc(ctypes.byref(ptr), ctypes.c_size_t(size_class), 0) != 0 or not ptr.value:
-            with self._lock:
-                self._held -= size_class
-            return None
-        return int(ptr.value)
+    @classmethod
+    def create(cls, total_bytes: int = DEFAULT_PINNED_POOL_BYTES) -> PinnedPool | None:
+        """A pool on this host's CUDA runtime; None without one."""
+        runtime = load_runtime()
+        return cls.on(runtime, total_bytes) if runtime is not None else None
 
-    def _give_back(self, size_class: int, address: int) -> None:
-        with self._lock:
-            self._free.setdefault(size_class, []).append(address)
+    @property
+    def total_bytes(self) -> int:
+        return self.pool.total_bytes
+
+    @property
+    def used_bytes(self) -> int:
+        return self.pool.used_bytes
 
     def allocate(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
-        """An array in pinned memory (ordinary memory when the pool is exhausted)."""
+        """An array in pinned memory (pageable when the pool cannot give one)."""
         dt = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        if dt.hasobject or nbytes == 0:
+        if not self.enabled or dt.hasobject or nbytes == 0:
             return np.empty(shape, dt)
-        size_class = 1 << max(12, (nbytes - 1).bit_length())
-        address = self._take(size_class)
-        if address is None:
+        taken = self.pool.take(nbytes)
+        if taken is None:
             return np.empty(shape, dt)
+        address, size = taken
         buffer = (ctypes.c_byte * nbytes).from_address(address)
         array = np.frombuffer(buffer, dtype=dt, count=nbytes // dt.itemsize).reshape(shape)
-        weakref.finalize(buffer, self._give_back, size_class, address)
+        weakref.finalize(buffer, self.pool.give_back, address, size)
         return array
 
     def close(self) -> None:
-        with self._lock:
-            for addresses in self._free.values():
-                for address in addresses:
-                    self._lib.cudaFreeHost(ctypes.c_void_p(address))
-            self._free.clear()
+        self.pool.close()
+
+
+def _no_alloc(nbytes: int) -> int:
+    return 0
+
+
+def _no_free(address: int) -> None:
+    pass

@@ -1,4 +1,5 @@
-"""System (CPU) shared-memory regions that clients register by name.
+"""The shared-memory regions that clients register by name: system (CPU)
+shared memory, and CUDA regions (``cuda_shared.py``) when the server has a GPU.
 
 A client creates a POSIX shared-memory object (``shm_open``, as
 ``tritonclient.utils.shared_memory`` does), registers ``(name, key, offset,
@@ -12,6 +13,9 @@ stays alive while any such view does (Python's buffer protocol keeps the
 ``mmap`` open while views of it exist), so requests that are still running
 finish on the memory they started with; the map is closed when the last view
 goes.
+
+System and CUDA regions share one namespace, as in Triton: a name registered
+as one kind cannot be registered as the other.
 
 Messages and status codes are Triton 2.51's.
 """
@@ -29,6 +33,9 @@ import numpy as np
 from tritonpy_sdk import DataType, ErrorCode, TritonError
 
 from ..codec import array_from_buffer, array_to_buffer
+from .cuda import Runtime
+from .cuda_shared import CudaRegion, DeviceSpan, open_region
+from .region import check_bounds
 
 #: Where Linux keeps POSIX shared-memory objects (``shm_open(key)`` opens ``/dev/shm/key``).
 SHM_DIR = "/dev/shm"
@@ -38,13 +45,6 @@ REGION = "shared_memory_region"
 OFFSET = "shared_memory_offset"
 BYTE_SIZE = "shared_memory_byte_size"
 SHARED_MEMORY_KEYS = (REGION, OFFSET, BYTE_SIZE)
-
-#: The answer to a CUDA shared-memory registration (that extension is not built:
-#: its status and unregister answer as an empty registry, as NVIDIA's clients expect).
-CUDA_SHM_REFUSAL = (
-    "CUDA shared memory is not supported by this server: use system shared memory "
-    "(tritonclient.utils.shared_memory) or send the tensor's data in the request"
-)
 
 
 @dataclass(slots=True)
@@ -63,20 +63,19 @@ class Region:
 
     def slice(self, offset: int, byte_size: int) -> memoryview:
         """``byte_size`` bytes at ``offset`` into the region, bounds checked."""
-        if offset < 0 or byte_size < 0 or offset + byte_size > self.byte_size:
-            raise TritonError.invalid_arg(
-                f"Invalid offset + byte size for shared memory region: '{self.name}'"
-            )
+        check_bounds(self.name, self.byte_size, offset, byte_size)
         return self.view[offset : offset + byte_size]
 
 
 @dataclass(slots=True)
 class OutputSlot:
-    """Where a requested output goes: ``view`` (a slice of a region), which the
-    output's data must fit."""
+    """Where a requested output goes: ``view`` (a slice of a system region, or of
+    a CUDA region's device memory with the ``runtime`` that copies to it), which
+    the output's data must fit."""
 
     output: str
-    view: memoryview
+    view: memoryview | DeviceSpan
+    runtime: Runtime | None = None
 
     def write(self, data: np.ndarray[Any, Any], datatype: DataType) -> None:
         """Copy the output into the slot (Triton's error if it does not fit)."""
@@ -87,7 +86,10 @@ class OutputSlot:
                 f"shared memory size specified with the request for output '{self.output}' "
                 f"({len(self.view)} bytes) should be at least {size} bytes to hold the results"
             )
-        self.view[:size] = buf
+        if isinstance(self.view, memoryview):
+            self.view[:size] = buf
+        elif self.runtime is not None:
+            self.view.write(self.runtime, memoryview(buf).cast("B"))
 
 
 def _int_param(params: Any, key: str) -> int:
@@ -101,53 +103,84 @@ def _int_param(params: Any, key: str) -> int:
 
 
 class SystemSharedMemory:
-    """The registered regions of one server (thread-safe)."""
+    """The registered regions of one server, system and CUDA (thread-safe).
 
-    def __init__(self) -> None:
-        self._regions: dict[str, Region] = {}
+    CUDA regions need ``runtime`` (a GPU and cuda-python); without one, registering
+    a CUDA region answers Triton's error and the CUDA status lists none.
+    """
+
+    def __init__(self, runtime: Runtime | None = None) -> None:
+        self._regions: dict[str, Region | CudaRegion] = {}
         self._lock = threading.Lock()
+        self.runtime = runtime
+
+    def _check_new(self, name: str) -> None:
+        if name in self._regions:
+            raise TritonError(f"shared memory region '{name}' already in manager", ErrorCode.ALREADY_EXISTS)
 
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
         """Map ``byte_size`` bytes of shared-memory object ``key`` from ``offset`` as ``name``."""
         with self._lock:
-            if name in self._regions:
-                raise TritonError(
-                    f"shared memory region '{name}' already in manager", ErrorCode.ALREADY_EXISTS
-                )
-            if any(r.key == key for r in self._regions.values()):
+            self._check_new(name)
+            if any(isinstance(r, Region) and r.key == key for r in self._regions.values()):
                 # Triton 2.51 refuses a second name for a key that is registered (its DLIS-6448).
                 raise TritonError.internal(f"Invalid shared memory region: '{key}'")
             self._regions[name] = Region(name, key, offset, byte_size, _map(name, key, offset, byte_size))
 
-    def unregister(self, name: str | None = None) -> None:
-        """Forget ``name`` (every region when None); unknown names are no error, as in Triton."""
+    def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
+        """Open the ``cudaIpcMemHandle_t`` ``raw_handle`` of GPU ``device_id`` as ``name``."""
         with self._lock:
-            if name is None:
-                gone = list(self._regions.values())
-                self._regions.clear()
-            else:
-                region = self._regions.pop(name, None)
-                gone = [region] if region is not None else []
-        for region in gone:
-            _release(region.view)
+            self._check_new(name)
+            self._regions[name] = open_region(self.runtime, name, raw_handle, device_id, byte_size)
 
-    def status(self, name: str | None = None) -> list[dict[str, Any]]:
-        """Every region (or ``name`` alone) as Triton lists them."""
+    def _unregister(self, kind: type[Region] | type[CudaRegion], name: str | None) -> None:
         with self._lock:
             if name is None:
-                return [r.status() for r in self._regions.values()]
+                gone = [r for r in self._regions.values() if isinstance(r, kind)]
+            else:
+                region = self._regions.get(name)
+                gone = [region] if isinstance(region, kind) else []
+            for region in gone:
+                del self._regions[region.name]
+        for region in gone:
+            if isinstance(region, Region):
+                _release(region.view)
+
+    def unregister(self, name: str | None = None) -> None:
+        """Forget system region ``name`` (every one when None); unknown names are no error, as in Triton."""
+        self._unregister(Region, name)
+
+    def unregister_cuda(self, name: str | None = None) -> None:
+        """Forget CUDA region ``name`` (every one when None). Its handle closes when
+        the requests that use it are done."""
+        self._unregister(CudaRegion, name)
+
+    def _status(
+        self, kind: type[Region] | type[CudaRegion], what: str, name: str | None
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            if name is None:
+                return [r.status() for r in self._regions.values() if isinstance(r, kind)]
             region = self._regions.get(name)
-        if region is None:
-            raise TritonError.not_found(f"Unable to find system shared memory region: '{name}'")
+        if not isinstance(region, kind):
+            raise TritonError.not_found(f"Unable to find {what} shared memory region: '{name}'")
         return [region.status()]
 
-    def region(self, name: str) -> Region:
+    def status(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every system region (or ``name`` alone) as Triton lists them."""
+        return self._status(Region, "system", name)
+
+    def cuda_status(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every CUDA region (or ``name`` alone) as Triton lists them."""
+        return self._status(CudaRegion, "cuda", name)
+
+    def region(self, name: str) -> Region | CudaRegion:
         region = self._regions.get(name)
         if region is None:
             raise TritonError.not_found(f"Unable to find shared memory region: '{name}'")
         return region
 
-    def slice(self, params: Any) -> memoryview:
+    def slice(self, params: Any) -> memoryview | DeviceSpan:
         """The bytes that a tensor's ``shared_memory_*`` parameters name (a missing
         byte size is 0 bytes, refused as out of bounds, as Triton does)."""
         name = params[REGION]
@@ -165,8 +198,12 @@ class SystemSharedMemory:
         self, name: str, datatype: DataType, shape: list[int], params: Any
     ) -> np.ndarray[Any, Any]:
         """An input read from the region its parameters name: a read-only view of
-        the map (no copy) for fixed-size types; BYTES are decoded from it."""
-        return array_from_buffer(name, datatype, shape, self.slice(params).toreadonly())
+        a system region's map (no copy) for fixed-size types; a CUDA region's bytes
+        are copied to host memory first. BYTES are decoded from the bytes."""
+        span = self.slice(params)
+        if isinstance(span, memoryview):
+            return array_from_buffer(name, datatype, shape, span.toreadonly())
+        return array_from_buffer(name, datatype, shape, memoryview(span.to_host(self._runtime())))
 
     def output_slot(self, name: str, params: Any) -> OutputSlot:
         """Where output ``name`` goes, from its parameters."""
@@ -174,7 +211,15 @@ class SystemSharedMemory:
         for other in ("binary_data", "classification"):
             if other in params and (other != "binary_data" or params[other] is True):
                 raise TritonError.invalid_arg(f"Output can't set both '{REGION}' and '{other}'")
-        return OutputSlot(name, self.slice(params))
+        span = self.slice(params)
+        if isinstance(span, memoryview):
+            return OutputSlot(name, span)
+        return OutputSlot(name, span, self._runtime())
+
+    def _runtime(self) -> Runtime:
+        if self.runtime is None:  # a CUDA region exists only where a runtime opened it
+            raise TritonError.internal("CUDA shared memory needs a CUDA runtime")
+        return self.runtime
 
 
 def _map(name: str, key: str, offset: int, byte_size: int) -> memoryview:

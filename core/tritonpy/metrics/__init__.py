@@ -102,8 +102,12 @@ class Metrics:
         gpu: bool = True,
         cache: Any = None,
         custom: MetricRegistry | None = None,
+        pinned: Any = None,
     ) -> None:
         self.config = config or MetricsConfig()
+        #: The server's pinned pool (``total_bytes``, ``used_bytes``): Triton exports
+        #: its two gauges on every host, with a GPU or not.
+        self._pinned = pinned
         self._custom = custom
         self._cache = cache
         # A callable (the server's ``loaded_versions``) is read at every scrape, so
@@ -210,6 +214,7 @@ class Metrics:
         families.append(load)
         families += self._cache_families(counters)
         families += self._latency_families()
+        families += self._pool_families()
         families += self._system_families()
         if self._custom is not None:
             families += custom_families(self._custom)
@@ -304,6 +309,24 @@ class Metrics:
                     family.add(labels, h.count, "_count")
                 out.append(family)
         return out
+
+    def _pool_families(self) -> list[Family]:
+        if self._pinned is None:
+            return []
+        return [
+            Family(
+                "nv_pinned_memory_pool_total_bytes",
+                "Pinned memory pool total memory size, in bytes",
+                "gauge",
+                [("nv_pinned_memory_pool_total_bytes", {}, self._pinned.total_bytes)],
+            ),
+            Family(
+                "nv_pinned_memory_pool_used_bytes",
+                "Pinned memory pool used memory size, in bytes",
+                "gauge",
+                [("nv_pinned_memory_pool_used_bytes", {}, self._pinned.used_bytes)],
+            ),
+        ]
 
     def _system_families(self) -> list[Family]:
         out: list[Family] = []
