@@ -188,7 +188,9 @@ def _version(version: str) -> int:
     try:
         return int(version)
     except ValueError:
-        raise _bad(f"invalid model version '{version}': it must be an integer") from None
+        raise _bad(
+            f"failed to get model version from specified version string '{version}': it must be an integer"
+        ) from None
 
 
 def decode_raw(model: str, version: str, spec: ModelSpec, body: memoryview) -> InferenceRequest:
