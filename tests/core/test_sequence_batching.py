@@ -415,9 +415,11 @@ class Iterating(CpuBackend):
     """Hands each request back (``request.reschedule()``) until it ran X times, then
     answers Y = its runs. Records (corrid, start, ready) of every execution."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer_anyway: bool = False) -> None:
         self.runs: dict[int, int] = {}
         self.seen: list[tuple[int, bool, bool]] = []
+        #: Also answer the requests it hands back (breaking the contract).
+        self.answer_anyway = answer_anyway
 
     @hookimpl
     def execute(
@@ -430,18 +432,21 @@ class Iterating(CpuBackend):
             runs = self.runs[corrid] = self.runs.get(corrid, 0) + 1
             if runs < int(_scalar(r, "X")):
                 r.reschedule()
-                out.append(None)
+                y = InferenceResponse({"Y": Tensor.from_numpy("Y", np.array([[-runs]], np.int32))})
+                out.append(y if self.answer_anyway else None)
             else:
                 out.append(InferenceResponse({"Y": Tensor.from_numpy("Y", np.array([[runs]], np.int32))}))
         return out
 
 
-def _iterating(tmp_path: Path, strategy: str) -> tuple[tritonpy.Server, Iterating]:
+def _iterating(
+    tmp_path: Path, strategy: str, answer_anyway: bool = False
+) -> tuple[tritonpy.Server, Iterating]:
     (tmp_path / "m" / "1").mkdir(parents=True)
     config = CONFIG.format(max_batch=4, instances=1, strategy=strategy, corrid="TYPE_UINT64", idle_us=10**7)
     (tmp_path / "m" / "config.pbtxt").write_text(config)
     server = tritonpy.Server(model_repository=tmp_path)
-    backend = Iterating()
+    backend = Iterating(answer_anyway)
     server.backends.register("acc", backend)
     server.start()
     return server, backend
@@ -525,5 +530,15 @@ def test_decoupled_sequence_model(tmp_path: Path) -> None:
             (1, 1),
             (2, 2),
         ]
+    finally:
+        server.stop()
+
+
+def test_a_response_for_a_handed_back_request_stands(tmp_path: Path) -> None:
+    server, backend = _iterating(tmp_path, "iterative_sequence: true", answer_anyway=True)
+    try:
+        y = server.model("m").predict({"X": np.array([[3]], np.int32)})["Y"]
+        assert int(y.reshape(-1)[0]) == -1  # the first execution's answer; not run again
+        assert len(backend.seen) == 1
     finally:
         server.stop()
