@@ -32,7 +32,14 @@ from .cache import cache_key
 from .config import ModelConfig
 from .failures import report
 from .responses import finish_response
-from .scheduler import Job, Scheduler, create_scheduler, fail_unfinished, internal_error
+from .scheduler import (
+    Job,
+    Scheduler,
+    create_scheduler,
+    fail_unfinished,
+    internal_error,
+    reschedule_refused,
+)
 from .scheduler.ratelimiter import Need, RateLimiter
 from .senders import SenderBatch
 from .spec import ModelSpec
@@ -305,13 +312,18 @@ class ModelVersion:
         requests: Sequence[InferenceRequest],
         senders: SenderBatch,
         start: int,
-        responses: Sequence[InferenceResponse] | None,
+        responses: Sequence[InferenceResponse | None] | None,
         error: BaseException | None,
     ) -> None:
         """What the backend's execution gave: record it and answer every job
-        (``requests`` are the jobs' requests, as the backend got them)."""
+        (``requests`` are the jobs' requests, as the backend got them); jobs the
+        backend handed back (``request.reschedule()``) go back to the scheduler."""
+        back = [i for i, r in enumerate(requests) if r._rescheduled] if error is None else []
         if error is None:
             if responses is None:
+                if back:
+                    senders.handed_back(back)
+                    self._requeue([jobs[i] for i in back])
                 senders.execute_returned()
                 return
             if len(responses) != len(requests):
@@ -332,10 +344,24 @@ class ModelVersion:
             outs = [self.error_response(job, error) for job in jobs]
         else:
             assert responses is not None
+            if back and any(responses[i] is not None for i in back):
+                # A response for a request handed back: the response stands, as if it
+                # had not been handed back (the SDK asks for None in its place).
+                log.warning("model '%s' answered a request it handed back; not run again", self.name)
+                back = [i for i in back if responses[i] is None]
             infer_end = time.monotonic_ns()
             outs = []
             for job, response in zip(jobs, responses):
+                if response is None and job.request._rescheduled:
+                    # Its execution counts (as Triton counts it); its answer comes later.
+                    outs.append(InferenceResponse(model_name=self.name, model_version=self.version))
+                    continue
                 try:
+                    if response is None:
+                        raise TritonError.internal(
+                            f"backend '{self.hooks.name}' returned no response for request "
+                            f"'{job.request.id}' of model '{self.name}'"
+                        )
                     outs.append(finish_response(self.spec, self.labels, job.request, response))
                 except Exception as exc:  # this request's response is bad, not the batch's
                     if not isinstance(exc, TritonError):
@@ -360,6 +386,11 @@ class ModelVersion:
                 [outs[i].error is None for i in real],
                 padding=len(jobs) - len(real),
             )
+        if back:
+            kept = [i for i in range(len(jobs)) if i not in back]
+            again = [jobs[i] for i in back]
+            jobs, outs = [jobs[i] for i in kept], [outs[i] for i in kept]
+            self._requeue(again)
         if self.cache is not None:
             for job, out in zip(jobs, outs):
                 self.cache_response(job, out)
@@ -368,6 +399,33 @@ class ModelVersion:
                 for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
                     job.trace.stamp(name, ns)
             job.answer(out, RESPONSE_COMPLETE_FINAL)
+
+    def _requeue(self, jobs: Sequence[Job]) -> None:
+        """Give the scheduler back the jobs whose backend handed them back; a scheduler
+        that takes none back (or cannot now) has them answered with its error."""
+        scheduler = self._scheduler
+        reschedule = getattr(scheduler, "reschedule", None)
+        for job in jobs:
+            job.request._rescheduled = False
+            if job.finished:  # a decoupled model sent FINAL, then handed it back
+                log.warning(
+                    "model '%s' handed back request '%s' after its final response; not run again",
+                    self.name,
+                    job.request.id,
+                )
+                continue
+            try:
+                if reschedule is None:
+                    raise reschedule_refused()
+                self.stats.queued()
+                try:
+                    reschedule(job)
+                except TritonError:
+                    self.stats.dequeued(1)
+                    raise
+            except TritonError as exc:
+                log.error("Failed to release request: %s", exc.message)  # Triton's log line
+                job.answer(self.error_response(job, exc), RESPONSE_COMPLETE_FINAL)
 
     def _drop_cancelled(self, jobs: Sequence[Job], now: int) -> list[Job]:
         """Answer jobs whose client left before they ran with CANCELLED; return the rest."""

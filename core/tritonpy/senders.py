@@ -99,6 +99,19 @@ class SenderBatch:
         if complete:
             self._record()
 
+    def handed_back(self, indices: Sequence[int]) -> None:
+        """``execute`` returned with the requests at ``indices`` handed back to run again
+        (``request.reschedule()``): their senders close (what they sent stands) and they
+        count as done in this execution, which they ran in."""
+        now = time.monotonic_ns()
+        for index in indices:
+            sender = self._jobs[index].request.response_sender
+            if sender is None or sender.closed:
+                continue  # FINAL already sent: already counted
+            sender.close()
+            self._held[index] = None
+            self._finished_one(now)
+
     def execute_returned(self) -> None:
         """``execute`` returned None: the batch completes when every request sent FINAL."""
         with self._lock:

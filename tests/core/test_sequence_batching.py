@@ -411,19 +411,80 @@ def _refusal_any(h: Harness, **parameters: Any) -> str:
     return ""
 
 
-def test_iterative_sequence_is_refused_at_load(tmp_path: Path) -> None:
+class Iterating(CpuBackend):
+    """Hands each request back (``request.reschedule()``) until it ran X times, then
+    answers Y = its runs. Records (corrid, start, ready) of every execution."""
+
+    def __init__(self, answer_anyway: bool = False) -> None:
+        self.runs: dict[int, int] = {}
+        self.seen: list[tuple[int, bool, bool]] = []
+        #: Also answer the requests it hands back (breaking the contract).
+        self.answer_anyway = answer_anyway
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse | None]:
+        out: list[InferenceResponse | None] = []
+        for r in requests:
+            corrid = int(_scalar(r, "CORRID"))
+            self.seen.append((corrid, bool(_scalar(r, "START")), bool(_scalar(r, "READY"))))
+            runs = self.runs[corrid] = self.runs.get(corrid, 0) + 1
+            if runs < int(_scalar(r, "X")):
+                r.reschedule()
+                y = InferenceResponse({"Y": Tensor.from_numpy("Y", np.array([[-runs]], np.int32))})
+                out.append(y if self.answer_anyway else None)
+            else:
+                out.append(InferenceResponse({"Y": Tensor.from_numpy("Y", np.array([[runs]], np.int32))}))
+        return out
+
+
+def _iterating(
+    tmp_path: Path, strategy: str, answer_anyway: bool = False
+) -> tuple[tritonpy.Server, Iterating]:
     (tmp_path / "m" / "1").mkdir(parents=True)
-    config = CONFIG.format(
-        max_batch=4, instances=1, strategy="iterative_sequence: true", corrid="TYPE_UINT64", idle_us=1000
-    )
+    config = CONFIG.format(max_batch=4, instances=1, strategy=strategy, corrid="TYPE_UINT64", idle_us=10**7)
     (tmp_path / "m" / "config.pbtxt").write_text(config)
-    server = tritonpy.Server(model_repository=tmp_path, exit_on_error=False)
-    server.backends.register("acc", Accumulator())
+    server = tritonpy.Server(model_repository=tmp_path)
+    backend = Iterating(answer_anyway)
+    server.backends.register("acc", backend)
     server.start()
+    return server, backend
+
+
+def test_iterative_sequence_runs_a_handed_back_request_again(tmp_path: Path) -> None:
+    server, backend = _iterating(tmp_path, "iterative_sequence: true")
     try:
-        assert not server.model_ready("m")
-        (entry,) = server.repository_index()
-        assert "'iterative_sequence' of model 'm' is not supported yet" in entry["reason"]
+        model = server.model("m")
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(lambda x: model.predict({"X": np.array([[x]], np.int32)})["Y"], (3, 2)))
+        assert [int(y.reshape(-1)[0]) for y in runs] == [3, 2]
+        # Each request got a sequence of its own (fresh ids), START on its first run only.
+        by_id: dict[int, list[tuple[bool, bool]]] = {}
+        for corrid, start, ready in backend.seen:
+            if ready:
+                by_id.setdefault(corrid, []).append((start, ready))
+        assert sorted(len(v) for v in by_id.values()) == [2, 3]
+        assert all(v[0][0] and not any(s for s, _ in v[1:]) for v in by_id.values())
+        stats = server.model_statistics("m")[0]
+        assert stats["inference_stats"]["success"]["count"] == 5  # every execution counts
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("strategy", ["direct { }", "oldest { max_candidate_sequences: 2 }"])
+def test_rescheduling_needs_iterative_sequence(tmp_path: Path, strategy: str) -> None:
+    server, _ = _iterating(tmp_path, strategy)
+    try:
+        with pytest.raises(TritonError) as info:
+            server.model("m").predict(
+                {"X": np.array([[2]], np.int32)}, parameters={"sequence_id": 5, "sequence_start": True}
+            )
+        assert info.value.code.name == "INVALID_ARG"
+        assert (
+            "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is "
+            "not configured to handle such a flag." in info.value.message
+        )
     finally:
         server.stop()
 
@@ -469,5 +530,15 @@ def test_decoupled_sequence_model(tmp_path: Path) -> None:
             (1, 1),
             (2, 2),
         ]
+    finally:
+        server.stop()
+
+
+def test_a_response_for_a_handed_back_request_stands(tmp_path: Path) -> None:
+    server, backend = _iterating(tmp_path, "iterative_sequence: true", answer_anyway=True)
+    try:
+        y = server.model("m").predict({"X": np.array([[3]], np.int32)})["Y"]
+        assert int(y.reshape(-1)[0]) == -1  # the first execution's answer; not run again
+        assert len(backend.seen) == 1
     finally:
         server.stop()

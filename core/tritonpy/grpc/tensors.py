@@ -113,11 +113,7 @@ def request_from_proto(
             if REGION in params:
                 shared[entry.name] = params
     raw = msg.raw_input_contents
-    if raw and len(raw) != len(msg.inputs) - len(shared):
-        raise TritonError.invalid_arg(
-            f"expected {len(msg.inputs) - len(shared)} raw_input_contents (one per input not in "
-            f"shared memory), got {len(raw)}"
-        )
+    expected = len(msg.inputs) - len(shared)
     inputs: dict[str, Tensor] = {}
     i = 0
     for entry in msg.inputs:
@@ -131,15 +127,20 @@ def request_from_proto(
                 raise TritonError.invalid_arg(f"input '{name}' has both 'contents' and '{REGION}'; send one")
             array = _memory(memory).input_array(name, datatype, shape, shared[name])
         elif raw:
-            if entry.HasField("contents"):
+            if entry.HasField("contents"):  # Triton's words, checked before the count
                 raise TritonError.invalid_arg(
-                    f"input '{name}' has both 'contents' and raw_input_contents; send one"
+                    "contents field must not be specified when using raw_input_contents for "
+                    f"'{name}' for model '{msg.model_name}'"
                 )
+            if len(raw) != expected:
+                raise _raw_count(expected, len(raw))
             array = array_from_buffer(name, datatype, shape, raw[i])
             i += 1
         else:
             array = _from_contents(name, datatype, shape, entry.contents)
         inputs[name] = Tensor(name, array, datatype)
+    if raw and len(raw) != expected:  # every input in shared memory
+        raise _raw_count(expected, len(raw))
     model_version = parse_version(msg.model_version)
     slots: OutputSlots = None
     outputs: list[RequestedOutput] = []
@@ -188,3 +189,9 @@ def response_to_proto(response: InferenceResponse, slots: OutputSlots = None) ->
         else:
             raw.append(bytes(array_to_buffer(tensor.data, tensor.datatype)))
     return msg
+
+
+def _raw_count(expected: int, got: int) -> TritonError:
+    return TritonError.invalid_arg(
+        f"expected {expected} raw_input_contents (one per input not in shared memory), got {got}"
+    )

@@ -629,7 +629,10 @@ def parse_version(version: int | str | None, model: str | None = None) -> int:
     if version.isascii() and version.isdigit():  # is_version, inline: most requests pass here
         return int(version)
     if model is None:
-        raise TritonError.invalid_arg(f"invalid model version '{version}': it must be an integer")
+        # Triton's words for a protocol's version field that is not a number.
+        raise TritonError.invalid_arg(
+            f"failed to get model version from specified version string '{version}': it must be an integer"
+        )
     if version.startswith("-") and is_version(version[1:]):
         return int(version)
     raise TritonError.invalid_arg(

@@ -9,11 +9,11 @@ keeps each sequence of requests on one batch slot and feeds its state. An ensemb
 ``EnsembleScheduler`` runs no instance: it sends each request through its steps.
 """
 
-from ._job import Job, Runner, fail_unfinished, internal_error, remaining
+from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
 from .ensemble import EnsembleScheduler
-from .factory import Scheduler, create_scheduler
+from .factory import Rescheduler, Scheduler, create_scheduler
 from .inline import InlineScheduler
 from .sequence import SequenceBatcher, SequenceConfig
 
@@ -24,6 +24,7 @@ __all__ = [
     "DynamicBatcher",
     "EnsembleScheduler",
     "Job",
+    "Rescheduler",
     "Runner",
     "Scheduler",
     "SequenceBatcher",
@@ -32,4 +33,5 @@ __all__ = [
     "fail_unfinished",
     "internal_error",
     "remaining",
+    "reschedule_refused",
 ]

@@ -46,6 +46,9 @@ class Job:
     #: A sequence batcher's null request (an empty slot of a batch): executed, never
     #: counted as an inference, its response dropped.
     null: bool = False
+    #: Handed back by its backend (``request.reschedule()``) and queued again by the
+    #: scheduler during its current execution (the sequence batcher reads and clears it).
+    rescheduled: bool = False
 
     def answer(self, response: InferenceResponse | None, flags: int) -> None:
         """Deliver one answer. Never raises: a failing ``done`` is logged, and the
@@ -87,6 +90,15 @@ def internal_error(where: str, exc: BaseException) -> TritonError:
 def stopped(model_name: str) -> TritonError:
     """A scheduler's refusal once it stopped taking requests (the model is unloading)."""
     return TritonError.unavailable(f"model '{model_name}' is not accepting requests")
+
+
+def reschedule_refused() -> TritonError:
+    """The answer to a request handed back to a scheduler that does not take requests
+    back (Triton's wording; Triton logs it and leaves the request unanswered)."""
+    return TritonError.invalid_arg(
+        "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not "
+        "configured to handle such a flag."
+    )
 
 
 def remaining(deadline: float | None) -> float | None:

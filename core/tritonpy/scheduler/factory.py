@@ -3,7 +3,9 @@
 Every scheduler takes ``Job`` objects from any thread (``enqueue``), hands
 lists of them to a ``Runner`` on an instance's worker thread, and stops by a
 deadline. The config's ``scheduling_choice`` decides which one a model gets:
-``sequence_batching`` gets the ``SequenceBatcher`` (``sequence.py``). Ensembles
+``sequence_batching`` gets the ``SequenceBatcher`` (``sequence.py``), which with
+``iterative_sequence`` is also a ``Rescheduler``: it takes back the requests their
+backend hands back to run again. Ensembles
 have no instances: their versions get the ``EnsembleScheduler`` (``ensemble.py``)
 from the loader. A model without dynamic batching or rate limits whose instances
 all execute through ``execute_nowait`` gets the ``InlineScheduler``, which needs
@@ -43,6 +45,20 @@ class Scheduler(Protocol):
 
     def stop(self, deadline: float | None = None) -> None:
         """Take no more jobs; finish the queued ones until ``deadline`` (``time.monotonic()``)."""
+        ...
+
+
+class Rescheduler(Protocol):
+    """A scheduler that takes requests back from their backend (``request.reschedule()``).
+
+    Only the sequence batcher with ``iterative_sequence`` is one, as in Triton.
+    ``reschedule`` is called on the worker thread that ran ``job``, after its
+    execute returned, and never blocks.
+    """
+
+    def reschedule(self, job: Job) -> None:
+        """Queue ``job`` again to run after what its sequence already queued, or raise
+        TritonError (the scheduler stopped, the sequence ended meanwhile)."""
         ...
 
 

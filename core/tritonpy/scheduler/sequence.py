@@ -26,6 +26,14 @@ and the implicit state inputs; a response's state outputs become the
 sequence's next state (dropped from the response unless the client asked for
 them). A reaper thread releases idle sequences and their state. Nothing here
 runs on the event loop.
+
+With ``iterative_sequence: true`` (Triton's iterative sequences) a request
+without a correlation id starts a sequence of its own (a fresh id, flagged
+START), and the backend may hand a request back (``request.reschedule()``):
+``reschedule`` queues it again behind what its sequence already queued, with
+its flags cleared (neither START nor END), so it runs again on the same slot
+with its state. A request that ends an execution without being handed back
+ends its sequence, as END does.
 """
 
 from __future__ import annotations
@@ -58,7 +66,7 @@ from tritonpy_sdk import (
     deserialize_bytes_tensor,
 )
 
-from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
+from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused, stopped
 from .dynamic import _Ordered
 
 log = logging.getLogger(__name__)
@@ -111,6 +119,9 @@ class SequenceConfig:
     minimum_slot_utilization: float = 0.0
     preferred_batch_sizes: tuple[int, ...] = ()
     preserve_ordering: bool = False
+    #: ``iterative_sequence``: requests without an id start their own sequence, and
+    #: the backend may hand requests back to run again.
+    iterative: bool = False
 
     @property
     def corrid_type(self) -> DataType | None:
@@ -123,10 +134,6 @@ class SequenceConfig:
         (INVALID_ARG) for settings that cannot work."""
         sb = config.sequence_batching
         name = config.name
-        if sb.iterative_sequence:
-            raise TritonError.unsupported(
-                f"sequence batching 'iterative_sequence' of model '{name}' is not supported yet"
-            )
         batch = config.max_batch_size
         oldest = sb.WhichOneof("strategy_choice") == "oldest"
         if oldest:
@@ -146,6 +153,7 @@ class SequenceConfig:
             minimum_slot_utilization=sb.direct.minimum_slot_utilization if not oldest else 0.0,
             preferred_batch_sizes=tuple(sorted(sb.oldest.preferred_batch_size)) if oldest else (),
             preserve_ordering=oldest and sb.oldest.preserve_ordering,
+            iterative=sb.iterative_sequence,
         )
 
 
@@ -303,6 +311,8 @@ class SequenceBatcher:
         if corrid is not None and self._numeric_corrid:
             info = np.iinfo(corrid.numpy_dtype)
             self._corrid_range = (int(info.min), int(info.max))
+        #: The ids of iterative sequences started without one (Triton counts from 1).
+        self._next_id = 1
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -353,8 +363,10 @@ class SequenceBatcher:
                 f"inference request to model '{self._name}' must specify batch-size 1 due to "
                 "requirements of sequence batcher"
             )
-        key = request.correlation_id
-        if key == 0 or key == "":
+        key: int | str | None = request.correlation_id
+        if (key == 0 or key == "") and self.config.iterative:
+            key = None  # a sequence of its own: its id is chosen below
+        elif key == 0 or key == "":
             raise TritonError.invalid_arg(
                 f"inference request to model '{self._name}' must specify a non-zero or non-empty "
                 "correlation ID"
@@ -380,6 +392,9 @@ class SequenceBatcher:
         with self._lock:
             if not self._open:
                 raise stopped(self._name)
+            if key is None:
+                key = request.correlation_id = self._fresh_id()
+                flags = request.flags = flags | SEQUENCE_START
             seq = self._table.get(key)
             if seq is None:
                 if not flags & SEQUENCE_START:
@@ -398,6 +413,39 @@ class SequenceBatcher:
                 # A later request with this id starts a new sequence (or is refused).
                 del self._table[key]
                 seq.live = False
+            if seq.where is not None:
+                self._wakes[seq.where[0]].notify()
+
+    def _fresh_id(self) -> int:
+        """An id no live sequence has, for an iterative request without one (the lock is held)."""
+        key = self._next_id
+        while key in self._table:
+            key += 1
+        self._next_id = key + 1
+        return key
+
+    def reschedule(self, job: Job) -> None:
+        """Queue ``job`` (just executed, handed back by its backend) again on its
+        sequence, flags cleared; TritonError when this model does not take requests
+        back (no ``iterative_sequence``), when stopped, or when its sequence ended
+        meanwhile (Triton's words for a request of an unknown sequence)."""
+        if not self.config.iterative:
+            raise reschedule_refused()
+        request = job.request
+        request.flags = 0  # as Triton: neither START nor END
+        key = request.correlation_id
+        with self._lock:
+            if not self._open:
+                raise stopped(self._name)
+            seq = self._table.get(key)
+            if seq is None:
+                raise TritonError.invalid_arg(
+                    f"inference request for sequence {key} to model '{self._name}' must specify "
+                    "the START flag on the first request of the sequence"
+                )
+            job.rescheduled = True
+            seq.jobs.append(job)
+            seq.last_ns = time.monotonic_ns()
             if seq.where is not None:
                 self._wakes[seq.where[0]].notify()
 
@@ -492,7 +540,15 @@ class SequenceBatcher:
                     seq, job = entry
                     seq.busy = False
                     seq.last_ns = now
-                    if job.request.flags & SEQUENCE_END:
+                    if job.rescheduled:  # back in its sequence's queue
+                        job.rescheduled = False
+                    elif job.request.flags & SEQUENCE_END:
+                        self._release(seq)
+                    elif self.config.iterative and not seq.jobs:
+                        # Released without being handed back: the sequence is over.
+                        if seq.live:
+                            del self._table[seq.key]
+                            seq.live = False
                         self._release(seq)
             batch = jobs = entry = None  # type: ignore[assignment]  # not kept alive while idle
 

@@ -175,7 +175,7 @@ def instance_ready(instance: ModelInstance) -> bool:
 @hookspec(firstresult=True)
 def execute(
     instance: ModelInstance, requests: Sequence[InferenceRequest]
-) -> Sequence[InferenceResponse] | None:
+) -> Sequence[InferenceResponse | None] | None:
     """Run a batch of requests on one instance; return one response per request.
 
     Called on the instance's worker thread, never concurrently for the same
@@ -194,6 +194,12 @@ def execute(
     send any number of responses per request; other models send exactly one.
     The core counts the execution as running until every request of the call
     sent FINAL, and ``request.is_cancelled()`` tells whether the client left.
+
+    A request the backend hands back with ``request.reschedule()`` (before
+    returning) gets no response from this call: ``None`` in its place in the
+    returned list, no FINAL through its sender. The core queues it again with
+    its model's scheduler (only the sequence batcher with ``iterative_sequence``
+    takes requests back; elsewhere the request fails with INVALID_ARG).
     """
     raise NotImplementedError
 

@@ -52,6 +52,7 @@ class InferenceRequest:
     response_sender: ResponseSender | None = None
     _cancelled: bool = False
     _on_cancel: list[Callable[[], None]] | None = None
+    _rescheduled: bool = False
 
     def is_cancelled(self) -> bool:
         """Whether the client gave up on this request (stream closed, disconnect)."""
@@ -73,6 +74,27 @@ class InferenceRequest:
         if self._on_cancel is None:
             self._on_cancel = []
         self._on_cancel.append(callback)
+
+    def reschedule(self) -> None:
+        """Hand this request back to be executed again (Triton's
+        ``TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)``).
+
+        Call it in ``execute``, before ``execute`` returns; give the request no
+        response in that execution (``None`` in its place in the returned list, or
+        no FINAL through its sender; a decoupled model may already have sent
+        responses, which stand). The core puts the request back into its model's
+        scheduler with the same inputs, parameters, id and correlation id, and
+        executes it again later; its next execution gets a new ``response_sender``.
+        Only schedulers that take requests back allow it (the sequence batcher
+        with ``iterative_sequence: true``); elsewhere the core answers the request
+        with an INVALID_ARG error, in Triton's words.
+        """
+        self._rescheduled = True
+
+    @property
+    def rescheduled(self) -> bool:
+        """Whether the backend called ``reschedule()`` in the current execution."""
+        return self._rescheduled
 
     def output_requested(self, name: str) -> bool:
         """Whether the client wants output ``name`` (all outputs when it named none)."""

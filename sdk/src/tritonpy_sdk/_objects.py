@@ -123,7 +123,8 @@ class ExecuteComplete(Protocol):
     """How a backend's ``execute_nowait`` ends a batch, once, from any thread."""
 
     def __call__(
-        self, responses: Sequence[InferenceResponse] | None, error: BaseException | None = None
+        self, responses: Sequence[InferenceResponse | None] | None, error: BaseException | None = None
     ) -> None:
-        """``responses`` (one per request, in order); ``None, error`` to fail every
-        request; ``None`` alone when each request was answered through its sender."""
+        """``responses`` (one per request, in order; ``None`` for a request handed back
+        with ``request.reschedule()``); ``None, error`` to fail every request; ``None``
+        alone when each request was answered through its sender."""

@@ -70,7 +70,7 @@ class BackendHooks:
 
     def execute(
         self, instance: ModelInstance, requests: Sequence[InferenceRequest]
-    ) -> Sequence[InferenceResponse] | None:
+    ) -> Sequence[InferenceResponse | None] | None:
         """Call the backend's ``execute`` (hot path: no per-call introspection)."""
         if self._execute_args == ("instance", "requests"):
             return self._execute(instance, requests)  # type: ignore[no-any-return]

@@ -84,7 +84,7 @@ class ResponseSender:
 
 
 def execute_collect(
-    execute: Callable[[list[InferenceRequest]], Sequence[InferenceResponse] | None],
+    execute: Callable[[list[InferenceRequest]], Sequence[InferenceResponse | None] | None],
     requests: list[InferenceRequest],
     decoupled: bool = False,
     timeout: float | None = 60.0,
@@ -118,7 +118,7 @@ def execute_collect(
             raise TritonError.internal(
                 f"execute returned {len(returned)} responses for {len(requests)} requests"
             )
-        return [[r] for r in returned]
+        return [[r] if r is not None else [] for r in returned]  # None: handed back, unanswered
     for _ in requests:
         if not done.acquire(timeout=timeout):
             raise TritonError.internal(f"a request sent no FINAL flag within {timeout} s")

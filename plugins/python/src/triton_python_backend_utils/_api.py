@@ -227,6 +227,7 @@ class InferenceRequest:
         self._cancelled = CancelFlag()
         #: Set by the runtime for a request received in ``execute``: its wire token.
         self._token: Any = None
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     # the accessors Triton's class has
     def inputs(self) -> list[Tensor]:
@@ -272,8 +273,15 @@ class InferenceRequest:
         return self._cancelled.is_set()
 
     def set_release_flags(self, flags: int) -> None:
-        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise TritonModelException("request rescheduling is not supported by tritonpy")
+        """``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``: run this request again once
+        ``execute`` returns (give it ``None`` in the returned list; a decoupled model
+        sends its responses so far first). Only sequence batching with
+        ``iterative_sequence: true`` takes requests back; elsewhere it fails."""
+        self._release_flags = int(flags)
+
+    @property
+    def _rescheduled(self) -> bool:
+        return bool(self._release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
 
     # BLS
     def exec(self, decoupled: bool = False) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ._api import InferenceResponse, ModelConfig
+from ._api import InferenceRequest, InferenceResponse, ModelConfig
 
 _counter = itertools.count()
 _OWN = str(Path(__file__).resolve().parent)
@@ -35,11 +35,13 @@ class ContractError(Exception):
     """A model broke the ``TritonPythonModel`` contract; reported without type or frames."""
 
 
-def check_responses(result: Any, count: int) -> list[InferenceResponse]:
-    """What a non-None ``execute`` returned, checked: one ``InferenceResponse`` per request.
+def check_responses(result: Any, requests: list[InferenceRequest]) -> list[InferenceResponse | None]:
+    """What a non-None ``execute`` returned, checked: one ``InferenceResponse`` per request,
+    ``None`` for each request released with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``.
 
     The wording is Triton's (its messages end in a newline too).
     """
+    count = len(requests)
     if not isinstance(result, (list, tuple)):
         raise ContractError(f"Expected a list in the execute return, found type '{type(result)}'.")
     if len(result) != count:
@@ -48,8 +50,14 @@ def check_responses(result: Any, count: int) -> list[InferenceResponse]:
             f"objects. InferenceRequest(s) size is:{count}, and InferenceResponse(s) size "
             f"is:{len(result)}\n"
         )
-    for response in result:
-        if not isinstance(response, InferenceResponse):
+    for response, request in zip(result, requests):
+        if request._rescheduled:
+            if response is not None:
+                raise ContractError(
+                    "Expected a None object in the execute function return list for reschduled "
+                    f"request, found type '{type(response)}'."
+                )
+        elif not isinstance(response, InferenceResponse):
             raise ContractError(
                 f"execute must return pb_utils.InferenceResponse objects, got {type(response).__name__}"
             )

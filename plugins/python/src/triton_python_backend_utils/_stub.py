@@ -257,20 +257,25 @@ class Stub:
         self.link.send({"op": "send", "t": token, "r": desc, "f": flags})
 
     def _reply(self, msg: dict[str, Any], requests: list[InferenceRequest], result: Any) -> dict[str, Any]:
-        """The "done" message for what ``execute`` returned."""
+        """The "done" message for what ``execute`` returned; ``rs`` lists the requests
+        released with RESCHEDULE (their senders end here: a new execution brings new ones)."""
+        again = [i for i, request in enumerate(requests) if request._rescheduled]
         if result is None:
-            return {"op": "done", "b": msg["b"], "r": None}
-        responses = check_responses(result, len(requests))
-        descs: list[dict[str, Any]] = []
+            for i in again:
+                self.requests.pop(requests[i]._token, None)
+            return {"op": "done", "b": msg["b"], "r": None, "rs": again}
+        responses = check_responses(result, requests)
+        descs: list[dict[str, Any] | None] = []
         try:
             for response, request in zip(responses, requests):
-                descs.append(response_to_wire(self.link, response, request.requested_output_names()))
+                wanted = request.requested_output_names()
+                descs.append(None if response is None else response_to_wire(self.link, response, wanted))
         except BaseException:
             _free_outputs(self.link, descs)  # the batch fails; nobody will read these blocks
             raise
         for request in requests:
             self.requests.pop(request._token, None)
-        return {"op": "done", "b": msg["b"], "r": descs}
+        return {"op": "done", "b": msg["b"], "r": descs, "rs": again}
 
     def _failure(
         self, msg: dict[str, Any], requests: list[InferenceRequest], exc: BaseException
@@ -390,10 +395,10 @@ def _failed(batch: int, exc: BaseException) -> dict[str, Any]:
     return {"op": "done", "b": batch, "err": text, "mem": mem}
 
 
-def _free_outputs(link: Link, descs: list[dict[str, Any]] | None) -> None:
+def _free_outputs(link: Link, descs: list[dict[str, Any] | None] | None) -> None:
     """Hand back the arena blocks of responses that will not be sent."""
     for desc in descs or ():
-        for tensor in desc["o"]:
+        for tensor in desc["o"] if desc is not None else ():
             if tensor[3] == "s":
                 link.mine.free(tensor[4])
 

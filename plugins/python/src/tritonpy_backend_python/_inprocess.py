@@ -30,6 +30,9 @@ from ._services import ServerServices
 
 _FINAL = RESPONSE_COMPLETE_FINAL
 T = TypeVar("T")
+_ASYNC_RESCHEDULE = TritonError.unsupported(
+    "a model with an async execute cannot release requests with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE"
+)
 log = logging.getLogger("tritonpy.backend.python")
 
 
@@ -123,7 +126,7 @@ class InProcessInstance:
             self._loop = asyncio.new_event_loop()
             threading.Thread(target=_serve, args=(self._loop,), name=f"async-{name}", daemon=True).start()
 
-    def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+    def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse | None] | None:
         pb_requests = []
         for request in requests:
             pb_request = request_to_pb(request, self._outputs)
@@ -146,9 +149,13 @@ class InProcessInstance:
             return None
         try:
             result = self._in_model(self.host.execute, pb_requests)
-            return None if result is None else self._responses(result, pb_requests)
+            responses = None if result is None else self._responses(result, pb_requests)
         except Exception as exc:
             raise self._failed(exc) from None
+        for request, pb_request in zip(requests, pb_requests):
+            if pb_request._rescheduled:  # released with RESCHEDULE: the core runs it again
+                request.reschedule()
+        return responses
 
     def _in_model(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` with this model's server as the ``pb_utils`` runtime."""
@@ -163,9 +170,14 @@ class InProcessInstance:
         return execute_error(self.name, error_text(exc), frames=self._error_frames)
 
     @staticmethod
-    def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse]:
-        responses = check_responses(result, len(requests))
-        return [response_from_pb(r, q.requested_output_names()) for r, q in zip(responses, requests)]
+    def _responses(
+        result: Any, requests: list[pb_utils.InferenceRequest]
+    ) -> list[InferenceResponse | None]:
+        responses = check_responses(result, requests)
+        return [
+            None if r is None else response_from_pb(r, q.requested_output_names())
+            for r, q in zip(responses, requests)
+        ]
 
     def _async_done(
         self, future: Any, requests: list[InferenceRequest], pb_requests: list[pb_utils.InferenceRequest]
@@ -180,7 +192,9 @@ class InProcessInstance:
         for request, response in zip(requests, responses):
             sender = request.response_sender
             if sender is not None and not sender.closed:
-                sender.send(response, _FINAL)
+                # An async execute returned to the core long ago: a request released
+                # with RESCHEDULE cannot go back.
+                sender.send(response or InferenceResponse.from_error(_ASYNC_RESCHEDULE), _FINAL)
 
     def is_ready(self) -> bool:
         try:

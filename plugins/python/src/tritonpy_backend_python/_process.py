@@ -356,7 +356,7 @@ class StubProcess:
 
     # -- execute ------------------------------------------------------------------------------
 
-    def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
+    def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse | None] | None:
         if self._recycled:
             # The stub is being ended after it leaked to its memory limit: once it
             # is gone this batch goes to a fresh stub instead of failing with it.
@@ -439,8 +439,12 @@ class StubProcess:
             request.on_cancel(functools.partial(self._cancel, token))
         return link, batch
 
-    def _outcome(self, link: Link, batch: _Batch, msg: dict[str, Any]) -> list[InferenceResponse] | None:
-        """The responses of a synchronous model's batch from the stub's answer, or its error."""
+    def _outcome(
+        self, link: Link, batch: _Batch, msg: dict[str, Any]
+    ) -> list[InferenceResponse | None] | None:
+        """The responses of a synchronous model's batch from the stub's answer, or its error;
+        the requests the model released with RESCHEDULE are handed back to the core."""
+        self._hand_back(batch, msg)
         if msg.get("r") is not None or msg.get("err"):
             for token in batch.tokens:
                 self._open.pop(token, None)
@@ -451,7 +455,18 @@ class StubProcess:
             raise self._failed(msg["err"])
         if msg.get("r") is None:
             return None
-        return [response_from_wire(link, desc) for desc in msg["r"]]
+        return [None if desc is None else response_from_wire(link, desc) for desc in msg["r"]]
+
+    def _hand_back(self, batch: _Batch, msg: dict[str, Any]) -> list[InferenceRequest]:
+        """The requests of ``batch`` the model released with RESCHEDULE, marked so
+        (``request.reschedule()``) and no longer this stub's to answer."""
+        handed = []
+        for index in msg.get("rs") or ():
+            request = self._open.pop(batch.tokens[index], None)
+            if request is not None:
+                request.reschedule()
+                handed.append(request)
+        return handed
 
     def _complete(self, link: Link, batch: _Batch, msg: dict[str, Any]) -> None:
         """Hand a nowait batch's answer to its ``complete``."""
@@ -668,7 +683,21 @@ class StubProcess:
                 batch.msg = msg
                 batch.event.set()
             return
-        # An async model's batch: answer through the senders.
+        # An async model's batch: answer through the senders. Its execute returned to
+        # the core long ago, so a request released with RESCHEDULE cannot go back.
+        for handed in self._hand_back(batch, msg):
+            handed._rescheduled = False
+            sender = handed.response_sender
+            if sender is not None and not sender.closed:
+                sender.send(
+                    InferenceResponse.from_error(
+                        TritonError.unsupported(
+                            "a model with an async execute cannot release requests with "
+                            "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE"
+                        )
+                    ),
+                    RESPONSE_COMPLETE_FINAL,
+                )
         responses = msg.get("r")
         error = None
         if msg.get("err"):
@@ -680,7 +709,7 @@ class StubProcess:
                 continue
             if error is not None:
                 response = InferenceResponse.from_error(error)
-            elif responses is not None:
+            elif responses is not None and responses[index] is not None:
                 response = response_from_wire(link, responses[index])
             else:
                 continue
