@@ -31,9 +31,7 @@ def blocks(page: str, language: str) -> list[str]:
 
 
 def _run(code: str) -> str:
-    run = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, f"{code}\n---\n{run.stderr}"
     return run.stdout
 

@@ -170,9 +170,7 @@ class InProcessInstance:
         return execute_error(self.name, error_text(exc), frames=self._error_frames)
 
     @staticmethod
-    def _responses(
-        result: Any, requests: list[pb_utils.InferenceRequest]
-    ) -> list[InferenceResponse | None]:
+    def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse | None]:
         responses = check_responses(result, requests)
         return [
             None if r is None else response_from_pb(r, q.requested_output_names())
