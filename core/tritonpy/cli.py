@@ -387,8 +387,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
 
 
 def _list_backends(check: bool) -> int:
-    from .plugins import BackendRegistry
-    from .service import format_table
+    from .backends import BackendRegistry
+    from .serving import format_table
 
     registry = BackendRegistry()
     rows = [("Backend", "Package", "Version", "Status")]
@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .repository import repository_path_error
     from .server import Server
-    from .service import run
+    from .serving import run
 
     for path in options.model_repository:
         error = repository_path_error(path)

@@ -20,7 +20,7 @@ from tritonpy_sdk.host import validate_backend
 from .config import ModelConfig
 from .config._validate import ENSEMBLE_PLATFORM
 from .config.model_config_pb2 import DataType
-from .model import ModelVersion
+from .model import LoadedVersion
 from .repository.dependencies import config_members
 from .scheduler.ensemble import Step
 
@@ -33,7 +33,7 @@ MemberLookup = Callable[[str], "MemberState | None"]
 class MemberState:
     """What the ensemble needs to know of one member model when it loads."""
 
-    versions: dict[int, ModelVersion]
+    versions: dict[int, LoadedVersion]
     #: Why it has no version (Triton's "version 1 is at UNAVAILABLE state: ..."), or None.
     failure: str | None = None
 
@@ -87,7 +87,7 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
     return EnsemblePlan(tuple(steps), decoupled)
 
 
-def _member_version(ensemble: str, member: str, version: int, state: MemberState) -> ModelVersion:
+def _member_version(ensemble: str, member: str, version: int, state: MemberState) -> LoadedVersion:
     """The version of ``member`` a step uses (-1: the latest), as it serves now."""
     if not state.versions:
         message = f"ensemble '{ensemble}' depends on '{member}' which has no loaded version."

@@ -18,6 +18,7 @@ from typing import Any
 from tritonpy_sdk import Backend, ErrorCode, Model, ModelInstance, ResponseCache, TritonError
 from tritonpy_sdk.host import BackendHooks, call_hook
 
+from .backends import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
 from .config import (
     FILE_PLATFORMS,
     PLATFORM_BACKENDS,
@@ -38,21 +39,20 @@ from .config._validate import ENSEMBLE_PLATFORM
 from .devices import gpu_count
 from .ensemble_plan import ENSEMBLE_BACKEND, ENSEMBLE_HOOKS, MemberLookup, plan_ensemble
 from .memory import PinnedPool
-from .model import ModelState, ModelVersion, finalize_quietly
+from .model import LoadedVersion, ModelState, finalize_quietly
 from .options import ServerOptions
-from .plugins import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
-from .repository import ModelDir, read_labels, select_versions, version_dirs
+from .repository import RepoEntry, read_labels, select_versions, version_dirs
 from .repository.overrides import Override
 from .scheduler.ensemble import EnsembleScheduler, Submit
 from .scheduler.ratelimiter import Need, RateLimiter
-from .spec import ModelSpec
+from .spec import IOSpec
 from .warmup import run_warmup
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
-class ModelRecord:
+class LoadRecord:
     """A model folder and what became of each of its versions.
 
     ``versions`` serve; ``failed`` holds the reasons of versions that did not load;
@@ -62,14 +62,14 @@ class ModelRecord:
 
     name: str
     path: Path
-    versions: dict[int, ModelVersion] = field(default_factory=dict)
+    versions: dict[int, LoadedVersion] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
     error: str | None = None
     #: The stamp of the folder it was loaded from (``repository.folder_stamp``).
     stamp: str = ""
     #: The load's own config and files, when it brought them.
     override: Override | None = None
-    retired: dict[int, ModelVersion] = field(default_factory=dict)
+    retired: dict[int, LoadedVersion] = field(default_factory=dict)
 
     def state_rows(self) -> list[tuple[str, str, str]]:
         """``(version, state, reason)`` rows, as the repository index shows them."""
@@ -93,7 +93,7 @@ class ModelRecord:
 
 
 class ModelLoader:
-    """Turns model folders into ``ModelRecord`` objects for one server."""
+    """Turns model folders into ``LoadRecord`` objects for one server."""
 
     def __init__(
         self,
@@ -115,15 +115,15 @@ class ModelLoader:
 
     def load(
         self,
-        mdir: ModelDir,
+        mdir: RepoEntry,
         override: Override | None = None,
         retries: int = 0,
         members: MemberLookup | None = None,
-    ) -> ModelRecord:
+    ) -> LoadRecord:
         """Load the versions of ``mdir`` (with ``override``'s config instead of its
         ``config.pbtxt``); a version that fails is tried ``retries`` more times.
         An ensemble finds its members (loaded before it) through ``members``."""
-        record = ModelRecord(mdir.name, mdir.path, override=override)
+        record = LoadRecord(mdir.name, mdir.path, override=override)
         if mdir.error is not None:
             record.error = mdir.error
             return record
@@ -156,7 +156,7 @@ class ModelLoader:
                     )
         return record
 
-    def _read_config(self, mdir: ModelDir, override: Override | None) -> tuple[ModelConfig, dict[str, Any]]:
+    def _read_config(self, mdir: RepoEntry, override: Override | None) -> tuple[ModelConfig, dict[str, Any]]:
         """The model's config: the load's override, else its ``config.pbtxt`` (or an
         empty one for auto-complete to fill), named after its folder when unnamed;
         and the config as the user wrote it (``Model.user_config``)."""
@@ -181,7 +181,7 @@ class ModelLoader:
             config.name = mdir.name
         return config, as_written
 
-    def _prepare(self, mdir: ModelDir, config: ModelConfig) -> tuple[BackendHooks, Backend, list[int]]:
+    def _prepare(self, mdir: RepoEntry, config: ModelConfig) -> tuple[BackendHooks, Backend, list[int]]:
         """Pick the backend of ``config`` and the versions to load."""
         available = version_dirs(mdir.path)
         if not available:  # before the backend: no version folder also hides the model file
@@ -192,7 +192,7 @@ class ModelLoader:
         bind_backend(config, hooks, dirs)
         return hooks, backend, _select_versions(mdir, config, list(available))
 
-    def _backend_name(self, config: ModelConfig, mdir: ModelDir, dirs: list[Path]) -> str:
+    def _backend_name(self, config: ModelConfig, mdir: RepoEntry, dirs: list[Path]) -> str:
         if config.backend:
             return config.backend
         if config.platform:
@@ -230,13 +230,13 @@ class ModelLoader:
 
     def _load_version(
         self,
-        mdir: ModelDir,
+        mdir: RepoEntry,
         base: ModelConfig,
         hooks: BackendHooks,
         backend: Backend,
         version: int,
         written: dict[str, Any],
-    ) -> ModelVersion:
+    ) -> LoadedVersion:
         load_start = time.monotonic()
         gpus = gpu_count()
         model, config = prepare_model(
@@ -250,7 +250,7 @@ class ModelLoader:
             auto_complete=not self._options.disable_auto_complete_config,
             gpus=gpus,
         )
-        spec = ModelSpec.from_config(model.config, version)
+        spec = IOSpec.from_config(model.config, version)
         labels = self._labels(mdir, version, model.config)
         instances = self._instances(model, config, gpus)
         pool = self._pinned if gpus and self._pinned is not None and self._pinned.enabled else None
@@ -276,7 +276,7 @@ class ModelLoader:
             log.warning(
                 "model '%s' enables response_cache but no cache is configured (--cache-config)", mdir.name
             )
-        mv = ModelVersion(
+        mv = LoadedVersion(
             name=mdir.name,
             version=version,
             config=config,
@@ -295,8 +295,8 @@ class ModelLoader:
         return mv
 
     def _load_ensemble(
-        self, record: ModelRecord, mdir: ModelDir, config: ModelConfig, members: MemberLookup | None
-    ) -> ModelRecord:
+        self, record: LoadRecord, mdir: RepoEntry, config: ModelConfig, members: MemberLookup | None
+    ) -> LoadRecord:
         """An ensemble: no backend and no instances; its scheduler runs the steps.
         A problem with its config or its members is the model's reason."""
         source = str(mdir.path / "config.pbtxt")
@@ -318,12 +318,12 @@ class ModelLoader:
         submit = self._submit
         for version in versions:
             load_start = time.monotonic()
-            mv = ModelVersion(
+            mv = LoadedVersion(
                 name=mdir.name,
                 version=version,
                 config=config,
                 config_dict=config_dict,
-                spec=ModelSpec.from_config(config_dict, version),
+                spec=IOSpec.from_config(config_dict, version),
                 hooks=ENSEMBLE_HOOKS,
                 model=Model(mdir.name, version, config_dict, mdir.path, ENSEMBLE_BACKEND),
                 instances=[],
@@ -338,7 +338,7 @@ class ModelLoader:
         return record
 
     @staticmethod
-    def _labels(mdir: ModelDir, version: int, cfg: dict[str, Any]) -> dict[str, list[str]]:
+    def _labels(mdir: RepoEntry, version: int, cfg: dict[str, Any]) -> dict[str, list[str]]:
         labels: dict[str, list[str]] = {}
         for out in cfg.get("output", []):
             filename = out.get("label_filename")
@@ -420,7 +420,7 @@ class ModelLoader:
                 raise first_error
 
 
-def _select_versions(mdir: ModelDir, config: ModelConfig, available: list[int]) -> list[int]:
+def _select_versions(mdir: RepoEntry, config: ModelConfig, available: list[int]) -> list[int]:
     """The versions of ``config``'s policy among the folders ``available``; TritonError if none."""
     if not available:
         raise _no_version_folder(mdir)
@@ -435,7 +435,7 @@ def _select_versions(mdir: ModelDir, config: ModelConfig, available: list[int]) 
     return versions
 
 
-def _no_version_folder(mdir: ModelDir) -> TritonError:
+def _no_version_folder(mdir: RepoEntry) -> TritonError:
     """A model folder without any numbered version folder. Triton says only that no
     version is available under the policy; this says what is missing, and where the
     model file found beside ``config.pbtxt`` belongs."""

@@ -42,7 +42,7 @@ from .scheduler import (
 )
 from .scheduler.ratelimiter import Need, RateLimiter
 from .senders import SenderBatch
-from .spec import ModelSpec
+from .spec import IOSpec
 from .statistics import ExecutionTimes, ModelStatistics
 from .validation import take_sequence_parameters, validate_request
 
@@ -72,7 +72,7 @@ class VersionRetired(TritonError):
 
 
 @dataclass(eq=False)
-class ModelVersion:
+class LoadedVersion:
     """One version of one model, built complete by the loader; ``start`` opens it.
 
     Every field is final once constructed (the scheduler is made here too); the
@@ -83,7 +83,7 @@ class ModelVersion:
     version: int
     config: ModelConfig
     config_dict: dict[str, Any]
-    spec: ModelSpec
+    spec: IOSpec
     hooks: BackendHooks
     model: Model
     instances: list[ModelInstance]
@@ -101,7 +101,7 @@ class ModelVersion:
     stats: ModelStatistics = field(default_factory=ModelStatistics)
     _scheduler: Scheduler | None = None
     #: Makes the scheduler of a version that is not run by instances (an ensemble's).
-    scheduler_factory: Callable[[ModelVersion], Scheduler] | None = None
+    scheduler_factory: Callable[[LoadedVersion], Scheduler] | None = None
     #: Whether the model may send any number of responses per request (read once).
     decoupled: bool = field(init=False)
     #: Whether the sequence batcher schedules it (its batches may hold null requests).

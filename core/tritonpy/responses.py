@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, Tensor, TritonError
 
-from .spec import ModelSpec
+from .spec import IOSpec
 from .validation import fill_variable_dims
 
 
 def finish_response(
-    spec: ModelSpec,
+    spec: IOSpec,
     labels: dict[str, list[str]],
     request: InferenceRequest,
     response: InferenceResponse,
@@ -50,7 +50,7 @@ def finish_response(
     return response
 
 
-def _undo_reshape(spec: ModelSpec, dims: tuple[int, ...], reshape: tuple[int, ...], tensor: Tensor) -> Tensor:
+def _undo_reshape(spec: IOSpec, dims: tuple[int, ...], reshape: tuple[int, ...], tensor: Tensor) -> Tensor:
     data = tensor.data
     actual = data.shape[1:] if spec.batching else data.shape
     target = fill_variable_dims(dims, reshape, actual)

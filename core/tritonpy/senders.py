@@ -23,7 +23,7 @@ from .scheduler import Job, internal_error
 from .statistics import ExecutionTimes
 
 if TYPE_CHECKING:
-    from .model import ModelVersion
+    from .model import LoadedVersion
 
 _STAMPS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
 
@@ -31,7 +31,7 @@ _STAMPS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUT
 class SenderBatch:
     """The jobs of one ``execute`` call whose backend answers through senders."""
 
-    def __init__(self, model: ModelVersion, jobs: Sequence[Job], start_ns: int, decoupled: bool) -> None:
+    def __init__(self, model: LoadedVersion, jobs: Sequence[Job], start_ns: int, decoupled: bool) -> None:
         self._model = model
         self._jobs = jobs
         self._start = start_ns

@@ -45,13 +45,13 @@ from tritonpy_sdk import (
 
 from ._version import __version__
 from .backend_api import BackendServerApi
+from .backends import BackendRegistry
 from .cache import create_cache
 from .loading import ModelLoader
 from .logsettings import LogSettings, LogState
 from .memory.manager import MemoryManager
-from .model import ModelState, ModelVersion, VersionRetired
+from .model import LoadedVersion, ModelState, VersionRetired
 from .options import ServerOptions
-from .plugins import BackendRegistry
 from .repository.manager import ModelManager
 from .repository.overrides import split_load_parameters
 from .restricted import parse_restrictions
@@ -312,7 +312,7 @@ class Server:
         if self._stopping or self.draining:
             raise TritonError.unavailable("Server is stopping")
 
-    def get_version(self, name: str, version: int | str | None = None) -> ModelVersion:
+    def get_version(self, name: str, version: int | str | None = None) -> LoadedVersion:
         """The ready model version ``name``/``version`` (latest when none), or TritonError."""
         return self.manager.get_version(name, version)
 
@@ -379,7 +379,7 @@ class Server:
             return self.tracer.update(changes, model)
         return self.tracer.settings(model)
 
-    def loaded_versions(self) -> list[ModelVersion]:
+    def loaded_versions(self) -> list[LoadedVersion]:
         """Every loaded model version (metrics read it at each scrape)."""
         return self.manager.loaded_versions()
 
@@ -391,7 +391,7 @@ class Server:
 
     # -- inference --------------------------------------------------------------------------
 
-    def _admit(self, request: InferenceRequest, internal: bool = False) -> ModelVersion:
+    def _admit(self, request: InferenceRequest, internal: bool = False) -> LoadedVersion:
         if self._stopping or not self._started or (self.draining and not internal):
             self.last_refused = time.monotonic()
             raise TritonError.unavailable("Server is stopping" if self._started else "Server is not started")
@@ -437,14 +437,14 @@ class Server:
 
     def _submit(
         self,
-        mv: ModelVersion,
+        mv: LoadedVersion,
         request: InferenceRequest,
         done: OnResponse,
         internal: bool,
         here: bool = False,
     ) -> None:
         """``submit`` to ``mv``, the version ``_admit`` found for ``request``; ``here``: the
-        caller blocks for the answer, so it may run the request itself (``ModelVersion.submit``)."""
+        caller blocks for the answer, so it may run the request itself (``LoadedVersion.submit``)."""
         requested = request.model_version
         request.model_version = mv.version
         self._enter()

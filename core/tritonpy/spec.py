@@ -1,4 +1,4 @@
-"""``ModelSpec``: what request validation needs from a model config, precomputed.
+"""``IOSpec``: what request validation needs from a model config, precomputed.
 
 Built once when a model loads, so the hot path does dictionary look-ups
 instead of walking the config.
@@ -33,7 +33,7 @@ class TensorSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelSpec:
+class IOSpec:
     name: str
     version: int
     max_batch_size: int
@@ -46,7 +46,7 @@ class ModelSpec:
         return self.max_batch_size > 0
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], version: int) -> ModelSpec:
+    def from_config(cls, config: dict[str, Any], version: int) -> IOSpec:
         """Build from the config in Triton's JSON form (as ``config_to_dict`` gives)."""
         inputs = {t.name: t for t in (_tensor(d) for d in config.get("input", []))}
         outputs = {t.name: t for t in (_tensor(d) for d in config.get("output", []))}

@@ -21,7 +21,7 @@ from tritonpy_sdk import (
 )
 
 from .memory.shared import SHARED_MEMORY_KEYS
-from .spec import ModelSpec, TensorSpec
+from .spec import IOSpec, TensorSpec
 
 #: Request parameters of Triton's sequence extension; the core consumes them.
 SEQUENCE_KEYS = ("sequence_id", "sequence_start", "sequence_end")
@@ -60,7 +60,7 @@ def _fmt(shape: tuple[int, ...] | list[int]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def validate_request(spec: ModelSpec, request: InferenceRequest) -> None:
+def validate_request(spec: IOSpec, request: InferenceRequest) -> None:
     """Raise ``TritonError`` (INVALID_ARG) unless ``request`` fits ``spec``."""
     model = spec.name
     inputs = request.inputs
@@ -171,7 +171,7 @@ def _check_dims(model: str, ispec: TensorSpec, shape: tuple[int, ...], dims: tup
         )
 
 
-def _apply_reshape(spec: ModelSpec, request: InferenceRequest) -> None:
+def _apply_reshape(spec: IOSpec, request: InferenceRequest) -> None:
     for name, tensor in request.inputs.items():
         target = spec.inputs[name].reshape
         if target is None:

@@ -12,7 +12,7 @@ import pytest
 import tritonclient.utils.shared_memory as shm
 from tritonpy.grpc import grpc_service_pb2 as pb
 from tritonpy.grpc.tensors import request_from_proto, response_to_proto
-from tritonpy.http.infer import decode_request, encode_response
+from tritonpy.http.tensors import decode_request, encode_response
 from tritonpy.memory import SystemSharedMemory
 from tritonpy_sdk import DataType, InferenceResponse, Tensor
 

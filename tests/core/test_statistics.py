@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tritonpy
 from tritonpy.metrics import Metrics, MetricsConfig
-from tritonpy.model import ModelVersion
+from tritonpy.model import LoadedVersion
 from tritonpy_sdk import TritonError
 from tritonpy_testbackend import TestBackend
 
@@ -123,7 +123,7 @@ def test_summaries_and_histograms_only_when_enabled(server: tritonpy.Server) -> 
 
 
 def test_metrics_read_the_current_models_at_every_scrape(server: tritonpy.Server) -> None:
-    current: list[ModelVersion] = []
+    current: list[LoadedVersion] = []
     config = MetricsConfig.parse(["summary_latencies=true"])
     metrics = Metrics(lambda: current, config, cpu=False, gpu=False)
     key = 'model="addsub",version="1"'

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 from tritonpy.responses import classify, finish_response
-from tritonpy.spec import ModelSpec
+from tritonpy.spec import IOSpec
 from tritonpy.validation import validate_request
 from tritonpy_sdk import (
     DataType,
@@ -25,7 +25,7 @@ CONFIG = {
         {"name": "Z", "data_type": "TYPE_FP32", "dims": [3]},
     ],
 }
-SPEC = ModelSpec.from_config(CONFIG, 1)
+SPEC = IOSpec.from_config(CONFIG, 1)
 
 
 def _req(**arrays: np.ndarray) -> InferenceRequest:
@@ -93,7 +93,7 @@ def test_unknown_requested_output() -> None:
 
 
 def test_non_batching_model_takes_full_shape() -> None:
-    spec = ModelSpec.from_config({**CONFIG, "max_batch_size": 0}, 1)
+    spec = IOSpec.from_config({**CONFIG, "max_batch_size": 0}, 1)
     req = _req(A=np.zeros(4, np.float32), B=np.zeros((7, 2), np.int32))
     validate_request(spec, req)
     assert req.batch_size == 1

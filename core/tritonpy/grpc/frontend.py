@@ -11,7 +11,7 @@ from ..server import Server
 from . import grpc_service_pb2_grpc as pb_grpc
 from . import health_pb2_grpc
 from .restricted import RestrictedProtocol
-from .service import HealthServicer, InferenceServicer
+from .servicer import HealthServicer, InferenceServicer
 
 
 def channel_options(options: ServerOptions) -> list[tuple[str, int]]:

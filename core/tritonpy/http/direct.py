@@ -28,8 +28,8 @@ from .inference import DECOUPLED_REFUSAL, encode_infer
 if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-    from .infer import Body, Placement
     from .inference import HttpInference
+    from .tensors import Body, Placement
 
 #: Larger bodies go to the transport part by part instead of joined to the head.
 _JOIN_LIMIT = 64 * 1024

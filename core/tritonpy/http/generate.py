@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 from tritonpy_sdk import InferenceRequest, InferenceResponse, ParameterValue, Tensor, TritonError
 
 from ..codec import array_from_json, array_to_json
-from ..spec import ModelSpec
+from ..spec import IOSpec
 from .body import read_body
 from .errors import status_of, triton_error_response
 
@@ -155,7 +155,7 @@ def _bad(message: str) -> TritonError:
     return TritonError.invalid_arg(message)
 
 
-def decode_generate(model: str, version: int, spec: ModelSpec, body: bytes) -> InferenceRequest:
+def decode_generate(model: str, version: int, spec: IOSpec, body: bytes) -> InferenceRequest:
     """The core request for a generate request ``body`` to ``model`` (of config ``spec``)."""
 
     def no_duplicate_inputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -200,7 +200,7 @@ def decode_generate(model: str, version: int, spec: ModelSpec, body: bytes) -> I
 
 
 def _take(
-    spec: ModelSpec, key: str, value: Any, inputs: dict[str, Tensor], params: dict[str, ParameterValue]
+    spec: IOSpec, key: str, value: Any, inputs: dict[str, Tensor], params: dict[str, ParameterValue]
 ) -> None:
     """``key: value`` as the input of that name, else as a request parameter."""
     ispec = spec.inputs.get(key)

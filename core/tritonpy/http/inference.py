@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from tritonpy_sdk import InferenceRequest, InferenceResponse, TritonError
 
 from .compression import choose_encoding, compress, decompress
-from .infer import HEADER_LENGTH, Body, Placement, decode_raw, decode_request, encode_response
+from .tensors import HEADER_LENGTH, Body, Placement, decode_raw, decode_request, encode_response
 
 if TYPE_CHECKING:
     from ..server import Server

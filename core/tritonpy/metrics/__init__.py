@@ -15,7 +15,7 @@ from typing import Any
 
 from tritonpy_sdk import MetricRegistry
 
-from ..model import ModelVersion
+from ..model import LoadedVersion
 from ..statistics import LatencyWindow
 from ._config import MetricsConfig
 from ._custom import custom_families
@@ -85,7 +85,7 @@ class _Histogram:
                     self.counts[i] += 1
 
 
-def _labels(mv: ModelVersion) -> dict[str, str]:
+def _labels(mv: LoadedVersion) -> dict[str, str]:
     labels = {"model": mv.name, "version": str(mv.version)}
     labels.update(dict(mv.config.metric_tags))
     return labels
@@ -96,7 +96,7 @@ class Metrics:
 
     def __init__(
         self,
-        versions: Iterable[ModelVersion] | Callable[[], Iterable[ModelVersion]],
+        versions: Iterable[LoadedVersion] | Callable[[], Iterable[LoadedVersion]],
         config: MetricsConfig | None = None,
         cpu: bool = True,
         gpu: bool = True,
@@ -113,7 +113,7 @@ class Metrics:
         # A callable (the server's ``loaded_versions``) is read at every scrape, so
         # models loaded or unloaded later show (or vanish) at once.
         self._source = versions if callable(versions) else (lambda fixed=list(versions): fixed)
-        self._versions: list[ModelVersion] = []
+        self._versions: list[LoadedVersion] = []
         self._subscribed: set[int] = set()
         self._cpu = CpuSampler() if cpu else None
         self._nvml = Nvml() if gpu else None
@@ -137,7 +137,7 @@ class Metrics:
                 for key in [k for k in store if k[0] in gone]:
                     del store[key]
 
-    def _subscribe(self, mv: ModelVersion) -> None:
+    def _subscribe(self, mv: LoadedVersion) -> None:
         if not (self.config.summary_latencies or self.config.histogram_latencies):
             return
         key = id(mv)
@@ -162,7 +162,7 @@ class Metrics:
         mv.stats.observers.append(observe)
 
     @staticmethod
-    def _model_buckets(mv: ModelVersion) -> dict[str, tuple[float, ...]]:
+    def _model_buckets(mv: LoadedVersion) -> dict[str, tuple[float, ...]]:
         """Buckets from the config's ``model_metrics { metric_control { ... } }``."""
         out: dict[str, tuple[float, ...]] = {}
         for control in mv.config.model_metrics.metric_control:

@@ -1,11 +1,11 @@
 """Model repositories on disk: model folders, version folders, version policies, labels."""
 
 from ._labels import read_labels
-from ._layout import ModelDir, repository_path_error, scan_repositories, version_dirs
+from ._layout import RepoEntry, repository_path_error, scan_repositories, version_dirs
 from ._versions import select_versions
 
 __all__ = [
-    "ModelDir",
+    "RepoEntry",
     "read_labels",
     "repository_path_error",
     "scan_repositories",

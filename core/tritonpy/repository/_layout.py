@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class ModelDir:
+class RepoEntry:
     """A model folder found in a repository. ``error`` is set for a clash."""
 
     name: str
@@ -32,7 +32,7 @@ def repository_path_error(root: Path) -> str | None:
     return f"failed to stat model repository path '{root}': no such directory"
 
 
-def scan_repositories(roots: list[Path]) -> list[ModelDir]:
+def scan_repositories(roots: list[Path]) -> list[RepoEntry]:
     """All model folders under ``roots``, sorted by name.
 
     A model name found in two roots is an error for that model (Triton refuses
@@ -47,16 +47,16 @@ def scan_repositories(roots: list[Path]) -> list[ModelDir]:
             if child.name.startswith(".") or not child.is_dir():
                 continue
             found.setdefault(child.name, []).append(child)
-    result: list[ModelDir] = []
+    result: list[RepoEntry] = []
     for name in sorted(found):
         paths = found[name]
         if len(paths) > 1:
             where = ", ".join(str(p.parent) for p in paths)
             result.append(
-                ModelDir(name, paths[0], f"model '{name}' exists in multiple model repositories: {where}")
+                RepoEntry(name, paths[0], f"model '{name}' exists in multiple model repositories: {where}")
             )
         else:
-            result.append(ModelDir(name, paths[0]))
+            result.append(RepoEntry(name, paths[0]))
     return result
 
 

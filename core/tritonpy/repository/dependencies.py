@@ -16,7 +16,7 @@ from tritonpy_sdk import TritonError
 
 from ..config import ModelConfig, load_config_file
 from ..config._validate import ENSEMBLE_PLATFORM
-from ._layout import ModelDir
+from ._layout import RepoEntry
 
 
 def config_members(config: ModelConfig) -> list[str]:
@@ -26,7 +26,7 @@ def config_members(config: ModelConfig) -> list[str]:
     return list(dict.fromkeys(s.model_name for s in config.ensemble_scheduling.step if s.model_name))
 
 
-def folder_members(mdir: ModelDir) -> list[str]:
+def folder_members(mdir: RepoEntry) -> list[str]:
     """``config_members`` of the model folder's ``config.pbtxt`` ([] when it has none
     or it cannot be read: its load reports why)."""
     path = mdir.path / "config.pbtxt"

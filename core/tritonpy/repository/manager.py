@@ -1,8 +1,8 @@
 """The one owner of a server's model records: what is loaded, in which state,
 lookup, and every change to it (model control).
 
-``ModelManager`` holds a ``ModelRecord`` per model (each serving version's
-``ModelVersion``, the reasons of those that failed, and those retired),
+``ModelManager`` holds a ``LoadRecord`` per model (each serving version's
+``LoadedVersion``, the reasons of those that failed, and those retired),
 answers name→version lookups with Triton's messages, builds the repository
 index, and loads, reloads and unloads under the control mode:
 
@@ -32,10 +32,10 @@ from typing import Any
 from tritonpy_sdk import ErrorCode, TritonError
 
 from ..ensemble_plan import MemberState
-from ..loading import ModelLoader, ModelRecord
-from ..model import ModelState, ModelVersion
+from ..loading import LoadRecord, ModelLoader
+from ..model import LoadedVersion, ModelState
 from ..scheduler import remaining
-from ._layout import ModelDir, scan_repositories
+from ._layout import RepoEntry, scan_repositories
 from ._stamp import folder_stamp
 from .dependencies import config_members, cycle_of, folder_members, load_waves, needed_closure
 from .overrides import Override, parse_override
@@ -71,7 +71,7 @@ class ModelManager:
         self.mode = mode
         self._load_threads = load_threads
         self._retries = max(0, load_retries)
-        self._records: dict[str, ModelRecord] = {}
+        self._records: dict[str, LoadRecord] = {}
         self._lock = threading.Lock()  # writers of _records only
         self._model_locks: dict[str, threading.Lock] = {}
         #: Models named at start that are in no repository (``--load-model``).
@@ -112,7 +112,7 @@ class ModelManager:
 
     def _load_in_waves(
         self,
-        dirs: Sequence[ModelDir],
+        dirs: Sequence[RepoEntry],
         members: Mapping[str, list[str]],
         skip: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -121,11 +121,9 @@ class ModelManager:
         waves, cycles = load_waves({d.name: members.get(d.name, []) for d in dirs})
         for name, message in cycles.items():
             log.error("failed to load '%s': %s", name, message)
-            self._put(
-                ModelRecord(name, by_name[name].path, error=f"{ErrorCode.INVALID_ARG.value}: {message}")
-            )
+            self._put(LoadRecord(name, by_name[name].path, error=f"{ErrorCode.INVALID_ARG.value}: {message}"))
 
-        def load(mdir: ModelDir) -> ModelRecord | None:
+        def load(mdir: RepoEntry) -> LoadRecord | None:
             return None if skip() else self._load(mdir)
 
         with ThreadPoolExecutor(max_workers=self._load_threads, thread_name_prefix="tritonpy-load") as pool:
@@ -181,7 +179,7 @@ class ModelManager:
             raise TritonError.unavailable(_NOT_ALLOWED)
         override = parse_override(name, config, files)
         try:
-            mdir = ModelDir(name, override.folder) if override and override.folder else self._find(name)
+            mdir = RepoEntry(name, override.folder) if override and override.folder else self._find(name)
         except TritonError:
             if override is not None:
                 override.remove()
@@ -222,7 +220,7 @@ class ModelManager:
         error = f"{ErrorCode.INVALID_ARG.value}: {message}"
         if record is None or (not record.versions and record.error != error):
             log.error("failed to load '%s': %s", name, message)
-            self._put(ModelRecord(name, path, error=error))
+            self._put(LoadRecord(name, path, error=error))
 
     def _load_members(self, ensemble: str, names: Sequence[str]) -> None:
         """Load the models an ensemble needs that do not serve yet (those they need
@@ -341,7 +339,7 @@ class ModelManager:
 
     # -- how a model changes ----------------------------------------------------------------
 
-    def _find(self, name: str) -> ModelDir:
+    def _find(self, name: str) -> RepoEntry:
         try:
             dirs = scan_repositories(self._repositories)
         except FileNotFoundError as exc:
@@ -356,7 +354,7 @@ class ModelManager:
             "model not found in any model repository"
         )
 
-    def _reload(self, mdir: ModelDir, override: Override | None, explicit: bool, stamp: str = "") -> None:
+    def _reload(self, mdir: RepoEntry, override: Override | None, explicit: bool, stamp: str = "") -> None:
         """Load ``mdir`` and swap it in for what serves; the caller holds the model's lock.
         ``override`` is this call's from now on: kept with the versions loaded from
         it, and its files removed once nothing loaded from them is left."""
@@ -382,7 +380,7 @@ class ModelManager:
             # A failed reload: the old versions go on serving. New versions that did
             # load are let go; the failures of versions nobody serves are shown.
             self._retire(list(record.versions.values()), override=override, log_it=False)
-            kept = ModelRecord(
+            kept = LoadRecord(
                 name,
                 old.path,
                 versions=old.versions,
@@ -407,7 +405,7 @@ class ModelManager:
         if failure is not None:
             raise TritonError.invalid_arg(f"load failed for model '{name}': {failure}")
 
-    def _load(self, mdir: ModelDir, override: Override | None = None, stamp: str = "") -> ModelRecord:
+    def _load(self, mdir: RepoEntry, override: Override | None = None, stamp: str = "") -> LoadRecord:
         """Load ``mdir`` into a new record stamped with its folder as it was before the
         load began (a change made while it loads shows at the next poll)."""
         stamp = stamp or folder_stamp(mdir.path)
@@ -426,7 +424,7 @@ class ModelManager:
             # What a failed load left is cleared too: an unloaded model no longer
             # keeps a strictly-ready server from being ready.
             self._put(
-                ModelRecord(
+                LoadRecord(
                     name,
                     record.path,
                     retired={**record.retired, **record.versions},
@@ -436,7 +434,7 @@ class ModelManager:
         self._retire(list(record.versions.values()), override=record.override)
 
     def _retire(
-        self, versions: list[ModelVersion], override: Override | None = None, log_it: bool = True
+        self, versions: list[LoadedVersion], override: Override | None = None, log_it: bool = True
     ) -> None:
         """Stop ``versions`` taking requests now, and unload them on a thread of their
         own: their queued and in-flight requests finish first (a model's own BLS call
@@ -463,7 +461,7 @@ class ModelManager:
             self._unloading.add(thread)
         thread.start()
 
-    def _put(self, record: ModelRecord) -> None:
+    def _put(self, record: LoadRecord) -> None:
         with self._lock:
             self._records = {**self._records, record.name: record}
 
@@ -487,7 +485,7 @@ class ModelManager:
     def __contains__(self, name: str) -> bool:
         return name in self._records
 
-    def get_version(self, name: str, version: int | str | None = None) -> ModelVersion:
+    def get_version(self, name: str, version: int | str | None = None) -> LoadedVersion:
         """The ready model version ``name``/``version`` (latest when none), or TritonError.
 
         A lookup that fails on a record replaced meanwhile (a reload swapped a new one
@@ -507,7 +505,7 @@ class ModelManager:
             return []
         return [v for v in sorted(record.versions) if record.versions[v].ready]
 
-    def statistics_versions(self, name: str, version: int | str | None) -> list[ModelVersion]:
+    def statistics_versions(self, name: str, version: int | str | None) -> list[LoadedVersion]:
         """The loaded versions of ``name`` the statistics extension reports (Triton's messages)."""
         record = self._records.get(name)
         if record is None or not record.versions:
@@ -519,7 +517,7 @@ class ModelManager:
             return [record.versions[v]]
         raise TritonError.invalid_arg(f"requested model '{name}' version {v} is not available")
 
-    def loaded_versions(self) -> list[ModelVersion]:
+    def loaded_versions(self) -> list[LoadedVersion]:
         """Every serving model version, by name then version (read at each metrics scrape)."""
         records = self._records
         return [records[n].versions[v] for n in sorted(records) for v in sorted(records[n].versions)]
@@ -573,18 +571,18 @@ class ModelManager:
         return index
 
 
-def _record_members(record: ModelRecord) -> list[str]:
+def _record_members(record: LoadRecord) -> list[str]:
     """The models the serving versions of ``record`` need (an ensemble's members)."""
     return list(dict.fromkeys(m for mv in record.versions.values() for m in config_members(mv.config)))
 
 
-def _folder_members(record: ModelRecord) -> list[str]:
+def _folder_members(record: LoadRecord) -> list[str]:
     """The models the versions ``record`` served or serves need (retired ones included)."""
     versions = [*record.versions.values(), *record.retired.values()]
     return list(dict.fromkeys(m for mv in versions for m in config_members(mv.config)))
 
 
-def _version_of(record: ModelRecord | None, name: str, version: int | str | None) -> ModelVersion:
+def _version_of(record: LoadRecord | None, name: str, version: int | str | None) -> LoadedVersion:
     """The lookup of ``ModelManager.get_version`` in one snapshot of a model's record."""
     if record is None:
         raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tritonpy.plugins import BackendRegistry
+from tritonpy.backends import BackendRegistry
 from tritonpy_sdk import TritonError
 
 GOOD = """

@@ -26,7 +26,7 @@ from tritonpy_sdk import (
 from ..codec import array_from_buffer, array_from_json, array_to_buffer, array_to_json
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from ..repository.manager import parse_version
-from ..spec import ModelSpec
+from ..spec import IOSpec
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -183,7 +183,7 @@ def _flag(value: ParameterValue, key: str) -> bool:
     return value
 
 
-def decode_raw(model: str, version: str, spec: ModelSpec, body: memoryview) -> InferenceRequest:
+def decode_raw(model: str, version: str, spec: IOSpec, body: memoryview) -> InferenceRequest:
     """A body that is the raw data of a single-input model's only input (Triton's rules).
 
     The data type comes from the config. The shape is the config's dims, with a
