@@ -161,7 +161,7 @@ class HttpFrontend:
 
     async def cuda_shm_register(self, request: Request) -> Response:
         name = request.path_params["region"]
-        body = await self._body(request)
+        body = await read_body(request, self.max_input)
         try:
             doc = json.loads(body) if body.strip() else None
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
