@@ -40,6 +40,7 @@ MODELS = {
     "repeat_int32": ("decoupled", "repeat_model.py", "repeat_config.pbtxt"),
     "square_int32": ("decoupled", "square_model.py", "square_config.pbtxt"),
     "custom_metrics": ("custom_metrics", "model.py", "config.pbtxt"),
+    "jax": ("jax", "model.py", "config.pbtxt"),
 }
 
 #: Client script -> the line it prints when it passes.
@@ -54,12 +55,12 @@ CLIENTS = {
     "decoupled/repeat_client.py": "PASS: repeat_int32",
     "decoupled/square_client.py": "PASS: square_int32",
     "custom_metrics/client.py": "PASS: custom_metrics",
+    "jax/client.py": "PASS: jax",
 }
 
 #: Examples of that folder that cannot run here.
 NOT_RUN = {
     "instance_kind": "needs torchvision's ResNet50 weights from the internet (and a GPU for KIND_GPU)",
-    "jax": "needs JAX, which is not installed here",
     "preprocessing": "needs TensorRT, a GPU and the ResNet50 ONNX export from the internet",
 }
 
@@ -105,6 +106,8 @@ def test_python_backend_example_runs_unchanged(results: dict[str, Any], client: 
         pytest.skip("needs torch")
     if client == "custom_metrics/client.py" and importlib.util.find_spec("requests") is None:
         pytest.skip("needs the requests package (the test extra)")
+    if client == "jax/client.py" and importlib.util.find_spec("jax") is None:
+        pytest.skip("needs jax (the test extra)")
     got = results[client]
     assert got["rc"] == 0, got["stdout"] + got["stderr"]
     assert CLIENTS[client] in got["stdout"], got["stdout"] + got["stderr"]
