@@ -141,14 +141,18 @@ class HttpFrontend:
     async def shm_status(self, request: Request) -> Response:
         return _json(self.server.shared_memory.status(request.path_params.get("region")))
 
-    async def shm_register(self, request: Request) -> Response:
-        name = request.path_params["region"]
+    async def _register_body(self, request: Request) -> Any:
+        """A shared-memory register request's JSON document (None when the body is empty:
+        the field checks then name what is missing, as Triton's do)."""
         body = await read_body(request, self.max_input)
         try:
-            doc = json.loads(body) if body.strip() else None
+            return json.loads(body) if body.strip() else None
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
-        key, offset, byte_size = register_fields(doc)
+
+    async def shm_register(self, request: Request) -> Response:
+        name = request.path_params["region"]
+        key, offset, byte_size = register_fields(await self._register_body(request))
         self.server.shared_memory.register(name, key, offset, byte_size)
         return Response(status_code=200)
 
@@ -161,12 +165,7 @@ class HttpFrontend:
 
     async def cuda_shm_register(self, request: Request) -> Response:
         name = request.path_params["region"]
-        body = await read_body(request, self.max_input)
-        try:
-            doc = json.loads(body) if body.strip() else None
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
-        raw_handle, device_id, byte_size = cuda_register_fields(doc)
+        raw_handle, device_id, byte_size = cuda_register_fields(await self._register_body(request))
         await asyncio.to_thread(
             self.server.shared_memory.register_cuda, name, raw_handle, device_id, byte_size
         )
