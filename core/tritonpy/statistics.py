@@ -140,6 +140,46 @@ class ModelStatistics:
             for observer in self.observers:
                 observer(stage, us)
 
+    def record_one(self, times: ExecutionTimes, arrival: int, batch_size: int, ok: bool) -> None:
+        """``record_execution(times, [arrival], [batch_size], [ok])``, without the lists:
+        an execution of one request, the common case (no batching)."""
+        compute_input = times.infer_start - times.start
+        compute_infer = times.infer_end - times.infer_start
+        compute_output = times.end - times.infer_end
+        queue_ns = max(0, times.start - arrival)
+        total_ns = max(0, times.end - arrival)
+        with self._lock:
+            self.execution_count += 1
+            self.last_inference_ms = time.time_ns() // 1_000_000
+            batch = self.batches.get(batch_size)
+            if batch is None:
+                batch = self.batches[batch_size] = BatchStats()
+            batch.compute_input.add(compute_input)
+            batch.compute_infer.add(compute_infer)
+            batch.compute_output.add(compute_output)
+            self.queue.add(queue_ns)
+            self.compute_input.add(compute_input)
+            self.compute_infer.add(compute_infer)
+            self.compute_output.add(compute_output)
+            if ok:
+                self.success.add(total_ns)
+                self.inference_count += batch_size
+            else:
+                self.fail.add(total_ns)
+                self.failures["BACKEND"] += 1
+            observing = bool(self.observers)
+        if observing:
+            observed = (
+                ("request", total_ns / 1000),
+                ("queue", queue_ns / 1000),
+                ("compute_input", compute_input / 1000),
+                ("compute_infer", compute_infer / 1000),
+                ("compute_output", compute_output / 1000),
+            )
+            for stage, us in observed:
+                for observer in self.observers:
+                    observer(stage, us)
+
     def record_cache_hit(self, arrival: int, lookup_ns: int) -> None:
         """A request answered from the response cache (no execution)."""
         with self._lock:
