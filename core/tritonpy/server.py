@@ -176,7 +176,10 @@ class Server:
         #: ``time.monotonic()`` of the last request refused while stopping (0: none).
         self.last_refused = 0.0
         self._inflight = 0
-        self._idle = threading.Condition()
+        # Counting a request in and out takes the condition's lock itself (a C-level
+        # ``with``; the Condition's own ``__enter__`` is Python): the same lock.
+        self._inflight_lock = threading.Lock()
+        self._idle = threading.Condition(self._inflight_lock)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -395,14 +398,14 @@ class Server:
         if self._stopping or not self._started or (self.draining and not internal):
             self.last_refused = time.monotonic()
             raise TritonError.unavailable("Server is stopping" if self._started else "Server is not started")
-        return self.get_version(request.model_name, request.model_version)
+        return self.manager.get_version(request.model_name, request.model_version)  # as get_version
 
     def _enter(self) -> None:
-        with self._idle:
+        with self._inflight_lock:
             self._inflight += 1
 
     def _leave(self) -> None:
-        with self._idle:
+        with self._inflight_lock:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.notify_all()

@@ -135,14 +135,12 @@ def response_from_pb(
     params = response._parameters
     if error is not None:
         return InferenceResponse(error=error_from_pair(error.message(), error.code()), parameters=params)
-    return InferenceResponse(
-        {
-            t.name(): tensor_from_pb(t)
-            for t in response.output_tensors()
-            if wanted is None or t.name() in wanted
-        },
-        parameters=params,
-    )
+    outputs = {}
+    for t in response.output_tensors():
+        name = t.name()
+        if wanted is None or name in wanted:
+            outputs[name] = Tensor(name, t.as_numpy(), _DATATYPES[t.triton_dtype()])  # tensor_from_pb
+    return InferenceResponse(outputs, parameters=params)
 
 
 def response_to_pb(response: InferenceResponse) -> pb_utils.InferenceResponse:
@@ -160,7 +158,7 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
     return pb_utils.InferenceRequest._received(
         request.model_name,
         request.model_version,
-        [tensor_to_pb(t) for t in request.inputs.values()],
+        [pb_utils.Tensor(t.name, t.data, _PB_CODES[t.datatype]) for t in request.inputs.values()],
         list(_requested(request, all_outputs)),  # the model may change its list
         request.id,
         request.correlation_id,
