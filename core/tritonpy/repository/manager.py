@@ -588,10 +588,10 @@ def _version_of(record: LoadRecord | None, name: str, version: int | str | None)
         raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
     v = parse_version(version, name)
     if v <= 0:  # the latest ready version (the common case: one loop, no list)
-        latest = None
-        for mv in record.versions.values():
-            if mv.ready and (latest is None or mv.version > latest.version):
-                latest = mv
+        latest: LoadedVersion | None = None
+        for candidate in record.versions.values():
+            if candidate.ready and (latest is None or candidate.version > latest.version):
+                latest = candidate
         if latest is None:
             raise TritonError.not_found(f"Request for unknown model: '{name}' has no available versions")
         return latest
