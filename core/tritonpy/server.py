@@ -180,6 +180,8 @@ class Server:
         # ``with``; the Condition's own ``__enter__`` is Python): the same lock.
         self._inflight_lock = threading.Lock()
         self._idle = threading.Condition(self._inflight_lock)
+        #: Threads in ``wait_idle`` (notifying nobody is skipped: it is not free).
+        self._idle_waiters = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -407,7 +409,7 @@ class Server:
     def _leave(self) -> None:
         with self._inflight_lock:
             self._inflight -= 1
-            if self._inflight == 0:
+            if self._inflight == 0 and self._idle_waiters:
                 self._idle.notify_all()
 
     def drain(self) -> None:
@@ -419,7 +421,11 @@ class Server:
     def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no request is in flight (at most ``timeout`` s); whether none is."""
         with self._idle:
-            return self._idle.wait_for(lambda: self._inflight == 0, timeout=timeout)
+            self._idle_waiters += 1
+            try:
+                return self._idle.wait_for(lambda: self._inflight == 0, timeout=timeout)
+            finally:
+                self._idle_waiters -= 1
 
     def submit(
         self, request: InferenceRequest, done: OnResponse, internal: bool = False, here: bool = False
