@@ -381,8 +381,9 @@ class LoadedVersion:
                 [outs[i].error is None for i in real],
                 padding=len(jobs) - len(real),
             )
-        elif len(jobs) == 1:
-            self.stats.record_one(times, jobs[0].arrival_ns, requests[0].batch_size, outs[0].error is None)
+        elif len(jobs) == 1:  # the common case (no batching): tuples, not comprehensions
+            ok = outs[0].error is None
+            self.stats.record_execution(times, (jobs[0].arrival_ns,), (requests[0].batch_size,), (ok,))
         else:
             self.stats.record_execution(
                 times,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,14 +93,17 @@ class ModelStatistics:
     def record_execution(
         self,
         times: ExecutionTimes,
-        arrivals: list[int],
-        batch_sizes: list[int],
-        ok: list[bool],
+        arrivals: Sequence[int],
+        batch_sizes: Sequence[int],
+        ok: Sequence[bool],
         reason: str = "BACKEND",
         padding: int = 0,
     ) -> None:
         """One execution of ``len(arrivals)`` requests, and each request's outcome;
         ``padding`` null requests (a sequence batcher's empty slots) ran beside them."""
+        if len(arrivals) == 1 and not padding:
+            self._record_one(times, arrivals[0], batch_sizes[0], ok[0], reason)
+            return
         compute_input = times.infer_start - times.start
         compute_infer = times.infer_end - times.infer_start
         compute_output = times.end - times.infer_end
@@ -140,9 +143,11 @@ class ModelStatistics:
             for observer in self.observers:
                 observer(stage, us)
 
-    def record_one(self, times: ExecutionTimes, arrival: int, batch_size: int, ok: bool) -> None:
-        """``record_execution(times, [arrival], [batch_size], [ok])``, without the lists:
-        an execution of one request, the common case (no batching)."""
+    def _record_one(
+        self, times: ExecutionTimes, arrival: int, batch_size: int, ok: bool, reason: str
+    ) -> None:
+        """``record_execution`` of one request without padding, the common case (no
+        batching): the same updates, without the loops."""
         compute_input = times.infer_start - times.start
         compute_infer = times.infer_end - times.infer_start
         compute_output = times.end - times.infer_end
@@ -166,7 +171,7 @@ class ModelStatistics:
                 self.inference_count += batch_size
             else:
                 self.fail.add(total_ns)
-                self.failures["BACKEND"] += 1
+                self.failures[reason] += 1
             observing = bool(self.observers)
         if observing:
             observed = (
