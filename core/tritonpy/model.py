@@ -286,8 +286,9 @@ class LoadedVersion:
             self.stats.dequeued(sum(not j.null for j in jobs))
             return jobs
         self.stats.dequeued(len(jobs))
-        if any(j.request.is_cancelled() for j in jobs):
-            return self._drop_cancelled(jobs, start)
+        for job in jobs:
+            if job.request.is_cancelled():
+                return self._drop_cancelled(jobs, start)
         return jobs
 
     def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
@@ -370,21 +371,25 @@ class LoadedVersion:
                     outs.append(self.error_response(job, exc))
         senders.close()  # every job is answered below, not through its sender
         times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
-        real = [i for i, j in enumerate(jobs) if not j.null] if self.sequence else None
-        if real is None or len(real) == len(jobs):
-            self.stats.record_execution(
-                times,
-                [j.arrival_ns for j in jobs],
-                [r.batch_size for r in requests],
-                [o.error is None for o in outs],
-            )
-        else:  # as Triton: null requests count in the batch size, not as inferences
+        if self.sequence and any(j.null for j in jobs):
+            # As Triton: null requests count in the batch size, not as inferences.
+            real = [i for i, j in enumerate(jobs) if not j.null]
             self.stats.record_execution(
                 times,
                 [jobs[i].arrival_ns for i in real],
                 [requests[i].batch_size for i in real],
                 [outs[i].error is None for i in real],
                 padding=len(jobs) - len(real),
+            )
+        elif len(jobs) == 1:  # the common case (no batching): tuples, not comprehensions
+            ok = outs[0].error is None
+            self.stats.record_execution(times, (jobs[0].arrival_ns,), (requests[0].batch_size,), (ok,))
+        else:
+            self.stats.record_execution(
+                times,
+                [j.arrival_ns for j in jobs],
+                [r.batch_size for r in requests],
+                [o.error is None for o in outs],
             )
         if back:
             kept = [i for i in range(len(jobs)) if i not in back]

@@ -30,7 +30,7 @@ def finish_response(
     produced = response.outputs
     wanted = request.requested_outputs or None
     outputs: dict[str, Tensor] = {}
-    names = [o.name for o in wanted] if wanted is not None else list(produced)
+    names = [o.name for o in wanted] if wanted is not None else produced  # not changed below
     for name in names:
         tensor = produced.get(name)
         if tensor is None:

@@ -24,7 +24,6 @@ import queue
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
-from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
+    DataType,
     InferenceRequest,
     InferenceResponse,
     MetricRegistry,
@@ -176,7 +176,12 @@ class Server:
         #: ``time.monotonic()`` of the last request refused while stopping (0: none).
         self.last_refused = 0.0
         self._inflight = 0
-        self._idle = threading.Condition()
+        # Counting a request in and out takes the condition's lock itself (a C-level
+        # ``with``; the Condition's own ``__enter__`` is Python): the same lock.
+        self._inflight_lock = threading.Lock()
+        self._idle = threading.Condition(self._inflight_lock)
+        #: Threads in ``wait_idle`` (notifying nobody is skipped: it is not free).
+        self._idle_waiters = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -395,16 +400,16 @@ class Server:
         if self._stopping or not self._started or (self.draining and not internal):
             self.last_refused = time.monotonic()
             raise TritonError.unavailable("Server is stopping" if self._started else "Server is not started")
-        return self.get_version(request.model_name, request.model_version)
+        return self.manager.get_version(request.model_name, request.model_version)  # as get_version
 
     def _enter(self) -> None:
-        with self._idle:
+        with self._inflight_lock:
             self._inflight += 1
 
     def _leave(self) -> None:
-        with self._idle:
+        with self._inflight_lock:
             self._inflight -= 1
-            if self._inflight == 0:
+            if self._inflight == 0 and self._idle_waiters:
                 self._idle.notify_all()
 
     def drain(self) -> None:
@@ -416,7 +421,11 @@ class Server:
     def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no request is in flight (at most ``timeout`` s); whether none is."""
         with self._idle:
-            return self._idle.wait_for(lambda: self._inflight == 0, timeout=timeout)
+            self._idle_waiters += 1
+            try:
+                return self._idle.wait_for(lambda: self._inflight == 0, timeout=timeout)
+            finally:
+                self._idle_waiters -= 1
 
     def submit(
         self, request: InferenceRequest, done: OnResponse, internal: bool = False, here: bool = False
@@ -540,10 +549,10 @@ class Server:
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
-        fut: Future[InferenceResponse] = Future()
+        answer = _Answer()
         # Without a timeout this thread may run the request itself: it waits anyway.
-        self.start_infer(request, fut.set_result, stream_call="stream()", here=timeout is None)
-        response = fut.result(timeout)
+        self.start_infer(request, answer.set, stream_call="stream()", here=timeout is None)
+        response = answer.wait(timeout)
         if response.error is not None:
             raise response.error
         return response
@@ -625,9 +634,51 @@ def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -
         pass
 
 
+class _Answer:
+    """The one response ``Server.infer`` waits for: a lock held until it comes.
+
+    Cheaper than a ``concurrent.futures.Future`` (no condition, no callbacks),
+    and when the request ran on the caller's thread (``run_here``) the response
+    is already there when ``wait`` is called: nothing waits at all.
+    """
+
+    __slots__ = ("_lock", "_response")
+
+    def __init__(self) -> None:
+        self._response: InferenceResponse | None = None
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self, response: InferenceResponse) -> None:
+        """From the answering thread, once (a second call raises, as ``Future.set_result``)."""
+        if self._response is not None:
+            raise RuntimeError("the response of this request was already set")
+        self._response = response
+        self._lock.release()
+
+    def wait(self, timeout: float | None) -> InferenceResponse:
+        """The response; ``TimeoutError`` when none came within ``timeout`` s (None: no limit)."""
+        response = self._response
+        if response is None:
+            # Set between the check and here: the lock is released already, and taken at once.
+            if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+                raise TimeoutError()
+            response = self._response
+        assert response is not None
+        return response
+
+
 def _resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse) -> None:
     if not fut.done():  # the caller may have gone away (cancelled)
         fut.set_result(response)
+
+
+#: Numeric numpy dtype → its data type, as ``DataType.from_numpy`` maps it.
+_NUMERIC = {
+    dtype: DataType.from_numpy(dtype)
+    for dtype in (d.numpy_dtype for d in DataType if d is not DataType.BYTES)
+    if dtype.kind not in "OSU"
+}
 
 
 def input_tensor(model: str, name: str, value: Any) -> Tensor:
@@ -640,6 +691,13 @@ def input_tensor(model: str, name: str, value: Any) -> Tensor:
     a one-element object array, read as BYTES, so it is refused with a
     TritonError (INVALID_ARG) naming the input and what was given.
     """
+    if type(value) is np.ndarray:
+        # The common case, without ``from_numpy``'s conversions: a plain numeric array is
+        # taken as it is (``np.asarray`` would return it unchanged; only BYTES arrays and
+        # ndarray subclasses get converted, and those go the long way below).
+        datatype = _NUMERIC.get(value.dtype)
+        if datatype is not None:
+            return Tensor(name, value, datatype)
     if isinstance(value, Tensor):
         return value
     if isinstance(value, np.ndarray):

@@ -73,6 +73,8 @@ def validate_request(spec: IOSpec, request: InferenceRequest) -> None:
             f"{sorted(missing)}. Please provide all required input(s)."
         )
     batch = 0
+    batching = spec.batching
+    reshaped: list[str] = []
     for name, tensor in inputs.items():
         ispec = spec.inputs.get(name)
         if ispec is None:
@@ -82,8 +84,10 @@ def validate_request(spec: IOSpec, request: InferenceRequest) -> None:
                 f"inference input '{name}' data-type is '{tensor.datatype.value}', but model "
                 f"'{model}' expects '{ispec.datatype.value}'"
             )
+        if ispec.reshape is not None:
+            reshaped.append(name)
         shape = tensor.data.shape
-        if spec.batching:
+        if batching:
             if len(shape) == 0:
                 raise TritonError.invalid_arg(
                     f"unexpected shape for input '{name}' for model '{model}'. "
@@ -99,8 +103,9 @@ def validate_request(spec: IOSpec, request: InferenceRequest) -> None:
             dims = shape[1:]
         else:
             dims = shape
-        _check_dims(model, ispec, shape, dims)
-    if spec.batching:
+        if dims != ispec.dims:  # equal: it fits (the common case, one comparison)
+            _check_dims(model, ispec, shape, dims)
+    if batching:
         if batch < 1 or batch > spec.max_batch_size:
             raise TritonError.invalid_arg(
                 f"inference request batch-size must be <= {spec.max_batch_size} for '{model}'"
@@ -115,7 +120,8 @@ def validate_request(spec: IOSpec, request: InferenceRequest) -> None:
             raise TritonError.invalid_arg(f"unexpected inference output '{out.name}' for model '{model}'")
         if out.parameters:
             _check_output_parameters(out.name, out.parameters)
-    _apply_reshape(spec, request)
+    if reshaped:  # only once the whole request is valid: it changes the request
+        _apply_reshape(spec, request, reshaped)
 
 
 #: Output parameters of the classification extension (``class_count`` is tritonpy's alias).
@@ -171,11 +177,12 @@ def _check_dims(model: str, ispec: TensorSpec, shape: tuple[int, ...], dims: tup
         )
 
 
-def _apply_reshape(spec: IOSpec, request: InferenceRequest) -> None:
-    for name, tensor in request.inputs.items():
+def _apply_reshape(spec: IOSpec, request: InferenceRequest, names: list[str]) -> None:
+    """Give the inputs ``names`` (those with a ``reshape``) the model's own shape."""
+    for name in names:
+        tensor = request.inputs[name]
         target = spec.inputs[name].reshape
-        if target is None:
-            continue
+        assert target is not None
         dims = tensor.data.shape[1:] if spec.batching else tensor.data.shape
         new = fill_variable_dims(target, spec.inputs[name].dims, dims)
         shape = (tensor.data.shape[0], *new) if spec.batching else new

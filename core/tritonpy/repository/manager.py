@@ -587,11 +587,14 @@ def _version_of(record: LoadRecord | None, name: str, version: int | str | None)
     if record is None:
         raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
     v = parse_version(version, name)
-    if v <= 0:
-        ready = [mv for mv in record.versions.values() if mv.ready]
-        if not ready:
+    if v <= 0:  # the latest ready version (the common case: one loop, no list)
+        latest: LoadedVersion | None = None
+        for candidate in record.versions.values():
+            if candidate.ready and (latest is None or candidate.version > latest.version):
+                latest = candidate
+        if latest is None:
             raise TritonError.not_found(f"Request for unknown model: '{name}' has no available versions")
-        return max(ready, key=lambda mv: mv.version)
+        return latest
     mv = record.versions.get(v)
     if mv is None:
         if v in record.failed or v in record.retired:

@@ -217,17 +217,46 @@ class InferenceRequest:
         self._trace = trace
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
-        for key, value in (parameters or {}).items():
-            if not isinstance(value, (bool, int, float, str)):
-                raise TritonModelException(
-                    f"parameter '{key}' must be a bool, int, float or str, not {type(value).__name__}"
-                )
-        self._parameters: dict[str, Any] = dict(parameters or {})
+        self._parameters: dict[str, Any] = _checked_parameters(parameters or {})
         self._sender: InferenceResponseSender | None = None
         self._cancelled = CancelFlag()
         #: Set by the runtime for a request received in ``execute``: its wire token.
         self._token: Any = None
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+
+    @classmethod
+    def _received(
+        cls,
+        model_name: str,
+        model_version: int,
+        inputs: list[Tensor],
+        requested_output_names: list[str],
+        request_id: str,
+        correlation_id: int | str,
+        flags: int,
+        timeout: int,
+        parameters: dict[str, Any],
+    ) -> InferenceRequest:
+        """The backend's constructor for a request ``execute`` receives, built from one
+        the server validated: ``model_name`` is a ``str``, ``inputs`` and
+        ``requested_output_names`` are new lists this request may own, ``parameters``
+        a dict; what ``__init__`` does beyond that is done here the same way."""
+        request = cls.__new__(cls)
+        request._model_name = model_name
+        request._model_version = model_version
+        request._inputs = inputs
+        request._requested = requested_output_names
+        request._request_id = request_id
+        request._correlation_id = correlation_id
+        request._flags = flags
+        request._timeout = timeout
+        request._trace = None
+        request._parameters = _checked_parameters(parameters)
+        request._sender = None
+        request._cancelled = CancelFlag()
+        request._token = None
+        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        return request
 
     # the accessors Triton's class has
     def inputs(self) -> list[Tensor]:
@@ -302,6 +331,17 @@ class InferenceRequest:
         for tensor in self._inputs:
             if not isinstance(tensor, Tensor):
                 raise TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
+
+
+def _checked_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a request's ``parameters``; TritonModelException for a value of
+    another type than the protocol's (bool, int, float, str)."""
+    for key, value in parameters.items():
+        if not isinstance(value, (bool, int, float, str)):
+            raise TritonModelException(
+                f"parameter '{key}' must be a bool, int, float or str, not {type(value).__name__}"
+            )
+    return dict(parameters)
 
 
 class InferenceResponse:

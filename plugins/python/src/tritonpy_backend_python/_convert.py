@@ -7,7 +7,7 @@ from collections.abc import Collection
 from typing import Any
 
 import triton_python_backend_utils as pb_utils
-from triton_python_backend_utils._dtypes import CODES, NAMES
+from triton_python_backend_utils._dtypes import NAMES
 from triton_python_backend_utils._wire import Link
 from tritonpy_sdk import (
     DataType,
@@ -114,12 +114,17 @@ def bls_request_from_wire(link: Link, desc: dict[str, Any]) -> InferenceRequest:
 # -- pb_utils (in-process mode) ------------------------------------------------------------------
 
 
+#: pb_utils type code → data type, and back.
+_DATATYPES = {code: DataType(name) for code, name in NAMES.items()}
+_PB_CODES = {datatype: code for code, datatype in _DATATYPES.items()}
+
+
 def tensor_to_pb(tensor: Tensor) -> pb_utils.Tensor:
-    return pb_utils.Tensor(tensor.name, tensor.data, CODES[tensor.datatype.value])
+    return pb_utils.Tensor(tensor.name, tensor.data, _PB_CODES[tensor.datatype])
 
 
 def tensor_from_pb(tensor: pb_utils.Tensor) -> Tensor:
-    return Tensor(tensor.name(), tensor.as_numpy(), DataType(NAMES[tensor.triton_dtype()]))
+    return Tensor(tensor.name(), tensor.as_numpy(), _DATATYPES[tensor.triton_dtype()])
 
 
 def response_from_pb(
@@ -130,14 +135,12 @@ def response_from_pb(
     params = response._parameters
     if error is not None:
         return InferenceResponse(error=error_from_pair(error.message(), error.code()), parameters=params)
-    return InferenceResponse(
-        {
-            t.name(): tensor_from_pb(t)
-            for t in response.output_tensors()
-            if wanted is None or t.name() in wanted
-        },
-        parameters=params,
-    )
+    outputs = {}
+    for t in response.output_tensors():
+        name = t.name()
+        if wanted is None or name in wanted:
+            outputs[name] = Tensor(name, t.as_numpy(), _DATATYPES[t.triton_dtype()])  # tensor_from_pb
+    return InferenceResponse(outputs, parameters=params)
 
 
 def response_to_pb(response: InferenceResponse) -> pb_utils.InferenceResponse:
@@ -152,16 +155,16 @@ def response_to_pb(response: InferenceResponse) -> pb_utils.InferenceResponse:
 
 
 def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils.InferenceRequest:
-    return pb_utils.InferenceRequest(
-        model_name=request.model_name,
-        inputs=[tensor_to_pb(t) for t in request.inputs.values()],
-        requested_output_names=_requested(request, all_outputs),
-        request_id=request.id,
-        correlation_id=request.correlation_id,
-        model_version=request.model_version,
-        flags=request.flags,
-        timeout=request.timeout_us,
-        parameters=request.parameters,
+    return pb_utils.InferenceRequest._received(
+        request.model_name,
+        request.model_version,
+        [pb_utils.Tensor(t.name, t.data, _PB_CODES[t.datatype]) for t in request.inputs.values()],
+        list(_requested(request, all_outputs)),  # the model may change its list
+        request.id,
+        request.correlation_id,
+        request.flags,
+        request.timeout_us,
+        request.parameters,
     )
 
 
