@@ -1,7 +1,7 @@
 """CPU of the HTTP inference path on the event loop, stage by stage, in one process.
 
     python bench/http_stages.py                   # add_sub (Python backend, its stub)
-    python bench/http_stages.py --profile 20      # and cProfile's top 20 of the chain
+    python bench/http_stages.py --profile 20      # and cProfile's top 20 through the protocol
 
 Steadier than a whole-server measurement on a shared machine: no HTTP client
 and no network. A real server (the Python add_sub model, its stub process) runs
@@ -9,7 +9,10 @@ on a loop as under ``tritonpy serve``; perf_analyzer's request body (binary
 inputs, binary outputs requested) is decoded, run and encoded the way
 ``http/direct.py`` does, one inference after another, and ``time.thread_time``
 of the loop thread is divided by the inferences: the loop's share of an
-inference without httptools' parsing and the socket syscalls. Then each stage
+inference without httptools' parsing and the client's socket ("chain"). The
+same again through uvicorn's httptools protocol as served, on a connection
+without a socket whose every answer sends the next request ("protocol"): the
+difference is the HTTP/1.1 parsing and uvicorn's per-request objects. Then each stage
 alone, many times over: decoding the body, the stub message (descriptors and
 pickling), the stub answer (unpickling and the response), encoding the response
 and its head.
@@ -70,7 +73,7 @@ def per_call(fn: Callable[[], object], n: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=5000, help="inferences in the chain")
-    parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N of the chain")
+    parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N through the protocol")
     args = parser.parse_args()
 
     import tritonpy
@@ -123,10 +126,15 @@ def main() -> None:
         rounds = [chain(args.n) for _ in range(3)]
         each = ", ".join(f"{r:.1f}" for r in rounds)
         print(f"chain (loop thread, per inference): {min(rounds):.1f} µs (rounds {each})")
+        served = _protocol_chain(server, loop)
+        served(500)
+        rounds = [served(args.n) for _ in range(3)]
+        each = ", ".join(f"{r:.1f}" for r in rounds)
+        print(f"protocol (the chain through the HTTP protocol): {min(rounds):.1f} µs (rounds {each})")
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()
-            chain(args.n)
+            served(args.n)
             profile.disable()
             pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
 
@@ -161,6 +169,73 @@ def main() -> None:
         server.stop()
         loop.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+class _Transport(asyncio.Transport):
+    """A client connection without a socket: each answer sends the next request."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self.loop = loop
+        self.protocol: Any = None
+        self.left = 0
+        self.done: asyncio.Future[None] | None = None
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 40000)}.get(name, default)
+
+    def write(self, data: Any) -> None:
+        self.left -= 1
+        if self.left > 0:
+            self.loop.call_soon(self.protocol.data_received, REQUEST)
+        elif self.done is not None:
+            self.done.set_result(None)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+REQUEST = (
+    b"POST /v2/models/add_sub/infer HTTP/1.1\r\n"
+    + b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in HEADERS.items())
+    + b"\r\n"
+    + BODY
+)
+
+
+def _protocol_chain(server: Any, loop: asyncio.AbstractEventLoop) -> Callable[[int], float]:
+    """µs of the loop thread per inference through the httptools protocol, as served."""
+    import uvicorn
+    from tritonpy.http import create_app
+    from tritonpy.http.protocol import direct_frontend, http_protocol
+    from uvicorn.server import ServerState
+
+    app = create_app(server)
+    direct = direct_frontend(app, server.options)
+    assert direct is not None
+    config = uvicorn.Config(app, http=http_protocol(server.options, direct=direct), lifespan="off")
+    config.load()
+    protocol_class: Any = config.http_protocol_class
+    protocol = protocol_class(config, ServerState(), {}, loop)
+    transport = _Transport(loop)
+    transport.protocol = protocol
+    protocol.connection_made(transport)
+
+    def run(n: int) -> float:
+        transport.left = n
+        transport.done = loop.create_future()
+        t0 = time.thread_time()
+        loop.call_soon(protocol.data_received, REQUEST)
+        loop.run_until_complete(transport.done)
+        return (time.thread_time() - t0) / n * 1e6
+
+    return run
 
 
 def _stub() -> Any:
