@@ -44,6 +44,28 @@ def _status_line(status: int) -> bytes:
     return line
 
 
+def encode_head(
+    status: int,
+    parts: Body,
+    extra: dict[str, str],
+    media_type: str,
+    default_headers: list[tuple[bytes, bytes]],
+    keep_alive: bool,
+) -> tuple[list[Any], int]:
+    """The head of an answer whose body is ``parts``, as parts to join, and the body's length."""
+    length = sum(len(p) for p in parts)
+    head: list[Any] = [_status_line(status)]
+    for name, value in default_headers:
+        head += (name, b": ", value, b"\r\n")
+    head += (b"content-type: ", media_type.encode(), b"\r\ncontent-length: %d\r\n" % length)
+    for key, text in extra.items():
+        head += (key.lower().encode(), b": ", text.encode(), b"\r\n")
+    if not keep_alive:
+        head.append(b"connection: close\r\n")
+    head.append(b"\r\n")
+    return head, length
+
+
 class DirectInfer:
     """One inference request on a connection, from its head to its answer."""
 
@@ -152,16 +174,7 @@ class DirectInfer:
         protocol = self.protocol
         if cycle.disconnected:
             return  # the client went away; nothing to answer
-        length = sum(len(p) for p in parts)
-        head: list[Any] = [_status_line(status)]
-        for name, value in cycle.default_headers:
-            head += (name, b": ", value, b"\r\n")
-        head += (b"content-type: ", media_type.encode(), b"\r\ncontent-length: %d\r\n" % length)
-        for key, text in extra.items():
-            head += (key.lower().encode(), b": ", text.encode(), b"\r\n")
-        if not cycle.keep_alive:
-            head.append(b"connection: close\r\n")
-        head.append(b"\r\n")
+        head, length = encode_head(status, parts, extra, media_type, cycle.default_headers, cycle.keep_alive)
         transport = protocol.transport
         if length < _JOIN_LIMIT:
             transport.write(b"".join([*head, *parts]))
