@@ -131,10 +131,22 @@ def test_no_access_log_at_verbose_level_0(server_factory) -> None:  # type: igno
     _infer(server.url)
     _get(f"http://{server.url}/v2/health/ready")
     # Raised while serving, the level turns the access log on for the requests that
-    # follow (inference requests only when the server started verbose: docs/logging.md).
+    # follow, inference requests included.
     body = b'{"log_verbose_level": 1}'
     urllib.request.urlopen(urllib.request.Request(f"http://{server.url}/v2/logging", data=body), timeout=10)
     _get(f"http://{server.url}/v2/models/simple/ready")
     out = server.wait_for_output('"GET /v2/models/simple/ready HTTP/1.1" 200')
     # (the POST that raised it is logged: its line is written once it answered)
     assert "/v2/health/ready" not in out and "/infer" not in out, out
+    _infer(server.url)
+    server.wait_for_output('"POST /v2/models/simple/infer HTTP/1.1" 200')
+    # And lowered again, the lines stop: the next inference goes the direct way again.
+    body = b'{"log_verbose_level": 0}'
+    urllib.request.urlopen(urllib.request.Request(f"http://{server.url}/v2/logging", data=body), timeout=10)
+    _infer(server.url)
+    # A line written now would stand before the next logged one (one thread writes them).
+    body = b'{"log_verbose_level": 1}'
+    urllib.request.urlopen(urllib.request.Request(f"http://{server.url}/v2/logging", data=body), timeout=10)
+    _get(f"http://{server.url}/v2/health/live")
+    out = server.wait_for_output('"GET /v2/health/live HTTP/1.1" 200')
+    assert out.count('"POST /v2/models/simple/infer HTTP/1.1" 200') == 1, out

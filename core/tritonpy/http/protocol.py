@@ -141,10 +141,21 @@ def http_protocol(
 def direct_frontend(app: object, options: ServerOptions) -> HttpInference | None:
     """The front end through which the protocol answers inference requests itself,
     or None where uvicorn's ASGI cycle must carry them: an application wrapped in
-    more than the inference fast path (restricted APIs), or an access log (verbose)."""
-    if isinstance(app, InferFastPath) and options.log_verbose == 0:
+    more than the inference fast path (restricted APIs). While the access log is on
+    (a verbose level, at start or set while serving) each request takes the ASGI
+    cycle, which writes its line (``_access_logged``)."""
+    if isinstance(app, InferFastPath):
         return app.inference
     return None
+
+
+#: uvicorn's access log: one INFO line per request, on while the verbose level is
+#: above 0 (``LogSettings`` sets its level, also while serving).
+_ACCESS_LOG = logging.getLogger("uvicorn.access")
+
+
+def _access_logged() -> bool:
+    return _ACCESS_LOG.isEnabledFor(logging.INFO)  # logging caches the answer per level change
 
 
 def _answer(status: int, message: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -568,7 +579,12 @@ if HAVE_HTTPTOOLS:
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
             frontend = self.direct
             # Not when uvicorn chose another application (its over-capacity answer).
-            if frontend is not None and app is self.app and not cycle.waiting_for_100_continue:
+            if (
+                frontend is not None
+                and app is self.app
+                and not cycle.waiting_for_100_continue
+                and not _access_logged()
+            ):
                 scope = cycle.scope
                 target = infer_target(scope["path"]) if scope["method"] == "POST" else None
                 if target is not None:
