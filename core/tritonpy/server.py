@@ -681,7 +681,9 @@ _NUMERIC = {
 }
 
 
-def input_tensor(model: str, name: str, value: Any) -> Tensor:
+def input_tensor(
+    model: str, name: str, value: Any, declared: Callable[[], DataType | None] = lambda: None
+) -> Tensor:
     """The tensor of input ``name`` given to the in-process API.
 
     Taken: a numpy array or scalar; a list or tuple of numbers, or of ``str`` /
@@ -690,6 +692,10 @@ def input_tensor(model: str, name: str, value: Any) -> Tensor:
     a pandas column) or through DLPack (``__dlpack__``). Anything else would become
     a one-element object array, read as BYTES, so it is refused with a
     TritonError (INVALID_ARG) naming the input and what was given.
+
+    Python numbers (a list, a tuple, a number) carry no data type of their own:
+    they take the model's (``declared()``, asked only then), so ``[1, 2]`` fits an
+    INT32 input. Arrays keep theirs, and a mismatch is refused by validation.
     """
     if type(value) is np.ndarray:
         # The common case, without ``from_numpy``'s conversions: a plain numeric array is
@@ -710,14 +716,37 @@ def input_tensor(model: str, name: str, value: Any) -> Tensor:
         if array.dtype == object and not all(isinstance(x, (str, bytes)) for x in array.flat):
             why = ": its elements are neither all numbers nor all str/bytes"
             raise _not_an_array(model, name, value, why)
-        return Tensor.from_numpy(name, array)
-    if isinstance(value, (np.generic, bool, int, float, str, bytes)):
+        return _python_numbers(model, name, value, array, declared)
+    if isinstance(value, (np.generic, str, bytes)):  # before the numbers: np.float64 is a float
         return Tensor.from_numpy(name, np.asarray(value))
+    if isinstance(value, (bool, int, float)):
+        return _python_numbers(model, name, value, np.asarray(value), declared)
     if hasattr(value, "__array__"):
         return Tensor.from_numpy(name, np.asarray(value))
     if hasattr(value, "__dlpack__"):
         return Tensor.from_numpy(name, np.from_dlpack(value))
     raise _not_an_array(model, name, value, "")
+
+
+def _python_numbers(
+    model: str, name: str, value: Any, array: np.ndarray[Any, Any], declared: Callable[[], DataType | None]
+) -> Tensor:
+    """``array`` (numpy's reading of ``value``) in the model's data type for the input
+    when ``value`` held Python numbers and the model declares a numeric type."""
+    if array.dtype.kind not in "biuf":  # strings: BYTES, as numpy read them
+        return Tensor.from_numpy(name, array)
+    datatype = declared()
+    if datatype is None or datatype is DataType.BYTES:
+        return Tensor.from_numpy(name, array)
+    target = datatype.numpy_dtype
+    if array.dtype.kind == "f" and target.kind in "biu":
+        return Tensor.from_numpy(name, array)  # not silently truncated: validation names the type
+    try:
+        converted = np.asarray(value, dtype=target)
+    except (OverflowError, ValueError):
+        # Out of the declared type's range: refused by validation with both types named.
+        return Tensor.from_numpy(name, array)
+    return Tensor(name, converted, datatype)
 
 
 def _not_an_array(model: str, name: str, value: Any, why: str) -> TritonError:
@@ -749,6 +778,15 @@ class ModelHandle:
     def config(self) -> dict[str, Any]:
         return self._server.model_config(self.name, self.version)
 
+    def _declared(self, input_name: str) -> DataType | None:
+        """The data type the model declares for an input (None: no such model or input)."""
+        try:
+            spec = self._server.get_version(self.name, self.version).spec
+        except TritonError:
+            return None
+        found = spec.inputs.get(input_name)
+        return found.datatype if found is not None else None
+
     def create_request(
         self,
         inputs: Mapping[str, Any] | None = None,
@@ -758,7 +796,10 @@ class ModelHandle:
         request_id: str = "",
     ) -> InferenceRequest:
         """Build a request from numpy arrays (see ``input_tensor`` for what else is taken)."""
-        tensors = {n: input_tensor(self.name, n, v) for n, v in (inputs or {}).items()}
+        tensors = {
+            n: input_tensor(self.name, n, v, functools.partial(self._declared, n))
+            for n, v in (inputs or {}).items()
+        }
         return InferenceRequest(
             model_name=self.name,
             model_version=self.version,

@@ -142,18 +142,25 @@ def test_inputs_that_are_not_arrays_are_refused_by_name(server: tritonpy.Server)
 
 
 def test_array_likes_are_taken(server: tritonpy.Server) -> None:
-    """SDK Tensors, objects numpy converts (``__array__``) and lists are inputs like arrays;
-    a list of Python ints is numpy's int64, so validation names the data type."""
+    """SDK Tensors, objects numpy converts (``__array__``) and lists are inputs like arrays.
+    Python numbers take the model's data type; arrays keep theirs, and floats are never
+    truncated to an integer type: validation names both types."""
 
     class Column:
         def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
             return A
 
     model = server.model("addsub")
-    for value in (Tensor.from_numpy("INPUT0", A), Column()):
+    for value in (Tensor.from_numpy("INPUT0", A), Column(), A.tolist(), tuple(map(tuple, A.tolist()))):
         np.testing.assert_array_equal(model.predict({"INPUT0": value, "INPUT1": B})["OUTPUT0"], A + B)
+    out = model.predict({"INPUT0": [[1, 2, 3, 4]], "INPUT1": [[1, 1, 1, 1]]})["OUTPUT0"]
+    assert out.dtype == np.int32 and out.tolist() == [[2, 3, 4, 5]]
     with pytest.raises(TritonError, match="data-type is 'INT64', but model 'addsub' expects 'INT32'"):
-        model.predict({"INPUT0": [[1, 2, 3, 4]], "INPUT1": B})
+        model.predict({"INPUT0": np.array([[1, 2, 3, 4]], np.int64), "INPUT1": B})
+    with pytest.raises(TritonError, match="data-type is 'FP64', but model 'addsub' expects 'INT32'"):
+        model.predict({"INPUT0": [[1.5, 2, 3, 4]], "INPUT1": B})
+    with pytest.raises(TritonError, match="data-type is 'INT64', but model 'addsub' expects 'INT32'"):
+        model.predict({"INPUT0": [[2**40, 2, 3, 4]], "INPUT1": B})  # out of INT32's range
 
 
 def test_server_metadata_name_is_triton_unless_id_given() -> None:
