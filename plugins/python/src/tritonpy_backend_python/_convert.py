@@ -154,7 +154,45 @@ def response_to_pb(response: InferenceResponse) -> pb_utils.InferenceResponse:
     )
 
 
+class _Received:
+    """The core's request behind a ``pb_utils`` request ``execute`` receives in-process.
+
+    Its cancellation flag: ``is_set()`` reads the core request's state, which
+    ``cancel()`` sets before it runs any callback (so no callback per request).
+    And the maker of its response sender, called on the model's first
+    ``get_response_sender()`` (most models never ask): it wraps the core request's
+    ``response_sender`` as the model's ``pb_utils`` sender, and reads the request's
+    output names when it sends (the model's list, as it stands then).
+    """
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: InferenceRequest) -> None:
+        self.request = request
+
+    def is_set(self) -> bool:
+        return self.request.is_cancelled()
+
+    def set(self) -> None:  # the flag is the request's: setting it cancels the request
+        self.request.cancel()
+
+    def __call__(self, pb_request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponseSender | None:
+        sender = self.request.response_sender
+        if sender is None:
+            return None
+        wanted = pb_request.requested_output_names()
+
+        def send(response: pb_utils.InferenceResponse | None, flags: int) -> None:
+            assert sender is not None
+            sender.send(None if response is None else response_from_pb(response, wanted), flags)
+
+        return pb_utils.InferenceResponseSender(send, pb_request)
+
+
 def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils.InferenceRequest:
+    """``request`` as the model receives it in-process (its sender and cancellation
+    read from ``request`` when the model asks)."""
+    received = _Received(request)
     return pb_utils.InferenceRequest._received(
         request.model_name,
         request.model_version,
@@ -165,6 +203,8 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
         request.flags,
         request.timeout_us,
         request.parameters,
+        received,
+        received,
     )
 
 

@@ -127,20 +127,8 @@ class InProcessInstance:
             threading.Thread(target=_serve, args=(self._loop,), name=f"async-{name}", daemon=True).start()
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse | None] | None:
-        pb_requests = []
-        for request in requests:
-            pb_request = request_to_pb(request, self._outputs)
-            sender = request.response_sender
-            if sender is not None:
-                wanted = pb_request.requested_output_names()
-                pb_request._sender = pb_utils.InferenceResponseSender(
-                    lambda response, flags, sender=sender, wanted=wanted: sender.send(
-                        None if response is None else response_from_pb(response, wanted), flags
-                    ),
-                    pb_request,
-                )
-            request.on_cancel(pb_request._cancelled.set)
-            pb_requests.append(pb_request)
+        outputs = self._outputs
+        pb_requests = [request_to_pb(request, outputs) for request in requests]
         if self._loop is not None:
             # The task runs in a copy of this context: with the runtime entered.
             execution = self.host.execute(pb_requests)
