@@ -201,6 +201,12 @@ class InferenceRequest:
     then ``exec()`` / ``await async_exec()`` runs it on any loaded model.
     """
 
+    # What ``__init__`` sets these to, for ``_received``, which leaves them to the class.
+    _trace: InferenceTrace | None = None
+    _sender: InferenceResponseSender | None = None
+    _token: Any = None
+    _release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+
     def __init__(
         self,
         request_id: str = "",
@@ -232,11 +238,11 @@ class InferenceRequest:
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
         self._parameters: dict[str, Any] = _checked_parameters(parameters or {})
-        self._sender: InferenceResponseSender | None = None
+        self._sender = None
         self._make_sender: Callable[[InferenceRequest], InferenceResponseSender | None] | None = None
         self._cancelled: Flag = CancelFlag()
         #: Set by the runtime for a request received in ``execute``: its wire token.
-        self._token: Any = None
+        self._token = None
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     @classmethod
@@ -271,13 +277,10 @@ class InferenceRequest:
         request._correlation_id = correlation_id
         request._flags = flags
         request._timeout = timeout
-        request._trace = None
+        # _trace, _sender, _token, _release_flags: the class's (as __init__ sets them).
         request._parameters = _checked_parameters(parameters) if parameters else {}
-        request._sender = None
         request._make_sender = make_sender
         request._cancelled = CancelFlag() if cancelled is None else cancelled
-        request._token = None
-        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         return request
 
     # the accessors Triton's class has

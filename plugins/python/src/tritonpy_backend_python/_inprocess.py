@@ -29,6 +29,7 @@ from ._convert import bls_request_from_pb, execute_error, request_to_pb, respons
 from ._services import ServerServices
 
 _FINAL = RESPONSE_COMPLETE_FINAL
+_RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 T = TypeVar("T")
 _ASYNC_RESCHEDULE = TritonError.unsupported(
     "a model with an async execute cannot release requests with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE"
@@ -136,12 +137,16 @@ class InProcessInstance:
             future.add_done_callback(lambda f: self._async_done(f, requests, pb_requests))
             return None
         try:
-            result = self._in_model(self.host.execute, pb_requests)
+            token = _runtime.enter(self.runtime)  # _in_model, spelt out on the hot path
+            try:
+                result = self.host.execute(pb_requests)
+            finally:
+                _runtime.leave(token)
             responses = None if result is None else self._responses(result, pb_requests)
         except Exception as exc:
             raise self._failed(exc) from None
         for request, pb_request in zip(requests, pb_requests):
-            if pb_request._rescheduled:  # released with RESCHEDULE: the core runs it again
+            if pb_request._release_flags & _RESCHEDULE:  # the core runs it again
                 request.reschedule()
         return responses
 
@@ -161,7 +166,7 @@ class InProcessInstance:
     def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse | None]:
         responses = check_responses(result, requests)
         return [
-            None if r is None else response_from_pb(r, q.requested_output_names())
+            None if r is None else response_from_pb(r, q._requested)  # requested_output_names()
             for r, q in zip(responses, requests)
         ]
 
