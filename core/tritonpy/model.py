@@ -336,7 +336,7 @@ class LoadedVersion:
             if not isinstance(error, TritonError):
                 log.error("execute of model '%s' on '%s' raised", self.name, instance.name, exc_info=error)
                 error = TritonError.internal(f"{type(error).__name__}: {error}")
-            if any(r.response_sender is not None and r.response_sender.closed for r in requests):
+            if senders.any_final():
                 # Part of the batch was already answered through senders.
                 senders.fail_open(error)
                 senders.execute_returned()

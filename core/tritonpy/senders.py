@@ -16,7 +16,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ResponseSender, TritonError
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    InferenceRequest,
+    InferenceResponse,
+    ResponseSender,
+    TritonError,
+)
 
 from .responses import finish_response
 from .scheduler import Job, internal_error
@@ -28,8 +34,67 @@ if TYPE_CHECKING:
 _STAMPS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
 
 
+def _refuse(response: InferenceResponse | None, flags: int) -> None:
+    raise AssertionError("a closed sender delivers nothing")  # ResponseSender checks first
+
+
+def _closed_sender(request: InferenceRequest, decoupled: bool) -> ResponseSender:
+    sender = ResponseSender(_refuse, request, decoupled)
+    sender.close()
+    return sender
+
+
+#: The sender source of a request its batch is done with, by ``decoupled``: a closed
+#: sender for a late first read (sending raises, as on any closed sender).
+_CLOSED = (
+    functools.partial(_closed_sender, decoupled=False),
+    functools.partial(_closed_sender, decoupled=True),
+)
+
+#: Held while a sender is made or a batch stops making them (rare, and short): one
+#: lock for all batches, so that a batch whose backend reads no sender makes none.
+_MAKING = threading.Lock()
+
+
 class SenderBatch:
-    """The jobs of one ``execute`` call whose backend answers through senders."""
+    """The jobs of one ``execute`` call whose backend answers through senders.
+
+    A request's ``response_sender`` is made when the backend first reads it
+    (``_sender_at``), and what answering through senders needs (``_live``) when
+    the first one is: most backends return their responses and never read one,
+    and a sender nobody made cannot have sent anything. Once the batch is done
+    with a request (``close``, ``handed_back``, its FINAL) the request's sender
+    source becomes ``_CLOSED``, which holds nothing of the batch: a late first
+    read still gets a closed sender, as when every request got one up front, and
+    the request no longer reaches its batch (no reference cycle keeps its tensors
+    alive).
+    """
+
+    __slots__ = (
+        "_model",
+        "_jobs",
+        "_start",
+        "infer_start",
+        "_decoupled",
+        "_shut",
+        "_closed_source",
+        "_senders",
+        "_where",
+        "_lock",
+        "_open",
+        "_returned",
+        "_last_final",
+        "_ok",
+        "_held",
+    )
+
+    # Made by ``_live``, with the first sender:
+    _lock: threading.Lock
+    _open: int
+    _returned: bool
+    _last_final: int
+    _ok: list[bool]
+    _held: list[InferenceResponse | None]
 
     def __init__(self, model: LoadedVersion, jobs: Sequence[Job], start_ns: int, decoupled: bool) -> None:
         self._model = model
@@ -37,16 +102,58 @@ class SenderBatch:
         self._start = start_ns
         self.infer_start = start_ns
         self._decoupled = decoupled
-        self._lock = threading.Lock()
-        self._open = len(jobs)
-        self._returned = False
-        self._last_final = start_ns
-        self._ok = [True] * len(jobs)
-        self._held: list[InferenceResponse | None] = [None] * len(jobs)
-        for index, job in enumerate(jobs):
-            job.request.response_sender = ResponseSender(
-                functools.partial(self._deliver, index), job.request, decoupled
-            )
+        self._shut = False  # close(): the senders are not used; any made now is closed
+        self._closed_source = _CLOSED[decoupled]
+        #: Each request's sender once made (a closed one for a request handed back
+        #: unmade); None until the first one is.
+        self._senders: list[ResponseSender | None] | None = None
+        self._where: dict[int, int] | None = None  # id(request) -> index, when more than one
+        source = self._sender_for
+        for job in jobs:
+            request = job.request
+            request._sender = None  # a request run again gets a new sender
+            request._sender_source = source
+
+    def _live(self) -> list[ResponseSender | None]:
+        """What answering through senders needs, made once (hold ``_MAKING``)."""
+        senders = self._senders
+        if senders is None:
+            count = len(self._jobs)
+            self._lock = threading.Lock()
+            self._open = count
+            self._returned = False
+            self._last_final = self._start
+            self._ok = [True] * count
+            self._held = [None] * count
+            senders = self._senders = [None] * count
+        return senders
+
+    def _sender_for(self, request: InferenceRequest) -> ResponseSender:
+        """``request.response_sender``'s first read."""
+        if len(self._jobs) == 1:
+            return self._sender_at(0)
+        where = self._where
+        if where is None:
+            where = self._where = {id(job.request): index for index, job in enumerate(self._jobs)}
+        return self._sender_at(where[id(request)])
+
+    def _sender_at(self, index: int) -> ResponseSender:
+        """The sender of the request at ``index``, made now if it was not."""
+        with _MAKING:
+            senders = self._live()
+            sender = senders[index]
+            if sender is None:
+                request = self._jobs[index].request
+                sender = ResponseSender(functools.partial(self._deliver, index), request, self._decoupled)
+                senders[index] = sender
+                if self._shut:
+                    # Read while or after ``close`` ran: closed, as every sender then is.
+                    # Not kept on the request (``close`` gives it ``_CLOSED`` instead):
+                    # one run again may meanwhile belong to another batch.
+                    sender.close()
+                else:
+                    request._sender = sender
+            return sender
 
     def _deliver(self, index: int, response: InferenceResponse | None, flags: int) -> None:
         job = self._jobs[index]
@@ -82,6 +189,7 @@ class SenderBatch:
                     ),
                 )
         if final:
+            job.request._sender_source = self._closed_source  # done with: drop the batch
             now = time.monotonic_ns()
             if job.trace is not None:
                 for name, ns in zip(_STAMPS, (self._start, self.infer_start, now, now)):
@@ -105,8 +213,16 @@ class SenderBatch:
         count as done in this execution, which they ran in."""
         now = time.monotonic_ns()
         for index in indices:
-            sender = self._jobs[index].request.response_sender
-            if sender is None or sender.closed:
+            with _MAKING:
+                senders = self._live()
+                sender = senders[index]
+                if sender is None:  # never read, so nothing sent: open until now
+                    sender = senders[index] = _closed_sender(self._jobs[index].request, self._decoupled)
+                    was_open = True
+                else:
+                    was_open = not sender.closed
+            self._jobs[index].request._sender_source = self._closed_source
+            if not was_open:
                 continue  # FINAL already sent: already counted
             sender.close()
             self._held[index] = None
@@ -114,24 +230,39 @@ class SenderBatch:
 
     def execute_returned(self) -> None:
         """``execute`` returned None: the batch completes when every request sent FINAL."""
+        with _MAKING:
+            self._live()
         with self._lock:
             self._returned = True
             complete = self._open == 0
         if complete:
             self._record()
 
+    def any_final(self) -> bool:
+        """Whether some request already sent FINAL (one whose sender was never made did not)."""
+        senders = self._senders
+        return senders is not None and any(sender is not None and sender.closed for sender in senders)
+
     def close(self) -> None:
         """``execute`` returned the responses itself: the senders are not used."""
+        with _MAKING:  # no sender is being made meanwhile
+            self._shut = True
+            senders = self._senders
+        closed = self._closed_source
         for job in self._jobs:
-            sender = job.request.response_sender
-            if sender is not None:
-                sender.close()
+            # Made or not, the request is done with this batch: a sender never made is
+            # a closed one if it is ever read.
+            job.request._sender_source = closed
+        if senders is not None:
+            for sender in senders:  # made before ``_shut``, by a backend that then returned
+                if sender is not None:
+                    sender.close()
 
     def fail_open(self, error: TritonError) -> None:
         """``execute`` raised: end every request that has not sent FINAL with ``error``."""
-        for job in self._jobs:
-            sender = job.request.response_sender
-            if sender is not None and not sender.closed:
+        for index in range(len(self._jobs)):
+            sender = self._sender_at(index)
+            if not sender.closed:
                 try:
                     sender.send(InferenceResponse.from_error(error), RESPONSE_COMPLETE_FINAL)
                 except TritonError:  # closed by the backend meanwhile

@@ -48,11 +48,28 @@ class InferenceRequest:
 
     #: The first dim of the inputs when the model batches, else 1 (set by the core).
     batch_size: int = 1
-    #: Set by the core before ``execute``: where this request's responses may be sent.
-    response_sender: ResponseSender | None = None
+    #: ``response_sender`` once made (or set).
+    _sender: ResponseSender | None = field(default=None, repr=False)
+    #: Makes ``response_sender`` on first access (set by the core before ``execute``).
+    _sender_source: Callable[[InferenceRequest], ResponseSender] | None = field(default=None, repr=False)
     _cancelled: bool = False
     _on_cancel: list[Callable[[], None]] | None = None
     _rescheduled: bool = False
+
+    @property
+    def response_sender(self) -> ResponseSender | None:
+        """Where this request's responses may be sent; the core provides one for every
+        request it passes to ``execute`` (None outside an execution). It is made on
+        first access, so a backend that returns its responses never pays for it."""
+        sender = self._sender
+        if sender is None and self._sender_source is not None:
+            return self._sender_source(self)  # it keeps what it makes where it belongs
+        return sender
+
+    @response_sender.setter
+    def response_sender(self, sender: ResponseSender | None) -> None:
+        self._sender_source = None
+        self._sender = sender
 
     def is_cancelled(self) -> bool:
         """Whether the client gave up on this request (stream closed, disconnect)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 import json
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -165,6 +166,19 @@ class InferenceTrace:
 _NO_TRACE = InferenceTrace()
 
 
+#: Held while a request's response sender is made on first ask (rare, and short).
+_MAKING_SENDER = threading.Lock()
+
+
+class Flag(Protocol):
+    """Where a request's cancellation is kept: a ``CancelFlag``, or (in-process) the
+    server's own request."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+
 class CancelFlag:
     """Whether a request was cancelled: set once, from any thread (cheaper than an Event)."""
 
@@ -186,6 +200,12 @@ class InferenceRequest:
     ``InferenceRequest(model_name=..., inputs=[...], requested_output_names=[...])``
     then ``exec()`` / ``await async_exec()`` runs it on any loaded model.
     """
+
+    # What ``__init__`` sets these to, for ``_received``, which leaves them to the class.
+    _trace: InferenceTrace | None = None
+    _sender: InferenceResponseSender | None = None
+    _token: Any = None
+    _release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     def __init__(
         self,
@@ -218,10 +238,11 @@ class InferenceRequest:
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
         self._parameters: dict[str, Any] = _checked_parameters(parameters or {})
-        self._sender: InferenceResponseSender | None = None
-        self._cancelled = CancelFlag()
+        self._sender = None
+        self._make_sender: Callable[[InferenceRequest], InferenceResponseSender | None] | None = None
+        self._cancelled: Flag = CancelFlag()
         #: Set by the runtime for a request received in ``execute``: its wire token.
-        self._token: Any = None
+        self._token = None
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     @classmethod
@@ -236,11 +257,17 @@ class InferenceRequest:
         flags: int,
         timeout: int,
         parameters: dict[str, Any],
+        cancelled: Flag | None = None,
+        make_sender: Callable[[InferenceRequest], InferenceResponseSender | None] | None = None,
     ) -> InferenceRequest:
         """The backend's constructor for a request ``execute`` receives, built from one
         the server validated: ``model_name`` is a ``str``, ``inputs`` and
         ``requested_output_names`` are new lists this request may own, ``parameters``
-        a dict; what ``__init__`` does beyond that is done here the same way."""
+        a dict; what ``__init__`` does beyond that is done here the same way.
+
+        ``cancelled``: where ``is_cancelled()`` looks (anything with ``is_set()``; a new
+        ``CancelFlag`` by default). ``make_sender(request)``: makes the response sender
+        when the model first asks for it (``get_response_sender``), None for none."""
         request = cls.__new__(cls)
         request._model_name = model_name
         request._model_version = model_version
@@ -250,12 +277,10 @@ class InferenceRequest:
         request._correlation_id = correlation_id
         request._flags = flags
         request._timeout = timeout
-        request._trace = None
-        request._parameters = _checked_parameters(parameters)
-        request._sender = None
-        request._cancelled = CancelFlag()
-        request._token = None
-        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        # _trace, _sender, _token, _release_flags: the class's (as __init__ sets them).
+        request._parameters = _checked_parameters(parameters) if parameters else {}
+        request._make_sender = make_sender
+        request._cancelled = CancelFlag() if cancelled is None else cancelled
         return request
 
     # the accessors Triton's class has
@@ -294,9 +319,15 @@ class InferenceRequest:
         return json.dumps(self._parameters)
 
     def get_response_sender(self) -> InferenceResponseSender:
-        if self._sender is None:
+        sender = self._sender
+        if sender is None and self._make_sender is not None:
+            with _MAKING_SENDER:  # one sender, however many threads ask first
+                if self._sender is None:
+                    self._sender = self._make_sender(self)
+                sender = self._sender
+        if sender is None:
             raise TritonModelException("only requests received by execute() have a response sender")
-        return self._sender
+        return sender
 
     def is_cancelled(self) -> bool:
         return self._cancelled.is_set()

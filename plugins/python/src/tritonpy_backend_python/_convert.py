@@ -117,6 +117,9 @@ def bls_request_from_wire(link: Link, desc: dict[str, Any]) -> InferenceRequest:
 #: pb_utils type code → data type, and back.
 _DATATYPES = {code: DataType(name) for code, name in NAMES.items()}
 _PB_CODES = {datatype: code for code, datatype in _DATATYPES.items()}
+#: The same by the member's ``id``: hashing an ``Enum`` member runs Python code (about
+#: 150 ns); its ``id`` is stable (members live as long as their class) and hashes in C.
+_PB_CODE_OF = {id(datatype): code for datatype, code in _PB_CODES.items()}
 
 
 def tensor_to_pb(tensor: Tensor) -> pb_utils.Tensor:
@@ -131,15 +134,18 @@ def response_from_pb(
     response: pb_utils.InferenceResponse, wanted: Collection[str] | None = None
 ) -> InferenceResponse:
     """A model's response for the core; with ``wanted``, only those outputs (as Triton)."""
-    error = response.error()
+    # pb_utils' own fields, read directly: its constructor checked them (a list of
+    # pb_utils Tensors, a pb_utils TritonError or None), and each accessor returns
+    # the field as it is.
+    error = response._error
     params = response._parameters
     if error is not None:
         return InferenceResponse(error=error_from_pair(error.message(), error.code()), parameters=params)
     outputs = {}
-    for t in response.output_tensors():
-        name = t.name()
+    for t in response._outputs:
+        name = t._name
         if wanted is None or name in wanted:
-            outputs[name] = Tensor(name, t.as_numpy(), _DATATYPES[t.triton_dtype()])  # tensor_from_pb
+            outputs[name] = Tensor(name, t._array, _DATATYPES[t._code])  # tensor_from_pb
     return InferenceResponse(outputs, parameters=params)
 
 
@@ -154,17 +160,59 @@ def response_to_pb(response: InferenceResponse) -> pb_utils.InferenceResponse:
     )
 
 
+class _Received:
+    """The core's request behind a ``pb_utils`` request ``execute`` receives in-process.
+
+    Its cancellation flag: ``is_set()`` reads the core request's state, which
+    ``cancel()`` sets before it runs any callback (so no callback per request).
+    And the maker of its response sender, called on the model's first
+    ``get_response_sender()`` (most models never ask): it wraps the core request's
+    ``response_sender`` as the model's ``pb_utils`` sender, and reads the request's
+    output names when it sends (the model's list, as it stands then).
+    """
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: InferenceRequest) -> None:
+        self.request = request
+
+    def is_set(self) -> bool:
+        return self.request.is_cancelled()
+
+    def set(self) -> None:  # the flag is the request's: setting it cancels the request
+        self.request.cancel()
+
+    def __call__(self, pb_request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponseSender | None:
+        sender = self.request.response_sender
+        if sender is None:
+            return None
+        wanted = pb_request.requested_output_names()
+
+        def send(response: pb_utils.InferenceResponse | None, flags: int) -> None:
+            assert sender is not None
+            sender.send(None if response is None else response_from_pb(response, wanted), flags)
+
+        return pb_utils.InferenceResponseSender(send, pb_request)
+
+
 def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils.InferenceRequest:
+    """``request`` as the model receives it in-process (its sender and cancellation
+    read from ``request`` when the model asks)."""
+    received = _Received(request)
+    requested = request.requested_outputs
     return pb_utils.InferenceRequest._received(
         request.model_name,
         request.model_version,
-        [pb_utils.Tensor(t.name, t.data, _PB_CODES[t.datatype]) for t in request.inputs.values()],
-        list(_requested(request, all_outputs)),  # the model may change its list
+        [pb_utils.Tensor(t.name, t.data, _PB_CODE_OF[id(t.datatype)]) for t in request.inputs.values()],
+        # _requested(request, all_outputs), a list the model may change as its own:
+        [o.name for o in requested] if requested else list(all_outputs),
         request.id,
         request.correlation_id,
         request.flags,
         request.timeout_us,
         request.parameters,
+        received,
+        received,
     )
 
 

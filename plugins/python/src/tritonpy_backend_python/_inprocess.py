@@ -29,6 +29,7 @@ from ._convert import bls_request_from_pb, execute_error, request_to_pb, respons
 from ._services import ServerServices
 
 _FINAL = RESPONSE_COMPLETE_FINAL
+_RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 T = TypeVar("T")
 _ASYNC_RESCHEDULE = TritonError.unsupported(
     "a model with an async execute cannot release requests with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE"
@@ -127,20 +128,8 @@ class InProcessInstance:
             threading.Thread(target=_serve, args=(self._loop,), name=f"async-{name}", daemon=True).start()
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse | None] | None:
-        pb_requests = []
-        for request in requests:
-            pb_request = request_to_pb(request, self._outputs)
-            sender = request.response_sender
-            if sender is not None:
-                wanted = pb_request.requested_output_names()
-                pb_request._sender = pb_utils.InferenceResponseSender(
-                    lambda response, flags, sender=sender, wanted=wanted: sender.send(
-                        None if response is None else response_from_pb(response, wanted), flags
-                    ),
-                    pb_request,
-                )
-            request.on_cancel(pb_request._cancelled.set)
-            pb_requests.append(pb_request)
+        outputs = self._outputs
+        pb_requests = [request_to_pb(request, outputs) for request in requests]
         if self._loop is not None:
             # The task runs in a copy of this context: with the runtime entered.
             execution = self.host.execute(pb_requests)
@@ -148,12 +137,16 @@ class InProcessInstance:
             future.add_done_callback(lambda f: self._async_done(f, requests, pb_requests))
             return None
         try:
-            result = self._in_model(self.host.execute, pb_requests)
+            token = _runtime.enter(self.runtime)  # _in_model, spelt out on the hot path
+            try:
+                result = self.host.execute(pb_requests)
+            finally:
+                _runtime.leave(token)
             responses = None if result is None else self._responses(result, pb_requests)
         except Exception as exc:
             raise self._failed(exc) from None
         for request, pb_request in zip(requests, pb_requests):
-            if pb_request._rescheduled:  # released with RESCHEDULE: the core runs it again
+            if pb_request._release_flags & _RESCHEDULE:  # the core runs it again
                 request.reschedule()
         return responses
 
@@ -173,7 +166,7 @@ class InProcessInstance:
     def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse | None]:
         responses = check_responses(result, requests)
         return [
-            None if r is None else response_from_pb(r, q.requested_output_names())
+            None if r is None else response_from_pb(r, q._requested)  # requested_output_names()
             for r, q in zip(responses, requests)
         ]
 
