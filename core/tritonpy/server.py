@@ -682,7 +682,7 @@ _NUMERIC = {
 
 
 def input_tensor(
-    model: str, name: str, value: Any, declared: Callable[[], DataType | None] = lambda: None
+    model: str, name: str, value: Any, declared: Callable[[str], DataType | None] = lambda name: None
 ) -> Tensor:
     """The tensor of input ``name`` given to the in-process API.
 
@@ -694,7 +694,7 @@ def input_tensor(
     TritonError (INVALID_ARG) naming the input and what was given.
 
     Python numbers (a list, a tuple, a number) carry no data type of their own:
-    they take the model's (``declared()``, asked only then), so ``[1, 2]`` fits an
+    they take the model's (``declared(name)``, asked only then), so ``[1, 2]`` fits an
     INT32 input. Arrays keep theirs, and a mismatch is refused by validation.
     """
     if type(value) is np.ndarray:
@@ -729,13 +729,13 @@ def input_tensor(
 
 
 def _python_numbers(
-    model: str, name: str, value: Any, array: np.ndarray[Any, Any], declared: Callable[[], DataType | None]
+    model: str, name: str, value: Any, array: np.ndarray[Any, Any], declared: Callable[[str], DataType | None]
 ) -> Tensor:
     """``array`` (numpy's reading of ``value``) in the model's data type for the input
     when ``value`` held Python numbers and the model declares a numeric type."""
     if array.dtype.kind not in "biuf":  # strings: BYTES, as numpy read them
         return Tensor.from_numpy(name, array)
-    datatype = declared()
+    datatype = declared(name)
     if datatype is None or datatype is DataType.BYTES:
         return Tensor.from_numpy(name, array)
     target = datatype.numpy_dtype
@@ -796,10 +796,8 @@ class ModelHandle:
         request_id: str = "",
     ) -> InferenceRequest:
         """Build a request from numpy arrays (see ``input_tensor`` for what else is taken)."""
-        tensors = {
-            n: input_tensor(self.name, n, v, functools.partial(self._declared, n))
-            for n, v in (inputs or {}).items()
-        }
+        declared = self._declared
+        tensors = {n: input_tensor(self.name, n, v, declared) for n, v in (inputs or {}).items()}
         return InferenceRequest(
             model_name=self.name,
             model_version=self.version,
