@@ -200,15 +200,19 @@ class LoadedVersion:
                 self.stats.record_cache_hit(arrival, lookup_ns)
                 done(response, RESPONSE_COMPLETE_FINAL)
                 return
-        self.stats.queued()
         if trace is not None:
             trace.stamp("QUEUE_START", arrival)
-        try:
-            job = Job(request, done, arrival, trace, key, lookup_ns)
-            if here:
-                run_here = getattr(scheduler, "run_here", None)
-                if run_here is not None and run_here(job):
+        job = Job(request, done, arrival, trace, key, lookup_ns)
+        if here:
+            # Run by the caller, the job never waits in a queue: not counted as pending.
+            run_here = getattr(scheduler, "run_here", None)
+            if run_here is not None:
+                job.queued = False
+                if run_here(job):
                     return
+                job.queued = True
+        self.stats.queued()
+        try:
             scheduler.enqueue(job)
         except TritonError as exc:
             self.stats.dequeued(1)
@@ -285,6 +289,13 @@ class LoadedVersion:
             # position (the sequence batcher answered those it saw cancelled).
             self.stats.dequeued(sum(not j.null for j in jobs))
             return jobs
+        if len(jobs) == 1:  # the common case, without the loop
+            job = jobs[0]
+            if job.queued:
+                self.stats.dequeued(1)
+            if job.request.is_cancelled():
+                return self._drop_cancelled(jobs, start)
+            return jobs
         self.stats.dequeued(len(jobs))
         for job in jobs:
             if job.request.is_cancelled():
@@ -296,7 +307,7 @@ class LoadedVersion:
         jobs = self._begin(jobs, start)
         if not jobs:
             return
-        requests = [j.request for j in jobs]
+        requests = [jobs[0].request] if len(jobs) == 1 else [j.request for j in jobs]
         senders = SenderBatch(self, jobs, start, self.decoupled)
         senders.infer_start = time.monotonic_ns()
         try:
@@ -319,7 +330,7 @@ class LoadedVersion:
         """What the backend's execution gave: record it and answer every job
         (``requests`` are the jobs' requests, as the backend got them); jobs the
         backend handed back (``request.reschedule()``) go back to the scheduler."""
-        back = [i for i, r in enumerate(requests) if r._rescheduled] if error is None else []
+        back = _handed_back(requests) if error is None else ()
         if error is None:
             if responses is None:
                 if back:
@@ -382,8 +393,7 @@ class LoadedVersion:
                 padding=len(jobs) - len(real),
             )
         elif len(jobs) == 1:  # the common case (no batching): tuples, not comprehensions
-            ok = outs[0].error is None
-            self.stats.record_execution(times, (jobs[0].arrival_ns,), (requests[0].batch_size,), (ok,))
+            self.stats.record_one(times, jobs[0].arrival_ns, requests[0].batch_size, outs[0].error is None)
         else:
             self.stats.record_execution(
                 times,
@@ -493,6 +503,16 @@ class LoadedVersion:
         finalize_quietly(self.hooks, "model_finalize", model=self.model)
         self.state = ModelState.UNAVAILABLE
         self.reason = "unloaded"
+
+
+def _handed_back(requests: Sequence[InferenceRequest]) -> Sequence[int]:
+    """The positions of the requests their backend handed back (``reschedule()``)."""
+    if len(requests) == 1:  # the common case, without a comprehension
+        return _FIRST if requests[0]._rescheduled else ()
+    return [i for i, r in enumerate(requests) if r._rescheduled]
+
+
+_FIRST = (0,)
 
 
 def finalize_quietly(hooks: BackendHooks, name: str, **kwargs: Any) -> None:

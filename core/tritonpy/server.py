@@ -175,11 +175,12 @@ class Server:
         self.draining = False
         #: ``time.monotonic()`` of the last request refused while stopping (0: none).
         self.last_refused = 0.0
-        self._inflight = 0
-        # Counting a request in and out takes the condition's lock itself (a C-level
-        # ``with``; the Condition's own ``__enter__`` is Python): the same lock.
-        self._inflight_lock = threading.Lock()
-        self._idle = threading.Condition(self._inflight_lock)
+        # One element per request in flight: ``append`` and ``pop`` are atomic, so
+        # counting a request in and out takes no lock. ``wait_idle`` counts itself in
+        # ``_idle_waiters`` under the condition's lock before it looks, and a request
+        # that leaves looks at that count after its ``pop``: no wake-up is lost.
+        self._inflight: list[None] = []
+        self._idle = threading.Condition(threading.Lock())
         #: Threads in ``wait_idle`` (notifying nobody is skipped: it is not free).
         self._idle_waiters = 0
 
@@ -220,7 +221,7 @@ class Server:
         # finalize (they read it through ServerApi.exit_deadline) share it.
         deadline = self.exit_deadline = time.monotonic() + limit
         if not self.wait_idle(limit):
-            log.warning("timed out waiting for %d in-flight request(s)", self._inflight)
+            log.warning("timed out waiting for %d in-flight request(s)", len(self._inflight))
         self._stopping = True
         self.manager.unload_all(deadline)  # polling stops, unloads under way are waited for
         self.backends.finalize()
@@ -403,13 +404,13 @@ class Server:
         return self.manager.get_version(request.model_name, request.model_version)  # as get_version
 
     def _enter(self) -> None:
-        with self._inflight_lock:
-            self._inflight += 1
+        self._inflight.append(None)
 
     def _leave(self) -> None:
-        with self._inflight_lock:
-            self._inflight -= 1
-            if self._inflight == 0 and self._idle_waiters:
+        inflight = self._inflight
+        inflight.pop()
+        if not inflight and self._idle_waiters:
+            with self._idle:
                 self._idle.notify_all()
 
     def drain(self) -> None:
@@ -423,7 +424,7 @@ class Server:
         with self._idle:
             self._idle_waiters += 1
             try:
-                return self._idle.wait_for(lambda: self._inflight == 0, timeout=timeout)
+                return self._idle.wait_for(lambda: not self._inflight, timeout=timeout)
             finally:
                 self._idle_waiters -= 1
 

@@ -75,10 +75,20 @@ class ModelStatistics:
         self.failures = dict.fromkeys(FAILURE_REASONS, 0)
         self.inference_count = 0
         self.execution_count = 0
-        self.last_inference_ms = 0
+        #: ``time.monotonic_ns()`` at the end of the last inference (0: none yet); the
+        #: wall-clock time is worked out when read (``last_inference_ms``), not per request.
+        self.last_inference_ns = 0
         self.pending = 0
         self.batches: dict[int, BatchStats] = {}
         self.observers: list[Observer] = []
+
+    @property
+    def last_inference_ms(self) -> int:
+        """Wall-clock milliseconds since the epoch of the last inference's end (0: none)."""
+        last = self.last_inference_ns
+        if not last:
+            return 0
+        return (time.time_ns() - max(0, time.monotonic_ns() - last)) // 1_000_000
 
     # -- recording (worker threads) ----------------------------------------------------
 
@@ -101,8 +111,8 @@ class ModelStatistics:
     ) -> None:
         """One execution of ``len(arrivals)`` requests, and each request's outcome;
         ``padding`` null requests (a sequence batcher's empty slots) ran beside them."""
-        if len(arrivals) == 1 and not padding:
-            self._record_one(times, arrivals[0], batch_sizes[0], ok[0], reason)
+        if len(arrivals) == 1 and not padding and reason == "BACKEND":
+            self.record_one(times, arrivals[0], batch_sizes[0], ok[0])
             return
         compute_input = times.infer_start - times.start
         compute_infer = times.infer_end - times.infer_start
@@ -111,7 +121,7 @@ class ModelStatistics:
         observed: list[tuple[str, float]] = []
         with self._lock:
             self.execution_count += 1
-            self.last_inference_ms = time.time_ns() // 1_000_000
+            self.last_inference_ns = times.end
             batch = self.batches.get(total_batch)
             if batch is None:
                 batch = self.batches[total_batch] = BatchStats()
@@ -143,35 +153,55 @@ class ModelStatistics:
             for observer in self.observers:
                 observer(stage, us)
 
-    def _record_one(
-        self, times: ExecutionTimes, arrival: int, batch_size: int, ok: bool, reason: str
-    ) -> None:
+    def record_one(self, times: ExecutionTimes, arrival: int, batch_size: int, ok: bool) -> None:
         """``record_execution`` of one request without padding, the common case (no
-        batching): the same updates, without the loops."""
+        batching): the same updates, inlined (this runs once per request)."""
         compute_input = times.infer_start - times.start
         compute_infer = times.infer_end - times.infer_start
         compute_output = times.end - times.infer_end
-        queue_ns = max(0, times.start - arrival)
-        total_ns = max(0, times.end - arrival)
+        queue_ns = times.start - arrival
+        if queue_ns < 0:
+            queue_ns = 0
+        total_ns = times.end - arrival
+        if total_ns < 0:
+            total_ns = 0
         with self._lock:
             self.execution_count += 1
-            self.last_inference_ms = time.time_ns() // 1_000_000
+            self.last_inference_ns = times.end
             batch = self.batches.get(batch_size)
             if batch is None:
                 batch = self.batches[batch_size] = BatchStats()
-            batch.compute_input.add(compute_input)
-            batch.compute_infer.add(compute_infer)
-            batch.compute_output.add(compute_output)
-            self.queue.add(queue_ns)
-            self.compute_input.add(compute_input)
-            self.compute_infer.add(compute_infer)
-            self.compute_output.add(compute_output)
+            d = batch.compute_input
+            d.count += 1
+            d.ns += compute_input
+            d = batch.compute_infer
+            d.count += 1
+            d.ns += compute_infer
+            d = batch.compute_output
+            d.count += 1
+            d.ns += compute_output
+            d = self.queue
+            d.count += 1
+            d.ns += queue_ns
+            d = self.compute_input
+            d.count += 1
+            d.ns += compute_input
+            d = self.compute_infer
+            d.count += 1
+            d.ns += compute_infer
+            d = self.compute_output
+            d.count += 1
+            d.ns += compute_output
             if ok:
-                self.success.add(total_ns)
+                d = self.success
+                d.count += 1
+                d.ns += total_ns
                 self.inference_count += batch_size
             else:
-                self.fail.add(total_ns)
-                self.failures[reason] += 1
+                d = self.fail
+                d.count += 1
+                d.ns += total_ns
+                self.failures["BACKEND"] += 1
             observing = bool(self.observers)
         if observing:
             observed = (
@@ -190,7 +220,7 @@ class ModelStatistics:
         with self._lock:
             self.success.add(max(0, time.monotonic_ns() - arrival))
             self.cache_hit.add(lookup_ns)
-            self.last_inference_ms = time.time_ns() // 1_000_000
+            self.last_inference_ns = time.monotonic_ns()
 
     def record_cache_miss(self, ns: int) -> None:
         """Lookup plus insertion time of a request the cache did not hold."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ def _send(server: tritonpy.Server, model: str, batch: int) -> None:
 
 
 def test_counts_and_batch_stats(server: tritonpy.Server) -> None:
+    before_ms = time.time_ns() // 1_000_000
     for batch in (1, 1, 3, 2, 3, 3):
         _send(server, "addsub", batch)
     with pytest.raises(TritonError):  # rejected by validation: not counted, as in Triton
@@ -47,7 +49,10 @@ def test_counts_and_batch_stats(server: tritonpy.Server) -> None:
         (2, 1),
         (3, 3),
     ]
-    assert stats["last_inference"] > 0
+    # Wall-clock milliseconds of the last inference (kept as a monotonic stamp, converted when read).
+    assert before_ms <= stats["last_inference"] <= time.time_ns() // 1_000_000
+    # Each ran on the calling thread at once (no worker was needed): nothing is left pending.
+    assert server.get_version("addsub").stats.counters()["pending"] == 0
 
 
 def test_backend_failures_are_counted(server: tritonpy.Server) -> None:

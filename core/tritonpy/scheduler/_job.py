@@ -49,6 +49,9 @@ class Job:
     #: Handed back by its backend (``request.reschedule()``) and queued again by the
     #: scheduler during its current execution (the sequence batcher reads and clears it).
     rescheduled: bool = False
+    #: Counted as pending in its model's statistics until it starts (False: the caller
+    #: runs it at once, ``DefaultScheduler.run_here``, so it never waits in a queue).
+    queued: bool = True
 
     def answer(self, response: InferenceResponse | None, flags: int) -> None:
         """Deliver one answer. Never raises: a failing ``done`` is logged, and the
