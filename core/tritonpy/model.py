@@ -31,6 +31,7 @@ from tritonpy_sdk.host import BackendHooks, call_hook
 from .cache import cache_key
 from .config import ModelConfig
 from .failures import report
+from .memory.placement import place_inputs
 from .responses import finish_response
 from .scheduler import (
     Job,
@@ -271,6 +272,7 @@ class LoadedVersion:
 
         senders.infer_start = time.monotonic_ns()
         try:
+            place_inputs(instance, requests)
             hook(instance=instance, requests=requests, complete=complete)
         except Exception as exc:
             if ended.locked():  # it completed the batch, then raised: the batch stands
@@ -300,6 +302,7 @@ class LoadedVersion:
         senders = SenderBatch(self, jobs, start, self.decoupled)
         senders.infer_start = time.monotonic_ns()
         try:
+            place_inputs(instance, requests)
             responses = self.hooks.execute(instance, requests)
         except Exception as exc:  # a backend bug must not kill the worker or the server
             self._finish(instance, jobs, requests, senders, start, None, exc)
