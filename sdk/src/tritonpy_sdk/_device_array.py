@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dlpack import KDLCPU, KDLCUDA, capsule, data_type
+from ._dlpack import KDLCPU, KDLCUDA, capsule, data_type, take
 
 
 class DeviceArray:
@@ -55,6 +55,29 @@ class DeviceArray:
         return (
             f"DeviceArray(address={self.address:#x}, shape={list(self.shape)}, dtype={self.dtype}, "
             f"memory_type={self.memory_type}, device_id={self.device_id})"
+        )
+
+    @classmethod
+    def from_dlpack(cls, producer: Any) -> DeviceArray:
+        """Wrap what ``producer`` (a torch or cupy tensor: anything with
+        ``__dlpack__``) exports, without a copy; the producer's memory stays alive
+        as long as the array. ``to_host`` asks the producer for a host copy."""
+        address, shape, dtype, device, owner = take(producer)
+
+        def to_host() -> np.ndarray[Any, Any]:
+            cpu = getattr(producer, "cpu", None)  # torch: one copy to the host
+            if cpu is not None:
+                return np.asarray(cpu().numpy())
+            return np.from_dlpack(producer, device="cpu", copy=True)
+
+        return cls(
+            address,
+            shape,
+            dtype,
+            device_id=device[1],
+            owner=(owner, producer),
+            to_host=to_host if device[0] != KDLCPU else None,
+            device_type=device[0],
         )
 
     @property

@@ -141,3 +141,54 @@ def live_count() -> int:
     unconsumed capsule); for tests of the owner's lifetime."""
     with _LIVE_LOCK:
         return len(_LIVE)
+
+
+# -- the consumer side: wrapping a producer's memory without a copy ----------------------------
+
+_GetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _pythonapi)
+)
+_SetName = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", _pythonapi)
+)
+_KINDS = {0: "i", 1: "u", 2: "f", 6: "b"}
+
+
+class Imported:
+    """A tensor taken from a ``"dltensor"`` capsule; its producer's deleter runs
+    when this goes (the producer keeps the memory until then)."""
+
+    __slots__ = ("__weakref__", "_pointer")
+
+    def __init__(self, pointer: int) -> None:
+        self._pointer = pointer
+
+    def __del__(self) -> None:
+        managed = ctypes.cast(self._pointer, ctypes.POINTER(_Managed))
+        deleter = managed.contents.deleter
+        if deleter:
+            deleter(managed)
+
+
+def take(producer: Any) -> tuple[int, tuple[int, ...], np.dtype[Any], tuple[int, int], Imported]:
+    """``(address, shape, dtype, (device type, id), owner)`` of what ``producer``
+    (anything with ``__dlpack__``) exports, without a copy. Only C-contiguous
+    tensors of the types DLPack and numpy share are taken (BufferError otherwise)."""
+    made = producer.__dlpack__()
+    pointer = _GetPointer(made, _CAPSULE_NAME)  # raises ValueError for a used or versioned capsule
+    _SetName(made, _USED_NAME)  # ours now: the capsule's destructor leaves it alone
+    owner = Imported(pointer)
+    t = ctypes.cast(pointer, ctypes.POINTER(_Managed)).contents.dl_tensor
+    kind = _KINDS.get(t.dtype.code)
+    if kind is None or t.dtype.lanes != 1:
+        raise BufferError(f"DLPack data type code {t.dtype.code} (bits {t.dtype.bits}) has no numpy type")
+    dtype = np.dtype("?" if kind == "b" else f"{kind}{t.dtype.bits // 8}")
+    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+    if t.strides:
+        expected = 1
+        for i in reversed(range(t.ndim)):
+            if shape[i] != 1 and int(t.strides[i]) != expected:
+                raise BufferError("only C-contiguous tensors are taken without a copy")
+            expected *= shape[i]
+    address = int(t.data or 0) + int(t.byte_offset)
+    return address, shape, dtype, (int(t.device.device_type), int(t.device.device_id)), owner
