@@ -151,3 +151,27 @@ def test_reshape_is_the_same_memory_and_keeps_the_owner() -> None:
     assert flat.to_host().shape == (2, 3)
     with pytest.raises(ValueError, match="cannot reshape"):
         flat.reshape((4,))
+
+
+def test_from_dlpack_wraps_a_producers_memory_and_keeps_the_producer_alive() -> None:
+    torch = pytest.importorskip("torch")
+    source = torch.arange(6, dtype=torch.int64).reshape(2, 3)
+    array = DeviceArray.from_dlpack(source)
+    assert (array.address, array.shape, array.dtype) == (source.data_ptr(), (2, 3), np.dtype(np.int64))
+    assert array.__dlpack_device__() == (KDLCPU, 0)
+    producer = weakref.ref(source)
+    del source
+    gc.collect()
+    assert producer() is not None  # held by the array
+    assert np.from_dlpack(array).tolist() == [[0, 1, 2], [3, 4, 5]]
+    del array
+    gc.collect()
+    assert producer() is None
+
+
+def test_from_dlpack_refuses_what_it_cannot_wrap_in_place() -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(BufferError, match="C-contiguous"):
+        DeviceArray.from_dlpack(torch.arange(6.0).reshape(2, 3).T)
+    offset = DeviceArray.from_dlpack(np.arange(5, dtype=np.int16)[2:])  # a view: its offset is kept
+    assert np.from_dlpack(offset).tolist() == [2, 3, 4]
