@@ -295,6 +295,8 @@ class ModelLoader:
             cache=self._cache if config.response_cache.enable else None,
             rate_limiter=self._rate_limiter if any(n.resources for n in needs.values()) else None,
             needs=needs,
+            # Device-resident inputs come from CUDA regions (or GPU outputs of ensemble steps).
+            device_tensors=gpus > 0,
         )
         mv.start()
         return mv

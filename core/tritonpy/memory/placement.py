@@ -5,6 +5,8 @@ region, or a device output of an earlier ensemble step) stays where it is for an
 instance that declared ``device_inputs`` and runs on that GPU; every other
 instance gets it copied to host memory, once, before its ``execute`` — so a
 backend that never heard of device tensors sees host memory, as it always did.
+Only where the host has a GPU: elsewhere no device-resident input can exist
+(a ``DeviceArray`` of host memory that a backend made reads as host data anyway).
 """
 
 from __future__ import annotations
