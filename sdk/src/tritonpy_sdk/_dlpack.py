@@ -73,20 +73,25 @@ def _delete(managed: Any) -> None:
 
 _DELETER = _Deleter(_delete)
 
+# Our own prototypes of the C API: the attributes of ``ctypes.pythonapi`` are shared
+# by every module in the process, and others set their argtypes differently.
 _pythonapi = ctypes.pythonapi
-_pythonapi.PyCapsule_New.restype = ctypes.py_object
-_pythonapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_pythonapi.PyCapsule_IsValid.restype = ctypes.c_int
-_pythonapi.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_New = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", _pythonapi)
+)
+_IsValidAt = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", _pythonapi)
+)
+_GetPointerAt = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _pythonapi)
+)
 
 
 def _destroy_capsule(capsule: int) -> None:
     """The capsule's destructor: a capsule still named ``dltensor`` was never
     consumed, so its tensor is deleted here (a consumer renames it and deletes later)."""
-    if _pythonapi.PyCapsule_IsValid(capsule, _CAPSULE_NAME):
-        pointer = _pythonapi.PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
+    if _IsValidAt(capsule, _CAPSULE_NAME):
+        pointer = _GetPointerAt(capsule, _CAPSULE_NAME)
         _delete(ctypes.cast(pointer, ctypes.POINTER(_Managed)))
 
 
@@ -133,7 +138,7 @@ def capsule(
     with _LIVE_LOCK:
         _LIVE[key] = (managed, shape_arr, strides_arr, owner)
     destructor = ctypes.cast(_DESTROY, ctypes.c_void_p)
-    return _pythonapi.PyCapsule_New(ctypes.addressof(managed), _CAPSULE_NAME, destructor)
+    return _New(ctypes.addressof(managed), _CAPSULE_NAME, destructor)
 
 
 def live_count() -> int:
