@@ -175,3 +175,18 @@ def test_from_dlpack_refuses_what_it_cannot_wrap_in_place() -> None:
         DeviceArray.from_dlpack(torch.arange(6.0).reshape(2, 3).T)
     offset = DeviceArray.from_dlpack(np.arange(5, dtype=np.int16)[2:])  # a view: its offset is kept
     assert np.from_dlpack(offset).tolist() == [2, 3, 4]
+
+
+def test_the_producer_works_beside_tritonclients_dlpack() -> None:
+    # tritonclient sets the argtypes of ctypes.pythonapi's capsule calls for the whole
+    # process; the producer must not depend on them (it once did, in its destructor).
+    pytest.importorskip("tritonclient.utils._dlpack")
+    gc.collect()
+    before = live_count()
+    array, owner = _host_array(np.arange(3, dtype=np.float32))
+    made = array.__dlpack__()
+    del made, array
+    gc.collect()
+    assert owner() is None and live_count() == before
+    again, _ = _host_array(np.arange(3, dtype=np.float32))
+    assert np.from_dlpack(again).tolist() == [0.0, 1.0, 2.0]
