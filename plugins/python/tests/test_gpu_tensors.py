@@ -58,6 +58,8 @@ def test_a_gpu_input_reaches_an_in_process_model_in_place() -> None:
         tensor.as_numpy()
     back = tensor_from_pb(tensor)  # e.g. a BLS input, or an output: still on the GPU
     assert back.is_device and back.device is array
+    renamed = pb_utils.Tensor.from_dlpack("Y", tensor)  # a model returning its input as an output
+    assert not renamed.is_cpu() and renamed.name() == "Y" and tensor_from_pb(renamed).device is array
 
 
 def test_host_inputs_stay_plain_numpy_tensors() -> None:

@@ -132,6 +132,8 @@ class Tensor:
         torch CUDA tensor) as a GPU tensor (``is_cpu()`` false)."""
         source = dlpack_tensor if hasattr(dlpack_tensor, "__dlpack__") else _Capsule(dlpack_tensor)
         try:
+            if isinstance(source, GpuTensor):  # another GPU tensor's memory, renamed
+                return GpuTensor(name, source._device, source._code)
             if source.__dlpack_device__()[0] == _KDLCUDA:
                 return GpuTensor(name, source, _gpu_type(name, source))
             array = np.from_dlpack(source)
