@@ -20,6 +20,9 @@ class HostRuntime:
         self.opened: dict[int, int] = {}  # address -> device
         self.closed: list[int] = []
         self.fail_copies = False
+        self.device_copies = 0
+        self.malloc_count = 0
+        self.free_count = 0
 
     def export(self, nbytes: int) -> tuple[bytes, ctypes.Array[ctypes.c_char]]:
         handle = len(self.exported).to_bytes(4, "little") + b"\x01" * (IPC_HANDLE_SIZE - 4)
@@ -33,9 +36,11 @@ class HostRuntime:
         self._host.free(address)
 
     def malloc(self, device: int, nbytes: int) -> int:
+        self.malloc_count += 1
         return self._host.alloc(nbytes)
 
     def free(self, device: int, address: int) -> None:
+        self.free_count += 1
         self._host.free(address)
 
     def ipc_open(self, device: int, handle: bytes) -> int:
@@ -55,6 +60,11 @@ class HostRuntime:
 
     def copy_to_device(self, device: int, dst: int, src: int, nbytes: int) -> None:
         self._check_copy()
+        ctypes.memmove(dst, src, nbytes)
+
+    def copy_on_device(self, device: int, dst: int, src: int, nbytes: int) -> None:
+        self._check_copy()
+        self.device_copies += 1
         ctypes.memmove(dst, src, nbytes)
 
     def _check_copy(self) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import Backend, ErrorCode, Model, ModelInstance, ResponseCache, TritonError
+from tritonpy_sdk import Backend, DeviceMemory, ErrorCode, Model, ModelInstance, ResponseCache, TritonError
 from tritonpy_sdk.host import BackendHooks, call_hook
 
 from .backends import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
@@ -103,6 +103,7 @@ class ModelLoader:
         rate_limiter: RateLimiter | None = None,
         submit: Submit | None = None,
         pinned: PinnedPool | None = None,
+        device_memory: DeviceMemory | None = None,
     ) -> None:
         self._options = options
         #: How an ensemble's steps reach their members (the server's internal submit).
@@ -112,6 +113,8 @@ class ModelLoader:
         self._rate_limiter = rate_limiter
         #: The server's pinned pool: batches of GPU instances are gathered there.
         self._pinned = pinned
+        #: The server's device memory (per-GPU pools): GPU instances gather device batches there.
+        self._device_memory = device_memory
 
     def load(
         self,
@@ -257,6 +260,8 @@ class ModelLoader:
         for inst in instances:
             if inst.kind == "KIND_GPU" and pool is not None:
                 inst.host_allocator = pool.allocate
+            if inst.kind == "KIND_GPU" and gpus:
+                inst.device_memory = self._device_memory
         call_hook(hooks, "model_initialize", model=model)
         started: list[ModelInstance] = []
         try:
@@ -290,6 +295,8 @@ class ModelLoader:
             cache=self._cache if config.response_cache.enable else None,
             rate_limiter=self._rate_limiter if any(n.resources for n in needs.values()) else None,
             needs=needs,
+            # Device-resident inputs come from CUDA regions (or GPU outputs of ensemble steps).
+            device_tensors=gpus > 0,
         )
         mv.start()
         return mv

@@ -31,6 +31,7 @@ from tritonpy_sdk.host import BackendHooks, call_hook
 from .cache import cache_key
 from .config import ModelConfig
 from .failures import report
+from .memory.placement import place_inputs
 from .responses import finish_response
 from .scheduler import (
     Job,
@@ -96,6 +97,9 @@ class LoadedVersion:
     #: needs; the scheduler asks the limiter which instance runs next.
     rate_limiter: RateLimiter | None = None
     needs: dict[str, Need] = field(default_factory=dict)
+    #: Whether requests may carry device-resident inputs (the host has a GPU): each
+    #: batch's inputs are then placed for its instance before ``execute``.
+    device_tensors: bool = False
     state: ModelState = ModelState.LOADING
     reason: str = ""
     stats: ModelStatistics = field(default_factory=ModelStatistics)
@@ -275,6 +279,8 @@ class LoadedVersion:
 
         senders.infer_start = time.monotonic_ns()
         try:
+            if self.device_tensors:
+                place_inputs(instance, requests)
             hook(instance=instance, requests=requests, complete=complete)
         except Exception as exc:
             if ended.locked():  # it completed the batch, then raised: the batch stands
@@ -311,6 +317,8 @@ class LoadedVersion:
         senders = SenderBatch(self, jobs, start, self.decoupled)
         senders.infer_start = time.monotonic_ns()
         try:
+            if self.device_tensors:
+                place_inputs(instance, requests)
             responses = self.hooks.execute(instance, requests)
         except Exception as exc:  # a backend bug must not kill the worker or the server
             self._finish(instance, jobs, requests, senders, start, None, exc)

@@ -158,6 +158,7 @@ class Server:
                 self.rate_limiter,
                 submit=self._submit_step,
                 pinned=self.memory.pinned,
+                device_memory=self.memory.device_memory,
             ),
             options.model_repository,
             mode=options.model_control_mode,

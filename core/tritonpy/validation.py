@@ -86,7 +86,8 @@ def validate_request(spec: IOSpec, request: InferenceRequest) -> None:
             )
         if ispec.reshape is not None:
             reshaped.append(name)
-        shape = tensor.data.shape
+        device = tensor.device  # a device-resident input is not copied to be checked
+        shape = device.shape if device is not None else tensor.data.shape
         if batching:
             if len(shape) == 0:
                 raise TritonError.invalid_arg(
@@ -183,10 +184,15 @@ def _apply_reshape(spec: IOSpec, request: InferenceRequest, names: list[str]) ->
         tensor = request.inputs[name]
         target = spec.inputs[name].reshape
         assert target is not None
-        dims = tensor.data.shape[1:] if spec.batching else tensor.data.shape
+        device = tensor.device
+        have = device.shape if device is not None else tensor.data.shape
+        dims = have[1:] if spec.batching else have
         new = fill_variable_dims(target, spec.inputs[name].dims, dims)
-        shape = (tensor.data.shape[0], *new) if spec.batching else new
-        request.inputs[name] = Tensor(name, tensor.data.reshape(shape), tensor.datatype)
+        shape = (have[0], *new) if spec.batching else new
+        if device is not None:  # device-resident: the same memory under the new shape
+            request.inputs[name] = Tensor.on_device(name, device.reshape(shape), tensor.datatype)
+        else:
+            request.inputs[name] = Tensor(name, tensor.data.reshape(shape), tensor.datatype)
 
 
 def fill_variable_dims(

@@ -175,6 +175,7 @@ def test_the_runtime_calls_are_well_formed_for_cuda_python() -> None:
         lambda: runtime.ipc_close(0, 1 << 40),
         lambda: runtime.copy_to_host(0, host.ctypes.data, 1 << 40, 16),
         lambda: runtime.copy_to_device(0, 1 << 40, host.ctypes.data, 16),
+        lambda: runtime.copy_on_device(0, 1 << 40, 1 << 41, 16),
     ]
     for call in calls:
         with pytest.raises(CudaError) as info:

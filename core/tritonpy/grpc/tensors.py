@@ -125,8 +125,9 @@ def request_from_proto(
         if shared and name in shared:
             if entry.HasField("contents"):
                 raise TritonError.invalid_arg(f"input '{name}' has both 'contents' and '{REGION}'; send one")
-            array = _memory(memory).input_array(name, datatype, shape, shared[name])
-        elif raw:
+            inputs[name] = _memory(memory).input_tensor(name, datatype, shape, shared[name])
+            continue
+        if raw:
             if entry.HasField("contents"):  # Triton's words, checked before the count
                 raise TritonError.invalid_arg(
                     "contents field must not be specified when using raw_input_contents for "
@@ -181,10 +182,10 @@ def response_to_proto(response: InferenceResponse, slots: OutputSlots = None) ->
     parameters_to_proto(response.parameters, msg.parameters)
     raw = msg.raw_output_contents
     for name, tensor in response.outputs.items():
-        msg.outputs.add(name=name, datatype=tensor.datatype.value, shape=tensor.data.shape)
+        msg.outputs.add(name=name, datatype=tensor.datatype.value, shape=tensor.shape)
         slot = slots.get(name) if slots else None
         if slot is not None:
-            slot.write(tensor.data, tensor.datatype)
+            slot.write_tensor(tensor)
             raw.append(b"")
         else:
             raw.append(bytes(array_to_buffer(tensor.data, tensor.datatype)))

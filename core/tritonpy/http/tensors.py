@@ -122,8 +122,9 @@ def decode_request(
             if size is not None or "data" in entry:
                 set_ = "'data'" if "data" in entry else "'binary_data_size'"
                 raise _bad(f"{_ONE_OF} But set {set_} 'shared_memory_region'")
-            array = _shared(memory).input_array(name, datatype, shape, in_params)
-        elif size is not None:
+            inputs[name] = _shared(memory).input_tensor(name, datatype, shape, in_params)
+            continue
+        if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise _bad(f"'binary_data_size' of input '{name}' must be a non-negative integer")
             if "data" in entry:
@@ -312,17 +313,17 @@ def encode_response(
         placement = binary_flags.get(name, binary_output)
         if placement is True:
             buf = array_to_buffer(tensor.data, tensor.datatype)
-            entries.append(_binary_entry(name, tensor.datatype.value, tensor.data.shape, len(buf)))
+            entries.append(_binary_entry(name, tensor.datatype.value, tensor.shape, len(buf)))
             if len(buf):
                 parts.append(buf)
             continue
         entry: dict[str, Any] = {
             "name": name,
             "datatype": tensor.datatype.value,
-            "shape": list(tensor.data.shape),
+            "shape": list(tensor.shape),
         }
         if isinstance(placement, OutputSlot):
-            placement.write(tensor.data, tensor.datatype)
+            placement.write_tensor(tensor)
         else:
             entry["data"] = array_to_json(tensor.data, tensor.datatype)
         entries.append(_dumps(entry))

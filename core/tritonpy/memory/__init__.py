@@ -2,6 +2,7 @@
 the system and CUDA shared-memory regions that clients register."""
 
 from .cuda import CudaRuntime, Runtime, load_runtime
+from .device_memory import PooledDeviceMemory
 from .device_pool import DeviceBuffer, DevicePool
 from .pinned import PinnedPool
 from .pool import Allocator, Pool, host_allocator
@@ -14,6 +15,7 @@ __all__ = [
     "DevicePool",
     "OutputSlot",
     "PinnedPool",
+    "PooledDeviceMemory",
     "Pool",
     "Region",
     "Runtime",

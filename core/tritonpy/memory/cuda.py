@@ -43,6 +43,7 @@ class Runtime(Protocol):
     def ipc_close(self, device: int, address: int) -> None: ...
     def copy_to_host(self, device: int, dst: int, src: int, nbytes: int) -> None: ...
     def copy_to_device(self, device: int, dst: int, src: int, nbytes: int) -> None: ...
+    def copy_on_device(self, device: int, dst: int, src: int, nbytes: int) -> None: ...
 
 
 def _bindings() -> Any:
@@ -107,6 +108,12 @@ class CudaRuntime:
     def copy_to_device(self, device: int, dst: int, src: int, nbytes: int) -> None:
         self._on(device)
         kind = self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice
+        self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
+
+    def copy_on_device(self, device: int, dst: int, src: int, nbytes: int) -> None:
+        """Device to device (``src`` may be another GPU's memory: unified addressing)."""
+        self._on(device)
+        kind = self._rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
         self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
 
 

@@ -2,11 +2,14 @@
 ``cudaIpcGetMemHandle`` (as ``tritonclient.utils.cuda_shared_memory`` does).
 
 Registration opens the handle on its GPU once (``cudaIpcOpenMemHandle``). An
-input read from a region is copied to host memory (BYTES are then parsed as
-usual); an output is copied into the region. Lifetime is that of system shared
-memory: unregistering forgets the name at once, and the handle is closed
-(``cudaIpcCloseMemHandle``) when the last slice of it that a running request
-holds is gone.
+input of a fixed-size type read from a region is a ``DeviceArray`` over the
+region's memory, no copy: an instance that accepts device inputs on that GPU
+uses it in place, any other gets it copied to host memory once (BYTES are always
+copied and parsed as usual). An output is copied into the region: device to
+device when the backend's result is on the region's GPU, else host to device.
+Lifetime is that of system shared memory: unregistering forgets the name at
+once, and the handle is closed (``cudaIpcCloseMemHandle``) when the last slice
+of it that a running request (or a device view of it) holds is gone.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tritonpy_sdk import TritonError
+from tritonpy_sdk import DeviceArray, TritonError
 
 from .cuda import CudaError, Runtime
 from .region import check_bounds
@@ -67,6 +70,26 @@ class DeviceSpan:
             except CudaError as exc:
                 raise TritonError.internal(f"failed to copy from CUDA shared memory: {exc}") from None
         return out
+
+    def device_array(self, runtime: Runtime, shape: list[int], dtype: np.dtype[Any]) -> DeviceArray:
+        """The span as an array of ``shape`` and ``dtype`` in place (its size checked
+        by the caller); it keeps the mapping open, and copies to the host on demand."""
+
+        def to_host() -> np.ndarray[Any, Any]:
+            return np.frombuffer(self.to_host(runtime), dtype=dtype).reshape(shape)
+
+        return DeviceArray(
+            self.address, shape, dtype, device_id=self.mapping.device, owner=self, to_host=to_host
+        )
+
+    def copy_from_device(self, runtime: Runtime, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` (at most ``nbytes`` of the span) from device memory ``src``
+        of the span's GPU to the start of the span."""
+        if nbytes:
+            try:
+                runtime.copy_on_device(self.mapping.device, self.address, src, nbytes)
+            except CudaError as exc:
+                raise TritonError.internal(f"failed to copy into CUDA shared memory: {exc}") from None
 
     def write(self, runtime: Runtime, data: memoryview) -> None:
         """Copy ``data`` (host memory, at most ``nbytes``) to the start of the span."""

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping
 
 from .cuda import Runtime, load_runtime
+from .device_memory import PooledDeviceMemory
 from .device_pool import DEFAULT_CUDA_POOL_BYTES, DevicePool
 from .pinned import DEFAULT_PINNED_POOL_BYTES, PinnedPool
 from .shared import SystemSharedMemory
@@ -38,6 +39,8 @@ class MemoryManager:
                 size = sizes.get(device, DEFAULT_CUDA_POOL_BYTES)
                 if size > 0:
                     self.device_pools[device] = DevicePool.on(runtime, device, size)
+        #: What GPU instances gather device-resident batches in (None without CUDA).
+        self.device_memory = PooledDeviceMemory(runtime, self.device_pools) if runtime is not None else None
         #: Regions that clients register (CUDA ones only where ``runtime`` is).
         self.shared_memory = SystemSharedMemory(runtime)
 

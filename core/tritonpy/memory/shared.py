@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tritonpy_sdk import DataType, ErrorCode, TritonError
+from tritonpy_sdk import DataType, ErrorCode, Tensor, TritonError
 
-from ..codec import array_from_buffer, array_to_buffer
+from ..codec import array_from_buffer, array_to_buffer, element_count
 from .cuda import Runtime
 from .cuda_shared import CudaRegion, DeviceSpan, open_region
 from .region import check_bounds
@@ -45,6 +45,10 @@ REGION = "shared_memory_region"
 OFFSET = "shared_memory_offset"
 BYTE_SIZE = "shared_memory_byte_size"
 SHARED_MEMORY_KEYS = (REGION, OFFSET, BYTE_SIZE)
+
+#: Types read from a CUDA region into host memory always: BYTES must be parsed,
+#: and DLPack has no code for BF16 that every consumer reads.
+HOST_ONLY = frozenset({DataType.BYTES, DataType.BF16})
 
 
 @dataclass(slots=True)
@@ -90,6 +94,27 @@ class OutputSlot:
             self.view[:size] = buf
         elif self.runtime is not None:
             self.view.write(self.runtime, memoryview(buf).cast("B"))
+
+    def write_tensor(self, tensor: Tensor) -> None:
+        """Copy output ``tensor`` into the slot: device to device when it lies on the
+        GPU of the slot's CUDA region, else from its host data (copied there first)."""
+        device = tensor.device
+        view = self.view
+        if (
+            device is None
+            or not tensor.is_device
+            or not isinstance(view, DeviceSpan)
+            or self.runtime is None
+            or device.device_id != view.mapping.device
+        ):
+            self.write(tensor.data, tensor.datatype)
+            return
+        if device.nbytes > len(view):
+            raise TritonError.internal(
+                f"shared memory size specified with the request for output '{self.output}' "
+                f"({len(view)} bytes) should be at least {device.nbytes} bytes to hold the results"
+            )
+        view.copy_from_device(self.runtime, device.address, device.nbytes)
 
 
 def _int_param(params: Any, key: str) -> int:
@@ -204,6 +229,25 @@ class SystemSharedMemory:
         if isinstance(span, memoryview):
             return array_from_buffer(name, datatype, shape, span.toreadonly())
         return array_from_buffer(name, datatype, shape, memoryview(span.to_host(self._runtime())))
+
+    def input_tensor(self, name: str, datatype: DataType, shape: list[int], params: Any) -> Tensor:
+        """An input read from the region its parameters name. A fixed-size type in
+        a CUDA region stays there: a device-resident tensor over the region's
+        memory (the core copies it to host memory for instances that do not take
+        device inputs). Everything else is ``input_array``."""
+        span = self.slice(params)
+        if isinstance(span, DeviceSpan) and datatype not in HOST_ONLY:
+            expected = element_count(name, shape) * datatype.itemsize
+            if len(span) != expected:
+                raise TritonError.invalid_arg(
+                    f"input byte size mismatch for input '{name}'. Expected {expected}, got {len(span)}"
+                )
+            array = span.device_array(self._runtime(), shape, datatype.numpy_dtype)
+            return Tensor.on_device(name, array, datatype)
+        if isinstance(span, memoryview):
+            return Tensor(name, array_from_buffer(name, datatype, shape, span.toreadonly()), datatype)
+        host = memoryview(span.to_host(self._runtime()))
+        return Tensor(name, array_from_buffer(name, datatype, shape, host), datatype)
 
     def output_slot(self, name: str, params: Any) -> OutputSlot:
         """Where output ``name`` goes, from its parameters."""

@@ -236,7 +236,7 @@ class DynamicBatcher:
     def _shape_key(self, job: Job) -> tuple[Any, ...]:
         ragged = self.config.ragged_inputs
         return tuple(
-            (name, t.data.shape[1:], t.data.dtype)
+            (name, t.shape[1:], t.datatype)
             for name, t in sorted(job.request.inputs.items())
             if name not in ragged
         )

@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from tritonpy_sdk import (
@@ -274,7 +274,7 @@ class _Run:
         for member_name, tensor_name in call.step.outputs:
             tensor = produced.get(member_name)
             if tensor is not None:
-                scope.tensors[tensor_name] = replace(tensor, name=tensor_name)
+                scope.tensors[tensor_name] = tensor.renamed(tensor_name)
         return self._progress(scope)
 
     def _progress(self, scope: _Scope) -> list[_Call]:
@@ -385,7 +385,7 @@ def _step_request(parent: InferenceRequest, step: Step, tensors: dict[str, Tenso
     return InferenceRequest(
         model_name=step.model_name,
         model_version=step.model_version,
-        inputs={member: replace(tensors[tensor], name=member) for member, tensor in step.inputs},
+        inputs={member: tensors[tensor].renamed(member) for member, tensor in step.inputs},
         requested_outputs=[RequestedOutput(member) for member, _ in step.outputs],
         id=parent.id,
         parameters=dict(parent.parameters),

@@ -398,3 +398,63 @@ def test_kind_gpu_through_the_pinned_pool(tmp_path: Path) -> None:
             np.testing.assert_allclose(
                 out.data, scripted(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5
             )
+
+
+class _Bump(torch.nn.Module):
+    """Adds one to its input in place: shows whether the model saw the memory itself."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.add_(1.0)
+
+
+def test_an_input_held_as_a_device_array_is_taken_in_place_through_dlpack(tmp_path: Path) -> None:
+    import ctypes
+
+    from tritonpy_sdk import KDLCPU, DataType, DeviceArray, Tensor
+
+    save_script(_Bump(), tmp_path / "bump")
+    cfg = _cfg("bump", [_io("INPUT__0", "TYPE_FP32", [3])], [_io("OUTPUT__0", "TYPE_FP32", [3])])
+    buffer = (ctypes.c_float * 3)(1, 2, 3)
+    array = DeviceArray(ctypes.addressof(buffer), (3,), np.float32, owner=buffer, device_type=KDLCPU)
+    with BackendHarness(backend, tmp_path / "bump", config=cfg) as h:
+        assert h.instance.device_inputs is False  # a CPU instance: the core hands it host memory
+        request = h.request({"INPUT__0": np.zeros(3, np.float32)})
+        request.inputs["INPUT__0"] = Tensor.on_device("INPUT__0", array, DataType.FP32)
+        (response,) = h.execute([request])
+    assert response.outputs["OUTPUT__0"].data.tolist() == [2, 3, 4]
+    assert list(buffer) == [2, 3, 4]  # torch.from_dlpack read (and here wrote) the memory in place
+
+
+@pytest.mark.gpu
+def test_kind_gpu_takes_cuda_inputs_in_place_and_batches_them_on_the_device(tmp_path: Path) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    from tritonpy.memory import load_runtime
+    from tritonpy.memory.manager import MemoryManager
+    from tritonpy_sdk import DataType, Tensor
+
+    runtime = load_runtime()
+    if runtime is None:
+        pytest.skip("no GPU with cuda-python (pip install tritonpy[cuda])")
+    manager = MemoryManager(runtime)
+    device_memory = manager.device_memory
+    assert device_memory is not None
+    scripted = save_script(MLP(), tmp_path / "mlp")
+    with BackendHarness(backend, tmp_path / "mlp", config=MLP_CFG, instance_kind="KIND_GPU") as h:
+        assert h.instance.device_inputs
+        h.instance.device_memory = device_memory
+        feeds = [np.random.default_rng(n).normal(size=(n, 16)).astype(np.float32) for n in (1, 3)]
+        requests = []
+        for x in feeds:
+            array = device_memory.allocate(0, x.shape, x.dtype)
+            runtime.copy_to_device(0, array.address, x.ctypes.data, x.nbytes)
+            request = h.request({"INPUT__0": x})
+            request.inputs["INPUT__0"] = Tensor.on_device("INPUT__0", array, DataType.FP32)
+            requests.append(request)
+        single = h.execute(requests[:1])[0]
+        batched = h.execute(requests)
+        for x, response in zip(feeds, batched):
+            expected = scripted(torch.from_numpy(x)).detach().numpy()
+            np.testing.assert_allclose(response.outputs["OUTPUT__0"].data, expected, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(single.outputs["OUTPUT__0"].data, batched[0].outputs["OUTPUT__0"].data)
+    manager.close()

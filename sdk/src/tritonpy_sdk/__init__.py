@@ -20,6 +20,9 @@ from ._batching import batch_sizes, gather_inputs, outputs_to_compute, scatter_o
 from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
 from ._cache import CACHE_ENTRY_POINT_GROUP, CacheFactory, ResponseCache
 from ._datatype import DataType
+from ._device_array import DeviceArray
+from ._device_memory import DeviceMemory, gather_tensor
+from ._dlpack import KDLCPU, KDLCUDA
 from ._errors import ErrorCode, TritonError
 from ._hookspecs import PROJECT_NAME, hookimpl, hookspec
 from ._inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput
@@ -44,8 +47,12 @@ __all__ = [
     "Backend",
     "BackendInfo",
     "DataType",
+    "DeviceArray",
+    "DeviceMemory",
     "ErrorCode",
     "ExecuteComplete",
+    "KDLCPU",
+    "KDLCUDA",
     "InferenceRequest",
     "InferenceResponse",
     "Metric",
@@ -75,6 +82,7 @@ __all__ = [
     "deserialize_bytes_tensor",
     "gather_inputs",
     "gather_ragged",
+    "gather_tensor",
     "hookimpl",
     "hookspec",
     "outputs_to_compute",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ._device_memory import DeviceMemory
     from ._inference import InferenceResponse
     from ._server_api import ServerApi
 
@@ -108,6 +109,15 @@ class ModelInstance:
     means ordinary memory. ``nowait``, set by ``instance_initialize``, says
     the instance executes through the backend's ``execute_nowait`` hook
     wherever the scheduler allows it.
+
+    ``device_inputs``, set by ``instance_initialize``, says the instance takes
+    inputs in device memory (Triton's preferred input memory type GPU): an
+    input that lies on this instance's GPU (a client's CUDA shared-memory
+    region) is then handed over in place, as a device-resident ``Tensor``
+    (``tensor.is_device``; take it with DLPack). Left false, every input is host
+    memory, copied there by the core. ``device_memory`` is the core's device
+    memory for GPU instances when it has a CUDA runtime (pass it to
+    ``gather_tensor``); None otherwise.
     """
 
     name: str
@@ -117,6 +127,8 @@ class ModelInstance:
     state: Any = None
     host_allocator: Callable[[tuple[int, ...], Any], Any] | None = None
     nowait: bool = False
+    device_inputs: bool = False
+    device_memory: DeviceMemory | None = None
 
 
 class ExecuteComplete(Protocol):

@@ -2,28 +2,92 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ._datatype import DataType
+from ._device_array import DeviceArray
+from ._dlpack import KDLCPU
 
 
-@dataclass(slots=True)
 class Tensor:
-    """A named tensor held as a numpy array on the CPU.
+    """A named tensor: a numpy array on the host, or a ``DeviceArray`` in device memory.
 
-    ``data`` is a numpy array whose dtype matches ``datatype`` (an object array
-    of ``bytes`` for BYTES). Device buffers arrive through DLPack in a later
-    version; ``memory_type`` and ``device_id`` already say where data lives.
+    ``data`` is always a numpy array on the host whose dtype matches ``datatype``
+    (an object array of ``bytes`` for BYTES). A device-resident tensor (made with
+    ``Tensor.on_device``; ``is_device`` true, ``memory_type`` ``"GPU"``) keeps its
+    memory where it is: ``device`` is the ``DeviceArray`` and ``__dlpack__``
+    hands it to a framework without a copy; reading ``data`` copies it to the
+    host once. The core hands device tensors only to instances that accept
+    them (``ModelInstance.device_inputs``); every other backend sees host tensors.
     """
 
-    name: str
-    data: np.ndarray[Any, Any]
-    datatype: DataType
-    memory_type: str = "CPU"
-    device_id: int = 0
+    __slots__ = ("_data", "datatype", "device", "name")
+
+    def __init__(self, name: str, data: np.ndarray[Any, Any], datatype: DataType) -> None:
+        self.name = name
+        self._data: np.ndarray[Any, Any] | None = data
+        self.datatype = datatype
+        #: The tensor's device memory when it is device-resident, else None.
+        self.device: DeviceArray | None = None
+
+    @classmethod
+    def on_device(cls, name: str, array: DeviceArray, datatype: DataType) -> Tensor:
+        """A device-resident tensor over ``array`` (no copy)."""
+        tensor = cls.__new__(cls)
+        tensor.name = name
+        tensor._data = None
+        tensor.datatype = datatype
+        tensor.device = array
+        return tensor
+
+    def __repr__(self) -> str:
+        where = repr(self.device) if self.device is not None else repr(self._data)
+        return f"Tensor(name={self.name!r}, datatype={self.datatype}, data={where})"
+
+    @property
+    def data(self) -> np.ndarray[Any, Any]:
+        """The tensor as a numpy array on the host (copied there once if device-resident)."""
+        data = self._data
+        if data is None:
+            assert self.device is not None
+            data = self._data = self.device.to_host()
+        return data
+
+    @data.setter
+    def data(self, value: np.ndarray[Any, Any]) -> None:
+        self._data = value
+        self.device = None
+
+    @property
+    def is_device(self) -> bool:
+        """Whether the tensor lies in device memory (``device`` is set)."""
+        return self.device is not None and self.device.device_type != KDLCPU
+
+    @property
+    def memory_type(self) -> str:
+        """``"GPU"`` for a device-resident tensor, else ``"CPU"``."""
+        return "GPU" if self.is_device else "CPU"
+
+    @property
+    def device_id(self) -> int:
+        """The GPU a device-resident tensor is on (0 for host tensors)."""
+        return self.device.device_id if self.device is not None else 0
+
+    def renamed(self, name: str) -> Tensor:
+        """The same data (no copy, same memory) under another name."""
+        if self.device is not None and self._data is None:
+            return Tensor.on_device(name, self.device, self.datatype)
+        tensor = Tensor(name, self.data, self.datatype)
+        tensor.device = self.device
+        return tensor
+
+    def to_host(self) -> Tensor:
+        """This tensor if it is on the host; else a host tensor of its data (one copy)."""
+        if self.device is None:
+            return self
+        return Tensor(self.name, self.data, self.datatype)
 
     @classmethod
     def from_numpy(cls, name: str, array: Any, datatype: DataType | None = None) -> Tensor:
@@ -40,6 +104,8 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if self.device is not None:
+            return self.device.shape
         return tuple(self.data.shape)
 
     def as_numpy(self) -> np.ndarray[Any, Any]:
@@ -61,9 +127,14 @@ class Tensor:
         return out
 
     def __dlpack__(self, **kwargs: Any) -> Any:
+        """DLPack of the tensor where it lies: its device memory, or its numpy array."""
+        if self.device is not None:
+            return self.device.__dlpack__(**kwargs)
         return self.data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
+        if self.device is not None:
+            return self.device.__dlpack_device__()
         return self.data.__dlpack_device__()
 
 

@@ -85,15 +85,18 @@ def model_initialize(model: Model) -> None:
 @hookimpl
 def instance_initialize(instance: ModelInstance) -> None:
     model = instance.model
-    instance.state = InstanceSession.create(
+    state = InstanceSession.create(
         model.backend.state, model.state, model.name, model.config, model.parameters, instance
     )
+    instance.state = state
+    # A CUDA session binds its inputs where they lie: device inputs on its GPU are used in place.
+    instance.device_inputs = state.io_binding
 
 
 @hookimpl
 def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
     state: InstanceSession = instance.state
-    return state.execute(requests, instance.host_allocator)
+    return state.execute(requests, instance.host_allocator, instance.device_memory)
 
 
 @hookimpl

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from tritonpy_sdk import (
     DataType,
+    DeviceMemory,
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
@@ -17,11 +18,13 @@ from tritonpy_sdk import (
     batch_input_array,
     gather_inputs,
     gather_ragged,
+    gather_tensor,
     outputs_to_compute,
     scatter_responses,
 )
 
 from ._autocomplete import check_config, graph_tensors
+from ._binding import Feed, run_bound
 from ._types import config_type
 
 
@@ -164,6 +167,10 @@ class InstanceSession:
     ragged: frozenset[str] = frozenset()
     #: (target name, kind, source inputs, numpy dtype) of the config's batch_input entries.
     batch_inputs: tuple[tuple[str, str, tuple[str, ...], Any], ...] = ()
+    #: Run through IOBinding (``_binding.py``), inputs bound where they lie: set for
+    #: CUDA sessions without string tensors, which take device inputs in place;
+    #: the others use ``run``.
+    io_binding: bool = False
 
     @classmethod
     def create(
@@ -218,6 +225,10 @@ class InstanceSession:
                 if not d and not batching
             ),
             ragged=frozenset(i["name"] for i in config.get("input", []) if i.get("allow_ragged_batch")),
+            # ORT binds no string tensor (1.32: "Only binding non-string Tensors ..."):
+            # a model with strings runs through run(), its inputs copied to the host.
+            io_binding=instance.kind == "KIND_GPU"
+            and not any(t == "tensor(string)" for _, t, _ in (*all_in, *graph_out)),
             batch_inputs=tuple(
                 (
                     target,
@@ -230,19 +241,32 @@ class InstanceSession:
             ),
         )
 
-    def execute(self, requests: Sequence[InferenceRequest], allocator: Any = None) -> list[InferenceResponse]:
-        """Run ``requests`` as one batch; ``allocator`` (pinned memory) holds gathered inputs."""
+    def execute(
+        self,
+        requests: Sequence[InferenceRequest],
+        allocator: Any = None,
+        device_memory: DeviceMemory | None = None,
+    ) -> list[InferenceResponse]:
+        """Run ``requests`` as one batch; ``allocator`` (pinned memory) holds inputs
+        gathered on the host, ``device_memory`` those gathered on the GPU."""
         if len(requests) > 1 and not self.batching:
-            return [self.execute([r], allocator)[0] for r in requests]
+            return [self.execute([r], allocator, device_memory)[0] for r in requests]
         first = requests[0]
         if len(requests) > 1:
             _check_same_inputs(requests)
-        feeds: dict[str, np.ndarray[Any, Any]] = {}
+        feeds: dict[str, Feed] = {}
         for name in first.inputs:  # optional inputs a request leaves out are simply not fed
-            if len(requests) == 1:
-                array = first.inputs[name].data
-            elif name in self.ragged:
+            if name in self.ragged:
                 array = gather_ragged(requests, name)
+            elif self.io_binding:
+                tensor = gather_tensor(requests, name, device_memory=device_memory, allocator=allocator)
+                if tensor.device is not None:  # bound where it lies, read in place
+                    device = tensor.device
+                    feeds[name] = device.reshape(()) if name in self.scalar_inputs else device
+                    continue
+                array = tensor.data
+            elif len(requests) == 1:
+                array = first.inputs[name].data
             else:
                 array = gather_inputs(requests, name, allocator=allocator)
             if name in self.string_inputs:
@@ -254,7 +278,10 @@ class InstanceSession:
             feeds[target] = batch_input_array(kind, requests, sources, dtype)
         wanted = outputs_to_compute(requests, self.output_names)
         try:
-            results = self.session.run(wanted, feeds, self.run_options)
+            if self.io_binding:
+                results = run_bound(self.session, self.run_options, feeds, wanted)
+            else:
+                results = self.session.run(wanted, feeds, self.run_options)
         except self.invalid_argument as exc:
             raise TritonError.invalid_arg(f"onnxruntime: {exc}") from None
         except Exception as exc:  # any other ORT failure is the model's, not the client's

@@ -128,15 +128,90 @@ class Tensor:
 
     @staticmethod
     def from_dlpack(name: str, dlpack_tensor: Any) -> Tensor:
+        """A tensor of DLPack data, no copy: host data as a numpy view, GPU data (a
+        torch CUDA tensor) as a GPU tensor (``is_cpu()`` false)."""
         source = dlpack_tensor if hasattr(dlpack_tensor, "__dlpack__") else _Capsule(dlpack_tensor)
         try:
+            if isinstance(source, GpuTensor):  # another GPU tensor's memory, renamed
+                return GpuTensor(name, source._device, source._code)
+            if source.__dlpack_device__()[0] == _KDLCUDA:
+                return GpuTensor(name, source, _gpu_type(name, source))
             array = np.from_dlpack(source)
-        except (RuntimeError, BufferError, TypeError) as exc:
+        except (RuntimeError, BufferError, TypeError, ValueError) as exc:
             raise TritonModelException(f"tensor '{name}': cannot import DLPack data: {exc}") from None
         return Tensor(name, array)
 
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, {self.triton_dtype_name()}, {self.shape()})"
+
+
+#: DLPack's device type of CUDA memory.
+_KDLCUDA = 2
+
+
+def _gpu_type(name: str, producer: Any) -> int:
+    """The Triton type code of a DLPack producer's data (torch: its ``dtype``)."""
+    dtype = getattr(producer, "dtype", None)
+    text = str(dtype).removeprefix("torch.")
+    code = numpy_to_triton_type(np.dtype(text)) if text in _NUMPY_NAMES else None
+    if code is None:
+        raise TypeError(f"data type {dtype} has no Triton type")
+    return code
+
+
+#: The DLPack-able dtypes by the names torch and numpy share.
+_NUMPY_NAMES = frozenset(
+    ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+    + ["float16", "float32", "float64"]
+)
+
+
+class GpuTensor(Tensor):
+    """A tensor in GPU memory (Triton: ``is_cpu()`` false, memory type GPU): take
+    it with DLPack (``torch.from_dlpack(tensor)``, ``tensor.to_dlpack()``);
+    ``as_numpy()`` refuses, as in Triton. ``_device`` is what holds the memory:
+    the server's device array, or the producer a model passed to ``from_dlpack``
+    (a torch CUDA tensor)."""
+
+    __slots__ = ("_device",)
+
+    def __init__(self, name: str, device: Any, code: int) -> None:
+        self._name = name
+        self._device = device
+        self._code = code
+
+    def as_numpy(self) -> np.ndarray[Any, Any]:
+        raise TritonModelException("Tensor is stored in GPU and cannot be converted to NumPy.")
+
+    def shape(self) -> list[int]:
+        return list(self._device.shape)
+
+    def is_cpu(self) -> bool:
+        return False
+
+    def memory_type(self) -> int:
+        return TRITONSERVER_MEMORY_GPU
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        return self._device.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        device_type, device_id = self._device.__dlpack_device__()
+        return int(device_type), int(device_id)
+
+    def to_host(self) -> np.ndarray[Any, Any]:
+        """The tensor's data copied to host memory (what crosses a process boundary)."""
+        device = self._device
+        for method in ("to_host", "cpu"):  # the server's device array; a torch tensor
+            copy = getattr(device, method, None)
+            if copy is not None:
+                result = copy()
+                return np.asarray(result if method == "to_host" else result.numpy())
+        return np.from_dlpack(device, device="cpu", copy=True)
+
+    def __repr__(self) -> str:
+        where = f"GPU {self._device.__dlpack_device__()[1]}"
+        return f"Tensor({self._name!r}, {self.triton_dtype_name()}, {self.shape()}, {where})"
 
 
 # -- requests --------------------------------------------------------------------------------

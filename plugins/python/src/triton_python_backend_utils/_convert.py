@@ -14,7 +14,9 @@ def tensor_to_wire(link: Link, tensor: Tensor) -> Any:
     datatype = NAMES.get(tensor.triton_dtype())
     if datatype is None:
         raise TritonModelException(f"tensor '{tensor.name()}' has no valid data type")
-    return link.put(tensor.name(), datatype, tensor.as_numpy())
+    # A GPU tensor crosses to the server as host data (no CUDA IPC between the processes).
+    array = tensor.as_numpy() if tensor.is_cpu() else tensor.to_host()  # type: ignore[attr-defined]
+    return link.put(tensor.name(), datatype, array)
 
 
 def tensor_from_wire(link: Link, desc: Any) -> Tensor:

@@ -194,6 +194,19 @@ def model_initialize(model: Model) -> None:
     model.state = _ModelState(path, in_process, settings)
 
 
+#: Triton's switch for a Python model's inputs: "no" lets them stay on the GPU.
+FORCE_CPU_ONLY_INPUT_TENSORS = "FORCE_CPU_ONLY_INPUT_TENSORS"
+
+
+def takes_gpu_inputs(instance: ModelInstance) -> bool:
+    """Whether an in-process instance gets GPU inputs in place (``pb_utils.Tensor``
+    with ``is_cpu()`` false): a KIND_GPU instance of a model whose parameter
+    ``FORCE_CPU_ONLY_INPUT_TENSORS`` is ``no`` (Triton's default, ``yes``, copies
+    every input to the CPU)."""
+    value = instance.model.parameters.get(FORCE_CPU_ONLY_INPUT_TENSORS, "yes")
+    return instance.kind == "KIND_GPU" and value.strip().lower() in ("no", "false", "0", "off")
+
+
 def _args(instance: ModelInstance) -> dict[str, str]:
     model = instance.model
     return {
@@ -233,7 +246,9 @@ def instance_initialize(instance: ModelInstance) -> None:
             raise TritonError.internal(
                 strip_frames(instance.name, error_text(exc), "initialize", mstate.settings.error_frames)
             ) from None
+        instance.device_inputs = takes_gpu_inputs(instance)
         return
+    # A stub process gets host inputs always: its tensors cross through system shared memory.
     stub = StubProcess(instance.name, mstate.file, _args(instance), outputs, mstate.settings, services)
     stub.start()
     instance.state = stub

@@ -7,10 +7,12 @@ from collections.abc import Collection
 from typing import Any
 
 import triton_python_backend_utils as pb_utils
+from triton_python_backend_utils._api import GpuTensor
 from triton_python_backend_utils._dtypes import NAMES
 from triton_python_backend_utils._wire import Link
 from tritonpy_sdk import (
     DataType,
+    DeviceArray,
     ErrorCode,
     InferenceRequest,
     InferenceResponse,
@@ -123,10 +125,18 @@ _PB_CODE_OF = {id(datatype): code for datatype, code in _PB_CODES.items()}
 
 
 def tensor_to_pb(tensor: Tensor) -> pb_utils.Tensor:
+    device = tensor.device
+    if device is not None and tensor.is_device:  # a GPU tensor, handed over in place
+        return GpuTensor(tensor.name, device, _PB_CODES[tensor.datatype])
     return pb_utils.Tensor(tensor.name, tensor.data, _PB_CODES[tensor.datatype])
 
 
 def tensor_from_pb(tensor: pb_utils.Tensor) -> Tensor:
+    if isinstance(tensor, GpuTensor):  # stays on the GPU: the core copies it where it must go
+        device = tensor._device
+        if not isinstance(device, DeviceArray):  # a model's own (torch) tensor: wrapped, no copy
+            device = DeviceArray.from_dlpack(device)
+        return Tensor.on_device(tensor._name, device, _DATATYPES[tensor._code])
     return Tensor(tensor.name(), tensor.as_numpy(), _DATATYPES[tensor.triton_dtype()])
 
 
@@ -145,7 +155,10 @@ def response_from_pb(
     for t in response._outputs:
         name = t._name
         if wanted is None or name in wanted:
-            outputs[name] = Tensor(name, t._array, _DATATYPES[t._code])  # tensor_from_pb
+            if type(t) is pb_utils.Tensor:
+                outputs[name] = Tensor(name, t._array, _DATATYPES[t._code])  # tensor_from_pb, inlined
+            else:
+                outputs[name] = tensor_from_pb(t)
     return InferenceResponse(outputs, parameters=params)
 
 
@@ -203,7 +216,12 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
     return pb_utils.InferenceRequest._received(
         request.model_name,
         request.model_version,
-        [pb_utils.Tensor(t.name, t.data, _PB_CODE_OF[id(t.datatype)]) for t in request.inputs.values()],
+        [
+            pb_utils.Tensor(t.name, t.data, _PB_CODE_OF[id(t.datatype)])
+            if t.device is None
+            else tensor_to_pb(t)  # a GPU input, for an instance that takes them
+            for t in request.inputs.values()
+        ],
         # _requested(request, all_outputs), a list the model may change as its own:
         [o.name for o in requested] if requested else list(all_outputs),
         request.id,

@@ -147,6 +147,8 @@ def instance_initialize(instance: ModelInstance) -> None:
     device = _device(torch, instance)
     program = _program(torch, model, state, instance, device)
     instance.state = InstanceState.create(torch, model.name, model.config, program, state.options)
+    # On a GPU, inputs already there are taken in place (torch.from_dlpack), batches gathered there.
+    instance.device_inputs = instance.state.on_gpu
 
 
 def _device(torch: Any, instance: ModelInstance) -> Any:
@@ -187,7 +189,7 @@ def _program(torch: Any, model: Model, state: ModelState, instance: ModelInstanc
 @hookimpl
 def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
     state: InstanceState = instance.state
-    return state.execute(requests, instance.host_allocator)
+    return state.execute(requests, instance.host_allocator, instance.device_memory)
 
 
 @hookimpl

@@ -4,7 +4,9 @@ A batch of requests runs as one call: each input is gathered along the batch
 dimension (pinned host memory for GPU instances, then one asynchronous copy
 to the device), handed to torch without a copy (DLPack), and only the
 outputs some request asked for are read back, as numpy views of the result
-tensors where they are contiguous.
+tensors where they are contiguous. A GPU instance takes device inputs: an input
+already on its GPU (a client's CUDA shared-memory region) is taken with
+``torch.from_dlpack`` in place, and a batch of them is gathered on the device.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from typing import Any
 import numpy as np
 from tritonpy_sdk import (
     DataType,
+    DeviceArray,
+    DeviceMemory,
     InferenceRequest,
     InferenceResponse,
     TritonError,
     batch_input_array,
     gather_inputs,
     gather_ragged,
+    gather_tensor,
     outputs_to_compute,
     scatter_responses,
 )
@@ -132,27 +137,34 @@ class InstanceState:
     # -- execute ---------------------------------------------------------------------------------
 
     def execute(
-        self, requests: Sequence[InferenceRequest], allocator: Allocator | None = None
+        self,
+        requests: Sequence[InferenceRequest],
+        allocator: Allocator | None = None,
+        device_memory: DeviceMemory | None = None,
     ) -> list[InferenceResponse]:
         if len(requests) > 1 and not self.batching:
-            return [self.execute([r], allocator)[0] for r in requests]
+            return [self.execute([r], allocator, device_memory)[0] for r in requests]
         torch = self.torch
         wanted = outputs_to_compute(requests, self.output_names)
         apply_execution_switches(torch, self.options)
         with torch.inference_mode(self.options.inference_mode), torch.no_grad():
             if self.stream is not None:
                 with torch.cuda.stream(self.stream):
-                    arrays = self._run(requests, wanted, allocator)
+                    arrays = self._run(requests, wanted, allocator, device_memory)
             else:
-                arrays = self._run(requests, wanted, allocator)
+                arrays = self._run(requests, wanted, allocator, device_memory)
         if self.options.cache_cleaning and self.on_gpu:
             torch.cuda.empty_cache()
         return scatter_responses(requests, arrays, self.output_types)
 
     def _run(
-        self, requests: Sequence[InferenceRequest], wanted: list[str], allocator: Allocator | None
+        self,
+        requests: Sequence[InferenceRequest],
+        wanted: list[str],
+        allocator: Allocator | None,
+        device_memory: DeviceMemory | None,
     ) -> dict[str, np.ndarray[Any, Any]]:
-        args = self._arguments(requests, allocator)
+        args = self._arguments(requests, allocator, device_memory)
         program = self.program
         try:
             result = program.call(args) if program.dict_input or program.flat_results else program.call(*args)
@@ -163,40 +175,58 @@ class InstanceState:
         results = result if program.flat_results else torchscript_results(self.torch, result)
         return self._outputs(results, wanted)
 
-    def _arguments(self, requests: Sequence[InferenceRequest], allocator: Allocator | None) -> Any:
+    def _arguments(
+        self,
+        requests: Sequence[InferenceRequest],
+        allocator: Allocator | None,
+        device_memory: DeviceMemory | None,
+    ) -> Any:
         torch = self.torch
         device = self.program.device
         pinned = allocator if self.on_gpu else None
         values: list[Any] = [None] * self.program.arity
         named: dict[str, Any] = {}
         for spec in self.inputs:
-            if spec.batch_kind:
-                array = batch_input_array(spec.batch_kind, requests, spec.batch_sources, spec.batch_dtype)
-            elif len(requests) == 1:
-                array = requests[0].inputs[spec.name].data
-                if pinned is not None and not spec.string:
-                    staged = pinned(array.shape, array.dtype)
-                    np.copyto(staged, array)
-                    array = staged
-            elif spec.ragged:
-                array = gather_ragged(requests, spec.name)
-            else:
-                array = gather_inputs(requests, spec.name, allocator=pinned)
+            ragged = spec.ragged and len(requests) > 1
+            host_only = spec.string or spec.batch_kind or ragged
+            held = None if host_only else _device_input(requests, spec.name, device_memory)
             value: Any
-            if spec.string:
-                value = [
-                    v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-                    for v in array.reshape(-1)
-                ]
-            else:
-                value = to_torch(torch, array, spec.bf16)
+            if held is not None:  # in place: torch reads the memory where it lies
+                value = torch.from_dlpack(held)
                 if device is not None and value.device != device:
-                    value = value.to(device, non_blocking=pinned is not None)
+                    value = value.to(device)
+            else:
+                value = self._host_value(spec, requests, pinned)
             if self.program.dict_input:
                 named[spec.name] = value
             else:
                 values[spec.position] = value
         return named if self.program.dict_input else values
+
+    def _host_value(
+        self, spec: InputSpec, requests: Sequence[InferenceRequest], pinned: Allocator | None
+    ) -> Any:
+        """Input ``spec`` gathered in host memory (pinned for GPU instances), as torch takes it."""
+        torch = self.torch
+        device = self.program.device
+        if spec.batch_kind:
+            array = batch_input_array(spec.batch_kind, requests, spec.batch_sources, spec.batch_dtype)
+        elif len(requests) == 1:
+            array = requests[0].inputs[spec.name].data
+            if pinned is not None and not spec.string:
+                staged = pinned(array.shape, array.dtype)
+                np.copyto(staged, array)
+                array = staged
+        elif spec.ragged:
+            array = gather_ragged(requests, spec.name)
+        else:
+            array = gather_inputs(requests, spec.name, allocator=pinned)
+        if spec.string:
+            return [_text(v) for v in array.reshape(-1)]
+        value = to_torch(torch, array, spec.bf16)
+        if device is not None and value.device != device:
+            value = value.to(device, non_blocking=pinned is not None)
+        return value
 
     def _outputs(
         self, results: list[Any] | dict[str, Any], wanted: list[str]
@@ -269,6 +299,22 @@ def _check_type(
         raise TritonError.internal(
             f"unsupported datatype {data_type} for {kind} '{name}' for model '{model}'"
         )
+
+
+def _device_input(
+    requests: Sequence[InferenceRequest], name: str, memory: DeviceMemory | None
+) -> DeviceArray | None:
+    """Input ``name`` as one array where it lies when every request holds it in
+    memory torch can read in place (one GPU, or host memory through DLPack);
+    None when it is gathered on the host as usual."""
+    tensors = [r.inputs[name] for r in requests if name in r.inputs]
+    if len(tensors) != len(requests) or any(t.device is None for t in tensors):
+        return None
+    if len(tensors) == 1:
+        return tensors[0].device
+    if memory is None or not all(t.is_device and t.device_id == tensors[0].device_id for t in tensors):
+        return None
+    return gather_tensor(requests, name, device_memory=memory).device
 
 
 def _first_line(exc: BaseException) -> str:
