@@ -21,13 +21,17 @@ class Tensor:
     hands it to a framework without a copy; reading ``data`` copies it to the
     host once. The core hands device tensors only to instances that accept
     them (``ModelInstance.device_inputs``); every other backend sees host tensors.
+
+    ``data`` of a host tensor is a plain attribute (a slot): the request path reads
+    it many times per request, and only device tensors (a subclass) pay for the
+    property that copies on first read.
     """
 
-    __slots__ = ("_data", "datatype", "device", "name")
+    __slots__ = ("data", "datatype", "device", "name")
 
     def __init__(self, name: str, data: np.ndarray[Any, Any], datatype: DataType) -> None:
         self.name = name
-        self._data: np.ndarray[Any, Any] | None = data
+        self.data: np.ndarray[Any, Any] = data
         self.datatype = datatype
         #: The tensor's device memory when it is device-resident, else None.
         self.device: DeviceArray | None = None
@@ -35,30 +39,10 @@ class Tensor:
     @classmethod
     def on_device(cls, name: str, array: DeviceArray, datatype: DataType) -> Tensor:
         """A device-resident tensor over ``array`` (no copy)."""
-        tensor = cls.__new__(cls)
-        tensor.name = name
-        tensor._data = None
-        tensor.datatype = datatype
-        tensor.device = array
-        return tensor
+        return _DeviceTensor(name, array, datatype)
 
     def __repr__(self) -> str:
-        where = repr(self.device) if self.device is not None else repr(self._data)
-        return f"Tensor(name={self.name!r}, datatype={self.datatype}, data={where})"
-
-    @property
-    def data(self) -> np.ndarray[Any, Any]:
-        """The tensor as a numpy array on the host (copied there once if device-resident)."""
-        data = self._data
-        if data is None:
-            assert self.device is not None
-            data = self._data = self.device.to_host()
-        return data
-
-    @data.setter
-    def data(self, value: np.ndarray[Any, Any]) -> None:
-        self._data = value
-        self.device = None
+        return f"Tensor(name={self.name!r}, datatype={self.datatype}, data={self.data!r})"
 
     @property
     def is_device(self) -> bool:
@@ -77,11 +61,7 @@ class Tensor:
 
     def renamed(self, name: str) -> Tensor:
         """The same data (no copy, same memory) under another name."""
-        if self.device is not None and self._data is None:
-            return Tensor.on_device(name, self.device, self.datatype)
-        tensor = Tensor(name, self.data, self.datatype)
-        tensor.device = self.device
-        return tensor
+        return Tensor(name, self.data, self.datatype)
 
     def to_host(self) -> Tensor:
         """This tensor if it is on the host; else a host tensor of its data (one copy)."""
@@ -104,6 +84,7 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The tensor's shape (a device tensor's without copying it)."""
         if self.device is not None:
             return self.device.shape
         return tuple(self.data.shape)
@@ -136,6 +117,53 @@ class Tensor:
         if self.device is not None:
             return self.device.__dlpack_device__()
         return self.data.__dlpack_device__()
+
+
+#: The slot behind a host tensor's ``data``; a device tensor's property reads and fills it.
+_DATA_SLOT: Any = Tensor.__dict__["data"]
+
+
+class _DeviceTensor(Tensor):
+    """A device-resident ``Tensor``: ``data`` is copied to the host on first read."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, array: DeviceArray, datatype: DataType) -> None:
+        self.name = name
+        self.datatype = datatype
+        self.device = array  # the data slot stays empty until ``data`` is read
+
+    @property
+    def data(self) -> np.ndarray[Any, Any]:
+        """The tensor as a numpy array on the host (copied there once)."""
+        try:
+            return _DATA_SLOT.__get__(self)  # type: ignore[no-any-return]
+        except AttributeError:
+            assert self.device is not None
+            value = self.device.to_host()
+            _DATA_SLOT.__set__(self, value)
+            return value
+
+    @data.setter
+    def data(self, value: np.ndarray[Any, Any]) -> None:
+        """Assigned host data makes the tensor a host tensor."""
+        _DATA_SLOT.__set__(self, value)
+        self.device = None
+
+    def __repr__(self) -> str:
+        if self.device is None:
+            return super().__repr__()
+        return f"Tensor(name={self.name!r}, datatype={self.datatype}, data={self.device!r})"
+
+    def renamed(self, name: str) -> Tensor:
+        if self.device is None:
+            return super().renamed(name)
+        tensor = _DeviceTensor(name, self.device, self.datatype)
+        try:  # the host copy, when it was made already, goes along
+            _DATA_SLOT.__set__(tensor, _DATA_SLOT.__get__(self))
+        except AttributeError:
+            pass
+        return tensor
 
 
 def as_bytes_array(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
