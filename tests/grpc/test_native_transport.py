@@ -1,0 +1,321 @@
+"""The native gRPC transport (``--grpc-implementation tritonpy``) with real clients:
+tritonclient (sync, aio, streaming, compressed), grpcio stubs, and raw HTTP/2 (the
+``h2`` package, or bytes on a socket) for the framing cases. Each bad connection
+is closed while the server goes on serving others."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import h2.config
+import h2.connection
+import h2.events
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as aioclient
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+from tritonpy_testbackend import write_model, write_sender_models
+from tritonpy_testservers import GrpcServer, start_grpc
+
+A = np.array([[1, 2, 3, 4]], np.int32)
+B = np.array([[1, 1, 1, 1]], np.int32)
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcServer]:
+    repo = tmp_path_factory.mktemp("native_repo")
+    write_model(repo, "addsub")
+    write_model(repo, "big", dtype="TYPE_FP32", dims="-1")
+    write_sender_models(repo)
+    server, frontend = start_grpc([repo], grpc_implementation="tritonpy")
+    yield frontend
+    frontend.stop()
+    server.stop()
+
+
+def _inputs(a: np.ndarray, b: np.ndarray, dtype: str = "INT32") -> list[grpcclient.InferInput]:
+    out = []
+    for i, value in enumerate((a, b)):
+        tensor = grpcclient.InferInput(f"INPUT{i}", list(value.shape), dtype)
+        tensor.set_data_from_numpy(value)
+        out.append(tensor)
+    return out
+
+
+def _still_serves(native: GrpcServer) -> None:
+    with grpcclient.InferenceServerClient(native.url) as client:
+        assert client.infer("addsub", _inputs(A, B)).as_numpy("OUTPUT0").tolist() == [[2, 3, 4, 5]]
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_compressed_requests(native: GrpcServer, algorithm: str) -> None:
+    with grpcclient.InferenceServerClient(native.url) as client:
+        result = client.infer("addsub", _inputs(A, B), compression_algorithm=algorithm)
+        assert result.as_numpy("OUTPUT1").tolist() == [[0, 1, 2, 3]]
+
+
+def test_large_tensors_both_ways(native: GrpcServer) -> None:
+    """32 MB in, 32 MB out: many DATA frames each way, within the peer's windows."""
+    big = np.arange(4 * 1024 * 1024, dtype=np.float32).reshape(1, -1)  # 16 MB
+    with grpcclient.InferenceServerClient(native.url) as client:
+        result = client.infer("big", _inputs(big, big, "FP32"))
+        assert np.array_equal(result.as_numpy("OUTPUT0"), big * 2)
+        assert not result.as_numpy("OUTPUT1").any()
+
+
+def test_many_concurrent_calls_on_one_channel(native: GrpcServer) -> None:
+    async def run() -> list[Any]:
+        async with aioclient.InferenceServerClient(native.url) as client:
+            calls = []
+            for i in range(64):
+                inputs = []
+                for n, value in enumerate((A * i, B)):
+                    tensor = aioclient.InferInput(f"INPUT{n}", [1, 4], "INT32")
+                    tensor.set_data_from_numpy(value)
+                    inputs.append(tensor)
+                calls.append(client.infer("addsub", inputs))
+            return list(await asyncio.gather(*calls))
+
+    results = asyncio.run(run())
+    assert [r.as_numpy("OUTPUT0").tolist() for r in results] == [(A * i + B).tolist() for i in range(64)]
+
+
+def test_streaming_in_order(native: GrpcServer) -> None:
+    results: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    with grpcclient.InferenceServerClient(native.url) as client:
+        client.start_stream(callback=lambda result, error: results.put((result, error)))
+        for i in range(20):
+            client.async_stream_infer("addsub", _inputs(A * i, B), request_id=str(i))
+        got = [results.get(timeout=10) for _ in range(20)]
+        client.stop_stream()
+    assert all(error is None for _, error in got)
+    assert sorted(int(r.get_response().id) for r, _ in got) == list(range(20))
+
+
+def test_stream_deadline(native: GrpcServer) -> None:
+    """A stream whose request never ends its responses ends with DEADLINE_EXCEEDED."""
+    results: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    with grpcclient.InferenceServerClient(native.url) as client:
+        client.start_stream(callback=lambda result, error: results.put((result, error)), stream_timeout=1.0)
+        client.async_stream_infer("decoupled", _inputs(A, B), parameters={"wait_cancel": True})
+        errors = []
+        while not errors:
+            _, error = results.get(timeout=20)
+            if error is not None:
+                errors.append(error)
+        client.stop_stream()
+    assert errors[0].status() == "StatusCode.DEADLINE_EXCEEDED"
+    _still_serves(native)
+
+
+def test_client_cancels_mid_call(native: GrpcServer) -> None:
+    """The client cancels a stream with a request in flight: the server goes on."""
+    request = pb.ModelInferRequest(model_name="decoupled", id="cancel-me")
+    request.parameters["wait_cancel"].bool_param = True
+    for i, value in enumerate((A, B)):
+        tensor = request.inputs.add(name=f"INPUT{i}", datatype="INT32", shape=[1, 4])
+        tensor.contents.int_contents.extend(value.flatten().tolist())
+    with grpc.insecure_channel(native.url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        call = stub.ModelStreamInfer(iter([request]))
+        next(call)  # the first response: the request is in flight
+        call.cancel()
+        with pytest.raises(grpc.RpcError) as info:
+            list(call)
+        assert info.value.code() == grpc.StatusCode.CANCELLED
+    _still_serves(native)
+
+
+def test_unknown_method_and_service(native: GrpcServer) -> None:
+    with grpc.insecure_channel(native.url) as channel:
+        call = channel.unary_unary("/inference.GRPCInferenceService/Nope")
+        with pytest.raises(grpc.RpcError) as info:
+            call(b"")
+        assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_message_size_limit(tmp_path: Path) -> None:
+    write_model(tmp_path, "addsub")
+    server, frontend = start_grpc([tmp_path], grpc_implementation="tritonpy", grpc_max_message_size=4096)
+    try:
+        with grpcclient.InferenceServerClient(frontend.url) as client:
+            big = np.zeros((1, 4), np.int32)
+            inputs = _inputs(big, big)
+            inputs[0]._raw_content = b"\0" * 8192  # over the limit
+            with pytest.raises(InferenceServerException) as info:
+                client.infer("addsub", inputs)
+            assert info.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
+            assert "larger than max" in str(info.value.message())
+            assert client.infer("addsub", _inputs(A, B)).as_numpy("OUTPUT0") is not None
+    finally:
+        frontend.stop()
+        server.stop()
+
+
+# -- raw HTTP/2 ---------------------------------------------------------------------------------
+
+
+class RawClient:
+    """An ``h2`` client connection on a blocking socket."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.conn.initiate_connection()
+        self.flush()
+
+    def flush(self) -> None:
+        self.sock.sendall(self.conn.data_to_send())
+
+    def events(self, until: type) -> list[Any]:
+        got: list[Any] = []
+        while not any(isinstance(e, until) for e in got):
+            data = self.sock.recv(65536)
+            if not data:
+                break
+            got += self.conn.receive_data(data)
+            self.flush()
+        return got
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def call(self, path: str, body: bytes, extra: list[tuple[str, str]] | None = None) -> dict[str, str]:
+        stream = self.conn.get_next_available_stream_id()
+        headers = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "localhost"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            *(extra or []),
+        ]
+        self.conn.send_headers(stream, headers)
+        self.conn.send_data(stream, len(body).to_bytes(5, "big") + body, end_stream=True)
+        self.flush()
+        out: dict[str, str] = {}
+        for event in self.events(h2.events.StreamEnded):
+            if isinstance(event, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                out.update({k.decode(): v.decode() for k, v in event.headers})
+        return out
+
+
+def test_raw_calls(native: GrpcServer) -> None:
+    client = RawClient(native.port)
+    try:
+        live = client.call("/inference.GRPCInferenceService/ServerLive", b"")
+        assert live[":status"] == "200" and live["grpc-status"] == "0"
+        unknown = client.call("/inference.GRPCInferenceService/Nope", b"")
+        assert unknown["grpc-status"] == "12"
+        encoded = client.call(
+            "/inference.GRPCInferenceService/ServerLive", b"", [("grpc-encoding", "snappy")]
+        )
+        assert encoded["grpc-status"] == "12"
+        missing = client.call(
+            "/inference.GRPCInferenceService/ModelReady",
+            pb.ModelReadyRequest(name="nope %").SerializeToString(),
+        )
+        assert missing["grpc-status"] == "0"
+        stream = client.conn.get_next_available_stream_id()
+        client.conn.send_headers(
+            stream,
+            [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", "/x"),
+                (":authority", "a"),
+                ("content-type", "text/plain"),
+            ],
+            end_stream=True,
+        )
+        client.flush()
+        events = client.events(h2.events.StreamEnded)
+        assert [dict(e.headers)[b":status"] for e in events if isinstance(e, h2.events.ResponseReceived)] == [
+            b"415"
+        ]
+    finally:
+        client.close()
+
+
+def _goaway(sock: socket.socket) -> int | None:
+    """The error code of the GOAWAY the server sends before closing (None: closed without one)."""
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    pos = 0
+    while pos + 9 <= len(data):
+        length = int.from_bytes(data[pos : pos + 3], "big")
+        if data[pos + 3] == 0x7:
+            return int.from_bytes(data[pos + 13 : pos + 17], "big")
+        pos += 9 + length
+    return None
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+SETTINGS = b"\0\0\0\x04\0\0\0\0\0"
+
+
+@pytest.mark.parametrize(
+    ("name", "payload", "code"),
+    [
+        ("garbage", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 0x1),
+        ("bad preface", b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", 0x1),
+        ("DATA on stream 0", PREFACE + SETTINGS + b"\0\0\x01\0\0\0\0\0\0x", 0x1),
+        ("HEADERS on stream 0", PREFACE + SETTINGS + b"\0\0\x01\x01\x04\0\0\0\0\x82", 0x1),
+        ("PING of 3 bytes", PREFACE + SETTINGS + b"\0\0\x03\x06\0\0\0\0\0abc", 0x6),
+        ("SETTINGS on a stream", PREFACE + b"\0\0\0\x04\0\0\0\0\x01", 0x1),
+    ],
+)
+def test_malformed_connections_are_closed(native: GrpcServer, name: str, payload: bytes, code: int) -> None:
+    with socket.create_connection(("127.0.0.1", native.port), timeout=10) as sock:
+        sock.sendall(payload)
+        assert _goaway(sock) == code, name
+    _still_serves(native)
+
+
+def test_oversized_header_list_closes_the_connection(native: GrpcServer) -> None:
+    client = RawClient(native.port)
+    try:
+        stream = client.conn.get_next_available_stream_id()
+        headers = [(":method", "POST"), (":scheme", "http"), (":path", "/x"), (":authority", "a")]
+        headers += [(f"x-{i}", "v" * 1000) for i in range(64)]  # 64 kB: over 16 kB
+        client.conn.send_headers(stream, headers, end_stream=True)
+        client.flush()
+        events = client.events(h2.events.ConnectionTerminated)
+        terminated = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+        assert terminated and terminated[0].error_code == 0xB
+    finally:
+        client.close()
+    _still_serves(native)
+
+
+def test_too_many_pings_without_calls(native: GrpcServer) -> None:
+    """grpc core's policy: pings without calls are strikes; past the limit, GOAWAY too_many_pings."""
+    client = RawClient(native.port)
+    try:
+        for i in range(4):
+            client.conn.ping(i.to_bytes(8, "big"))
+        client.flush()
+        events = client.events(h2.events.ConnectionTerminated)
+        terminated = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+        assert terminated and terminated[0].error_code == 0xB
+        assert terminated[0].additional_data == b"too_many_pings"
+    finally:
+        client.close()
+    _still_serves(native)
