@@ -319,3 +319,66 @@ def test_too_many_pings_without_calls(native: GrpcServer) -> None:
     finally:
         client.close()
     _still_serves(native)
+
+
+def test_graceful_shutdown_finishes_calls_in_flight(tmp_path: Path) -> None:
+    """stop(grace): GOAWAY at once, a call already started still gets its answer, then close."""
+    write_model(tmp_path, "addsub")
+    server, frontend = start_grpc([tmp_path], grpc_implementation="tritonpy")
+    client = RawClient(frontend.port)
+    try:
+        stream = client.conn.get_next_available_stream_id()
+        client.conn.send_headers(
+            stream,
+            [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", "/inference.GRPCInferenceService/ServerLive"),
+                (":authority", "a"),
+                ("content-type", "application/grpc"),
+            ],
+        )
+        client.flush()
+        client.events(h2.events.SettingsAcknowledged)
+        stopping = asyncio.run_coroutine_threadsafe(frontend.aio.stop(10), frontend.loop)
+        events = client.events(h2.events.ConnectionTerminated)
+        goaway = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+        assert goaway and goaway[0].error_code == 0 and goaway[0].last_stream_id == stream
+        # h2 sends nothing after a GOAWAY: the empty request message and END_STREAM by hand.
+        client.sock.sendall(b"\0\0\x05\0\x01" + stream.to_bytes(4, "big") + b"\0" * 5)
+        data = b""
+        while chunk := client.sock.recv(65536):
+            data += chunk
+        assert b"grpc-status" in data  # the answer's trailers (literals: not Huffman-coded)
+        stopping.result(10)
+    finally:
+        client.close()
+        frontend.stop()  # again: a no-op for the transport, then the loop's thread ends
+        server.stop()
+
+
+def test_keepalive_closes_an_unresponsive_connection(tmp_path: Path) -> None:
+    write_model(tmp_path, "addsub")
+    server, frontend = start_grpc(
+        [tmp_path],
+        grpc_implementation="tritonpy",
+        grpc_keepalive_time=200,
+        grpc_keepalive_timeout=300,
+        grpc_keepalive_permit_without_calls=True,
+    )
+    try:
+        with socket.create_connection(("127.0.0.1", frontend.port), timeout=10) as sock:
+            sock.sendall(PREFACE + SETTINGS)
+            data = b""
+            while chunk := sock.recv(65536):  # never acking the server's pings
+                data += chunk
+        kinds = []
+        pos = 0
+        while pos + 9 <= len(data):
+            kinds.append(data[pos + 3])
+            pos += 9 + int.from_bytes(data[pos : pos + 3], "big")
+        assert 0x6 in kinds  # a PING came, and the connection closed without its ack
+        _still_serves(frontend)
+    finally:
+        frontend.stop()
+        server.stop()
