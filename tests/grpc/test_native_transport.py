@@ -221,6 +221,9 @@ def test_raw_calls(native: GrpcServer) -> None:
             "/inference.GRPCInferenceService/ServerLive", b"", [("grpc-encoding", "snappy")]
         )
         assert encoded["grpc-status"] == "12"
+        garbage = client.call("/inference.GRPCInferenceService/ModelReady", b"\xff\xff\xff")
+        assert garbage["grpc-status"] == "13"  # grpc's INTERNAL "Exception deserializing request!"
+        assert garbage["grpc-message"] == "Exception deserializing request!"
         missing = client.call(
             "/inference.GRPCInferenceService/ModelReady",
             pb.ModelReadyRequest(name="nope %").SerializeToString(),
@@ -382,3 +385,20 @@ def test_keepalive_closes_an_unresponsive_connection(tmp_path: Path) -> None:
     finally:
         frontend.stop()
         server.stop()
+
+
+def test_bad_tls_settings_are_clear_errors(tmp_path: Path) -> None:
+    import tritonpy
+    from tritonpy.grpc.native import tls_context
+
+    with pytest.raises(ValueError, match="needs --grpc-server-cert and --grpc-server-key"):
+        tls_context(tritonpy.ServerOptions(grpc_use_ssl=True))
+    missing = tritonpy.ServerOptions(
+        grpc_use_ssl=True, grpc_server_cert=str(tmp_path / "c.pem"), grpc_server_key=str(tmp_path / "k.pem")
+    )
+    with pytest.raises(ValueError, match="cannot read --grpc-server-key"):
+        tls_context(missing)
+    (tmp_path / "c.pem").write_text("not a certificate")
+    (tmp_path / "k.pem").write_text("not a key")
+    with pytest.raises(ValueError, match="bad gRPC TLS certificate or key"):
+        tls_context(missing)

@@ -15,20 +15,16 @@ import logging
 import time
 import urllib.parse
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import grpc
 
 from ..restricted import Requirement
-from . import http2
 from .http2 import Stream
 
 log = logging.getLogger("tritonpy.grpc")
-
-Unary = Callable[[Any, Any], Awaitable[Any]]
-Streaming = Callable[[AsyncIterator[Any], Any], AsyncIterator[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +269,12 @@ class Call:
             item = await self._queue.get()
             if isinstance(item, _End):
                 return
-            yield parse(item)
+            try:
+                request = parse(item)
+            except Exception:  # grpc's answer to a message that is not the request type
+                self._fail(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
+                return
+            yield request
 
     # -- running ---------------------------------------------------------------------------
 
@@ -286,7 +287,12 @@ class Call:
     async def _run_unary(self, data: bytes) -> None:
         try:
             request = self.method.parse(data)
-            del data
+        except Exception:  # grpc's answer to a message that is not the request type
+            self._done()
+            self._finish(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
+            return
+        del data
+        try:
             response = await self.method.handler(request, self.context)
             del request
             body = response.SerializeToString()
@@ -409,4 +415,4 @@ def wbits_of(encoding: bytes | None) -> tuple[bool, int | None]:
     return True, _ENCODINGS[encoding]
 
 
-__all__ = ["Call", "Context", "Method", "RESPONSE_HEADERS", "TRAILERS_OK", "http2"]
+__all__ = ["Aborted", "Call", "Context", "Method", "RESPONSE_HEADERS", "TRAILERS_OK"]

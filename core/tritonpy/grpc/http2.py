@@ -207,7 +207,7 @@ class Connection(asyncio.Protocol):
         self._continuing: tuple[int, int, bytearray] | None = None  # stream id, flags, block
         self._going_away = False
         self._peer_going_away = False
-        self._loop = asyncio.get_event_loop()
+        self._loop = asyncio.get_running_loop()
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_timeout: asyncio.TimerHandle | None = None
         self._last_ping_recv = float("-inf")
@@ -332,10 +332,11 @@ class Connection(asyncio.Protocol):
                 raise ConnectionError_(PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
             if updates:
                 self._write(updates)
-            if stream is None:
-                self.write_reset(stream_id, STREAM_CLOSED)
-            else:
+            if stream is not None:
                 stream.reset(STREAM_CLOSED)
+                if stream.receiver is not None:
+                    stream.receiver.reset(STREAM_CLOSED)
+            # else: a stream we answered or reset; what was in flight is dropped (RFC 9113 5.4.2)
             return
         stream.recv_window -= size
         if stream.recv_window < 0:
@@ -409,8 +410,10 @@ class Connection(asyncio.Protocol):
             if stream.local_closed:
                 self.stream_done(stream)
             return
-        if stream_id % 2 == 0 or stream_id <= self._last_stream:
+        if stream_id % 2 == 0:
             raise ConnectionError_(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
+        if stream_id <= self._last_stream:
+            return  # trailers of a stream we answered or reset: decoded (for HPACK), dropped
         self._last_stream = stream_id
         if self._going_away or len(self.streams) >= self.config.max_concurrent_streams:
             self.write_reset(stream_id, REFUSED_STREAM)
