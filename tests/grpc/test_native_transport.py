@@ -16,6 +16,7 @@ import grpc
 import h2.config
 import h2.connection
 import h2.events
+import h2.settings
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -402,3 +403,58 @@ def test_bad_tls_settings_are_clear_errors(tmp_path: Path) -> None:
     (tmp_path / "k.pem").write_text("not a key")
     with pytest.raises(ValueError, match="bad gRPC TLS certificate or key"):
         tls_context(missing)
+
+
+def test_responses_keep_within_a_small_peer_window(native: GrpcServer) -> None:
+    """A client with a 1 kB stream window and 16 kB frames gets a 256 kB response in
+    pieces as it opens the window (``h2`` raises if a frame overruns either)."""
+    sock = socket.create_connection(("127.0.0.1", native.port), timeout=10)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.local_settings = h2.settings.Settings(client=True, initial_values={0x4: 1024})
+    conn.initiate_connection()
+    sock.sendall(conn.data_to_send())
+    while conn.outbound_flow_control_window < 1 << 20:  # the server's SETTINGS and WINDOW_UPDATE
+        conn.receive_data(sock.recv(65536))
+    request = pb.ModelInferRequest(model_name="big")
+    values = np.arange(32 * 1024, dtype=np.float32).reshape(1, -1)
+    for i in range(2):
+        request.inputs.add(name=f"INPUT{i}", datatype="FP32", shape=[1, values.shape[1]])
+        request.raw_input_contents.append(values.tobytes())
+    body = request.SerializeToString()
+    stream = conn.get_next_available_stream_id()
+    conn.send_headers(
+        stream,
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/inference.GRPCInferenceService/ModelInfer"),
+            (":authority", "a"),
+            ("content-type", "application/grpc"),
+        ],
+    )
+    conn.send_data(stream, len(body).to_bytes(5, "big") + body, end_stream=True)
+    sock.sendall(conn.data_to_send())
+    received = bytearray()
+    trailers: dict[bytes, bytes] = {}
+    done = False
+    try:
+        while not done:
+            data = sock.recv(65536)
+            assert data, "closed before the response ended"
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.DataReceived):
+                    received += event.data
+                    assert len(event.data) <= 16_384
+                    conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, h2.events.TrailersReceived):
+                    trailers = dict(event.headers)
+                elif isinstance(event, h2.events.StreamEnded):
+                    done = True
+            sock.sendall(conn.data_to_send())
+    finally:
+        sock.close()
+    assert trailers[b"grpc-status"] == b"0"
+    response = pb.ModelInferResponse.FromString(bytes(received[5:]))
+    assert (
+        np.frombuffer(response.raw_output_contents[0], np.float32).tolist() == (values * 2).flatten().tolist()
+    )
