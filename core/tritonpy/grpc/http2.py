@@ -61,6 +61,8 @@ CONNECTION_RECV_WINDOW = 1 << 28
 OUR_MAX_FRAME = 1 << 20
 #: Queued response bytes above which a streaming sender waits for the peer.
 HIGH_WATER = 1 << 20
+#: Seconds a connection closed for an error still reads (and drops) what the peer sends.
+_LINGER = 1.0
 #: grpc core's ping policing: without calls (and not permitted), a ping every 2 hours at most.
 _NO_CALLS_PING_INTERVAL = 7200.0
 
@@ -68,6 +70,22 @@ _NO_CALLS_PING_INTERVAL = 7200.0
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
     """One frame: its 9-byte header and ``payload``."""
     return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream_id.to_bytes(4, "big") + payload
+
+
+def _only_indexed(block: bytes) -> bool:
+    """Whether every field of a header block is an indexed field (RFC 7541 6.1):
+    decoding it leaves the dynamic table as it was."""
+    pos, end = 0, len(block)
+    while pos < end:
+        byte = block[pos]
+        if not byte & 0x80:
+            return False
+        pos += 1
+        if byte & 0x7F == 0x7F:  # the index goes on in 7-bit groups (RFC 7541 5.1)
+            while pos < end and block[pos] & 0x80:
+                pos += 1
+            pos += 1
+    return True
 
 
 class ConnectionError_(Exception):
@@ -202,6 +220,7 @@ class Connection(asyncio.Protocol):
         self._buf = bytearray()
         self._preface = False
         self._decoder = hpack.Decoder(max_header_list_size=config.max_header_list_size)
+        self._blocks: dict[bytes, list[tuple[bytes, bytes]]] = {}
         self._last_stream = 0
         self._blocked: dict[int, Stream] = {}
         self._continuing: tuple[int, int, bytearray] | None = None  # stream id, flags, block
@@ -389,9 +408,26 @@ class Connection(asyncio.Protocol):
             self._continuing = None
             self._header_block(stream_id, first_flags, bytes(block))
 
+    def _decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
+        """The block's header list. A client sends the same block with each call
+        (perf_analyzer, any client with fixed metadata), all indexed fields once its
+        table holds them: such a block means the same until the dynamic table
+        changes, which only a block with other fields can do, so its list is kept."""
+        cached = self._blocks.get(block)
+        if cached is not None:
+            return cached
+        headers: list[tuple[bytes, bytes]] = list(self._decoder.decode(block, raw=True))
+        if _only_indexed(block):
+            if len(self._blocks) >= 64:
+                self._blocks.clear()
+            self._blocks[block] = headers
+        else:
+            self._blocks.clear()  # the block may have changed the dynamic table
+        return headers
+
     def _header_block(self, stream_id: int, flags: int, block: bytes) -> None:
         try:
-            headers: list[tuple[bytes, bytes]] = list(self._decoder.decode(block, raw=True))
+            headers = self._decode(block)
         except hpack.OversizedHeaderListError:
             raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large") from None
         except hpack.HPACKError as exc:
@@ -491,7 +527,9 @@ class Connection(asyncio.Protocol):
             if stream.receiver is not None:
                 stream.receiver.reset(FLOW_CONTROL_ERROR)
             return
-        self.flush(stream)
+        if stream.id in self._blocked:
+            del self._blocked[stream.id]
+            self.flush(stream)
 
     def _ping(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id != 0:
@@ -638,7 +676,16 @@ class Connection(asyncio.Protocol):
         log.info("closing a gRPC connection: %s", message)
         goaway = self._last_stream.to_bytes(4, "big") + code.to_bytes(4, "big") + message.encode()
         self._write(frame(GOAWAY, 0, 0, goaway))
-        self.abort(graceful=True)
+        transport = self.transport
+        self._close_state()  # nothing more is read or answered; calls are cancelled
+        if transport is None:
+            return
+        # Closing with the peer's bytes unread would send RST, and a RST can discard
+        # the GOAWAY before the peer reads it: end our side, read and drop for a
+        # moment, then close.
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._loop.call_later(_LINGER, transport.close)
 
     def abort(self, graceful: bool = False) -> None:
         """Close now; calls still running are cancelled."""
