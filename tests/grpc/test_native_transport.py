@@ -458,3 +458,27 @@ def test_responses_keep_within_a_small_peer_window(native: GrpcServer) -> None:
     assert (
         np.frombuffer(response.raw_output_contents[0], np.float32).tolist() == (values * 2).flatten().tolist()
     )
+
+
+def test_a_request_without_path_is_reset(native: GrpcServer) -> None:
+    """A malformed request is a stream error: RST_STREAM PROTOCOL_ERROR, the connection stays."""
+    import hpack
+
+    block = hpack.Encoder().encode([(":method", "POST"), (":scheme", "http"), (":authority", "a")])
+    with socket.create_connection(("127.0.0.1", native.port), timeout=10) as sock:
+        sock.sendall(PREFACE + SETTINGS + len(block).to_bytes(3, "big") + b"\x01\x05\0\0\0\x01" + block)
+        data = b""
+        while True:
+            data += sock.recv(65536)
+            frames = []
+            pos = 0
+            while pos + 9 <= len(data):
+                length = int.from_bytes(data[pos : pos + 3], "big")
+                frames.append((data[pos + 3], data[pos + 9 : pos + 9 + length]))
+                pos += 9 + length
+            resets = [payload for kind, payload in frames if kind == 0x3]
+            if resets:
+                break
+        assert resets == [b"\0\0\0\x01"]
+        assert all(kind != 0x7 for kind, _ in frames)  # no GOAWAY
+    _still_serves(native)

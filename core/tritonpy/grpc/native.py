@@ -165,6 +165,9 @@ class NativeServer:
                 encoding = value
             elif name == b"grpc-timeout":
                 timeout = value
+        if path is None or method is None:  # a malformed request (RFC 9113 8.3.1): a stream error
+            stream.reset(http2.PROTOCOL_ERROR)
+            return _IGNORED
         if method != b"POST":
             http_error(stream, 405)
             return _IGNORED
