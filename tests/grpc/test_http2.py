@@ -79,3 +79,20 @@ def test_only_indexed() -> None:
     assert http2._only_indexed(b"\xff\x80\x01\x82")  # index 255: a multi-byte integer
     assert not http2._only_indexed(b"\x82\x40\x01a\x01b")  # a literal with indexing
     assert not http2._only_indexed(b"\x20")  # a table size update
+
+
+def test_a_connection_without_preface_is_closed() -> None:
+    async def run() -> None:
+        def app(stream: http2.Stream) -> http2.Receiver:
+            raise AssertionError("no stream expected")
+
+        conn = http2.Connection(app, http2.Config(preface_timeout=0.05), lambda c: None)
+        transport = FakeTransport()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn.data_received(http2.PREFACE[:10])  # a start, never finished
+        await asyncio.sleep(0.2)
+        assert conn.closed
+        assert http2.frame(http2.GOAWAY, 0, 0, b"")[3:4] in bytes(transport.out)
+        assert b"no client preface in time" in bytes(transport.out)
+
+    asyncio.run(run())

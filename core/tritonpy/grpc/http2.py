@@ -122,6 +122,8 @@ class Config:
     max_pings_without_data: int = 2
     min_recv_ping_interval_without_data: float = 300.0
     max_ping_strikes: int = 2
+    #: Seconds a new connection has to send the client preface (grpc core's handshake timeout).
+    preface_timeout: float = 120.0
 
 
 class Stream:
@@ -228,6 +230,7 @@ class Connection(asyncio.Protocol):
         self._peer_going_away = False
         self._loop = asyncio.get_running_loop()
         self._keepalive: asyncio.TimerHandle | None = None
+        self._preface_timer: asyncio.TimerHandle | None = None
         self._ping_timeout: asyncio.TimerHandle | None = None
         self._last_ping_recv = float("-inf")
         self._ping_strikes = 0
@@ -253,6 +256,12 @@ class Connection(asyncio.Protocol):
         self._recv_window = CONNECTION_RECV_WINDOW
         transport.write(frame(SETTINGS, 0, 0, settings) + frame(WINDOW_UPDATE, 0, 0, update))
         self._schedule_keepalive()
+        self._preface_timer = self._loop.call_later(self.config.preface_timeout, self._no_preface)
+
+    def _no_preface(self) -> None:
+        self._preface_timer = None
+        if not self._preface:
+            self.fail(PROTOCOL_ERROR, "no client preface in time")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._close_state()
@@ -274,6 +283,9 @@ class Connection(asyncio.Protocol):
                 if buf[: len(PREFACE)] != PREFACE:
                     raise ConnectionError_(PROTOCOL_ERROR, "bad client preface")
                 self._preface = True
+                if self._preface_timer is not None:
+                    self._preface_timer.cancel()
+                    self._preface_timer = None
                 pos = len(PREFACE)
             end = len(buf)
             while end - pos >= 9 and not self.closed:
@@ -704,7 +716,7 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
-        for handle in (self._keepalive, self._ping_timeout):
+        for handle in (self._keepalive, self._ping_timeout, self._preface_timer):
             if handle is not None:
                 handle.cancel()
         streams, self.streams = self.streams, {}
