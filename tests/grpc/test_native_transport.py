@@ -482,3 +482,36 @@ def test_a_request_without_path_is_reset(native: GrpcServer) -> None:
         assert resets == [b"\0\0\0\x01"]
         assert all(kind != 0x7 for kind, _ in frames)  # no GOAWAY
     _still_serves(native)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [[("Upper", "x")], [("connection", "close")], [("te", "gzip")], [(":bogus", "x")]],
+)
+def test_malformed_requests_are_reset(native: GrpcServer, extra: list[tuple[str, str]]) -> None:
+    """RFC 9113 8.2: upper-case names, connection-specific fields, te other than trailers,
+    unknown pseudo-headers make a request malformed: RST_STREAM PROTOCOL_ERROR."""
+    import hpack
+
+    headers = [(":method", "POST"), (":scheme", "http"), (":path", "/p"), (":authority", "a")]
+    if extra[0][0].startswith(":"):
+        headers = extra + headers
+    else:
+        headers += extra
+    block = hpack.Encoder().encode(headers)
+    with socket.create_connection(("127.0.0.1", native.port), timeout=10) as sock:
+        sock.sendall(PREFACE + SETTINGS + len(block).to_bytes(3, "big") + b"\x01\x05\0\0\0\x01" + block)
+        data = b""
+        resets: list[bytes] = []
+        while not resets:
+            chunk = sock.recv(65536)
+            assert chunk, "closed without RST_STREAM"
+            data += chunk
+            pos = 0
+            while pos + 9 <= len(data):
+                length = int.from_bytes(data[pos : pos + 3], "big")
+                if data[pos + 3] == 0x3:
+                    resets.append(data[pos + 9 : pos + 9 + length])
+                pos += 9 + length
+        assert resets == [b"\0\0\0\x01"]
+    _still_serves(native)

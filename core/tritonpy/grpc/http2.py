@@ -88,6 +88,35 @@ def _only_indexed(block: bytes) -> bool:
     return True
 
 
+_PSEUDO = {b":method", b":scheme", b":path", b":authority"}
+_CONNECTION_SPECIFIC = {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"}
+
+
+def _well_formed(headers: list[tuple[bytes, bytes]]) -> bool:
+    """RFC 9113 8.2-8.3: lower-case names, known pseudo-headers once each and first,
+    no connection-specific fields, ``te`` only as ``trailers``."""
+    regular = False
+    seen: set[bytes] = set()
+    for name, value in headers:
+        if name[:1] == b":":
+            if regular or name not in _PSEUDO or name in seen:
+                return False
+            seen.add(name)
+        else:
+            regular = True
+            if (
+                name != name.lower()
+                or name in _CONNECTION_SPECIFIC
+                or (name == b"te" and value != b"trailers")
+            ):
+                return False
+    return True
+
+
+class _Malformed(Exception):
+    """A header list RFC 9113 forbids: a stream error."""
+
+
 class ConnectionError_(Exception):
     """A connection error: GOAWAY with ``code``, then close."""
 
@@ -421,25 +450,32 @@ class Connection(asyncio.Protocol):
             self._header_block(stream_id, first_flags, bytes(block))
 
     def _decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
-        """The block's header list. A client sends the same block with each call
-        (perf_analyzer, any client with fixed metadata), all indexed fields once its
-        table holds them: such a block means the same until the dynamic table
-        changes, which only a block with other fields can do, so its list is kept."""
+        """The block's header list (``_Malformed`` if RFC 9113 8.2 forbids it).
+
+        A client sends the same block with each call (perf_analyzer, any client
+        with fixed metadata), all indexed fields once its table holds them: such
+        a block means the same until the dynamic table changes, which only a
+        block with other fields can do, so its list is kept."""
         cached = self._blocks.get(block)
         if cached is not None:
             return cached
         headers: list[tuple[bytes, bytes]] = list(self._decoder.decode(block, raw=True))
+        if not _only_indexed(block):
+            self._blocks.clear()  # the block may have changed the dynamic table
+        if not _well_formed(headers):
+            raise _Malformed
         if _only_indexed(block):
             if len(self._blocks) >= 64:
                 self._blocks.clear()
             self._blocks[block] = headers
-        else:
-            self._blocks.clear()  # the block may have changed the dynamic table
         return headers
 
     def _header_block(self, stream_id: int, flags: int, block: bytes) -> None:
         try:
             headers = self._decode(block)
+        except _Malformed:
+            self._malformed(stream_id)
+            return
         except hpack.OversizedHeaderListError:
             raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large") from None
         except hpack.HPACKError as exc:
@@ -476,6 +512,20 @@ class Connection(asyncio.Protocol):
         stream.receiver = receiver
         if end:
             receiver.end()
+
+    def _malformed(self, stream_id: int) -> None:
+        """A malformed request or trailers: a stream error (RFC 9113 8.1.1)."""
+        stream = self.streams.get(stream_id)
+        if stream is not None:
+            stream.reset(PROTOCOL_ERROR)
+            if stream.receiver is not None:
+                stream.receiver.reset(PROTOCOL_ERROR)
+            return
+        if stream_id % 2 == 0:
+            raise ConnectionError_(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
+        if stream_id > self._last_stream:
+            self._last_stream = stream_id
+            self.write_reset(stream_id, PROTOCOL_ERROR)
 
     def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id != 0:
