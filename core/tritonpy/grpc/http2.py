@@ -61,6 +61,8 @@ CONNECTION_RECV_WINDOW = 1 << 28
 OUR_MAX_FRAME = 1 << 20
 #: Queued response bytes above which a streaming sender waits for the peer.
 HIGH_WATER = 1 << 20
+#: The PING payload that follows a graceful shutdown's first GOAWAY.
+_GOAWAY_PING = b"tpgoaway"
 #: Seconds a connection closed for an error still reads (and drops) what the peer sends.
 _LINGER = 1.0
 #: grpc core's ping policing: without calls (and not permitted), a ping every 2 hours at most.
@@ -255,7 +257,9 @@ class Connection(asyncio.Protocol):
         self._last_stream = 0
         self._blocked: dict[int, Stream] = {}
         self._continuing: tuple[int, int, bytearray] | None = None  # stream id, flags, block
-        self._going_away = False
+        self._going_away = False  # the final GOAWAY sent: no new streams
+        self._shutting_down = False  # the first GOAWAY sent
+        self._goaway_timer: asyncio.TimerHandle | None = None
         self._peer_going_away = False
         self._loop = asyncio.get_running_loop()
         self._keepalive: asyncio.TimerHandle | None = None
@@ -263,6 +267,7 @@ class Connection(asyncio.Protocol):
         self._ping_timeout: asyncio.TimerHandle | None = None
         self._last_ping_recv = float("-inf")
         self._ping_strikes = 0
+        self._pings_without_data = 0
         self.closed_event = asyncio.Event()  # closed (or closing)
         self.lost_event = asyncio.Event()  # the transport has let go of its socket
 
@@ -599,6 +604,9 @@ class Connection(asyncio.Protocol):
         if len(payload) != 8:
             raise ConnectionError_(FRAME_SIZE_ERROR, "PING of the wrong length")
         if flags & ACK:
+            if payload == _GOAWAY_PING:
+                self._final_goaway()
+                return
             if self._ping_timeout is not None:
                 self._ping_timeout.cancel()
                 self._ping_timeout = None
@@ -653,6 +661,7 @@ class Connection(asyncio.Protocol):
         self._write(self._header_frames(stream_id, block, end_stream))
         self._last_ping_recv = float("-inf")
         self._ping_strikes = 0
+        self._pings_without_data = 0
 
     def local_done(self, stream: Stream) -> None:
         """Our side of ``stream`` has ended (its END_STREAM was sent)."""
@@ -699,6 +708,7 @@ class Connection(asyncio.Protocol):
             self._write(b"".join(out))
             self._last_ping_recv = float("-inf")
             self._ping_strikes = 0
+            self._pings_without_data = 0
         if done:
             self.local_done(stream)
         elif queue:
@@ -724,7 +734,21 @@ class Connection(asyncio.Protocol):
     # -- lifetime --------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Graceful GOAWAY: refuse new streams, close once those open have finished."""
+        """Graceful GOAWAY (RFC 9113 6.8): first with the largest stream id and a
+        PING, so streams the client is sending now are still taken; at the PING's
+        ack (or after a second) the final one with the last stream taken. The
+        connection closes once its streams have finished."""
+        if self.closed or self._shutting_down:
+            return
+        self._shutting_down = True
+        goaway = MAX_WINDOW.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big")
+        self._write(frame(GOAWAY, 0, 0, goaway) + frame(PING, 0, 0, _GOAWAY_PING))
+        self._goaway_timer = self._loop.call_later(1.0, self._final_goaway)
+
+    def _final_goaway(self) -> None:
+        if self._goaway_timer is not None:
+            self._goaway_timer.cancel()
+            self._goaway_timer = None
         if self.closed or self._going_away:
             return
         self._going_away = True
@@ -766,7 +790,7 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
-        for handle in (self._keepalive, self._ping_timeout, self._preface_timer):
+        for handle in (self._keepalive, self._ping_timeout, self._preface_timer, self._goaway_timer):
             if handle is not None:
                 handle.cancel()
         streams, self.streams = self.streams, {}
@@ -788,7 +812,12 @@ class Connection(asyncio.Protocol):
     def _send_keepalive(self) -> None:
         if self.closed:
             return
-        if self.streams or self.config.keepalive_permit_without_calls:
+        config = self.config
+        # grpc core's --grpc-http2-max-pings-without-data: no more pings until data is sent.
+        limit = config.max_pings_without_data
+        quiet = limit > 0 and self._pings_without_data >= limit
+        if (self.streams or config.keepalive_permit_without_calls) and not quiet:
+            self._pings_without_data += 1
             self._write(frame(PING, 0, 0, b"tpkeepal"))
             if self._ping_timeout is None:
                 self._ping_timeout = self._loop.call_later(self.config.keepalive_timeout, self._unresponsive)
