@@ -1,6 +1,7 @@
 """CPU per inference of the server process tree, thread by thread, under perf_analyzer.
 
     python bench/cpu_per_inference.py                         # add_sub (Python backend)
+    python bench/cpu_per_inference.py --protocols grpc --server-args "--grpc-implementation grpcio"
     python bench/cpu_per_inference.py --peer-http 127.0.0.1:8000 --peer-grpc 127.0.0.1:8001 \\
         --peer-pid "$(cat triton.pid)"                        # the same cells against a peer
 
@@ -180,6 +181,11 @@ def main() -> None:
     parser.add_argument("--peer-grpc", help="host:port of the peer's gRPC endpoint")
     parser.add_argument("--peer-pid", type=int, help="the peer's process id")
     parser.add_argument("--out", default=str(ROOT / "bench" / "cpu_per_inference.md"))
+    parser.add_argument(
+        "--server-args",
+        default="",
+        help="more tritonpy serve flags, one string (e.g. '--grpc-implementation grpcio')",
+    )
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "scripts")]
     from get_perf_analyzer import provision
@@ -190,12 +196,12 @@ def main() -> None:
     repo = Path(args.repository) if args.repository else add_sub_repository(work)
     lines = [
         f"Run {time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} CPU(s), model `{args.model}`, "
-        f"{args.window:g} s per cell.",
+        f"{args.window:g} s per cell" + (f", served with `{args.server_args}`." if args.server_args else "."),
         "",
     ]
     ratios: list[str] = []
     try:
-        server = Served(repo)
+        server = Served(repo, args.server_args.split())
         try:
             for protocol in args.protocols:
                 for c in args.concurrency:

@@ -1,13 +1,15 @@
-"""gRPC's floor: the CPU one unary ModelInfer call costs grpcio itself, with no model.
+"""gRPC's floor: the CPU one unary ModelInfer call costs the transport itself, with no model.
 
 A server that answers every ``ModelInfer`` with a canned ``add_sub`` response
 (the bytes made once; the request is not even parsed) runs in a process of its
-own, on grpcio's synchronous server (a thread pool) and on grpc.aio (on uvloop
-when installed). Its other RPCs (metadata, config, statistics) are forwarded to
+own, on grpcio's synchronous server (a thread pool), on grpc.aio (on uvloop
+when installed), and on tritonpy's own transport (``native``: its HTTP/2
+connection and call layer on uvloop, as ``--grpc-implementation tritonpy``).
+Its other RPCs (metadata, config, statistics) are forwarded to
 a real ``tritonpy serve`` of ``add_sub``, so perf_analyzer sets up as usual.
 Over a fixed window the script reads that process's CPU time from /proc and
-divides it by the calls perf_analyzer counted: what no server built on grpcio
-can go below, whatever its own work costs. Writes ``bench/grpc_floor.md``.
+divides it by the calls perf_analyzer counted: what no server built on that
+transport can go below, whatever its own work costs. Writes ``bench/grpc_floor.md``.
 
     .venv/bin/python bench/grpc_floor.py [--window 6] [--concurrency 1 8]
 """
@@ -28,7 +30,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 HZ = os.sysconf("SC_CLK_TCK")
-MODES = ("sync", "aio")
+MODES = ("sync", "aio", "native")
 
 
 def canned_response() -> bytes:
@@ -73,6 +75,10 @@ def serve(mode: str, port: int, upstream: str) -> None:
 
     import asyncio
 
+    if mode == "native":
+        serve_native(answer, port, upstream)
+        return
+
     async def infer(request: bytes, context: Any) -> bytes:
         return answer
 
@@ -95,6 +101,66 @@ def serve(mode: str, port: int, upstream: str) -> None:
         uvloop.run(main())
     except ImportError:
         asyncio.run(main())
+
+
+def serve_native(answer: bytes, port: int, upstream: str) -> None:
+    """The canned server on tritonpy's HTTP/2 transport: ModelInfer answered by a handler
+    through the real call layer (a task per call), the rest forwarded with grpc.aio."""
+    import asyncio
+
+    import grpc
+    from tritonpy.grpc import http2
+    from tritonpy.grpc.calls import Call, Method
+
+    class Canned:
+        def SerializeToString(self) -> bytes:  # noqa: N802  # protobuf's name
+            return answer
+
+    canned = Canned()
+
+    async def infer(request: bytes, context: Any) -> Canned:
+        return canned
+
+    def same(data: bytes) -> bytes:
+        return data
+
+    async def main() -> None:
+        channel = grpc.aio.insecure_channel(upstream)
+        tasks: set[asyncio.Task[None]] = set()
+        table: dict[bytes, Method] = {}
+
+        def method(path: bytes) -> Method:
+            if path not in table:
+                if path.endswith(b"/ModelInfer"):
+                    table[path] = Method("ModelInfer", infer, same, False)
+                else:
+                    call = channel.unary_unary(
+                        path.decode(), request_serializer=same, response_deserializer=same
+                    )
+
+                    class Raw(bytes):
+                        def SerializeToString(self) -> bytes:  # noqa: N802
+                            return bytes(self)
+
+                    async def forward(request: bytes, context: Any) -> Raw:
+                        return Raw(await call(request))
+
+                    table[path] = Method(path.decode(), forward, same, False)
+            return table[path]
+
+        def dispatch(stream: http2.Stream) -> http2.Receiver:
+            path = next(value for name, value in stream.headers if name == b":path")
+            return Call(stream, method(path), 2**31 - 1, None, None, "", tasks)
+
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: http2.Connection(dispatch, http2.Config(), lambda conn: None), "127.0.0.1", port
+        )
+        await server.serve_forever()
+
+    import uvloop
+
+    uvloop.run(main())
 
 
 def ticks(pid: int) -> int:

@@ -1,4 +1,4 @@
-"""Real front ends in-process for tests: uvicorn and grpc.aio, each on its own loop thread."""
+"""Real front ends in-process for tests: uvicorn and gRPC (native or grpc.aio), each on a loop thread."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def free_port() -> int:
 
 
 class GrpcServer:
-    """grpc.aio serving ``server`` from its own thread and loop."""
+    """gRPC (``--grpc-implementation``) serving ``server`` from its own thread and loop."""
 
     def __init__(self, server: tritonpy.Server) -> None:
         self.server = server

@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(serve, "--allow-grpc", "enable the gRPC front end (default true)", default=True)
     serve.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
     serve.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
+    serve.add_argument(
+        "--grpc-implementation",
+        choices=["tritonpy", "grpcio"],
+        default="tritonpy",
+        help="gRPC transport: tritonpy (HTTP/2 on asyncio, default) or grpcio (grpc.aio)",
+    )
     _flag(serve, "--grpc-use-ssl", "serve gRPC over TLS (needs --grpc-server-cert/-key)", default=False)
     _flag(
         serve, "--grpc-use-ssl-mutual", "require client certificates (needs --grpc-root-cert)", default=False
@@ -363,6 +369,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         allow_grpc=args.allow_grpc,
         grpc_address=args.grpc_address,
         grpc_port=args.grpc_port,
+        grpc_implementation=args.grpc_implementation,
         grpc_use_ssl=args.grpc_use_ssl,
         grpc_use_ssl_mutual=args.grpc_use_ssl_mutual,
         grpc_server_cert=args.grpc_server_cert,

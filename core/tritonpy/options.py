@@ -82,6 +82,9 @@ class ServerOptions:
     grpc_address: str = "0.0.0.0"
     #: ``--grpc-port``.
     grpc_port: int = 8001
+    #: ``--grpc-implementation``: ``tritonpy`` (HTTP/2 on the server's asyncio loop) or
+    #: ``grpcio`` (grpc.aio).
+    grpc_implementation: str = "tritonpy"
     #: ``--grpc-use-ssl``: serve gRPC over TLS with the certificate and key below.
     grpc_use_ssl: bool = False
     #: ``--grpc-use-ssl-mutual``: also require client certificates signed by the root cert.

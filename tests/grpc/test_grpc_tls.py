@@ -86,10 +86,11 @@ def _infer(client: grpcclient.InferenceServerClient) -> np.ndarray:
     return client.infer("addsub", inputs).as_numpy("OUTPUT0")
 
 
-@pytest.fixture(scope="module")
-def tls_server(test_repos: list[Path], pki: Path) -> Iterator[str]:
+@pytest.fixture(scope="module", params=["tritonpy", "grpcio"])
+def tls_server(test_repos: list[Path], pki: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     server, frontend = start_grpc(
         test_repos,
+        grpc_implementation=request.param,
         grpc_use_ssl=True,
         grpc_server_cert=str(pki / "server.pem"),
         grpc_server_key=str(pki / "server.key"),
@@ -107,9 +108,11 @@ def test_tls(tls_server: str, pki: Path) -> None:
         plain.is_server_live()
 
 
-def test_mutual_tls(test_repos: list[Path], pki: Path) -> None:
+@pytest.mark.parametrize("implementation", ["tritonpy", "grpcio"])
+def test_mutual_tls(test_repos: list[Path], pki: Path, implementation: str) -> None:
     server, frontend = start_grpc(
         test_repos,
+        grpc_implementation=implementation,
         grpc_use_ssl=True,
         grpc_use_ssl_mutual=True,
         grpc_server_cert=str(pki / "server.pem"),

@@ -17,10 +17,12 @@ from tritonpy_testservers import GrpcServer, start_grpc
 MESSAGE = "This protocol is restricted, expecting header 'triton-grpc-protocol-{}'"
 
 
-@pytest.fixture(scope="module")
-def restricted(test_repos: list[Path]) -> Iterator[GrpcServer]:
+@pytest.fixture(scope="module", params=["tritonpy", "grpcio"])
+def restricted(test_repos: list[Path], request: pytest.FixtureRequest) -> Iterator[GrpcServer]:
     server, frontend = start_grpc(
-        test_repos, grpc_restricted_protocol=["model-repository,logging:admin-key=secret", "inference:ik=1"]
+        test_repos,
+        grpc_implementation=request.param,
+        grpc_restricted_protocol=["model-repository,logging:admin-key=secret", "inference:ik=1"],
     )
     yield frontend
     frontend.stop()

@@ -1,8 +1,9 @@
-"""Build the grpc.aio server for a ``Server``: services, TLS and channel options."""
+"""Build the gRPC server for a ``Server``: the native transport, or grpc.aio with its services and options."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Union
 
 import grpc
 
@@ -12,6 +13,12 @@ from . import grpc_service_pb2_grpc as pb_grpc
 from . import health_pb2_grpc
 from .restricted import RestrictedProtocol
 from .servicer import HealthServicer, InferenceServicer
+
+if TYPE_CHECKING:
+    from .native import NativeServer
+
+#: Either transport: both have grpc.aio.Server's start, stop(grace) and wait_for_termination.
+GrpcServer = Union["NativeServer", grpc.aio.Server]
 
 
 def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
@@ -57,12 +64,24 @@ def credentials(options: ServerOptions) -> grpc.ServerCredentials | None:
     )
 
 
-def create_grpc_server(server: Server) -> tuple[grpc.aio.Server, int]:
-    """A grpc.aio server bound to ``--grpc-address``/``--grpc-port`` (not started).
+def create_grpc_server(server: Server) -> tuple[GrpcServer, int]:
+    """The gRPC server ``--grpc-implementation`` names, bound to
+    ``--grpc-address``/``--grpc-port`` (not started).
 
     Returns the server and the bound port. Raises ValueError for bad TLS
     settings and OSError when the port cannot be bound.
     """
+    if server.options.grpc_implementation == "grpcio":
+        return create_grpcio_server(server)
+    if server.options.grpc_implementation != "tritonpy":
+        raise ValueError(f"unknown --grpc-implementation '{server.options.grpc_implementation}'")
+    from .native import create_native_server
+
+    return create_native_server(server)
+
+
+def create_grpcio_server(server: Server) -> tuple[grpc.aio.Server, int]:
+    """A grpc.aio server bound to ``--grpc-address``/``--grpc-port`` (not started)."""
     options = server.options
     interceptors = [RestrictedProtocol(server.grpc_restrictions)] if server.grpc_restrictions else []
     aio = grpc.aio.server(options=channel_options(options), interceptors=interceptors)

@@ -1,4 +1,5 @@
-"""``inference.GRPCInferenceService`` over a ``Server``, on grpc.aio.
+"""``inference.GRPCInferenceService`` over a ``Server``, for both transports
+(grpc.aio, and the native one through ``calls.Context``).
 
 Handlers only translate between protobuf messages and the server's API; a
 TritonError becomes the gRPC status Triton uses for its code.

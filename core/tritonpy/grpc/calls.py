@@ -1,0 +1,418 @@
+"""gRPC calls over HTTP/2 streams (the gRPC over HTTP/2 protocol) for the native transport.
+
+A ``Call`` is one stream's ``Receiver``: it checks the request headers
+(content type, encoding, timeout), splits the body into length-prefixed
+messages (inflating gzip or deflate ones), runs the handler in a task with a
+``Context`` that offers what the servicers use of grpc.aio's, and answers with
+headers, messages and trailers (``grpc-status``, ``grpc-message``), or one
+Trailers-Only header block for an error before any message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import urllib.parse
+import zlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import grpc
+
+from ..restricted import Requirement
+from .http2 import Stream
+
+log = logging.getLogger("tritonpy.grpc")
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One RPC: its handler, how to parse its requests, and what it requires."""
+
+    name: str
+    handler: Callable[..., Any]
+    parse: Callable[[bytes], Any]
+    streaming: bool
+    requirement: Requirement | None = None
+
+
+class Aborted(grpc.aio.AbortError):  # type: ignore[misc]  # grpc ships no types
+    """``Context.abort``: the call ends with ``code`` and ``details``."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+def _literal(name: bytes, value: bytes) -> bytes:
+    """An HPACK literal header field without indexing, new name (RFC 7541 6.2.2)."""
+    return b"\x00" + _hpack_int(len(name)) + name + _hpack_int(len(value)) + value
+
+
+def _hpack_int(value: int) -> bytes:
+    # A 7-bit prefix, Huffman flag off (RFC 7541 5.1).
+    if value < 127:
+        return bytes((value,))
+    out = bytearray((127,))
+    value -= 127
+    while value >= 128:
+        out.append((value & 127) | 128)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_STATUS_200 = b"\x88"  # the static table's ":status: 200"
+_CONTENT_TYPE = _literal(b"content-type", b"application/grpc")
+_ACCEPT = _literal(b"grpc-accept-encoding", b"identity,deflate,gzip")
+RESPONSE_HEADERS = _STATUS_200 + _CONTENT_TYPE + _ACCEPT
+TRAILERS_OK = _literal(b"grpc-status", b"0")
+_ENCODINGS = {b"identity": None, b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
+_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+#: Headers that are the protocol's, not the call's metadata.
+_RESERVED = {b"content-type", b"te", b"grpc-encoding", b"grpc-accept-encoding", b"grpc-timeout"}
+
+
+def status_block(code: grpc.StatusCode, message: str, trailers_only: bool) -> bytes:
+    """Trailers with ``code`` and the percent-encoded ``message`` (or a Trailers-Only block)."""
+    block = _literal(b"grpc-status", str(code.value[0]).encode())
+    if message:
+        encoded = urllib.parse.quote(message, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode()
+        block += _literal(b"grpc-message", encoded)
+    return RESPONSE_HEADERS + block if trailers_only else block
+
+
+class Context:
+    """What the servicers use of ``grpc.aio.ServicerContext``."""
+
+    __slots__ = ("_headers", "_metadata", "_deadline", "_peer")
+
+    def __init__(self, headers: list[tuple[bytes, bytes]], deadline: float | None, peer: str) -> None:
+        self._headers = headers
+        self._metadata: tuple[tuple[str, str | bytes], ...] | None = None
+        self._deadline = deadline
+        self._peer = peer
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
+        raise Aborted(code, details)
+
+    def invocation_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        if self._metadata is None:
+            self._metadata = metadata_of(self._headers)
+        return self._metadata
+
+    def time_remaining(self) -> float | None:
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def peer(self) -> str:
+        return self._peer
+
+
+def metadata_of(headers: list[tuple[bytes, bytes]]) -> tuple[tuple[str, str | bytes], ...]:
+    """The call's metadata: headers that are not pseudo or protocol headers (``-bin`` ones decoded)."""
+    import base64
+
+    out: list[tuple[str, str | bytes]] = []
+    for name, value in headers:
+        if name.startswith(b":") or name in _RESERVED:
+            continue
+        key = name.decode("latin-1")
+        if key.endswith("-bin"):
+            out.append((key, base64.b64decode(value + b"=" * (-len(value) % 4))))
+        else:
+            out.append((key, value.decode("latin-1")))
+    return tuple(out)
+
+
+class _End:
+    """The request stream's end, on a streaming call's queue."""
+
+
+_END = _End()
+
+
+class Call:
+    """One gRPC call on one HTTP/2 stream."""
+
+    __slots__ = (
+        "stream",
+        "method",
+        "max_message",
+        "context",
+        "_wbits",
+        "_buf",
+        "_request",
+        "_queue",
+        "_task",
+        "_timer",
+        "_timed_out",
+        "_failed",
+        "_started",
+        "_tasks",
+    )
+
+    def __init__(
+        self,
+        stream: Stream,
+        method: Method,
+        max_message: int,
+        wbits: int | None,
+        deadline: float | None,
+        peer: str,
+        tasks: set[asyncio.Task[None]],
+    ) -> None:
+        self.stream = stream
+        self.method = method
+        self.max_message = max_message
+        self.context = Context(stream.headers, deadline, peer)
+        self._wbits = wbits
+        self._buf = bytearray()
+        self._request: bytes | None = None
+        self._queue: asyncio.Queue[bytes | _End] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timed_out = False
+        self._failed = False
+        self._started = False
+        self._tasks = tasks
+        loop = asyncio.get_running_loop()
+        if deadline is not None:
+            self._timer = loop.call_at(loop.time() + max(0.0, deadline - time.monotonic()), self._expire)
+        if method.streaming:
+            self._queue = asyncio.Queue()
+            self._start(self._run_streaming())
+
+    # -- Receiver ------------------------------------------------------------------------
+
+    def data(self, chunk: bytes) -> None:
+        if self._failed:
+            return
+        buf = self._buf
+        if not buf and len(chunk) >= 5 and int.from_bytes(chunk[1:5], "big") + 5 == len(chunk):
+            self._message(chunk[0], chunk[5:])  # the common case: one whole message
+            return
+        buf += chunk
+        while len(buf) >= 5 and not self._failed:
+            length = int.from_bytes(buf[1:5], "big")
+            if length > self.max_message:
+                self._message(buf[0], b"", length)
+                return
+            if len(buf) < 5 + length:
+                return
+            flag, message = buf[0], bytes(buf[5 : 5 + length])
+            del buf[: 5 + length]
+            self._message(flag, message)
+
+    def end(self) -> None:
+        if self._failed:
+            return
+        if self._buf:
+            self._fail(grpc.StatusCode.INTERNAL, "the request stream ended inside a message")
+        elif self._queue is not None:
+            self._queue.put_nowait(_END)
+        elif self._request is None:
+            self._fail(grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
+        else:
+            self._start(self._run_unary(self._request))
+            self._request = None
+
+    def reset(self, code: int) -> None:
+        self._failed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _message(self, flag: int, message: bytes, length: int | None = None) -> None:
+        size = len(message) if length is None else length
+        if size > self.max_message:
+            self._fail(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"Received message larger than max ({size} vs. {self.max_message})",
+            )
+            return
+        if flag == 1:
+            if self._wbits is None:
+                self._fail(grpc.StatusCode.INTERNAL, "a compressed message without grpc-encoding")
+                return
+            inflate = zlib.decompressobj(self._wbits)
+            try:
+                message = inflate.decompress(message, self.max_message + 1)
+            except zlib.error as exc:
+                self._fail(grpc.StatusCode.INTERNAL, f"cannot decompress the request: {exc}")
+                return
+            if len(message) > self.max_message or inflate.unconsumed_tail:
+                self._fail(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"Received message larger than max (over {self.max_message} bytes decompressed)",
+                )
+                return
+        elif flag != 0:
+            self._fail(grpc.StatusCode.INTERNAL, f"bad message flags {flag}")
+            return
+        if self._queue is not None:
+            self._queue.put_nowait(message)
+        elif self._request is not None:
+            self._fail(grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
+        else:
+            self._request = message
+
+    async def _requests(self) -> AsyncIterator[Any]:
+        assert self._queue is not None
+        parse = self.method.parse
+        while True:
+            item = await self._queue.get()
+            if isinstance(item, _End):
+                return
+            try:
+                request = parse(item)
+            except Exception:  # grpc's answer to a message that is not the request type
+                self._fail(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
+                return
+            yield request
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _start(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_unary(self, data: bytes) -> None:
+        try:
+            request = self.method.parse(data)
+        except Exception:  # grpc's answer to a message that is not the request type
+            self._done()
+            self._finish(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
+            return
+        del data
+        try:
+            response = await self.method.handler(request, self.context)
+            del request
+            body = response.SerializeToString()
+        except asyncio.CancelledError:
+            self._cancelled()
+            return
+        except Exception as exc:  # grpc.aio's answers: the abort's status, or UNKNOWN
+            self._exception(exc)
+            return
+        self._done()
+        if len(body) > self.max_message:
+            self._finish(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"Sent message larger than max ({len(body)} vs. {self.max_message})",
+            )
+            return
+        self._started = True
+        self.stream.send(len(body).to_bytes(5, "big") + body, TRAILERS_OK, RESPONSE_HEADERS)
+
+    async def _run_streaming(self) -> None:
+        stream = self.stream
+        try:
+            responses = self.method.handler(self._requests(), self.context)
+            try:
+                async for response in responses:
+                    body = response.SerializeToString()
+                    if len(body) > self.max_message:
+                        raise Aborted(
+                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"Sent message larger than max ({len(body)} vs. {self.max_message})",
+                        )
+                    head = None if self._started else RESPONSE_HEADERS
+                    self._started = True
+                    stream.send(len(body).to_bytes(5, "big") + body, None, head)
+                    await stream.drained()
+            finally:
+                await responses.aclose()
+        except asyncio.CancelledError:
+            self._cancelled()
+            return
+        except Exception as exc:
+            self._exception(exc)
+            return
+        self._done()
+        if self._started:
+            stream.send(b"", TRAILERS_OK)
+        else:
+            stream.send_headers(RESPONSE_HEADERS + TRAILERS_OK, end_stream=True)
+
+    def _done(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _exception(self, exc: Exception) -> None:
+        self._done()
+        if isinstance(exc, Aborted):
+            self._finish(exc.code, exc.details)
+        else:
+            log.error("unhandled error in %s", self.method.name, exc_info=exc)
+            self._finish(grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+        exc.__traceback__ = None  # its frames can hold a large request
+
+    def _cancelled(self) -> None:
+        if self._timed_out:
+            self._finish(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        elif self.stream.open:  # cancelled by a server shutdown, not by the client
+            self._finish(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self._task is not None and not self._task.done():
+            self._timed_out = True
+            self._task.cancel()
+        elif self._task is None:
+            self._fail(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+
+    def _fail(self, code: grpc.StatusCode, message: str) -> None:
+        """End the call now: it will not read more (a task still running is cancelled)."""
+        self._failed = True
+        self._done()
+        self._buf = bytearray()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._finish(code, message)
+
+    def _finish(self, code: grpc.StatusCode, message: str) -> None:
+        if not self.stream.open:
+            return
+        if self._started:
+            self.stream.send(b"", status_block(code, message, False))
+        else:
+            self._started = True
+            self.stream.send_headers(status_block(code, message, True), end_stream=True)
+
+
+def refuse(stream: Stream, code: grpc.StatusCode, message: str) -> None:
+    """Answer a stream with a Trailers-Only error at once."""
+    stream.send_headers(status_block(code, message, True), end_stream=True)
+
+
+def http_error(stream: Stream, status: int) -> None:
+    """Answer a request that is not gRPC with a bare HTTP status."""
+    stream.send_headers(_literal(b":status", str(status).encode()), end_stream=True)
+
+
+def timeout_of(value: bytes) -> float | None:
+    """Seconds from a ``grpc-timeout`` value (``1S``, ``200m``...), None if malformed."""
+    text = value.decode("latin-1")
+    if not 2 <= len(text) <= 9 or not text[:-1].isdigit() or text[-1] not in _TIMEOUT_UNITS:
+        return None
+    return int(text[:-1]) * _TIMEOUT_UNITS[text[-1]]
+
+
+def wbits_of(encoding: bytes | None) -> tuple[bool, int | None]:
+    """(known, zlib wbits) for a ``grpc-encoding``; identity or none is (True, None)."""
+    if encoding is None:
+        return True, None
+    if encoding not in _ENCODINGS:
+        return False, None
+    return True, _ENCODINGS[encoding]
+
+
+__all__ = ["Aborted", "Call", "Context", "Method", "RESPONSE_HEADERS", "TRAILERS_OK"]

@@ -1,0 +1,829 @@
+"""HTTP/2 server connections (RFC 9113) on asyncio, for the native gRPC transport.
+
+One ``Connection`` per TCP (or TLS) connection, an ``asyncio.Protocol`` on the
+server's event loop: it checks the client preface, exchanges SETTINGS, parses
+frames, keeps flow control both ways, answers PINGs, polices client pings and
+sends keepalive pings as grpc core does, and hands each new stream to the
+application (``app(stream)`` returns the stream's ``Receiver``). A connection
+error sends GOAWAY with its code and closes the connection; a stream error
+resets only that stream.
+
+Header blocks are decoded with ``hpack``; the header blocks we send are built by
+the caller (literals without indexing, so the peer's table size never matters).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+import hpack
+
+log = logging.getLogger("tritonpy.grpc")
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+# Frame types.
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS = 0x0, 0x1, 0x2, 0x3, 0x4
+PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0x5, 0x6, 0x7, 0x8, 0x9
+# Flags.
+END_STREAM = ACK = 0x1
+END_HEADERS = 0x4
+PADDED = 0x8
+PRIORITY_FLAG = 0x20
+# Error codes.
+NO_ERROR = 0x0
+PROTOCOL_ERROR = 0x1
+INTERNAL_ERROR = 0x2
+FLOW_CONTROL_ERROR = 0x3
+STREAM_CLOSED = 0x5
+FRAME_SIZE_ERROR = 0x6
+REFUSED_STREAM = 0x7
+CANCEL = 0x8
+COMPRESSION_ERROR = 0x9
+ENHANCE_YOUR_CALM = 0xB
+# Settings.
+HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS = 0x1, 0x2, 0x3
+INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 0x4, 0x5, 0x6
+
+MAX_WINDOW = 2**31 - 1
+DEFAULT_WINDOW = 65_535
+DEFAULT_FRAME = 16_384
+#: The receive windows we keep open, per stream and for the connection.
+RECV_WINDOW = 1 << 24
+CONNECTION_RECV_WINDOW = 1 << 28
+#: The largest frame we accept.
+OUR_MAX_FRAME = 1 << 20
+#: Queued response bytes above which a streaming sender waits for the peer.
+HIGH_WATER = 1 << 20
+#: The PING payload that follows a graceful shutdown's first GOAWAY.
+_GOAWAY_PING = b"tpgoaway"
+#: Seconds a connection closed for an error still reads (and drops) what the peer sends.
+_LINGER = 1.0
+#: grpc core's ping policing: without calls (and not permitted), a ping every 2 hours at most.
+_NO_CALLS_PING_INTERVAL = 7200.0
+
+
+def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
+    """One frame: its 9-byte header and ``payload``."""
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream_id.to_bytes(4, "big") + payload
+
+
+def _only_indexed(block: bytes) -> bool:
+    """Whether every field of a header block is an indexed field (RFC 7541 6.1):
+    decoding it leaves the dynamic table as it was."""
+    pos, end = 0, len(block)
+    while pos < end:
+        byte = block[pos]
+        if not byte & 0x80:
+            return False
+        pos += 1
+        if byte & 0x7F == 0x7F:  # the index goes on in 7-bit groups (RFC 7541 5.1)
+            while pos < end and block[pos] & 0x80:
+                pos += 1
+            pos += 1
+    return True
+
+
+_PSEUDO = {b":method", b":scheme", b":path", b":authority"}
+_CONNECTION_SPECIFIC = {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"}
+
+
+def _well_formed(headers: list[tuple[bytes, bytes]]) -> bool:
+    """RFC 9113 8.2-8.3: lower-case names, known pseudo-headers once each and first,
+    no connection-specific fields, ``te`` only as ``trailers``."""
+    regular = False
+    seen: set[bytes] = set()
+    for name, value in headers:
+        if name[:1] == b":":
+            if regular or name not in _PSEUDO or name in seen:
+                return False
+            seen.add(name)
+        else:
+            regular = True
+            if (
+                name != name.lower()
+                or name in _CONNECTION_SPECIFIC
+                or (name == b"te" and value != b"trailers")
+            ):
+                return False
+    return True
+
+
+class _Malformed(Exception):
+    """A header list RFC 9113 forbids: a stream error."""
+
+
+class ConnectionError_(Exception):
+    """A connection error: GOAWAY with ``code``, then close."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Receiver(Protocol):
+    """What the application gives a stream: its request's data, end, and reset."""
+
+    def data(self, chunk: bytes) -> None: ...
+
+    def end(self) -> None: ...
+
+    def reset(self, code: int) -> None: ...
+
+
+App = Callable[["Stream"], Receiver]
+
+
+@dataclass(slots=True)
+class Config:
+    """The connection's limits and keepalive policy (tritonserver's gRPC flags)."""
+
+    max_concurrent_streams: int = 1000
+    max_header_list_size: int = 16_384
+    keepalive_time: float = 7200.0
+    keepalive_timeout: float = 20.0
+    keepalive_permit_without_calls: bool = False
+    max_pings_without_data: int = 2
+    min_recv_ping_interval_without_data: float = 300.0
+    max_ping_strikes: int = 2
+    #: Seconds a new connection has to send the client preface (grpc core's handshake timeout).
+    preface_timeout: float = 120.0
+
+
+class Stream:
+    """One request stream: its request headers, its windows, its queued output."""
+
+    __slots__ = (
+        "id",
+        "conn",
+        "headers",
+        "receiver",
+        "send_window",
+        "recv_window",
+        "remote_closed",
+        "local_closed",
+        "_out",
+        "_queued",
+        "_trailers",
+        "_head",
+        "_drained",
+    )
+
+    def __init__(self, conn: Connection, stream_id: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.id = stream_id
+        self.conn = conn
+        self.headers = headers
+        self.receiver: Receiver | None = None
+        self.send_window = conn.peer_initial_window
+        self.recv_window = RECV_WINDOW
+        self.remote_closed = False
+        self.local_closed = False
+        self._out: deque[memoryview] = deque()
+        self._queued = 0
+        self._trailers: bytes | None = None
+        self._head: bytes | None = None
+        self._drained: asyncio.Future[None] | None = None
+
+    @property
+    def open(self) -> bool:
+        """Whether the response can still be sent (not finished, not reset, connection up)."""
+        return not self.local_closed and not self.conn.closed
+
+    def send_headers(self, block: bytes, end_stream: bool = False) -> None:
+        """A HEADERS frame now (headers precede any data, so need no window)."""
+        if not self.open:
+            return
+        self.conn.write_headers(self.id, block, end_stream)
+        if end_stream:
+            self.conn.local_done(self)
+
+    def send(self, data: bytes, trailers: bytes | None = None, headers: bytes | None = None) -> None:
+        """Queue DATA (sent as the peer's windows allow) and, after it, the trailers
+        (b"": end with an empty DATA frame); ``headers`` go first, in the same write."""
+        if not self.open or self._trailers is not None:
+            return
+        self._head = headers
+        if data:
+            self._out.append(memoryview(data))
+            self._queued += len(data)
+        self._trailers = trailers
+        self.conn.flush(self)
+
+    async def drained(self) -> None:
+        """Wait while more than ``HIGH_WATER`` bytes are queued for the peer."""
+        while self._queued > HIGH_WATER and self.open:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+
+    def reset(self, code: int) -> None:
+        """RST_STREAM with ``code``; the stream is forgotten."""
+        if self.local_closed and self.remote_closed:
+            return
+        self.local_closed = self.remote_closed = True
+        self.conn.write_reset(self.id, code)
+        self.conn.stream_done(self)
+
+    def _wake(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+
+class Connection(asyncio.Protocol):
+    """The server side of one HTTP/2 connection."""
+
+    def __init__(self, app: App, config: Config, on_close: Callable[[Connection], None]) -> None:
+        self.app = app
+        self.config = config
+        self.on_close = on_close
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.streams: dict[int, Stream] = {}
+        self.peer_initial_window = DEFAULT_WINDOW
+        self.peer_max_frame = DEFAULT_FRAME
+        self.send_window = DEFAULT_WINDOW
+        self._recv_window = DEFAULT_WINDOW
+        self._buf = bytearray()
+        self._preface = False
+        self._decoder = hpack.Decoder(max_header_list_size=config.max_header_list_size)
+        self._blocks: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        self._last_stream = 0
+        self._blocked: dict[int, Stream] = {}
+        self._continuing: tuple[int, int, bytearray] | None = None  # stream id, flags, block
+        self._going_away = False  # the final GOAWAY sent: no new streams
+        self._shutting_down = False  # the first GOAWAY sent
+        self._goaway_timer: asyncio.TimerHandle | None = None
+        self._peer_going_away = False
+        self._loop = asyncio.get_running_loop()
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._preface_timer: asyncio.TimerHandle | None = None
+        self._ping_timeout: asyncio.TimerHandle | None = None
+        self._last_ping_recv = float("-inf")
+        self._ping_strikes = 0
+        self._pings_without_data = 0
+        self.closed_event = asyncio.Event()  # closed (or closing)
+        self.lost_event = asyncio.Event()  # the transport has let go of its socket
+
+    # -- asyncio.Protocol -----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+        self.transport = transport
+        settings = b"".join(
+            key.to_bytes(2, "big") + value.to_bytes(4, "big")
+            for key, value in (
+                (ENABLE_PUSH, 0),
+                (MAX_CONCURRENT_STREAMS, self.config.max_concurrent_streams),
+                (INITIAL_WINDOW_SIZE, RECV_WINDOW),
+                (MAX_FRAME_SIZE, OUR_MAX_FRAME),
+                (MAX_HEADER_LIST_SIZE, self.config.max_header_list_size),
+            )
+        )
+        update = (CONNECTION_RECV_WINDOW - DEFAULT_WINDOW).to_bytes(4, "big")
+        self._recv_window = CONNECTION_RECV_WINDOW
+        transport.write(frame(SETTINGS, 0, 0, settings) + frame(WINDOW_UPDATE, 0, 0, update))
+        self._schedule_keepalive()
+        self._preface_timer = self._loop.call_later(self.config.preface_timeout, self._no_preface)
+
+    def _no_preface(self) -> None:
+        self._preface_timer = None
+        if not self._preface:
+            self.fail(PROTOCOL_ERROR, "no client preface in time")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._close_state()
+        self.lost_event.set()
+        self.on_close(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        buf = self._buf
+        buf += data
+        try:
+            pos = 0
+            if not self._preface:
+                if len(buf) < len(PREFACE):
+                    if not PREFACE.startswith(bytes(buf)):
+                        raise ConnectionError_(PROTOCOL_ERROR, "bad client preface")
+                    return
+                if buf[: len(PREFACE)] != PREFACE:
+                    raise ConnectionError_(PROTOCOL_ERROR, "bad client preface")
+                self._preface = True
+                if self._preface_timer is not None:
+                    self._preface_timer.cancel()
+                    self._preface_timer = None
+                pos = len(PREFACE)
+            end = len(buf)
+            while end - pos >= 9 and not self.closed:
+                length = int.from_bytes(buf[pos : pos + 3], "big")
+                if length > OUR_MAX_FRAME:
+                    raise ConnectionError_(FRAME_SIZE_ERROR, f"frame of {length} bytes")
+                if end - pos - 9 < length:
+                    break
+                kind, flags = buf[pos + 3], buf[pos + 4]
+                stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+                payload = bytes(buf[pos + 9 : pos + 9 + length])
+                pos += 9 + length
+                self._frame(kind, flags, stream_id, payload)
+            del buf[:pos]
+        except ConnectionError_ as exc:
+            self.fail(exc.code, exc.message)
+
+    # -- frames received ---------------------------------------------------------------
+
+    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
+        if self._continuing is not None and kind != CONTINUATION:
+            raise ConnectionError_(PROTOCOL_ERROR, "expected CONTINUATION")
+        if kind == DATA:
+            self._data(flags, stream_id, payload)
+        elif kind == HEADERS:
+            self._headers(flags, stream_id, payload)
+        elif kind == CONTINUATION:
+            self._continuation(flags, stream_id, payload)
+        elif kind == SETTINGS:
+            self._settings(flags, stream_id, payload)
+        elif kind == WINDOW_UPDATE:
+            self._window_update(stream_id, payload)
+        elif kind == PING:
+            self._ping(flags, stream_id, payload)
+        elif kind == RST_STREAM:
+            self._rst_stream(stream_id, payload)
+        elif kind == PRIORITY:
+            if stream_id == 0:
+                raise ConnectionError_(PROTOCOL_ERROR, "PRIORITY on stream 0")
+            if len(payload) != 5:
+                self.write_reset(stream_id, FRAME_SIZE_ERROR)
+        elif kind == GOAWAY:
+            if stream_id != 0:
+                raise ConnectionError_(PROTOCOL_ERROR, "GOAWAY on a stream")
+            self._peer_going_away = True
+            self._close_if_idle()
+        elif kind == PUSH_PROMISE:
+            raise ConnectionError_(PROTOCOL_ERROR, "PUSH_PROMISE from a client")
+        # Unknown frame types are ignored (RFC 9113 5.5).
+
+    @staticmethod
+    def _unpad(flags: int, payload: bytes) -> bytes:
+        if not flags & PADDED:
+            return payload
+        if not payload or payload[0] >= len(payload):
+            raise ConnectionError_(PROTOCOL_ERROR, "padding longer than the frame")
+        return payload[1 : len(payload) - payload[0]]
+
+    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id == 0:
+            raise ConnectionError_(PROTOCOL_ERROR, "DATA on stream 0")
+        size = len(payload)
+        self._recv_window -= size
+        if self._recv_window < 0:
+            raise ConnectionError_(FLOW_CONTROL_ERROR, "connection window exceeded")
+        updates = b""
+        if self._recv_window < CONNECTION_RECV_WINDOW // 2:
+            grant = CONNECTION_RECV_WINDOW - self._recv_window
+            updates = frame(WINDOW_UPDATE, 0, 0, grant.to_bytes(4, "big"))
+            self._recv_window = CONNECTION_RECV_WINDOW
+        body = self._unpad(flags, payload)
+        stream = self.streams.get(stream_id)
+        if stream is None or stream.remote_closed:
+            if stream_id > self._last_stream:
+                raise ConnectionError_(PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
+            if updates:
+                self._write(updates)
+            if stream is not None:
+                stream.reset(STREAM_CLOSED)
+                if stream.receiver is not None:
+                    stream.receiver.reset(STREAM_CLOSED)
+            # else: a stream we answered or reset; what was in flight is dropped (RFC 9113 5.4.2)
+            return
+        stream.recv_window -= size
+        if stream.recv_window < 0:
+            stream.reset(FLOW_CONTROL_ERROR)
+            if stream.receiver is not None:
+                stream.receiver.reset(FLOW_CONTROL_ERROR)
+            if updates:
+                self._write(updates)
+            return
+        end = bool(flags & END_STREAM)
+        if not end and stream.recv_window < RECV_WINDOW // 2:
+            grant = RECV_WINDOW - stream.recv_window
+            updates += frame(WINDOW_UPDATE, 0, stream_id, grant.to_bytes(4, "big"))
+            stream.recv_window = RECV_WINDOW
+        if updates:
+            self._write(updates)
+        receiver = stream.receiver
+        if receiver is not None:
+            if body:
+                receiver.data(body)
+            if end:
+                stream.remote_closed = True
+                receiver.end()
+                if stream.local_closed:
+                    self.stream_done(stream)
+
+    def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id == 0:
+            raise ConnectionError_(PROTOCOL_ERROR, "HEADERS on stream 0")
+        block = self._unpad(flags, payload)
+        if flags & PRIORITY_FLAG:
+            if len(block) < 5:
+                raise ConnectionError_(FRAME_SIZE_ERROR, "HEADERS too short for its priority")
+            block = block[5:]
+        if flags & END_HEADERS:
+            self._header_block(stream_id, flags, block)
+        else:
+            self._continuing = (stream_id, flags, bytearray(block))
+
+    def _continuation(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if self._continuing is None or self._continuing[0] != stream_id:
+            raise ConnectionError_(PROTOCOL_ERROR, "unexpected CONTINUATION")
+        block = self._continuing[2]
+        block += payload
+        # An encoded list can be somewhat larger than the decoded one, not without bound.
+        if len(block) > 2 * self.config.max_header_list_size + 1024:
+            raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large")
+        if flags & END_HEADERS:
+            first_flags = self._continuing[1]
+            self._continuing = None
+            self._header_block(stream_id, first_flags, bytes(block))
+
+    def _decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
+        """The block's header list (``_Malformed`` if RFC 9113 8.2 forbids it).
+
+        A client sends the same block with each call (perf_analyzer, any client
+        with fixed metadata), all indexed fields once its table holds them: such
+        a block means the same until the dynamic table changes, which only a
+        block with other fields can do, so its list is kept."""
+        cached = self._blocks.get(block)
+        if cached is not None:
+            return cached
+        headers: list[tuple[bytes, bytes]] = list(self._decoder.decode(block, raw=True))
+        if not _only_indexed(block):
+            self._blocks.clear()  # the block may have changed the dynamic table
+        if not _well_formed(headers):
+            raise _Malformed
+        if _only_indexed(block):
+            if len(self._blocks) >= 64:
+                self._blocks.clear()
+            self._blocks[block] = headers
+        return headers
+
+    def _header_block(self, stream_id: int, flags: int, block: bytes) -> None:
+        try:
+            headers = self._decode(block)
+        except _Malformed:
+            self._malformed(stream_id)
+            return
+        except hpack.OversizedHeaderListError:
+            raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large") from None
+        except hpack.HPACKError as exc:
+            raise ConnectionError_(COMPRESSION_ERROR, f"bad header block: {exc}") from None
+        end = bool(flags & END_STREAM)
+        stream = self.streams.get(stream_id)
+        if stream is not None:  # trailers
+            if stream.remote_closed or not end:
+                stream.reset(PROTOCOL_ERROR)
+                if stream.receiver is not None:
+                    stream.receiver.reset(PROTOCOL_ERROR)
+                return
+            stream.remote_closed = True
+            if stream.receiver is not None:
+                stream.receiver.end()
+            if stream.local_closed:
+                self.stream_done(stream)
+            return
+        if stream_id % 2 == 0:
+            raise ConnectionError_(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
+        if stream_id <= self._last_stream:
+            return  # trailers of a stream we answered or reset: decoded (for HPACK), dropped
+        self._last_stream = stream_id
+        if self._going_away or len(self.streams) >= self.config.max_concurrent_streams:
+            self.write_reset(stream_id, REFUSED_STREAM)
+            return
+        self._ping_strikes = 0
+        stream = Stream(self, stream_id, headers)
+        self.streams[stream_id] = stream
+        stream.remote_closed = end
+        receiver = self.app(stream)
+        if stream.local_closed:  # answered at once (an error)
+            return
+        stream.receiver = receiver
+        if end:
+            receiver.end()
+
+    def _malformed(self, stream_id: int) -> None:
+        """A malformed request or trailers: a stream error (RFC 9113 8.1.1)."""
+        stream = self.streams.get(stream_id)
+        if stream is not None:
+            stream.reset(PROTOCOL_ERROR)
+            if stream.receiver is not None:
+                stream.receiver.reset(PROTOCOL_ERROR)
+            return
+        if stream_id % 2 == 0:
+            raise ConnectionError_(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
+        if stream_id > self._last_stream:
+            self._last_stream = stream_id
+            self.write_reset(stream_id, PROTOCOL_ERROR)
+
+    def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id != 0:
+            raise ConnectionError_(PROTOCOL_ERROR, "SETTINGS on a stream")
+        if flags & ACK:
+            if payload:
+                raise ConnectionError_(FRAME_SIZE_ERROR, "SETTINGS ack with a payload")
+            return
+        if len(payload) % 6:
+            raise ConnectionError_(FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6")
+        grown = False
+        for at in range(0, len(payload), 6):
+            key = int.from_bytes(payload[at : at + 2], "big")
+            value = int.from_bytes(payload[at + 2 : at + 6], "big")
+            if key == INITIAL_WINDOW_SIZE:
+                if value > MAX_WINDOW:
+                    raise ConnectionError_(FLOW_CONTROL_ERROR, "INITIAL_WINDOW_SIZE too large")
+                delta = value - self.peer_initial_window
+                self.peer_initial_window = value
+                for stream in self.streams.values():
+                    stream.send_window += delta
+                    if stream.send_window > MAX_WINDOW:
+                        raise ConnectionError_(FLOW_CONTROL_ERROR, "stream window overflow")
+                grown = delta > 0
+            elif key == MAX_FRAME_SIZE:
+                if not DEFAULT_FRAME <= value <= 16_777_215:
+                    raise ConnectionError_(PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value}")
+                self.peer_max_frame = value
+            elif key == ENABLE_PUSH and value > 1:
+                raise ConnectionError_(PROTOCOL_ERROR, f"ENABLE_PUSH {value}")
+            # HEADER_TABLE_SIZE: our header blocks never index, so any size suits them.
+        self._write(frame(SETTINGS, ACK, 0))
+        if grown:
+            self._flush_blocked()
+
+    def _window_update(self, stream_id: int, payload: bytes) -> None:
+        if len(payload) != 4:
+            raise ConnectionError_(FRAME_SIZE_ERROR, "WINDOW_UPDATE of the wrong length")
+        increment = int.from_bytes(payload, "big") & 0x7FFFFFFF
+        if stream_id == 0:
+            if increment == 0:
+                raise ConnectionError_(PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
+            self.send_window += increment
+            if self.send_window > MAX_WINDOW:
+                raise ConnectionError_(FLOW_CONTROL_ERROR, "connection window overflow")
+            self._flush_blocked()
+            return
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            if stream_id > self._last_stream:
+                raise ConnectionError_(PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {stream_id}")
+            return
+        if increment == 0:
+            stream.reset(PROTOCOL_ERROR)
+            if stream.receiver is not None:
+                stream.receiver.reset(PROTOCOL_ERROR)
+            return
+        stream.send_window += increment
+        if stream.send_window > MAX_WINDOW:
+            stream.reset(FLOW_CONTROL_ERROR)
+            if stream.receiver is not None:
+                stream.receiver.reset(FLOW_CONTROL_ERROR)
+            return
+        if stream.id in self._blocked:
+            del self._blocked[stream.id]
+            self.flush(stream)
+
+    def _ping(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id != 0:
+            raise ConnectionError_(PROTOCOL_ERROR, "PING on a stream")
+        if len(payload) != 8:
+            raise ConnectionError_(FRAME_SIZE_ERROR, "PING of the wrong length")
+        if flags & ACK:
+            if payload == _GOAWAY_PING:
+                self._final_goaway()
+                return
+            if self._ping_timeout is not None:
+                self._ping_timeout.cancel()
+                self._ping_timeout = None
+            return
+        # grpc core's policy: pings closer together than allowed are strikes; too many, GOAWAY.
+        now = time.monotonic()
+        config = self.config
+        if not self.streams and not config.keepalive_permit_without_calls:
+            interval = _NO_CALLS_PING_INTERVAL
+        else:
+            interval = config.min_recv_ping_interval_without_data
+        if now - self._last_ping_recv < interval:
+            self._ping_strikes += 1
+        self._last_ping_recv = now
+        self._write(frame(PING, ACK, 0, payload))
+        if config.max_ping_strikes and self._ping_strikes > config.max_ping_strikes:
+            raise ConnectionError_(ENHANCE_YOUR_CALM, "too_many_pings")
+
+    def _rst_stream(self, stream_id: int, payload: bytes) -> None:
+        if stream_id == 0:
+            raise ConnectionError_(PROTOCOL_ERROR, "RST_STREAM on stream 0")
+        if len(payload) != 4:
+            raise ConnectionError_(FRAME_SIZE_ERROR, "RST_STREAM of the wrong length")
+        if stream_id > self._last_stream:
+            raise ConnectionError_(PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream_id}")
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            return
+        stream.local_closed = stream.remote_closed = True
+        self.stream_done(stream)
+        if stream.receiver is not None:
+            stream.receiver.reset(int.from_bytes(payload, "big"))
+
+    # -- sending ---------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(data)
+
+    def _header_frames(self, stream_id: int, block: bytes, end_stream: bool) -> bytes:
+        flags = END_HEADERS | (END_STREAM if end_stream else 0)
+        max_frame = self.peer_max_frame
+        if len(block) <= max_frame:
+            return frame(HEADERS, flags, stream_id, block)
+        parts = [block[at : at + max_frame] for at in range(0, len(block), max_frame)]
+        out = [frame(HEADERS, flags & ~END_HEADERS, stream_id, parts[0])]
+        out += [frame(CONTINUATION, 0, stream_id, part) for part in parts[1:-1]]
+        out.append(frame(CONTINUATION, END_HEADERS, stream_id, parts[-1]))
+        return b"".join(out)
+
+    def write_headers(self, stream_id: int, block: bytes, end_stream: bool) -> None:
+        self._write(self._header_frames(stream_id, block, end_stream))
+        self._last_ping_recv = float("-inf")
+        self._ping_strikes = 0
+        self._pings_without_data = 0
+
+    def local_done(self, stream: Stream) -> None:
+        """Our side of ``stream`` has ended (its END_STREAM was sent)."""
+        self._blocked.pop(stream.id, None)
+        stream.local_closed = True
+        stream._wake()
+        if not stream.remote_closed:
+            # We answered before the client finished sending: tell it to stop (RFC 9113 8.1).
+            self.write_reset(stream.id, NO_ERROR)
+            stream.remote_closed = True
+        self.stream_done(stream)
+
+    def write_reset(self, stream_id: int, code: int) -> None:
+        self._write(frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big")))
+
+    def flush(self, stream: Stream) -> None:
+        """Send what the windows allow of the stream's queued data, then its trailers."""
+        out: list[bytes] = []
+        if stream._head is not None:
+            out.append(self._header_frames(stream.id, stream._head, False))
+            stream._head = None
+        queue = stream._out
+        while queue:
+            window = min(stream.send_window, self.send_window)
+            if window <= 0:
+                break
+            chunk = queue[0]
+            size = min(len(chunk), window, self.peer_max_frame)
+            out.append(frame(DATA, 0, stream.id, bytes(chunk[:size])))
+            if size == len(chunk):
+                queue.popleft()
+            else:
+                queue[0] = chunk[size:]
+            stream.send_window -= size
+            self.send_window -= size
+            stream._queued -= size
+        done = not queue and stream._trailers is not None
+        if done:
+            if stream._trailers:
+                out.append(self._header_frames(stream.id, stream._trailers, True))
+            else:
+                out.append(frame(DATA, END_STREAM, stream.id))
+        if out:
+            self._write(b"".join(out))
+            self._last_ping_recv = float("-inf")
+            self._ping_strikes = 0
+            self._pings_without_data = 0
+        if done:
+            self.local_done(stream)
+        elif queue:
+            self._blocked[stream.id] = stream
+        if stream._queued <= HIGH_WATER:
+            stream._wake()
+
+    def _flush_blocked(self) -> None:
+        for stream in list(self._blocked.values()):
+            if self.send_window <= 0:
+                return
+            del self._blocked[stream.id]
+            self.flush(stream)
+
+    def stream_done(self, stream: Stream) -> None:
+        """Forget a stream both sides have finished (or that was reset)."""
+        if stream.local_closed and stream.remote_closed:
+            self.streams.pop(stream.id, None)
+            self._blocked.pop(stream.id, None)
+            stream._wake()
+            self._close_if_idle()
+
+    # -- lifetime --------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Graceful GOAWAY (RFC 9113 6.8): first with the largest stream id and a
+        PING, so streams the client is sending now are still taken; at the PING's
+        ack (or after a second) the final one with the last stream taken. The
+        connection closes once its streams have finished."""
+        if self.closed or self._shutting_down:
+            return
+        self._shutting_down = True
+        goaway = MAX_WINDOW.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big")
+        self._write(frame(GOAWAY, 0, 0, goaway) + frame(PING, 0, 0, _GOAWAY_PING))
+        self._goaway_timer = self._loop.call_later(1.0, self._final_goaway)
+
+    def _final_goaway(self) -> None:
+        if self._goaway_timer is not None:
+            self._goaway_timer.cancel()
+            self._goaway_timer = None
+        if self.closed or self._going_away:
+            return
+        self._going_away = True
+        self._write(frame(GOAWAY, 0, 0, self._last_stream.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big")))
+        self._close_if_idle()
+
+    def fail(self, code: int, message: str) -> None:
+        """A connection error: GOAWAY with ``code`` and ``message``, then close."""
+        if self.closed:
+            return
+        log.info("closing a gRPC connection: %s", message)
+        goaway = self._last_stream.to_bytes(4, "big") + code.to_bytes(4, "big") + message.encode()
+        self._write(frame(GOAWAY, 0, 0, goaway))
+        transport = self.transport
+        self._close_state()  # nothing more is read or answered; calls are cancelled
+        if transport is None:
+            return
+        # Closing with the peer's bytes unread would send RST, and a RST can discard
+        # the GOAWAY before the peer reads it: end our side, read and drop for a
+        # moment, then close.
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._loop.call_later(_LINGER, transport.close)
+
+    def abort(self, graceful: bool = False) -> None:
+        """Close now; calls still running are cancelled."""
+        if self.transport is not None:
+            if not graceful:
+                self.transport.abort()
+            elif not self.transport.is_closing():
+                self.transport.close()
+        self._close_state()
+
+    def _close_if_idle(self) -> None:
+        if (self._going_away or self._peer_going_away) and not self.streams and not self.closed:
+            self.abort(graceful=True)
+
+    def _close_state(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for handle in (self._keepalive, self._ping_timeout, self._preface_timer, self._goaway_timer):
+            if handle is not None:
+                handle.cancel()
+        streams, self.streams = self.streams, {}
+        self._blocked.clear()
+        for stream in streams.values():
+            stream.local_closed = stream.remote_closed = True
+            stream._wake()
+            if stream.receiver is not None:
+                stream.receiver.reset(CANCEL)
+        self._buf = bytearray()
+        self.closed_event.set()
+
+    # -- keepalive -------------------------------------------------------------------
+
+    def _schedule_keepalive(self) -> None:
+        if self.config.keepalive_time > 0:
+            self._keepalive = self._loop.call_later(self.config.keepalive_time, self._send_keepalive)
+
+    def _send_keepalive(self) -> None:
+        if self.closed:
+            return
+        config = self.config
+        # grpc core's --grpc-http2-max-pings-without-data: no more pings until data is sent.
+        limit = config.max_pings_without_data
+        quiet = limit > 0 and self._pings_without_data >= limit
+        if (self.streams or config.keepalive_permit_without_calls) and not quiet:
+            self._pings_without_data += 1
+            self._write(frame(PING, 0, 0, b"tpkeepal"))
+            if self._ping_timeout is None:
+                self._ping_timeout = self._loop.call_later(self.config.keepalive_timeout, self._unresponsive)
+        self._schedule_keepalive()
+
+    def _unresponsive(self) -> None:
+        self._ping_timeout = None
+        log.info("closing a gRPC connection: no keepalive ping ack")
+        self.abort()

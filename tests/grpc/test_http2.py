@@ -1,0 +1,98 @@
+"""``http2.Connection`` in process, with a fake transport: header blocks decode to
+what the client's HPACK encoder encoded, however its dynamic table moves."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import hpack
+from tritonpy.grpc import http2
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.closing = False
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = True
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+
+class Ignore:
+    def data(self, chunk: bytes) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+    def reset(self, code: int) -> None:
+        pass
+
+
+def test_header_blocks_follow_the_dynamic_table() -> None:
+    async def run() -> None:
+        seen: list[list[tuple[bytes, bytes]]] = []
+
+        def app(stream: http2.Stream) -> http2.Receiver:
+            seen.append(list(stream.headers))
+            stream.send_headers(b"\x88", end_stream=True)
+            return Ignore()
+
+        conn = http2.Connection(app, http2.Config(), lambda c: None)
+        conn.connection_made(FakeTransport())  # type: ignore[arg-type]
+        encoder = hpack.Encoder()
+        encoder.header_table_size = 256  # small: entries are evicted as new ones come
+        rng = random.Random(7)
+        pool = [[(":path", "/a"), ("x-key", f"v{i}"), ("x-other", "o" * (i % 5) * 20)] for i in range(6)]
+        conn.data_received(http2.PREFACE + http2.frame(http2.SETTINGS, 0, 0))
+        sent = []
+        for n in range(300):
+            headers = rng.choice(pool)
+            sent.append([(k.encode(), v.encode()) for k, v in headers])
+            block = encoder.encode(headers)
+            conn.data_received(http2.frame(http2.HEADERS, 0x5, 2 * n + 1, block))
+        assert seen == sent
+        conn.abort()
+
+    asyncio.run(run())
+
+
+def test_only_indexed() -> None:
+    assert http2._only_indexed(b"\x82\x86\x84")
+    assert http2._only_indexed(b"\xff\x80\x01\x82")  # index 255: a multi-byte integer
+    assert not http2._only_indexed(b"\x82\x40\x01a\x01b")  # a literal with indexing
+    assert not http2._only_indexed(b"\x20")  # a table size update
+
+
+def test_a_connection_without_preface_is_closed() -> None:
+    async def run() -> None:
+        def app(stream: http2.Stream) -> http2.Receiver:
+            raise AssertionError("no stream expected")
+
+        conn = http2.Connection(app, http2.Config(preface_timeout=0.05), lambda c: None)
+        transport = FakeTransport()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn.data_received(http2.PREFACE[:10])  # a start, never finished
+        await asyncio.sleep(0.2)
+        assert conn.closed
+        assert http2.frame(http2.GOAWAY, 0, 0, b"")[3:4] in bytes(transport.out)
+        assert b"no client preface in time" in bytes(transport.out)
+
+    asyncio.run(run())
