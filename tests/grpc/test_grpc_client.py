@@ -50,6 +50,23 @@ def test_health_metadata_config_index(client: grpcclient.InferenceServerClient) 
     assert {"name": "classes", "version": "1", "state": "READY"} in index
 
 
+def test_a_repository_name_is_unsupported(client: grpcclient.InferenceServerClient) -> None:
+    """Index, load and unload naming a repository are UNIMPLEMENTED, as Triton 2.51 answers."""
+    # tritonclient's methods send no repository name: its stub sends the requests as they are.
+    stub, pb = client._client_stub, grpcclient.service_pb2
+    named = {"repository_name": "any"}
+    for call, request in (
+        (stub.RepositoryIndex, pb.RepositoryIndexRequest(**named)),
+        (stub.RepositoryModelLoad, pb.RepositoryModelLoadRequest(model_name="addsub", **named)),
+        (stub.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(model_name="addsub", **named)),
+    ):
+        with pytest.raises(grpc.RpcError) as info:
+            call(request)
+        assert info.value.code() is grpc.StatusCode.UNIMPLEMENTED
+        assert info.value.details() == "'repository_name' specification is not supported"
+    assert client.is_model_ready("addsub")
+
+
 @pytest.mark.parametrize("dt", list(NUMPY))
 def test_numeric_dtypes_raw(client: grpcclient.InferenceServerClient, dt: str) -> None:
     a = (

@@ -388,6 +388,17 @@ def test_load_and_unload_are_refused_in_control_mode_none(http: httpx.Client) ->
     assert http.get("/v2/models/addsub/ready").status_code == 200
 
 
+def test_a_repository_name_is_ignored_by_the_index_and_refused_by_load_and_unload(
+    http: httpx.Client,
+) -> None:
+    """As Triton 2.51 answers (checked on the reference server)."""
+    assert http.post("/v2/repository/any/index").json() == http.post("/v2/repository/index").json()
+    for action in ("load", "unload"):
+        resp = http.post(f"/v2/repository/any/models/addsub/{action}")
+        _error(resp, 501, "'repository_name' specification is not supported")
+    assert http.get("/v2/models/addsub/ready").status_code == 200
+
+
 def test_repository_index_ready_filter(http: httpx.Client) -> None:
     every = http.post("/v2/repository/index").json()
     ready = http.post("/v2/repository/index", json={"ready": True}).json()

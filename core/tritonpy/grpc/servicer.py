@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, TritonError
 
 from ..failures import report
-from ..repository.overrides import split_load_parameters
+from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..server import Server
 from . import grpc_service_pb2 as pb
 from . import grpc_service_pb2_grpc as pb_grpc
@@ -157,6 +157,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def RepositoryIndex(
         self, request: pb.RepositoryIndexRequest, context: Any
     ) -> pb.RepositoryIndexResponse:
+        refuse_repository_name(request.repository_name)
         response = pb.RepositoryIndexResponse()
         for entry in self.server.repository_index(ready=request.ready):
             response.models.add(
@@ -171,6 +172,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Any
     ) -> pb.RepositoryModelLoadResponse:
+        refuse_repository_name(request.repository_name)
         name = request.model_name
         params: dict[str, Any] = {}
         for key, param in request.parameters.items():
@@ -185,6 +187,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Any
     ) -> pb.RepositoryModelUnloadResponse:
+        refuse_repository_name(request.repository_name)
         dependents = False
         if "unload_dependents" in request.parameters:
             param = request.parameters["unload_dependents"]

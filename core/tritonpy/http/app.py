@@ -26,7 +26,7 @@ from tritonpy_sdk import TritonError
 from ..failures import report
 from ..memory.cuda import IPC_HANDLE_SIZE
 from ..repository.manager import is_version
-from ..repository.overrides import FILE_PREFIX, split_load_parameters
+from ..repository.overrides import FILE_PREFIX, refuse_repository_name, split_load_parameters
 from ..server import Server
 from .body import read_body, request_chunks
 from .errors import error_response, triton_error_response
@@ -122,6 +122,7 @@ class HttpFrontend:
         return _json(self.server.repository_index(ready=bool(doc.get("ready", False))))
 
     async def load(self, request: Request) -> Response:
+        refuse_repository_name(request.path_params.get("repository", ""))
         name = request.path_params["model"]
         config, files = _load_parameters(name, _parse_object(await read_body(request, self.max_input)))
         # A load takes as long as the model takes to initialize: off the event loop.
@@ -129,6 +130,7 @@ class HttpFrontend:
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
+        refuse_repository_name(request.path_params.get("repository", ""))
         params = _parameters(_parse_object(await read_body(request, self.max_input)))
         dependents = params.get("unload_dependents", False)
         if not isinstance(dependents, bool):
@@ -302,10 +304,15 @@ def create_app(server: Server) -> ASGIApp:
         Route("/v2/trace/setting", _guarded(f.trace_post), methods=["POST"]),
         Route("/v2/models/{model}/trace/setting", _guarded(f.trace_get), methods=["GET"]),
         Route("/v2/models/{model}/trace/setting", _guarded(f.trace_post), methods=["POST"]),
-        Route("/v2/repository/index", _guarded(f.repository_index), methods=["POST"]),
-        Route("/v2/repository/models/{model}/load", _guarded(f.load), methods=["POST"]),
-        Route("/v2/repository/models/{model}/unload", _guarded(f.unload), methods=["POST"]),
     ]
+    # A repository's name in the path: the index ignores it and load/unload refuse it
+    # (UNSUPPORTED), as Triton does.
+    for prefix in ("/v2/repository", "/v2/repository/{repository}"):
+        routes += [
+            Route(prefix + "/index", _guarded(f.repository_index), methods=["POST"]),
+            Route(prefix + "/models/{model}/load", _guarded(f.load), methods=["POST"]),
+            Route(prefix + "/models/{model}/unload", _guarded(f.unload), methods=["POST"]),
+        ]
     for prefix in ("/v2/systemsharedmemory", "/v2/systemsharedmemory/region/{region}"):
         routes += [
             Route(prefix + "/status", _guarded(f.shm_status), methods=["GET"]),

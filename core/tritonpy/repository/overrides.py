@@ -187,3 +187,10 @@ def _write_one(folder: Path, relative: PurePosixPath, data: bytes) -> None:
         ) from None
     with os.fdopen(fd, "wb") as out:
         out.write(data)
+
+
+def refuse_repository_name(repository: str) -> None:
+    """UNSUPPORTED when a repository request names a repository, as Triton answers:
+    its repositories form one namespace, and a name in the request selects nothing."""
+    if repository:
+        raise TritonError.unsupported("'repository_name' specification is not supported")
