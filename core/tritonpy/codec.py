@@ -39,12 +39,17 @@ def array_from_buffer(
                 f"'{name}', expecting {count}"
             )
         return flat.reshape(shape)
-    expected = count * datatype.itemsize
-    if len(buffer) != expected:
-        raise TritonError.invalid_arg(
-            f"input byte size mismatch for input '{name}'. Expected {expected}, got {len(buffer)}"
-        )
+    check_byte_size(name, count * datatype.itemsize, len(buffer))
     return np.frombuffer(buffer, dtype=datatype.numpy_dtype, count=count).reshape(shape)
+
+
+def check_byte_size(name: str, expected: int, given: int) -> None:
+    """INVALID_ARG (Triton's words) unless an input of a fixed-size type brings
+    exactly the bytes its shape needs."""
+    if given != expected:
+        raise TritonError.invalid_arg(
+            f"input byte size mismatch for input '{name}'. Expected {expected}, got {given}"
+        )
 
 
 def _flatten(data: Any, out: list[Any]) -> None:

@@ -19,6 +19,15 @@ from .options import ServerOptions
 _WILDCARDS = ("", "0.0.0.0", "::")
 
 
+def listen(address: str, port: int) -> socket.socket:
+    """A front end's listening socket, non-blocking, bound here so a busy port is a
+    one-line error, not a traceback (no SO_REUSEPORT: a busy port must fail, not be shared)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.create_server((address, port), family=family, backlog=2048)
+    sock.setblocking(False)
+    return sock
+
+
 @dataclass(frozen=True)
 class Listener:
     """One front end's address: its service name as the start-up lines say it, and its port flag."""

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
-from .ports import port_problem
+from .ports import listen, port_problem
 from .server import Server
 
 if TYPE_CHECKING:
@@ -74,14 +73,6 @@ class _FrontendServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
-
-
-def _listen(address: str, port: int) -> socket.socket:
-    """A listening socket, bound here so a busy port is a one-line error, not a traceback."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.create_server((address, port), family=family, backlog=2048)
-    sock.setblocking(False)
-    return sock
 
 
 def _on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -162,7 +153,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         from .http.protocol import direct_frontend, http_protocol
 
         try:
-            sock = _listen(options.http_address, options.http_port)
+            sock = listen(options.http_address, options.http_port)
         except OSError as exc:
             if grpc_server is not None:
                 await grpc_server.stop(None)
@@ -196,7 +187,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
                 custom=server.custom_metrics,
                 pinned=server.memory.pinned,
             )
-            metrics_sock = _listen(address, options.metrics_port)
+            metrics_sock = listen(address, options.metrics_port)
         except (OSError, ValueError) as exc:
             if grpc_server is not None:
                 await grpc_server.stop(None)

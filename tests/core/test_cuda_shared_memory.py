@@ -129,7 +129,7 @@ def test_inputs_are_copied_from_the_device_at_their_offset(
     data = np.arange(16, dtype=np.int32)
     ctypes.memmove(ctypes.addressof(device) + 64, data.ctypes.data, data.nbytes)
     memory.register_cuda("c", handle, 0, 256)
-    array = memory.input_array("IN", DataType.INT32, [1, 16], _params("c", 64, offset=64))
+    array = memory.input_tensor("IN", DataType.INT32, [1, 16], _params("c", 64, offset=64)).data
     np.testing.assert_array_equal(array, data.reshape(1, 16))
     ctypes.memset(ctypes.addressof(device) + 64, 0, 64)
     np.testing.assert_array_equal(array, data.reshape(1, 16))  # a copy, not the device memory
@@ -141,7 +141,7 @@ def test_bytes_inputs_are_parsed_on_the_host(memory: SystemSharedMemory, runtime
     handle, device = runtime.export(len(wire))
     ctypes.memmove(device, wire, len(wire))
     memory.register_cuda("c", handle, 0, len(wire))
-    array = memory.input_array("S", DataType.BYTES, [3], _params("c", len(wire)))
+    array = memory.input_tensor("S", DataType.BYTES, [3], _params("c", len(wire))).data
     assert list(array) == [b"one", b"", b"three"]
 
 
@@ -152,7 +152,9 @@ def test_slices_are_bounds_checked_like_system_regions(
     memory.register_cuda("c", handle, 0, 64)
     message = "Invalid offset + byte size for shared memory region: 'c'"
     for params in (_params("c", 65), _params("c", 8, offset=60), _params("c", 0)):
-        error = _error(lambda params=params: memory.input_array("IN", DataType.INT32, [2], params))
+        error = _error(
+            lambda params=params: memory.input_tensor("IN", DataType.INT32, [2], params).data
+        )
         assert (error.code, error.message) == (ErrorCode.INVALID_ARG, message)
 
 
@@ -192,7 +194,7 @@ def test_unregister_closes_the_handle_once_requests_are_done(
 def test_an_unused_region_closes_at_once(memory: SystemSharedMemory, runtime: HostRuntime) -> None:
     handle, device = runtime.export(64)
     memory.register_cuda("c", handle, 0, 64)
-    memory.input_array("IN", DataType.INT32, [4], _params("c", 16))
+    _ = memory.input_tensor("IN", DataType.INT32, [4], _params("c", 16)).data  # read, then dropped
     memory.unregister_cuda()
     gc.collect()
     assert runtime.closed == [ctypes.addressof(device)]
@@ -205,7 +207,7 @@ def test_a_failed_copy_is_a_triton_error(memory: SystemSharedMemory, runtime: Ho
     memory.register_cuda("c", handle, 0, 64)
     slot = memory.output_slot("OUT", _params("c", 16))
     runtime.fail_copies = True
-    error = _error(lambda: memory.input_array("IN", DataType.INT32, [4], _params("c", 16)))
+    error = _error(lambda: memory.input_tensor("IN", DataType.INT32, [4], _params("c", 16)).data)
     assert (error.code, error.message) == (
         ErrorCode.INTERNAL,
         "failed to copy from CUDA shared memory: an illegal memory access was encountered",

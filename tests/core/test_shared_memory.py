@@ -88,7 +88,7 @@ def test_a_key_without_its_slash_is_the_same_object(key: str) -> None:
     memory = SystemSharedMemory()
     memory.register("a", key.lstrip("/"), PAGE, PAGE)  # shm_open takes both spellings
     params = {"shared_memory_region": "a", "shared_memory_byte_size": 16}
-    array = memory.input_array("IN", DataType.INT32, [4], params)
+    array = memory.input_tensor("IN", DataType.INT32, [4], params).data
     assert array.tolist() == [1024, 1025, 1026, 1027]
 
 
@@ -96,7 +96,7 @@ def test_inputs_are_read_only_views_and_bounds_are_checked(key: str) -> None:
     memory = SystemSharedMemory()
     memory.register("a", key, 0, 2 * PAGE)
     params = {"shared_memory_region": "a", "shared_memory_offset": 64, "shared_memory_byte_size": 16}
-    array = memory.input_array("IN", DataType.INT32, [1, 4], params)
+    array = memory.input_tensor("IN", DataType.INT32, [1, 4], params).data
     assert array.tolist() == [[16, 17, 18, 19]]
     assert not array.flags.writeable and not array.flags.owndata
     for offset, size in ((2 * PAGE - 8, 16), (0, 2 * PAGE + 4)):
@@ -130,9 +130,9 @@ def test_outputs_are_written_and_must_fit(key: str) -> None:
     slot.write(np.array([7, 8, 9], np.int32), DataType.INT32)
     reader = SystemSharedMemory()
     reader.register("r", key, 0, PAGE)
-    assert reader.input_array(
+    assert reader.input_tensor(
         "x", DataType.INT32, [5], {"shared_memory_region": "r", "shared_memory_byte_size": 20}
-    ).tolist() == [0, 1, 7, 8, 9]
+    ).data.tolist() == [0, 1, 7, 8, 9]
     _error(
         lambda: slot.write(np.arange(4, dtype=np.int32), DataType.INT32),
         ErrorCode.INTERNAL,
@@ -148,7 +148,7 @@ def test_bytes_tensors_in_regions(key: str) -> None:
     size = sum(4 + len(s) for s in strings)
     params = {"shared_memory_region": "a", "shared_memory_offset": 100, "shared_memory_byte_size": size}
     memory.output_slot("OUT", params).write(strings, DataType.BYTES)
-    assert memory.input_array("IN", DataType.BYTES, [3], params).tolist() == [b"one", b"", b"three"]
+    assert memory.input_tensor("IN", DataType.BYTES, [3], params).data.tolist() == [b"one", b"", b"three"]
 
 
 def test_unregistered_regions_stay_mapped_while_in_use(key: str) -> None:
@@ -156,7 +156,7 @@ def test_unregistered_regions_stay_mapped_while_in_use(key: str) -> None:
     memory = SystemSharedMemory()
     memory.register("a", key, 0, PAGE)
     params = {"shared_memory_region": "a", "shared_memory_byte_size": 16}
-    array = memory.input_array("IN", DataType.INT32, [4], params)  # a request still reading it
+    array = memory.input_tensor("IN", DataType.INT32, [4], params).data  # a request still reading it
     slot = memory.output_slot("OUT", params)  # and one still to write its output
     memory.unregister()
     _error(lambda: memory.slice(params), ErrorCode.NOT_FOUND, "Unable to find shared memory region: 'a'")

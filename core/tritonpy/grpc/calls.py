@@ -88,27 +88,32 @@ def status_block(code: grpc.StatusCode, message: str, trailers_only: bool) -> by
 class Context:
     """What the servicers use of ``grpc.aio.ServicerContext``."""
 
-    __slots__ = ("_headers", "_metadata", "_deadline", "_peer")
+    __slots__ = ("_stream", "_metadata", "_deadline")
 
-    def __init__(self, headers: list[tuple[bytes, bytes]], deadline: float | None, peer: str) -> None:
-        self._headers = headers
+    def __init__(self, stream: Stream, deadline: float | None) -> None:
+        self._stream = stream
         self._metadata: tuple[tuple[str, str | bytes], ...] | None = None
         self._deadline = deadline
-        self._peer = peer
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         raise Aborted(code, details)
 
     def invocation_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
         if self._metadata is None:
-            self._metadata = metadata_of(self._headers)
+            self._metadata = metadata_of(self._stream.headers)
         return self._metadata
 
     def time_remaining(self) -> float | None:
         return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
 
     def peer(self) -> str:
-        return self._peer
+        """The client's address as grpc writes it (``ipv4:host:port``), worked out when asked."""
+        transport = self._stream.conn.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            host = f"[{peer[0]}]" if ":" in str(peer[0]) else str(peer[0])
+            return f"ipv{6 if ':' in str(peer[0]) else 4}:{host}:{peer[1]}"
+        return "unknown"
 
 
 def metadata_of(headers: list[tuple[bytes, bytes]]) -> tuple[tuple[str, str | bytes], ...]:
@@ -161,13 +166,12 @@ class Call:
         max_message: int,
         wbits: int | None,
         deadline: float | None,
-        peer: str,
         tasks: set[asyncio.Task[None]],
     ) -> None:
         self.stream = stream
         self.method = method
         self.max_message = max_message
-        self.context = Context(stream.headers, deadline, peer)
+        self.context = Context(stream, deadline)
         self._wbits = wbits
         self._buf = bytearray()
         self._request: bytes | None = None

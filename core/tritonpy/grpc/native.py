@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import grpc
 
 from ..options import ServerOptions
+from ..ports import listen
 from ..restricted import GRPC_HEADER_PREFIX, Requirement
 from ..server import Server
 from . import grpc_service_pb2 as pb
@@ -194,20 +195,11 @@ class NativeServer:
         if timeout is not None and (seconds := timeout_of(timeout)) is not None:
             deadline = time.monotonic() + seconds
         limit = self.options.grpc_max_message_size
-        return Call(stream, rpc, limit, wbits, deadline, _peer(stream), self._tasks)
+        return Call(stream, rpc, limit, wbits, deadline, self._tasks)
 
 
 def _lowered(headers: Iterable[tuple[bytes, bytes]]) -> Iterable[tuple[str, str]]:
     return ((name.decode("latin-1"), value.decode("latin-1")) for name, value in headers)
-
-
-def _peer(stream: http2.Stream) -> str:
-    transport = stream.conn.transport
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        host = f"[{peer[0]}]" if ":" in str(peer[0]) else str(peer[0])
-        return f"ipv{6 if ':' in str(peer[0]) else 4}:{host}:{peer[1]}"
-    return "unknown"
 
 
 class _Ignored:
@@ -224,14 +216,6 @@ class _Ignored:
 
 
 _IGNORED = _Ignored()
-
-
-def listen(address: str, port: int) -> socket.socket:
-    """The listening socket (no SO_REUSEPORT: a busy port must fail, not be shared)."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.create_server((address, port), family=family, backlog=2048)
-    sock.setblocking(False)
-    return sock
 
 
 def create_native_server(server: Server) -> tuple[NativeServer, int]:

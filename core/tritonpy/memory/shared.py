@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from tritonpy_sdk import DataType, ErrorCode, Tensor, TritonError
 
-from ..codec import array_from_buffer, array_to_buffer, element_count
+from ..codec import array_from_buffer, array_to_buffer, check_byte_size, element_count
 from .cuda import Runtime
 from .cuda_shared import CudaRegion, DeviceSpan, open_region
 from .region import check_bounds
@@ -219,29 +219,16 @@ class SystemSharedMemory:
             raise TritonError.invalid_arg(f"Invalid offset + byte size for shared memory region: '{name}'")
         return region.slice(offset, byte_size)
 
-    def input_array(
-        self, name: str, datatype: DataType, shape: list[int], params: Any
-    ) -> np.ndarray[Any, Any]:
-        """An input read from the region its parameters name: a read-only view of
-        a system region's map (no copy) for fixed-size types; a CUDA region's bytes
-        are copied to host memory first. BYTES are decoded from the bytes."""
-        span = self.slice(params)
-        if isinstance(span, memoryview):
-            return array_from_buffer(name, datatype, shape, span.toreadonly())
-        return array_from_buffer(name, datatype, shape, memoryview(span.to_host(self._runtime())))
-
     def input_tensor(self, name: str, datatype: DataType, shape: list[int], params: Any) -> Tensor:
         """An input read from the region its parameters name. A fixed-size type in
         a CUDA region stays there: a device-resident tensor over the region's
         memory (the core copies it to host memory for instances that do not take
-        device inputs). Everything else is ``input_array``."""
+        device inputs). Otherwise the array a system region's map holds, a read-only
+        view (no copy) for fixed-size types, or a CUDA region's bytes copied to host
+        memory first; BYTES are decoded from the bytes."""
         span = self.slice(params)
         if isinstance(span, DeviceSpan) and datatype not in HOST_ONLY:
-            expected = element_count(name, shape) * datatype.itemsize
-            if len(span) != expected:
-                raise TritonError.invalid_arg(
-                    f"input byte size mismatch for input '{name}'. Expected {expected}, got {len(span)}"
-                )
+            check_byte_size(name, element_count(name, shape) * datatype.itemsize, len(span))
             array = span.device_array(self._runtime(), shape, datatype.numpy_dtype)
             return Tensor.on_device(name, array, datatype)
         if isinstance(span, memoryview):

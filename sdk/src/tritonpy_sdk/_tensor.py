@@ -85,9 +85,8 @@ class Tensor:
     @property
     def shape(self) -> tuple[int, ...]:
         """The tensor's shape (a device tensor's without copying it)."""
-        if self.device is not None:
-            return self.device.shape
-        return tuple(self.data.shape)
+        device = self.device
+        return device.shape if device is not None else self.data.shape
 
     def as_numpy(self) -> np.ndarray[Any, Any]:
         """The tensor's data as a numpy array (no copy)."""
