@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
+from .http import uvicorn_surface
 from .ports import listen, port_problem
 from .server import Server
 
@@ -102,6 +103,11 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         say("error: no front end enabled (--allow-http=false and --allow-grpc=false)")
         return 1
     problem = port_problem(options)
+    if problem is None and (options.allow_http or options.allow_metrics):
+        try:
+            uvicorn_surface.check()
+        except RuntimeError as exc:
+            problem = str(exc)
     if problem is not None:
         say(f"error: {problem}")
         return 1

@@ -172,3 +172,25 @@ def test_a_body_in_many_pieces_and_the_connection_serves_on(pair: tuple[LiveServ
             assert chunk
             answers += chunk
     assert answers.count(b'"data":[2,3,4,5]') == 2
+
+
+def test_the_direct_path_is_the_one_taken(
+    pair: tuple[LiveServer, LiveServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through uvicorn's private ``_start_asgi_task``: a uvicorn without it would
+    answer every request through ASGI, correctly and silently slower."""
+    from tritonpy.http import protocol
+
+    taken: list[str] = []
+
+    class Counted(protocol.DirectInfer):
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)  # type: ignore[arg-type]
+            taken.append(self.model)
+
+    monkeypatch.setattr(protocol, "DirectInfer", Counted)
+    direct, asgi = pair
+    _exchange(asgi, CASES["json"], 1)
+    assert taken == []
+    ((status, _, _),) = _exchange(direct, CASES["json"], 1)
+    assert status == 200 and taken == ["addsub"]
