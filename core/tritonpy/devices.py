@@ -2,6 +2,12 @@
 
 Loading ``libcuda`` with ctypes costs nothing when it is absent and needs no
 Python CUDA package; anything that fails means "no GPU".
+
+Model loading asks ``devices.gpu_count()`` through this module, so a test on a host
+without a GPU can drive the count the loader sees (instance kinds, GPU ids, what a
+backend's ``gpu_support`` is asked) with
+``monkeypatch.setattr(tritonpy.devices, "gpu_count", lambda: 1)``; the CUDA memory
+code keeps the driver's own answer.
 """
 
 from __future__ import annotations

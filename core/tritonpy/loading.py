@@ -15,9 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import Backend, DeviceMemory, ErrorCode, Model, ModelInstance, ResponseCache, TritonError
-from tritonpy_sdk.host import BackendHooks, call_hook
+from tritonpy_sdk import (
+    Backend,
+    DeviceMemory,
+    ErrorCode,
+    GpuSupport,
+    Model,
+    ModelInstance,
+    ResponseCache,
+    TritonError,
+)
+from tritonpy_sdk.host import BackendHooks, ask_gpu_support, call_hook
 
+from . import devices
 from .backends import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
 from .config import (
     FILE_PLATFORMS,
@@ -36,7 +46,6 @@ from .config import (
     validate_config,
 )
 from .config._validate import ENSEMBLE_PLATFORM
-from .devices import gpu_count
 from .ensemble_plan import ENSEMBLE_BACKEND, ENSEMBLE_HOOKS, MemberLookup, plan_ensemble
 from .memory import PinnedPool
 from .model import LoadedVersion, ModelState, finalize_quietly
@@ -241,7 +250,7 @@ class ModelLoader:
         written: dict[str, Any],
     ) -> LoadedVersion:
         load_start = time.monotonic()
-        gpus = gpu_count()
+        gpus = devices.gpu_count()
         model, config = prepare_model(
             hooks,
             backend,
@@ -503,7 +512,9 @@ def prepare_model(
     """The ``Model`` a backend's ``model_initialize`` gets and its final config, made
     from ``base`` (bound by ``bind_backend``) the one way the server makes them:
     the backend's ``auto_complete_config`` (when ``auto_complete``), Triton's
-    defaults, validation. ``tritonpy_sdk.testing`` builds its model with this too."""
+    defaults (on a host with ``gpus``, instance kinds as the backend's
+    ``gpu_support`` allows), validation. ``tritonpy_sdk.testing`` builds its model
+    with this too."""
     source = str(path / "config.pbtxt")
     model = Model(name, version, config_to_dict(base), path, backend, user_config=copy.deepcopy(written))
     if auto_complete and hooks.has_auto_complete:
@@ -525,6 +536,7 @@ def prepare_model(
         default_kind=info.default_instance_kind,
         default_count=info.default_instance_count,
         gpu_count=gpus,
+        backend_gpu=ask_gpu_support(hooks, backend, model) if gpus else GpuSupport(),
         source=source,
     )
     validate_config(config, source=source, folder_name=name)

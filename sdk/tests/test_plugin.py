@@ -1,9 +1,20 @@
 from collections.abc import Sequence
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from tritonpy_sdk import BackendInfo, InferenceRequest, InferenceResponse, ModelInstance, Tensor, hookimpl
+from tritonpy_sdk import (
+    Backend,
+    BackendInfo,
+    GpuSupport,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    Tensor,
+    TritonError,
+    hookimpl,
+)
 from tritonpy_sdk.host import PluginError, validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
@@ -128,3 +139,56 @@ def test_execute_with_fewer_arguments_is_called_by_name() -> None:
     hooks = validate_backend("only", OnlyRequests())
     (resp,) = hooks.execute(None, [InferenceRequest("m", 1, {})])  # type: ignore[arg-type]
     assert resp.id == "1"
+
+
+@pytest.fixture
+def one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's code sees one GPU, as on a GPU host (this host has none)."""
+    import tritonpy.devices
+
+    monkeypatch.setattr(tritonpy.devices, "gpu_count", lambda: 1)
+
+
+class CpuOnlyHere(Doubler):
+    @hookimpl
+    def gpu_support(self, backend: Backend) -> GpuSupport:
+        assert isinstance(backend, Backend)
+        return GpuSupport(usable=False, reason="doubler here has no CUDA build")
+
+
+def _instance_kinds(backend: object, folder: object) -> list[str]:
+    with BackendHarness(backend, folder, backend_name="doubler", config={"name": "m"}) as h:
+        return [g["kind"] for g in h.model.config["instance_group"]]
+
+
+def test_a_backend_without_gpu_support_is_taken_to_use_the_gpu(tmp_path: Path, one_gpu: None) -> None:
+    """As Triton's core assumes of its backends (a CPU-only one prefers KIND_CPU in BackendInfo)."""
+    assert validate_backend("doubler", Doubler()).gpu_support is None
+    assert _instance_kinds(Doubler(), tmp_path) == ["KIND_GPU"]
+
+
+def test_gpu_support_decides_the_default_kind(tmp_path: Path, one_gpu: None) -> None:
+    assert _instance_kinds(CpuOnlyHere(), tmp_path) == ["KIND_CPU"]
+
+
+def test_gpu_support_is_asked_only_on_a_gpu_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tritonpy.devices
+
+    monkeypatch.setattr(tritonpy.devices, "gpu_count", lambda: 0)
+
+    class Refuses(Doubler):
+        @hookimpl
+        def gpu_support(self) -> GpuSupport:
+            raise AssertionError("asked without a GPU")
+
+    assert _instance_kinds(Refuses(), tmp_path) == ["KIND_CPU"]
+
+
+def test_a_wrong_gpu_support_answer_names_the_backend(tmp_path: Path, one_gpu: None) -> None:
+    class Wrong(Doubler):
+        @hookimpl
+        def gpu_support(self) -> bool:
+            return False
+
+    with pytest.raises(TritonError, match="gpu_support of backend 'doubler' returned bool, expected"):
+        _instance_kinds(Wrong(), tmp_path)

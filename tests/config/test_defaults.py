@@ -7,9 +7,12 @@ preferred instance group.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from tritonpy.config import ConfigError, ModelConfig, config_to_dict, fill_defaults, parse_config_text
 from tritonpy.config.model_config_pb2 import ModelInstanceGroup
+from tritonpy_sdk import GpuSupport
 
 
 def test_empty_config() -> None:
@@ -61,6 +64,78 @@ def test_gpu_group_needs_the_gpus_it_lists() -> None:
     config = parse_config_text('name: "m" instance_group [ { kind: KIND_GPU } ]', "inline")
     with pytest.raises(ConfigError, match="^models/m/config.pbtxt: instance group m_0 of model m has kind"):
         fill_defaults(config, gpu_count=0, source="models/m/config.pbtxt")
+
+
+NO_CUDA = GpuSupport(
+    usable=False, reason="onnxruntime here has no CUDAExecutionProvider: install onnxruntime-gpu"
+)
+
+
+def test_a_backend_that_cannot_use_the_gpu_defaults_to_the_cpu(caplog: pytest.LogCaptureFixture) -> None:
+    """Triton picks KIND_GPU only for a backend that can run there (its preferred group)."""
+    config = ModelConfig(name="m", backend="onnxruntime")
+    with caplog.at_level(logging.INFO, logger="tritonpy.config"):
+        fill_defaults(config, default_kind="KIND_AUTO", gpu_count=1, backend_gpu=NO_CUDA)
+    (group,) = config.instance_group
+    assert (group.name, group.kind, list(group.gpus)) == ("m", ModelInstanceGroup.KIND_CPU, [])
+    assert (
+        "model 'm': instance group 'm' defaults to KIND_CPU: onnxruntime here has no "
+        "CUDAExecutionProvider: install onnxruntime-gpu"
+    ) in caplog.messages
+
+
+def test_a_backend_that_can_use_the_gpu_defaults_to_it(caplog: pytest.LogCaptureFixture) -> None:
+    config = ModelConfig(name="m", backend="pytorch")
+    with caplog.at_level(logging.INFO, logger="tritonpy.config"):
+        fill_defaults(config, default_kind="KIND_AUTO", gpu_count=2, backend_gpu=GpuSupport(usable=True))
+    (group,) = config.instance_group
+    assert (group.kind, list(group.gpus)) == (ModelInstanceGroup.KIND_GPU, [0, 1])
+    assert (
+        "model 'm': instance group 'm' defaults to KIND_GPU: this host has 2 GPU(s) and backend "
+        "'pytorch' can use them"
+    ) in caplog.messages
+
+
+def test_kind_auto_groups_follow_the_backend_too(caplog: pytest.LogCaptureFixture) -> None:
+    config = parse_config_text('name: "m" instance_group [ { kind: KIND_AUTO count: 2 } ]', "inline")
+    with caplog.at_level(logging.INFO, logger="tritonpy.config"):
+        fill_defaults(config, gpu_count=1, backend_gpu=NO_CUDA)
+    assert (config.instance_group[0].kind, config.instance_group[0].count) == (ModelInstanceGroup.KIND_CPU, 2)
+    assert any(
+        "instance group 'm_0' (KIND_AUTO) resolves to KIND_CPU: onnxruntime" in m for m in caplog.messages
+    )
+
+
+def test_without_a_gpu_the_choice_is_logged_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="tritonpy.config"):
+        fill_defaults(ModelConfig(name="m"), default_kind="KIND_AUTO", gpu_count=0)
+    (record,) = [r for r in caplog.records if "instance group" in r.getMessage()]
+    assert record.levelno == logging.DEBUG
+    assert record.getMessage() == "model 'm': instance group 'm' defaults to KIND_CPU: this host has no GPU"
+
+
+def test_kind_gpu_for_a_backend_that_cannot_use_the_gpu_is_a_clear_error() -> None:
+    config = parse_config_text(
+        'name: "m" backend: "onnxruntime" instance_group [ { kind: KIND_GPU } ]', "inline"
+    )
+    with pytest.raises(ConfigError) as raised:
+        fill_defaults(config, gpu_count=1, backend_gpu=NO_CUDA, source="models/m/config.pbtxt")
+    assert raised.value.message == (
+        "models/m/config.pbtxt: instance group m_0 of model m has kind KIND_GPU but backend 'onnxruntime' "
+        "cannot use a GPU here: onnxruntime here has no CUDAExecutionProvider: install onnxruntime-gpu; "
+        "else use KIND_CPU, or KIND_AUTO to run on a GPU only where the backend can"
+    )
+
+
+def test_kind_gpu_loads_where_the_backend_runs_it_on_the_cpu() -> None:
+    """A backend may keep explicit KIND_GPU groups loading (FIL: Triton repositories say KIND_GPU)."""
+    config = parse_config_text('name: "m" instance_group [ { kind: KIND_GPU } ]', "inline")
+    fallback = GpuSupport(usable=False, reason="lightgbm runs on the CPU here", kind_gpu_runs_on_cpu=True)
+    fill_defaults(config, gpu_count=1, backend_gpu=fallback)
+    assert (config.instance_group[0].kind, list(config.instance_group[0].gpus)) == (
+        ModelInstanceGroup.KIND_GPU,
+        [0],
+    )
 
 
 def test_existing_values_are_kept() -> None:

@@ -7,11 +7,19 @@ the field out.
 
 from __future__ import annotations
 
+import logging
+
+from tritonpy_sdk import GpuSupport
+
 from ._errors import ConfigError
 from .model_config_pb2 import ModelConfig, ModelInstanceGroup
 
 #: Triton's ``max_sequence_idle_microseconds`` when a sequence batcher sets none.
 SEQUENCE_IDLE_DEFAULT_MICROSECONDS = 1_000_000
+
+log = logging.getLogger(__name__)
+
+_CAN_USE_GPUS = GpuSupport()
 
 
 def fill_defaults(
@@ -20,13 +28,16 @@ def fill_defaults(
     default_kind: str = "KIND_CPU",
     default_count: int = 1,
     gpu_count: int = 0,
+    backend_gpu: GpuSupport = _CAN_USE_GPUS,
     source: str = "",
 ) -> None:
     """Normalise ``config`` in place as Triton does.
 
     ``default_kind`` and ``default_count`` are the backend's preferred instance
     group; ``gpu_count`` the GPUs this host can use (ids ``0..gpu_count-1``);
-    ``source`` (the config file's path), when given, starts error messages.
+    ``backend_gpu`` whether the model's backend can run it on them (its
+    ``gpu_support`` hook); ``source`` (the config file's path), when given,
+    starts error messages.
 
     - ``version_policy`` defaults to ``latest { num_versions: 1 }``;
     - ``dynamic_batching`` without ``preferred_batch_size`` prefers
@@ -35,13 +46,16 @@ def fill_defaults(
     - instance groups (not for ensembles): an empty list becomes one group named
       after the model with the backend's kind and count; other unnamed groups are
       named ``<model>_<index>``; KIND_AUTO resolves to KIND_GPU when the host has
-      every GPU the group lists (and at least one), else KIND_CPU; a count below 1
-      becomes the default; a GPU group without ``gpus`` spans every GPU;
+      every GPU the group lists (and at least one) and the backend can use
+      them, else KIND_CPU (logged with the reason, at INFO on a GPU host); a
+      count below 1 becomes the default; a GPU group without ``gpus`` spans
+      every GPU;
     - ``optimization`` (not for ensembles) gets pinned input and output memory
       enabled, each when unset;
     - an ensemble gets ``model_transaction_policy`` (not decoupled) when unset.
 
-    Raises ``ConfigError`` for a KIND_GPU group that cannot run on this host.
+    Raises ``ConfigError`` for a KIND_GPU group that cannot run on this host,
+    or with this backend (unless ``backend_gpu.kind_gpu_runs_on_cpu``).
     """
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
@@ -51,7 +65,7 @@ def fill_defaults(
             config.model_transaction_policy.decoupled = False
         return
     try:
-        _instance_group_defaults(config, default_kind, default_count, gpu_count)
+        _instance_group_defaults(config, default_kind, default_count, gpu_count, backend_gpu)
     except ConfigError as exc:
         if not source:
             raise
@@ -78,33 +92,77 @@ def _batching_defaults(config: ModelConfig) -> None:
 
 
 def _instance_group_defaults(
-    config: ModelConfig, default_kind: str, default_count: int, gpu_count: int
+    config: ModelConfig, default_kind: str, default_count: int, gpu_count: int, backend_gpu: GpuSupport
 ) -> None:
     preferred_kind = ModelInstanceGroup.Kind.Value(default_kind)
-    if len(config.instance_group) == 0:
+    added = len(config.instance_group) == 0
+    if added:
         # Triton names the group it adds after the model itself (no "_0").
         config.instance_group.add(name=config.name, kind=preferred_kind)
     for index, group in enumerate(config.instance_group):
         if not group.name:
             group.name = f"{config.name}_{index}"
         if group.kind == ModelInstanceGroup.KIND_AUTO:
-            on_gpu = gpu_count > 0 and all(0 <= gpu < gpu_count for gpu in group.gpus)
-            group.kind = ModelInstanceGroup.KIND_GPU if on_gpu else ModelInstanceGroup.KIND_CPU
+            group.kind, why = _resolve_auto(config, group, gpu_count, backend_gpu)
+            _log_kind(config, group, "defaults" if added else "(KIND_AUTO) resolves", why, gpu_count)
+        elif added:
+            _log_kind(config, group, "defaults", f"{_backend(config)} prefers it", gpu_count)
         if group.count < 1:
             # The backend's preferred count applies to groups of its preferred kind;
             # a preferred KIND_AUTO matches whichever kind it resolves to.
             matches = preferred_kind in (group.kind, ModelInstanceGroup.KIND_AUTO)
             group.count = default_count if matches and default_count > 0 else 1
         if group.kind == ModelInstanceGroup.KIND_GPU:
-            _place_on_gpus(config, group, gpu_count)
+            _place_on_gpus(config, group, gpu_count, backend_gpu)
 
 
-def _place_on_gpus(config: ModelConfig, group: ModelInstanceGroup, gpu_count: int) -> None:
+def _resolve_auto(
+    config: ModelConfig, group: ModelInstanceGroup, gpu_count: int, backend_gpu: GpuSupport
+) -> tuple[int, str]:
+    """The kind a KIND_AUTO group resolves to, and why."""
+    if gpu_count == 0:
+        return ModelInstanceGroup.KIND_CPU, "this host has no GPU"
+    missing = [gpu for gpu in group.gpus if not 0 <= gpu < gpu_count]
+    if missing:
+        return ModelInstanceGroup.KIND_CPU, f"it lists GPU {missing[0]}, which this host does not have"
+    if not backend_gpu.usable:
+        return ModelInstanceGroup.KIND_CPU, backend_gpu.reason or f"{_backend(config)} cannot use a GPU here"
+    why = f"this host has {gpu_count} GPU(s) and {_backend(config)} can use them"
+    return ModelInstanceGroup.KIND_GPU, why
+
+
+def _backend(config: ModelConfig) -> str:
+    return f"backend '{config.backend}'" if config.backend else "its backend"
+
+
+def _log_kind(config: ModelConfig, group: ModelInstanceGroup, how: str, why: str, gpu_count: int) -> None:
+    """Say which kind a group got without the user naming one: worth an INFO line on a
+    GPU host, where the choice decides where the model runs."""
+    log.log(
+        logging.INFO if gpu_count else logging.DEBUG,
+        "model '%s': instance group '%s' %s to %s: %s",
+        config.name,
+        group.name,
+        how,
+        ModelInstanceGroup.Kind.Name(group.kind),
+        why,
+    )
+
+
+def _place_on_gpus(
+    config: ModelConfig, group: ModelInstanceGroup, gpu_count: int, backend_gpu: GpuSupport
+) -> None:
     where = f"instance group {group.name} of model {config.name}"
     if gpu_count == 0:
         raise ConfigError(
             f"{where} has kind KIND_GPU but no GPUs are available "
             "(use KIND_CPU, or KIND_AUTO to run on a GPU only when there is one)"
+        )
+    if not backend_gpu.usable and not backend_gpu.kind_gpu_runs_on_cpu:
+        reason = backend_gpu.reason or "it has no GPU support here"
+        raise ConfigError(
+            f"{where} has kind KIND_GPU but {_backend(config)} cannot use a GPU here: {reason}; "
+            "else use KIND_CPU, or KIND_AUTO to run on a GPU only where the backend can"
         )
     if len(group.gpus) == 0:
         group.gpus.extend(range(gpu_count))

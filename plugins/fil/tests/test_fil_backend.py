@@ -443,6 +443,58 @@ def test_kind_gpu_lightgbm_runs_on_the_cpu_with_a_warning(
     assert "lightgbm models run on the CPU here" in caplog.text
 
 
+@pytest.fixture
+def one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core sees one GPU, as on a GPU host (this host has none)."""
+    import tritonpy.devices
+
+    monkeypatch.setattr(tritonpy.devices, "gpu_count", lambda: 1)
+
+
+def test_on_a_gpu_host_a_model_with_no_gpu_path_defaults_to_the_cpu(
+    tmp_path: Path, lgb_models: dict[str, Any], one_gpu: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No instance_group: KIND_GPU only where this model has a GPU path (XGBoost with CUDA)."""
+    folder = write_model(tmp_path, "g", "lightgbm", _save_lgb(lgb_models["multi"]), is_classifier="true")
+    with caplog.at_level(logging.INFO, logger="tritonpy.config"), _harness(folder) as h:
+        groups = h.model.config["instance_group"]
+    assert [(g["kind"], g["gpus"]) for g in groups] == [("KIND_CPU", [])]
+    assert "instance group 'g' defaults to KIND_CPU: lightgbm models run on the CPU here" in caplog.text
+
+
+def test_on_a_gpu_host_xgboost_without_cuda_defaults_to_the_cpu(
+    tmp_path: Path, xgb_models: dict[str, Any], one_gpu: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    if _xgb_has_cuda():
+        pytest.skip("this XGBoost has CUDA support")
+    binary = xgb_models["binary"]
+    folder = write_model(
+        tmp_path, "g", "xgboost_json", _save_xgb(binary, "xgboost_json"), is_classifier="true"
+    )
+    with caplog.at_level(logging.INFO, logger="tritonpy.config"), _harness(folder) as h:
+        assert [g["kind"] for g in h.model.config["instance_group"]] == ["KIND_CPU"]
+    assert f"defaults to KIND_CPU: this XGBoost ({xgb.__version__}) has no CUDA support" in caplog.text
+
+
+def test_on_a_gpu_host_an_explicit_kind_gpu_group_still_loads(
+    tmp_path: Path, lgb_models: dict[str, Any], one_gpu: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Triton's FIL runs every model on a GPU, so its repositories say KIND_GPU: such a model
+    loads here too and runs on the CPU, with a warning (GpuSupport.kind_gpu_runs_on_cpu)."""
+    multi = lgb_models["multi"]
+    text = f'backend: "fil"\n{params(model_type="lightgbm", is_classifier="true")}\n'
+    text += "instance_group [ { kind: KIND_GPU } ]\n"
+    folder = write_model(tmp_path, "g", "lightgbm", _save_lgb(multi), config=text)
+    with (
+        caplog.at_level(logging.WARNING),
+        BackendHarness(backend, folder, backend_name="fil", instance_kind="KIND_GPU") as h,
+    ):
+        assert [(g["kind"], g["gpus"]) for g in h.model.config["instance_group"]] == [("KIND_GPU", [0])]
+        got = h.infer({"input__0": X})["output__0"]
+    np.testing.assert_array_equal(got.ravel(), multi.predict(X))
+    assert "lightgbm models run on the CPU here" in caplog.text
+
+
 @pytest.mark.gpu
 def test_kind_gpu_runs_xgboost_cuda_predictor(tmp_path: Path, xgb_models: dict[str, Any]) -> None:
     if not _xgb_has_cuda():

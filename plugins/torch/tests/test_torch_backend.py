@@ -456,5 +456,8 @@ def test_kind_gpu_takes_cuda_inputs_in_place_and_batches_them_on_the_device(tmp_
         for x, response in zip(feeds, batched):
             expected = scripted(torch.from_numpy(x)).detach().numpy()
             np.testing.assert_allclose(response.outputs["OUTPUT__0"].data, expected, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(single.outputs["OUTPUT__0"].data, batched[0].outputs["OUTPUT__0"].data)
+        # Not bit-equal: on a GPU the kernels differ by batch size (~4e-8 apart on an H200).
+        np.testing.assert_allclose(
+            single.outputs["OUTPUT__0"].data, batched[0].outputs["OUTPUT__0"].data, rtol=1e-5, atol=1e-6
+        )
     manager.close()

@@ -15,7 +15,7 @@ What only a host of backends uses (the server, the test harness) lives in
 """
 
 from ._autocomplete import complete_input, complete_max_batch_size, complete_output
-from ._backend_info import BackendInfo
+from ._backend_info import BackendInfo, GpuSupport
 from ._batching import batch_sizes, gather_inputs, outputs_to_compute, scatter_output, scatter_responses
 from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
 from ._cache import CACHE_ENTRY_POINT_GROUP, CacheFactory, ResponseCache
@@ -51,6 +51,7 @@ __all__ = [
     "DeviceMemory",
     "ErrorCode",
     "ExecuteComplete",
+    "GpuSupport",
     "KDLCPU",
     "KDLCUDA",
     "InferenceRequest",

@@ -19,7 +19,8 @@ class BackendInfo:
       nor platform.
     - ``default_instance_kind`` / ``default_instance_count``: the instance
       group used when the config gives none (``KIND_AUTO`` lets the core pick
-      GPU when one is present).
+      GPU when one is present and the backend can use it: see
+      :class:`GpuSupport`; ``KIND_CPU`` for a backend that never runs on a GPU).
     - ``parallel_instance_init``: whether instances of one model may run
       ``instance_initialize`` concurrently.
     """
@@ -29,3 +30,29 @@ class BackendInfo:
     default_instance_kind: str = "KIND_AUTO"
     default_instance_count: int = 1
     parallel_instance_init: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSupport:
+    """Whether a backend, as installed here, can run a model's instances on a GPU.
+
+    Returned by a backend's optional ``gpu_support`` hook; the core asks it on
+    hosts with a GPU, before it fills in the model's instance groups.
+
+    - ``usable``: the backend can run this model on a GPU here (onnxruntime
+      with its CUDA provider, torch with CUDA, ...).
+    - ``reason``: when not usable, why, for the user: it ends the log line that
+      says which kind a model got, and the load error of an explicit
+      ``KIND_GPU`` group (``"onnxruntime 1.23 here has no CUDAExecutionProvider:
+      install onnxruntime-gpu"``).
+    - ``kind_gpu_runs_on_cpu``: when not usable, an explicit ``KIND_GPU`` group
+      still loads and the backend runs its instances on the CPU (and says so);
+      by default such a group fails to load with ``reason``.
+
+    A model with no instance group, or a ``KIND_AUTO`` group, gets ``KIND_CPU``
+    when not usable, ``KIND_GPU`` when usable (as Triton does on a GPU host).
+    """
+
+    usable: bool = True
+    reason: str = ""
+    kind_gpu_runs_on_cpu: bool = False

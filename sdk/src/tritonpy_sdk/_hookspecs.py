@@ -11,6 +11,7 @@ Call order, mirroring Triton's backend API::
     backend_info()                      discovery: before any model uses the backend
     initialize(backend)                 once, when the first model needs the backend
       auto_complete_config(model)       per model version, before validation
+      gpu_support(backend, model)       per model version on a GPU host (optional)
       model_initialize(model)           per model version
         instance_initialize(instance)   per instance (instance_group count x kind)
           execute(instance, requests)   many times
@@ -57,7 +58,7 @@ from collections.abc import Sequence
 
 import pluggy
 
-from ._backend_info import BackendInfo
+from ._backend_info import BackendInfo, GpuSupport
 from ._inference import InferenceRequest, InferenceResponse
 from ._objects import Backend, ExecuteComplete, Model, ModelInstance
 
@@ -122,6 +123,26 @@ def auto_complete_config(model: Model) -> None:
     wrote. Raise ``TritonError`` when the file cannot be read or
     contradicts the config.
     """
+
+
+@hookspec(firstresult=True)
+def gpu_support(backend: Backend, model: Model) -> GpuSupport:
+    """Whether this install of the backend can run ``model`` on a GPU (optional).
+
+    Asked on hosts with a GPU only, per model version, after
+    ``auto_complete_config`` and before the core fills in the instance groups:
+    a model with no ``instance_group`` (or a ``KIND_AUTO`` group) gets
+    ``KIND_GPU`` when the answer is usable and ``KIND_CPU`` when it is not; an
+    explicit ``KIND_GPU`` group fails to load with ``reason`` unless
+    ``kind_gpu_runs_on_cpu``. Answer from what is installed (the framework
+    ``initialize`` imported: its CUDA build, its providers), cheaply; most
+    backends need only ``backend``. Return a :class:`GpuSupport`.
+
+    Without this hook the backend is taken to use a GPU wherever the host has
+    one, as Triton's core assumes of its backends: a backend that never runs on
+    a GPU says so with ``BackendInfo(default_instance_kind="KIND_CPU")``.
+    """
+    raise NotImplementedError
 
 
 @hookspec

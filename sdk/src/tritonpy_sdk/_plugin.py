@@ -16,7 +16,7 @@ from typing import Any
 import pluggy
 
 from . import _hookspecs
-from ._backend_info import BackendInfo
+from ._backend_info import BackendInfo, GpuSupport
 from ._errors import TritonError
 from ._inference import InferenceRequest, InferenceResponse
 from ._objects import Backend, Model, ModelInstance
@@ -65,6 +65,8 @@ class BackendHooks:
     instance_ready: _Hook | None
     #: The backend's ``execute_nowait`` (None: every batch goes through ``execute``).
     execute_nowait: _Hook | None
+    #: The backend's ``gpu_support`` (None: it can use every GPU the host has).
+    gpu_support: _Hook | None
     _execute: HookFn
     _execute_args: tuple[str, ...]
 
@@ -138,6 +140,7 @@ def validate_backend(name: str, plugin: object) -> BackendHooks:
         instance_finalize=impls.get("instance_finalize", _NOOP),
         instance_ready=impls.get("instance_ready"),
         execute_nowait=impls.get("execute_nowait"),
+        gpu_support=impls.get("gpu_support"),
         _execute=execute.fn,
         _execute_args=execute.argnames,
     )
@@ -154,6 +157,25 @@ def call_hook(hooks: BackendHooks, hook_name: str, **kwargs: Backend | Model | M
         raise TritonError.internal(f"{hook_name} of backend '{hooks.name}' failed: {exc}") from exc
 
 
+def ask_gpu_support(hooks: BackendHooks, backend: Backend, model: Model) -> GpuSupport:
+    """The backend's ``gpu_support`` answer for ``model`` (usable without the hook);
+    a failing hook or a wrong answer is ``TritonError`` (INTERNAL) naming the backend."""
+    if hooks.gpu_support is None:
+        return GpuSupport()
+    try:
+        answer = hooks.gpu_support(backend=backend, model=model)
+    except TritonError:
+        raise
+    except Exception as exc:
+        raise TritonError.internal(f"gpu_support of backend '{hooks.name}' failed: {exc}") from exc
+    if not isinstance(answer, GpuSupport):
+        raise TritonError.internal(
+            f"gpu_support of backend '{hooks.name}' returned {type(answer).__name__}, "
+            "expected tritonpy_sdk.GpuSupport"
+        )
+    return answer
+
+
 _HOOK_NAMES = (
     "backend_info",
     "initialize",
@@ -166,4 +188,5 @@ _HOOK_NAMES = (
     "instance_ready",
     "execute",
     "execute_nowait",
+    "gpu_support",
 )

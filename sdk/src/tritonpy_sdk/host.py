@@ -6,7 +6,14 @@ for direct calls, call lifecycle hooks with uniform errors, and collect the
 responses a backend sends through response senders.
 """
 
-from ._plugin import BackendHooks, PluginError, call_hook, validate_backend
+from ._plugin import BackendHooks, PluginError, ask_gpu_support, call_hook, validate_backend
 from ._sender import execute_collect
 
-__all__ = ["BackendHooks", "PluginError", "call_hook", "execute_collect", "validate_backend"]
+__all__ = [
+    "BackendHooks",
+    "PluginError",
+    "ask_gpu_support",
+    "call_hook",
+    "execute_collect",
+    "validate_backend",
+]

@@ -10,11 +10,11 @@ For backend authors' tests::
         assert out["OUTPUT0"].shape == (1, 4)
 
 The harness calls the hooks in the server's order (backend_info, initialize,
-auto_complete_config, model_initialize, instance_initialize ... finalize) on
-one instance, and builds the model's config with the server's own code, so a
-backend sees in its tests the config it sees when served. It does not
-validate requests against the config the way the server does; it is for
-testing a backend, not the core.
+auto_complete_config, gpu_support where the host has a GPU, model_initialize,
+instance_initialize ... finalize) on one instance, and builds the model's
+config with the server's own code, so a backend sees in its tests the config
+it sees when served. It does not validate requests against the config the
+way the server does; it is for testing a backend, not the core.
 """
 
 from __future__ import annotations

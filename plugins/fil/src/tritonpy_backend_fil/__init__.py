@@ -18,6 +18,7 @@ from pathlib import Path
 from tritonpy_sdk import (
     Backend,
     BackendInfo,
+    GpuSupport,
     InferenceRequest,
     InferenceResponse,
     Model,
@@ -98,8 +99,10 @@ def instance_initialize(instance: ModelInstance) -> None:
     state: ModelState = model.state
     gpu: int | None = None
     if instance.kind == "KIND_GPU":
-        # KIND_AUTO becomes KIND_GPU on a GPU host before the backend sees it: a model with no
-        # GPU path here runs on the CPU, with a warning, rather than failing to load.
+        # Only an explicit KIND_GPU group gets here without a GPU path (gpu_support makes
+        # KIND_AUTO a CPU group then): Triton's FIL runs every model on a GPU, so a repository
+        # written for it often says KIND_GPU; the model runs on the CPU, with a warning,
+        # rather than failing to load.
         reason = _no_gpu_path(state.forest)
         if reason:
             model.backend.logger.warning(
@@ -110,6 +113,12 @@ def instance_initialize(instance: ModelInstance) -> None:
     # Each instance its own copy: no lock on the hot path, whatever the library's thread safety.
     forest = load_forest(state.path, state.options, model.name, gpu)
     instance.state = InstanceState.create(forest, state.options, model.config)
+
+
+@hookimpl
+def gpu_support(model: Model) -> GpuSupport:
+    reason = _no_gpu_path(_state(model).forest)
+    return GpuSupport(usable=not reason, reason=reason, kind_gpu_runs_on_cpu=True)
 
 
 def _no_gpu_path(forest: Forest) -> str:

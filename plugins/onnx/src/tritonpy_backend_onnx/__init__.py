@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from tritonpy_sdk import (
     Backend,
     BackendInfo,
+    GpuSupport,
     InferenceRequest,
     InferenceResponse,
     Model,
@@ -21,7 +22,7 @@ from tritonpy_sdk import (
 )
 
 from ._autocomplete import complete_config, graph_tensors
-from ._session import InstanceSession, model_file, run_options, session_options
+from ._session import InstanceSession, model_file, no_cuda_reason, run_options, session_options
 
 __all__ = ["__version__"]
 __version__ = "0.1.0"
@@ -47,6 +48,12 @@ def initialize(backend: Backend) -> None:
             f"the onnxruntime backend needs the 'onnxruntime' package: {exc}"
         ) from None
     backend.state = onnxruntime
+
+
+@hookimpl
+def gpu_support(backend: Backend) -> GpuSupport:
+    reason = no_cuda_reason(backend.state)
+    return GpuSupport(usable=not reason, reason=reason)
 
 
 @hookimpl

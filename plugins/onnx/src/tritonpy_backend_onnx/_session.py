@@ -121,14 +121,24 @@ def run_options(ort: Any, params: dict[str, str]) -> Any:
     return options
 
 
+def no_cuda_reason(ort: Any) -> str:
+    """Why this onnxruntime cannot run a model on a GPU ("" when it can): KIND_GPU
+    instances run on its CUDAExecutionProvider, which only onnxruntime-gpu has."""
+    available = ort.get_available_providers()
+    if "CUDAExecutionProvider" in available:
+        return ""
+    return (
+        f"onnxruntime {ort.__version__} here has no CUDAExecutionProvider (its providers: "
+        f"{', '.join(available)}): install onnxruntime-gpu (pip install 'tritonpy-backend-onnx[gpu]')"
+    )
+
+
 def providers(ort: Any, instance: ModelInstance) -> list[Any]:
     """The execution providers for an instance's kind and device."""
     if instance.kind == "KIND_GPU":
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise TritonError.unavailable(
-                f"instance '{instance.name}' is KIND_GPU but this onnxruntime has no "
-                "CUDAExecutionProvider: install onnxruntime-gpu (pip install 'tritonpy-backend-onnx[gpu]')"
-            )
+        reason = no_cuda_reason(ort)
+        if reason:
+            raise TritonError.unavailable(f"instance '{instance.name}' is KIND_GPU but {reason}")
         return [("CUDAExecutionProvider", {"device_id": instance.device_id}), "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
 

@@ -74,6 +74,8 @@ class _ModelState:
 def backend_info() -> BackendInfo:
     return BackendInfo(
         default_model_filename="model.py",
+        # As Triton's python backend (built with GPU support) prefers: KIND_GPU on a GPU
+        # host. No gpu_support hook: model.py decides what runs where, so a GPU is usable.
         default_instance_kind="KIND_AUTO",
         default_instance_count=1,
         parallel_instance_init=True,

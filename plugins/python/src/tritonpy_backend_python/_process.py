@@ -191,6 +191,8 @@ class StubProcess:
         self._generation = 0
         #: Set when the stub is killed on purpose to be restarted (memory limit).
         self._recycled = False
+        #: The current stub's address space (MiB) once its model initialised (None: unknown).
+        self._start_mb: int | None = None
         #: Set once the current stub's death has been handled (its requests answered).
         self._gone = threading.Event()
 
@@ -289,7 +291,26 @@ class StubProcess:
             raise TritonError.internal(self._client_text(reply["error"], "initialize"))
         self.is_async = bool(reply.get("async"))
         self.has_is_ready = bool(reply.get("is_ready"))
+        self._start_mb = self._measure_start()
         self._alive = True
+
+    def _measure_start(self) -> int | None:
+        """The fresh stub's address space, what a restart comes back to; warned about
+        when it already fills most of STUB_MEMORY_LIMIT_MB."""
+        limit_mb = self._settings.memory_limit_mb
+        if not limit_mb or self._proc is None:
+            return None
+        start_mb = _address_space_mb(self._proc.pid)
+        if start_mb is not None and start_mb >= limit_mb * _NEAR_LIMIT:
+            log.warning(
+                "the stub of '%s' starts with %d of its %d MiB (STUB_MEMORY_LIMIT_MB) of address space "
+                "already used (it grows with the host's cores: a thread stack and buffers per core); "
+                "raise the limit to leave its requests room",
+                self.name,
+                start_mb,
+                limit_mb,
+            )
+        return start_mb
 
     def _wait_control(self, op: str, timeout: float) -> dict[str, Any]:
         """The stub's answer to ``op``. A stub that exits meanwhile ends the wait even
@@ -483,11 +504,15 @@ class StubProcess:
 
         The trigger is a MemoryError (the stub says so: ``mem``; raised by the model
         or by the stub's own copying of its tensors) *and* an address space still
-        above ``_NEAR_LIMIT`` of the limit once the failed batch is gone. A
+        above ``_NEAR_LIMIT`` of the limit once the failed batch is gone *and* grown
+        since the stub started by at least ``_GROWN`` of the room it started with. A
         MemoryError alone is not enough: one oversized request fails its own
         allocation and leaves the stub fine (what it got is freed with the request),
         and restarting it would cost every model a re-initialisation for one bad
-        request. A stub still near the limit after that (a leak, a cache that grew)
+        request. Nor is being near the limit: a stub's address space at start grows
+        with the host's cores (thread stacks, BLAS and malloc buffers per core), so
+        on a large host a fresh stub may start near its limit, and a restart would
+        give back nothing. A stub that grew to the limit (a leak, a cache that grew)
         would fail every request from now on, so it is restarted as after a crash:
         the batch is answered with the error, the next requests reach a fresh stub.
         Reading ``/proc/<pid>/status`` costs microseconds and only on this error path.
@@ -499,14 +524,15 @@ class StubProcess:
         if not (msg.get("mem") or str(msg.get("err", "")).startswith("MemoryError")):
             return
         used_mb = _address_space_mb(proc.pid)
-        if used_mb is None or used_mb < limit_mb * _NEAR_LIMIT:
+        if used_mb is None or not _leaked_to_limit(used_mb, self._start_mb, limit_mb):
             return
         log.warning(
-            "the stub of '%s' uses %d of its %d MiB (STUB_MEMORY_LIMIT_MB) after a MemoryError and "
-            "could serve nothing more; restarting it",
+            "the stub of '%s' uses %d of its %d MiB (STUB_MEMORY_LIMIT_MB; %s MiB at its start) after a "
+            "MemoryError and could serve nothing more; restarting it",
             self.name,
             used_mb,
             limit_mb,
+            self._start_mb if self._start_mb is not None else "?",
         )
         self._recycled = True
         proc.kill()  # the reader sees it exit: _died answers what it held and restarts it
@@ -807,8 +833,17 @@ def _unlink_paths(*paths: str) -> None:
             pass
 
 
-#: A stub that still uses this share of its memory limit after a MemoryError is restarted.
+#: A stub that still uses this share of its memory limit after a MemoryError is restarted,
+#: if it grew by ``_GROWN`` of the room it had at its start (a restart gives that back).
 _NEAR_LIMIT = 0.8
+_GROWN = 0.5
+
+
+def _leaked_to_limit(used_mb: int, start_mb: int | None, limit_mb: int) -> bool:
+    """Whether a stub using ``used_mb`` of ``limit_mb`` after a MemoryError, having started
+    with ``start_mb`` (None: unknown, taken as 0), is near its limit by its own growth."""
+    start = start_mb or 0
+    return used_mb >= limit_mb * _NEAR_LIMIT and used_mb - start >= (limit_mb - start) * _GROWN
 
 
 def _address_space_mb(pid: int) -> int | None:

@@ -18,6 +18,7 @@ from typing import Any
 from tritonpy_sdk import (
     Backend,
     BackendInfo,
+    GpuSupport,
     InferenceRequest,
     InferenceResponse,
     Model,
@@ -151,13 +152,29 @@ def instance_initialize(instance: ModelInstance) -> None:
     instance.device_inputs = instance.state.on_gpu
 
 
+@hookimpl
+def gpu_support(backend: Backend) -> GpuSupport:
+    reason = _no_cuda_reason(backend.state)
+    return GpuSupport(usable=not reason, reason=reason)
+
+
+def _no_cuda_reason(torch: Any) -> str:
+    """Why this torch cannot run a model on a GPU ("" when it can)."""
+    if torch.cuda.is_available():
+        return ""
+    if not torch.version.cuda:
+        return f"this torch ({torch.__version__}) sees no CUDA device: install a CUDA build of torch"
+    return (
+        f"this torch ({torch.__version__}, CUDA {torch.version.cuda}) sees no CUDA device: "
+        "torch.cuda.is_available() is False (check the NVIDIA driver and CUDA_VISIBLE_DEVICES)"
+    )
+
+
 def _device(torch: Any, instance: ModelInstance) -> Any:
     if instance.kind == "KIND_GPU":
-        if not torch.cuda.is_available():
-            raise TritonError.unavailable(
-                f"instance '{instance.name}' is KIND_GPU but this torch ({torch.__version__}) sees no CUDA "
-                "device: install a CUDA build of torch"
-            )
+        reason = _no_cuda_reason(torch)
+        if reason:
+            raise TritonError.unavailable(f"instance '{instance.name}' is KIND_GPU but {reason}")
         return torch.device("cuda", instance.device_id)
     return torch.device("cpu")
 
