@@ -104,6 +104,13 @@ def install(runtime: Runtime) -> None:
     _installed = runtime
 
 
+def uninstall(runtime: Runtime) -> None:
+    """``runtime``'s server has stopped: if it is the interpreter's, none is any more."""
+    global _installed
+    if _installed is runtime:
+        _installed = _Unattached()
+
+
 def enter(runtime: Runtime) -> Token[Runtime | None]:
     """Make ``runtime`` current in this context until ``leave(token)``."""
     return _entered.set(runtime)

@@ -114,6 +114,14 @@ def initialize(backend: Backend) -> None:
     )
 
 
+@hookimpl
+def finalize(backend: Backend) -> None:
+    """The server stopped: threads its in-process models started reach no server any more
+    (pb_utils says so, as outside a server), rather than a stopped one."""
+    if isinstance(backend.state, _BackendState):
+        _runtime.uninstall(backend.state.runtime)
+
+
 def _state(backend: Backend) -> _BackendState:
     state = backend.state
     assert isinstance(state, _BackendState), "initialize runs before any model hook"
