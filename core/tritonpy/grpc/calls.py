@@ -287,6 +287,7 @@ class Call:
         self._task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        self.stream.working(task)
 
     async def _run_unary(self, data: bytes) -> None:
         try:
