@@ -35,6 +35,16 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
             options.grpc_http2_min_recv_ping_interval_without_data,
         ),
         ("grpc.http2.max_ping_strikes", options.grpc_http2_max_ping_strikes),
+        ("grpc.max_concurrent_streams", options.grpc_max_concurrent_streams),
+        *[
+            (name, value)
+            for name, value in (
+                ("grpc.max_connection_idle_ms", options.grpc_max_connection_idle),
+                ("grpc.max_connection_age_ms", options.grpc_max_connection_age),
+                ("grpc.max_connection_age_grace_ms", options.grpc_max_connection_age_grace),
+            )
+            if value > 0  # 0: grpc core's default, infinite
+        ],
         ("grpc.so_reuseport", 0),  # a busy port must fail, not be shared silently
     ]
 

@@ -88,6 +88,12 @@ def config_of(options: ServerOptions) -> http2.Config:
         max_pings_without_data=options.grpc_http2_max_pings_without_data,
         min_recv_ping_interval_without_data=options.grpc_http2_min_recv_ping_interval_without_data / 1000,
         max_ping_strikes=options.grpc_http2_max_ping_strikes,
+        max_concurrent_streams=options.grpc_max_concurrent_streams,
+        reset_burst=options.grpc_http2_max_reset_burst,
+        reset_rate=float(options.grpc_http2_max_reset_rate),
+        max_connection_idle=options.grpc_max_connection_idle / 1000,
+        max_connection_age=options.grpc_max_connection_age / 1000,
+        max_connection_age_grace=options.grpc_max_connection_age_grace / 1000,
     )
 
 
@@ -149,6 +155,9 @@ class NativeServer:
     # -- connections and calls -------------------------------------------------------
 
     def _connection(self) -> http2.Connection:
+        limit = self.options.grpc_max_connections
+        if limit and len(self._connections) >= limit:
+            return http2.Connection(self._dispatch, self.config, _forget, refuse=True)
         conn = http2.Connection(self._dispatch, self.config, self._connections.discard)
         self._connections.add(conn)
         return conn
@@ -196,6 +205,10 @@ class NativeServer:
             deadline = time.monotonic() + seconds
         limit = self.options.grpc_max_message_size
         return Call(stream, rpc, limit, wbits, deadline, self._tasks)
+
+
+def _forget(conn: http2.Connection) -> None:
+    """A refused connection (over ``--grpc-max-connections``) was never counted."""
 
 
 def _lowered(headers: Iterable[tuple[bytes, bytes]]) -> Iterable[tuple[str, str]]:
