@@ -17,6 +17,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2 as pb
 from tritonpy.grpc.calls import Method
+from tritonpy.grpc.http2 import Budget
 from tritonpy_h2 import (
     CONTINUATION,
     END_HEADERS,
@@ -348,6 +349,20 @@ def test_headers_on_a_stream_the_client_ended_are_stream_closed(policed: GrpcSer
         client.close()
 
 
+def test_headers_after_the_clients_own_reset_are_a_stream_error(policed: GrpcServer) -> None:
+    """RFC 9113 5.1: a frame after the client reset the stream: RST_STREAM STREAM_CLOSED."""
+    client = RawH2(policed.port, timeout=5)
+    try:
+        client.send(client.headers(1, grpc_request(STREAM_INFER)))
+        client.send(frame(RST_STREAM, 0, 1, (8).to_bytes(4, "big")))
+        client.send(client.headers(1, [("x-late", "1")], end_stream=True))
+        client.wait_for(RST_STREAM, 1)
+        assert client.resets(1) == [STREAM_CLOSED]
+        _raw_live(client, 3)  # the connection goes on
+    finally:
+        client.close()
+
+
 def test_trailers_of_a_stream_answered_early_are_dropped(policed: GrpcServer) -> None:
     """A stream answered (and reset NO_ERROR) before the client ended it: its trailers,
     in flight, are dropped and the connection goes on (RFC 9113 5.1, 8.1)."""
@@ -419,3 +434,13 @@ def test_other_clients_are_served_while_one_floods(policed: GrpcServer) -> None:
         stop.set()
         caller.join(10)
     assert answered and all(answered)
+
+
+def test_the_reset_budget_refills_at_its_rate() -> None:
+    """The token bucket behind the reset and SETTINGS budgets."""
+    budget = Budget(3, 2.0, now=0.0)
+    assert [budget.spend(0.0) for _ in range(4)] == [True, True, True, False]
+    assert budget.spend(0.5)  # 0.5 s at 2 a second: one more
+    assert not budget.spend(0.5)
+    assert [budget.spend(100.0) for _ in range(4)] == [True, True, True, False]  # never above the burst
+    assert all(Budget(0, 0.0, now=0.0).spend(0.0) for _ in range(10))  # burst 0: no limit

@@ -68,8 +68,8 @@ _GOAWAY_PING = b"tpgoaway"
 _LINGER = 1.0
 #: grpc core's ping policing: without calls (and not permitted), a ping every 2 hours at most.
 _NO_CALLS_PING_INTERVAL = 7200.0
-#: Streams closed while the client was still sending whose ids are remembered (to drop
-#: the frames it still has in flight for them).
+#: Streams closed by a reset (ours while the client was still sending, or the client's)
+#: whose ids are remembered, to answer the frames that may still come for them.
 _CLOSED_EARLY_KEPT = 1024
 
 
@@ -363,10 +363,11 @@ class Connection(asyncio.Protocol):
         self._settings_budget = Budget(config.settings_burst, config.settings_rate, now)
         self._queued_control = 0
         self._continuations = 0
-        # Streams we closed while the client was still sending (its frames in flight are
-        # dropped, RFC 9113 5.1), the most recent ones; and ids the client skipped (never
-        # opened: a HEADERS on one is a connection error, RFC 9113 5.1.1).
-        self._closed_early: dict[int, None] = {}
+        # The most recent streams closed by a reset: True where we closed them while the
+        # client was still sending (its frames in flight are dropped), False where the
+        # client reset them (a frame after is a stream error, RFC 9113 5.1); and ids the
+        # client skipped (never opened: a HEADERS on one is a connection error, 5.1.1).
+        self._closed_early: dict[int, bool] = {}
         self._skipped: deque[tuple[int, int]] = deque(maxlen=64)
         self._idle_timer: asyncio.TimerHandle | None = None
         self._idle_since = now
@@ -650,14 +651,19 @@ class Connection(asyncio.Protocol):
 
     def _closed_stream_headers(self, stream_id: int) -> None:
         """HEADERS on a stream id at or below the largest the client opened (RFC 9113 5.1)."""
-        if stream_id in self._closed_early:
+        ours = self._closed_early.get(stream_id)
+        if ours:
             return  # trailers in flight on a stream we answered or reset: decoded (HPACK), dropped
+        if ours is not None:  # the client reset it: a stream error
+            self.write_reset(stream_id, STREAM_CLOSED)
+            self.count_reset()
+            return
         for low, high in self._skipped:
             if low <= stream_id <= high:
                 raise ConnectionError_(
                     PROTOCOL_ERROR, f"new stream {stream_id} below the last one, {self._last_stream}"
                 )
-        # A stream the client ended (or reset) itself: nothing may follow (RFC 9113 5.1, closed).
+        # A stream the client ended: nothing may follow (RFC 9113 5.1, closed).
         raise ConnectionError_(STREAM_CLOSED, f"HEADERS on closed stream {stream_id}")
 
     def stream_error(self, stream: Stream, code: int) -> None:
@@ -666,12 +672,13 @@ class Connection(asyncio.Protocol):
         if stream.receiver is not None:
             stream.receiver.reset(code)
 
-    def closed_early(self, stream_id: int) -> None:
-        """We close a stream the client is still sending on: what it has in flight is dropped."""
+    def closed_early(self, stream_id: int, ours: bool = True) -> None:
+        """We close a stream the client is still sending on (``ours``: what it has in flight
+        is dropped), or the client resets one."""
         early = self._closed_early
         if len(early) >= _CLOSED_EARLY_KEPT:
             del early[next(iter(early))]
-        early[stream_id] = None
+        early[stream_id] = ours
 
     def count_reset(self) -> None:
         """One more stream reset by the client, or by us for its error: past the budget
@@ -792,6 +799,7 @@ class Connection(asyncio.Protocol):
         self.count_reset()
         if self.closed:
             return
+        self.closed_early(stream_id, ours=False)
         stream.local_closed = stream.remote_closed = True
         self.stream_done(stream)
         if stream.receiver is not None:
