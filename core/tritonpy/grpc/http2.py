@@ -302,13 +302,13 @@ class Stream:
         self.conn.stream_done(self)
         self.conn.count_reset()
 
-    def working(self, task: asyncio.Future[None]) -> None:
-        """The handler's work for this stream runs in ``task``: until it ends it counts
+    def working(self) -> None:
+        """The handler's work for this stream has started: until ``worked`` it counts
         against the connection's MAX_CONCURRENT_STREAMS, even if the stream is reset."""
         self.work = 1
-        task.add_done_callback(self._worked)
 
-    def _worked(self, task: asyncio.Future[None]) -> None:
+    def worked(self) -> None:
+        """The handler's work has ended."""
         if self.work == 2:
             self.conn.detached_done()
         self.work = 0
