@@ -269,7 +269,7 @@ def test_an_idle_connection_is_closed(repo: Path) -> None:
         try:
             busy.send(busy.headers(1, grpc_request(STUBBORN)), busy.message(1))  # 30 s: a call open
             start = time.monotonic()
-            assert idle.goaway() == (NO_ERROR, b"")
+            assert idle.goaway() == (NO_ERROR, b"max_idle")
             idle.wait_closed()
             assert 0.25 < time.monotonic() - start < 5
             _raw_live(busy, 3)  # a connection with a call open is not idle
@@ -290,7 +290,7 @@ def test_an_old_connection_goes_after_its_grace(repo: Path) -> None:
         try:
             client.send(client.headers(1, grpc_request(STUBBORN)), client.message(1))  # never ends by itself
             start = time.monotonic()
-            assert client.goaway() == (NO_ERROR, b"")
+            assert client.goaway() == (NO_ERROR, b"max_age")
             client.wait_closed()
             assert time.monotonic() - start < 5
         finally:

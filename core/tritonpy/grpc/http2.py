@@ -345,6 +345,7 @@ class Connection(asyncio.Protocol):
         self._continuing: tuple[int, int, bytearray] | None = None  # stream id, flags, block
         self._going_away = False  # the final GOAWAY sent: no new streams
         self._shutting_down = False  # the first GOAWAY sent
+        self._goaway_reason = b""
         self._goaway_timer: asyncio.TimerHandle | None = None
         self._peer_going_away = False
         self._loop = asyncio.get_running_loop()
@@ -921,15 +922,17 @@ class Connection(asyncio.Protocol):
 
     # -- lifetime --------------------------------------------------------------------
 
-    def shutdown(self) -> None:
+    def shutdown(self, reason: bytes = b"") -> None:
         """Graceful GOAWAY (RFC 9113 6.8): first with the largest stream id and a
         PING, so streams the client is sending now are still taken; at the PING's
         ack (or after a second) the final one with the last stream taken. The
-        connection closes once its streams have finished."""
+        connection closes once its streams have finished. ``reason``: the GOAWAYs'
+        debug data (grpc core's "max_idle", "max_age")."""
         if self.closed or self._shutting_down:
             return
         self._shutting_down = True
-        goaway = MAX_WINDOW.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big")
+        self._goaway_reason = reason
+        goaway = MAX_WINDOW.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big") + reason
         self._write(frame(GOAWAY, 0, 0, goaway) + frame(PING, 0, 0, _GOAWAY_PING))
         self._goaway_timer = self._loop.call_later(1.0, self._final_goaway)
 
@@ -940,7 +943,8 @@ class Connection(asyncio.Protocol):
         if self.closed or self._going_away:
             return
         self._going_away = True
-        self._write(frame(GOAWAY, 0, 0, self._last_stream.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big")))
+        goaway = self._last_stream.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big") + self._goaway_reason
+        self._write(frame(GOAWAY, 0, 0, goaway))
         self._close_if_idle()
 
     def fail(self, code: int, message: str) -> None:
@@ -980,7 +984,7 @@ class Connection(asyncio.Protocol):
         at = now + idle if self.streams else self._idle_since + idle
         if at <= now:
             log.info("closing a gRPC connection: idle for %g s", idle)
-            self.shutdown()
+            self.shutdown(b"max_idle")
             return
         self._idle_timer = self._loop.call_at(at, self._check_idle)
 
@@ -991,7 +995,7 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         log.info("closing a gRPC connection: older than %g s", self.config.max_connection_age)
-        self.shutdown()
+        self.shutdown(b"max_age")
         if self.config.max_connection_age_grace > 0:
             self._age_timer = self._loop.call_later(self.config.max_connection_age_grace, self.abort)
 
