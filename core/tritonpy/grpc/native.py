@@ -108,6 +108,7 @@ class NativeServer:
         self._tls = tls
         self._listener: asyncio.Server | None = None
         self._connections: set[http2.Connection] = set()
+        self._refused: set[http2.Connection] = set()  # over --grpc-max-connections, closing
         self._tasks: set[asyncio.Task[None]] = set()
         self._terminated: asyncio.Event | None = None
 
@@ -135,7 +136,7 @@ class NativeServer:
             _, pending = await asyncio.wait(waits, timeout=grace)
             for wait in pending:
                 wait.cancel()
-        closing = list(self._connections)  # until connection_lost
+        closing = [*self._connections, *self._refused]  # until connection_lost
         for conn in closing:
             conn.abort()
         if closing:  # let the transports close their sockets while the loop still runs
@@ -156,8 +157,10 @@ class NativeServer:
 
     def _connection(self) -> http2.Connection:
         limit = self.options.grpc_max_connections
-        if limit and len(self._connections) >= limit:
-            return http2.Connection(self._dispatch, self.config, _forget, refuse=True)
+        if limit and len(self._connections) >= limit:  # GOAWAY at once; closed a moment later
+            refused = http2.Connection(self._dispatch, self.config, self._refused.discard, refuse=True)
+            self._refused.add(refused)
+            return refused
         conn = http2.Connection(self._dispatch, self.config, self._connections.discard)
         self._connections.add(conn)
         return conn
@@ -205,10 +208,6 @@ class NativeServer:
             deadline = time.monotonic() + seconds
         limit = self.options.grpc_max_message_size
         return Call(stream, rpc, limit, wbits, deadline, self._tasks)
-
-
-def _forget(conn: http2.Connection) -> None:
-    """A refused connection (over ``--grpc-max-connections``) was never counted."""
 
 
 def _lowered(headers: Iterable[tuple[bytes, bytes]]) -> Iterable[tuple[str, str]]:
