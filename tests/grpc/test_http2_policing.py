@@ -444,3 +444,19 @@ def test_the_reset_budget_refills_at_its_rate() -> None:
     assert not budget.spend(0.5)
     assert [budget.spend(100.0) for _ in range(4)] == [True, True, True, False]  # never above the burst
     assert all(Budget(0, 0.0, now=0.0).spend(0.0) for _ in range(10))  # burst 0: no limit
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"grpc_max_concurrent_streams": 0}, "--grpc-max-concurrent-streams must be between"),
+        ({"grpc_http2_max_reset_rate": -1}, "--grpc-http2-max-reset-rate must not be negative"),
+        ({"grpc_max_connection_idle": -5}, "--grpc-max-connection-idle must not be negative"),
+    ],
+)
+def test_limits_out_of_range_are_clear_errors(options: dict[str, int], message: str) -> None:
+    import tritonpy
+    from tritonpy.grpc.frontend import check_limits
+
+    with pytest.raises(ValueError, match=message):
+        check_limits(tritonpy.ServerOptions(**options))  # type: ignore[arg-type]
