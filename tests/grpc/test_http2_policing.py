@@ -163,6 +163,19 @@ def test_rapid_reset_gets_enhance_your_calm(policed: GrpcServer) -> None:
     _live(policed)
 
 
+def test_provoked_stream_errors_spend_the_reset_budget(policed: GrpcServer) -> None:
+    """Stream errors the client provokes (here PRIORITY frames of the wrong length, each
+    answered RST_STREAM FRAME_SIZE_ERROR) count as resets: past the budget, GOAWAY."""
+    client = RawH2(policed.port, timeout=5)
+    try:
+        client.send(*(frame(0x2, 0, 1 + 2 * i, b"\0") for i in range(300)))
+        assert client.goaway() == (ENHANCE_YOUR_CALM, b"too many stream resets")
+        assert client.resets(1) == [0x6]
+    finally:
+        client.close()
+    _live(policed)
+
+
 # -- SETTINGS, PING and control-frame floods ----------------------------------------------------
 
 

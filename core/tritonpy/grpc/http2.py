@@ -473,8 +473,13 @@ class Connection(asyncio.Protocol):
         elif kind == PRIORITY:
             if stream_id == 0:
                 raise ConnectionError_(PROTOCOL_ERROR, "PRIORITY on stream 0")
-            if len(payload) != 5:
-                self.write_reset(stream_id, FRAME_SIZE_ERROR)
+            if len(payload) != 5:  # a stream error (RFC 9113 6.3)
+                stream = self.streams.get(stream_id)
+                if stream is not None:
+                    self.stream_error(stream, FRAME_SIZE_ERROR)
+                else:
+                    self.write_reset(stream_id, FRAME_SIZE_ERROR)
+                    self.count_reset()
         elif kind == GOAWAY:
             if stream_id != 0:
                 raise ConnectionError_(PROTOCOL_ERROR, "GOAWAY on a stream")
