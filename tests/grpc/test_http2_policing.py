@@ -473,3 +473,27 @@ def test_limits_out_of_range_are_clear_errors(options: dict[str, int], message: 
 
     with pytest.raises(ValueError, match=message):
         check_limits(tritonpy.ServerOptions(**options))  # type: ignore[arg-type]
+
+
+def test_the_flags_reach_the_transport_config() -> None:
+    from tritonpy.cli import build_parser, options_from_args
+    from tritonpy.grpc.native import config_of
+
+    flags = [
+        "--grpc-max-concurrent-streams=50",
+        "--grpc-http2-max-reset-burst=20",
+        "--grpc-http2-max-reset-rate=5",
+        "--grpc-max-connection-idle=1500",
+        "--grpc-max-connection-age=60000",
+        "--grpc-max-connection-age-grace=2000",
+        "--grpc-max-connections=7",
+    ]
+    options = options_from_args(build_parser().parse_args(["serve", "--model-repository", "m", *flags]))
+    assert options.grpc_max_connections == 7
+    config = config_of(options)
+    assert (config.max_concurrent_streams, config.reset_burst, config.reset_rate) == (50, 20, 5.0)
+    assert (config.max_connection_idle, config.max_connection_age, config.max_connection_age_grace) == (
+        1.5,
+        60.0,
+        2.0,
+    )
