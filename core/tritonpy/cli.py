@@ -171,6 +171,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--grpc-http2-max-ping-strikes", type=int, default=2, help="bad pings tolerated")
     serve.add_argument("--grpc-max-message-size", type=int, default=2**31 - 1, help="largest gRPC message")
+    serve.add_argument(
+        "--grpc-max-concurrent-streams", type=int, default=1000, help="calls in flight per connection"
+    )
+    serve.add_argument(
+        "--grpc-http2-max-reset-burst", type=int, default=1000, help="stream resets in a burst (0: no limit)"
+    )
+    serve.add_argument(
+        "--grpc-http2-max-reset-rate", type=int, default=33, help="stream resets per second after the burst"
+    )
+    serve.add_argument(
+        "--grpc-max-connection-idle", type=int, default=0, help="ms without calls before closing (0: never)"
+    )
+    serve.add_argument(
+        "--grpc-max-connection-age", type=int, default=0, help="ms before a connection must go (0: never)"
+    )
+    serve.add_argument(
+        "--grpc-max-connection-age-grace", type=int, default=0, help="ms left to its calls then (0: no limit)"
+    )
+    serve.add_argument(
+        "--grpc-max-connections", type=int, default=0, help="open gRPC connections at most (0: no limit)"
+    )
     _flag(serve, "--allow-metrics", "serve Prometheus metrics (default true)", default=True)
     _flag(serve, "--allow-cpu-metrics", "include CPU metrics (default true)", default=True)
     _flag(
@@ -382,6 +403,13 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         grpc_http2_min_recv_ping_interval_without_data=args.grpc_http2_min_recv_ping_interval_without_data,
         grpc_http2_max_ping_strikes=args.grpc_http2_max_ping_strikes,
         grpc_max_message_size=args.grpc_max_message_size,
+        grpc_max_concurrent_streams=args.grpc_max_concurrent_streams,
+        grpc_http2_max_reset_burst=args.grpc_http2_max_reset_burst,
+        grpc_http2_max_reset_rate=args.grpc_http2_max_reset_rate,
+        grpc_max_connection_idle=args.grpc_max_connection_idle,
+        grpc_max_connection_age=args.grpc_max_connection_age,
+        grpc_max_connection_age_grace=args.grpc_max_connection_age_grace,
+        grpc_max_connections=args.grpc_max_connections,
         allow_metrics=args.allow_metrics,
         allow_cpu_metrics=args.allow_cpu_metrics,
         allow_gpu_metrics=args.allow_gpu_metrics,

@@ -107,6 +107,25 @@ class ServerOptions:
     grpc_http2_min_recv_ping_interval_without_data: int = 300_000
     #: ``--grpc-http2-max-ping-strikes`` (default 2).
     grpc_http2_max_ping_strikes: int = 2
+    #: ``--grpc-max-concurrent-streams``: calls one connection may have in flight (default 1000);
+    #: a call reset by the client counts until its handler has ended.
+    grpc_max_concurrent_streams: int = 1000
+    #: ``--grpc-http2-max-reset-burst`` / ``--grpc-http2-max-reset-rate``: stream resets a
+    #: client may cause in a burst and per second after it, before GOAWAY ENHANCE_YOUR_CALM
+    #: (a token bucket, nghttp2's defaults 1000 and 33; burst 0: no limit; native transport).
+    grpc_http2_max_reset_burst: int = 1000
+    grpc_http2_max_reset_rate: int = 33
+    #: ``--grpc-max-connection-idle``: ms without calls before a connection is closed
+    #: (GOAWAY NO_ERROR); 0: never (grpc core's max_connection_idle, infinite by default).
+    grpc_max_connection_idle: int = 0
+    #: ``--grpc-max-connection-age``: ms after which a connection is told to go away; 0: never.
+    grpc_max_connection_age: int = 0
+    #: ``--grpc-max-connection-age-grace``: ms the calls of a connection past its age may
+    #: still take before it is closed; 0: no limit.
+    grpc_max_connection_age_grace: int = 0
+    #: ``--grpc-max-connections``: open gRPC connections at most; one more gets GOAWAY
+    #: ENHANCE_YOUR_CALM and is closed; 0: no limit (native transport).
+    grpc_max_connections: int = 0
     #: ``--grpc-max-message-size``: largest gRPC message in bytes either way (default 2 GiB - 1).
     grpc_max_message_size: int = 2**31 - 1
     #: ``--grpc-restricted-protocol <protocol>[,<protocol>...]:<header>=<value>``: API

@@ -31,6 +31,9 @@ class FakeTransport:
     def can_write_eof(self) -> bool:
         return False
 
+    def get_write_buffer_size(self) -> int:
+        return 0  # everything written has gone
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default
 
@@ -60,7 +63,9 @@ def test_header_blocks_follow_the_dynamic_table() -> None:
         encoder = hpack.Encoder()
         encoder.header_table_size = 256  # small: entries are evicted as new ones come
         rng = random.Random(7)
-        pool = [[(":path", "/a"), ("x-key", f"v{i}"), ("x-other", "o" * (i % 5) * 20)] for i in range(6)]
+        # A request needs :method, :scheme and :path (RFC 9113 8.3.1).
+        request = [(":method", "POST"), (":scheme", "http"), (":path", "/a")]
+        pool = [[*request, ("x-key", f"v{i}"), ("x-other", "o" * (i % 5) * 20)] for i in range(6)]
         conn.data_received(http2.PREFACE + http2.frame(http2.SETTINGS, 0, 0))
         sent = []
         for n in range(300):

@@ -286,7 +286,12 @@ class Call:
         task = asyncio.get_running_loop().create_task(coro)
         self._task = task
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.stream.working()
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self.stream.worked()  # a stream reset while the task ran stops counting only now
 
     async def _run_unary(self, data: bytes) -> None:
         try:

@@ -35,8 +35,34 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
             options.grpc_http2_min_recv_ping_interval_without_data,
         ),
         ("grpc.http2.max_ping_strikes", options.grpc_http2_max_ping_strikes),
+        ("grpc.max_concurrent_streams", options.grpc_max_concurrent_streams),
+        *[
+            (name, value)
+            for name, value in (
+                ("grpc.max_connection_idle_ms", options.grpc_max_connection_idle),
+                ("grpc.max_connection_age_ms", options.grpc_max_connection_age),
+                ("grpc.max_connection_age_grace_ms", options.grpc_max_connection_age_grace),
+            )
+            if value > 0  # 0: grpc core's default, infinite
+        ],
         ("grpc.so_reuseport", 0),  # a busy port must fail, not be shared silently
     ]
+
+
+def check_limits(options: ServerOptions) -> None:
+    """ValueError for a connection limit flag out of its range."""
+    if not 1 <= options.grpc_max_concurrent_streams <= 2**31 - 1:
+        raise ValueError("--grpc-max-concurrent-streams must be between 1 and 2147483647")
+    for flag, value in (
+        ("--grpc-http2-max-reset-burst", options.grpc_http2_max_reset_burst),
+        ("--grpc-http2-max-reset-rate", options.grpc_http2_max_reset_rate),
+        ("--grpc-max-connection-idle", options.grpc_max_connection_idle),
+        ("--grpc-max-connection-age", options.grpc_max_connection_age),
+        ("--grpc-max-connection-age-grace", options.grpc_max_connection_age_grace),
+        ("--grpc-max-connections", options.grpc_max_connections),
+    ):
+        if value < 0:
+            raise ValueError(f"{flag} must not be negative")
 
 
 def _read(path: str, what: str) -> bytes:
@@ -69,8 +95,9 @@ def create_grpc_server(server: Server) -> tuple[GrpcServer, int]:
     ``--grpc-address``/``--grpc-port`` (not started).
 
     Returns the server and the bound port. Raises ValueError for bad TLS
-    settings and OSError when the port cannot be bound.
+    settings or limits and OSError when the port cannot be bound.
     """
+    check_limits(server.options)
     if server.options.grpc_implementation == "grpcio":
         return create_grpcio_server(server)
     if server.options.grpc_implementation != "tritonpy":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -67,6 +68,9 @@ _GOAWAY_PING = b"tpgoaway"
 _LINGER = 1.0
 #: grpc core's ping policing: without calls (and not permitted), a ping every 2 hours at most.
 _NO_CALLS_PING_INTERVAL = 7200.0
+#: Streams closed by a reset (ours while the client was still sending, or the client's)
+#: whose ids are remembered, to answer the frames that may still come for them.
+_CLOSED_EARLY_KEPT = 1024
 
 
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
@@ -94,15 +98,24 @@ _PSEUDO = {b":method", b":scheme", b":path", b":authority"}
 _CONNECTION_SPECIFIC = {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"}
 
 
-def _well_formed(headers: list[tuple[bytes, bytes]]) -> bool:
+_REQUIRED = {b":method", b":scheme", b":path"}
+
+#: A decoded header block: its fields, whether it has pseudo-headers, whether it has
+#: every pseudo-header a request needs, and its content-length (-1: none).
+Decoded = tuple[list[tuple[bytes, bytes]], bool, bool, int]
+
+
+def _well_formed(headers: list[tuple[bytes, bytes]]) -> Decoded:
     """RFC 9113 8.2-8.3: lower-case names, known pseudo-headers once each and first,
-    no connection-specific fields, ``te`` only as ``trailers``."""
+    no connection-specific fields, ``te`` only as ``trailers``, one decimal
+    ``content-length`` (``_Malformed`` otherwise)."""
     regular = False
     seen: set[bytes] = set()
+    length = -1
     for name, value in headers:
         if name[:1] == b":":
             if regular or name not in _PSEUDO or name in seen:
-                return False
+                raise _Malformed
             seen.add(name)
         else:
             regular = True
@@ -111,8 +124,12 @@ def _well_formed(headers: list[tuple[bytes, bytes]]) -> bool:
                 or name in _CONNECTION_SPECIFIC
                 or (name == b"te" and value != b"trailers")
             ):
-                return False
-    return True
+                raise _Malformed
+            if name == b"content-length":
+                if not value.isdigit() or (length >= 0 and int(value) != length):
+                    raise _Malformed
+                length = int(value)
+    return headers, bool(seen), _REQUIRED <= seen, length
 
 
 class _Malformed(Exception):
@@ -126,6 +143,30 @@ class ConnectionError_(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class Budget:
+    """A token bucket: ``burst`` tokens at first and at most, ``rate`` more a second;
+    ``spend`` takes one, False when none is left (burst 0: no limit)."""
+
+    __slots__ = ("burst", "rate", "tokens", "stamp")
+
+    def __init__(self, burst: int, rate: float, now: float) -> None:
+        self.burst = burst
+        self.rate = rate
+        self.tokens = float(burst)
+        self.stamp = now
+
+    def spend(self, now: float) -> bool:
+        if self.burst <= 0:
+            return True
+        tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if tokens < 1.0:
+            self.tokens = tokens
+            return False
+        self.tokens = tokens - 1.0
+        return True
 
 
 class Receiver(Protocol):
@@ -155,6 +196,27 @@ class Config:
     max_ping_strikes: int = 2
     #: Seconds a new connection has to send the client preface (grpc core's handshake timeout).
     preface_timeout: float = 120.0
+    #: RST_STREAM frames a client may send (and stream errors it may provoke) in a burst, and
+    #: per second after it, as a token bucket (nghttp2's defaults); 0: no limit.
+    reset_burst: int = 1000
+    reset_rate: float = 33.0
+    #: SETTINGS frames a client may send in a burst, and per second after it; 0: no limit.
+    settings_burst: int = 100
+    settings_rate: float = 10.0
+    #: Entries in one SETTINGS frame (nghttp2's limit).
+    max_settings_entries: int = 32
+    #: Control frames we answer (SETTINGS and PING acks, RST_STREAM) queued while the peer
+    #: does not read: past this, ENHANCE_YOUR_CALM (nghttp2's max outbound acks).
+    max_queued_control: int = 1000
+    #: CONTINUATION frames in one header block (nghttp2's limit, CVE-2024-28182).
+    max_continuations: int = 8
+    #: Seconds without open streams after which the connection is closed (GOAWAY
+    #: NO_ERROR); 0: never (grpc core's max_connection_idle, infinite by default).
+    max_connection_idle: float = 0.0
+    #: Seconds after which a connection is told to go away (graceful GOAWAY), then
+    #: ``max_connection_age_grace`` more before it is closed; 0: never (grpc core's).
+    max_connection_age: float = 0.0
+    max_connection_age_grace: float = 0.0
 
 
 class Stream:
@@ -174,6 +236,8 @@ class Stream:
         "_trailers",
         "_head",
         "_drained",
+        "work",
+        "length",
     )
 
     def __init__(self, conn: Connection, stream_id: int, headers: list[tuple[bytes, bytes]]) -> None:
@@ -190,6 +254,11 @@ class Stream:
         self._trailers: bytes | None = None
         self._head: bytes | None = None
         self._drained: asyncio.Future[None] | None = None
+        #: The handler's work: 0 none running, 1 running, 2 running after the stream was
+        #: forgotten (reset): it still counts against MAX_CONCURRENT_STREAMS until it ends.
+        self.work = 0
+        #: The request's content-length less the DATA received so far; -1: none declared.
+        self.length = -1
 
     @property
     def open(self) -> bool:
@@ -226,9 +295,23 @@ class Stream:
         """RST_STREAM with ``code``; the stream is forgotten."""
         if self.local_closed and self.remote_closed:
             return
+        if not self.remote_closed:
+            self.conn.closed_early(self.id)
         self.local_closed = self.remote_closed = True
         self.conn.write_reset(self.id, code)
         self.conn.stream_done(self)
+        self.conn.count_reset()
+
+    def working(self) -> None:
+        """The handler's work for this stream has started: until ``worked`` it counts
+        against the connection's MAX_CONCURRENT_STREAMS, even if the stream is reset."""
+        self.work = 1
+
+    def worked(self) -> None:
+        """The handler's work has ended."""
+        if self.work == 2:
+            self.conn.detached_done()
+        self.work = 0
 
     def _wake(self) -> None:
         if self._drained is not None and not self._drained.done():
@@ -239,8 +322,11 @@ class Stream:
 class Connection(asyncio.Protocol):
     """The server side of one HTTP/2 connection."""
 
-    def __init__(self, app: App, config: Config, on_close: Callable[[Connection], None]) -> None:
+    def __init__(
+        self, app: App, config: Config, on_close: Callable[[Connection], None], refuse: bool = False
+    ) -> None:
         self.app = app
+        self._refuse = refuse  # over the server's connection limit: GOAWAY at once
         self.config = config
         self.on_close = on_close
         self.transport: asyncio.Transport | None = None
@@ -253,12 +339,13 @@ class Connection(asyncio.Protocol):
         self._buf = bytearray()
         self._preface = False
         self._decoder = hpack.Decoder(max_header_list_size=config.max_header_list_size)
-        self._blocks: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        self._blocks: dict[bytes, Decoded] = {}
         self._last_stream = 0
         self._blocked: dict[int, Stream] = {}
         self._continuing: tuple[int, int, bytearray] | None = None  # stream id, flags, block
         self._going_away = False  # the final GOAWAY sent: no new streams
         self._shutting_down = False  # the first GOAWAY sent
+        self._goaway_reason = b""
         self._goaway_timer: asyncio.TimerHandle | None = None
         self._peer_going_away = False
         self._loop = asyncio.get_running_loop()
@@ -268,6 +355,24 @@ class Connection(asyncio.Protocol):
         self._last_ping_recv = float("-inf")
         self._ping_strikes = 0
         self._pings_without_data = 0
+        # Policing (RFC 9113 10.5): handler work of streams already forgotten, the reset
+        # and SETTINGS budgets, control frames answered while the peer reads nothing,
+        # CONTINUATION frames of the header block being read.
+        self._detached = 0
+        now = self._loop.time()
+        self._resets = Budget(config.reset_burst, config.reset_rate, now)
+        self._settings_budget = Budget(config.settings_burst, config.settings_rate, now)
+        self._queued_control = 0
+        self._continuations = 0
+        # The most recent streams closed by a reset: True where we closed them while the
+        # client was still sending (its frames in flight are dropped), False where the
+        # client reset them (a frame after is a stream error, RFC 9113 5.1); and ids the
+        # client skipped (never opened: a HEADERS on one is a connection error, 5.1.1).
+        self._closed_early: dict[int, bool] = {}
+        self._skipped: deque[tuple[int, int]] = deque(maxlen=64)
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_since = now
+        self._age_timer: asyncio.TimerHandle | None = None
         self.closed_event = asyncio.Event()  # closed (or closing)
         self.lost_event = asyncio.Event()  # the transport has let go of its socket
 
@@ -289,8 +394,17 @@ class Connection(asyncio.Protocol):
         update = (CONNECTION_RECV_WINDOW - DEFAULT_WINDOW).to_bytes(4, "big")
         self._recv_window = CONNECTION_RECV_WINDOW
         transport.write(frame(SETTINGS, 0, 0, settings) + frame(WINDOW_UPDATE, 0, 0, update))
+        if self._refuse:
+            self.fail(ENHANCE_YOUR_CALM, "too many connections")
+            return
         self._schedule_keepalive()
         self._preface_timer = self._loop.call_later(self.config.preface_timeout, self._no_preface)
+        if self.config.max_connection_idle > 0:
+            self._idle_timer = self._loop.call_later(self.config.max_connection_idle, self._check_idle)
+        if self.config.max_connection_age > 0:
+            # grpc core's jitter (+-10%), so that connections made together do not all go at once.
+            age = self.config.max_connection_age * random.uniform(0.9, 1.1)
+            self._age_timer = self._loop.call_later(age, self._too_old)
 
     def _no_preface(self) -> None:
         self._preface_timer = None
@@ -359,8 +473,13 @@ class Connection(asyncio.Protocol):
         elif kind == PRIORITY:
             if stream_id == 0:
                 raise ConnectionError_(PROTOCOL_ERROR, "PRIORITY on stream 0")
-            if len(payload) != 5:
-                self.write_reset(stream_id, FRAME_SIZE_ERROR)
+            if len(payload) != 5:  # a stream error (RFC 9113 6.3)
+                stream = self.streams.get(stream_id)
+                if stream is not None:
+                    self.stream_error(stream, FRAME_SIZE_ERROR)
+                else:
+                    self.write_reset(stream_id, FRAME_SIZE_ERROR)
+                    self.count_reset()
         elif kind == GOAWAY:
             if stream_id != 0:
                 raise ConnectionError_(PROTOCOL_ERROR, "GOAWAY on a stream")
@@ -418,6 +537,11 @@ class Connection(asyncio.Protocol):
             stream.recv_window = RECV_WINDOW
         if updates:
             self._write(updates)
+        if stream.length >= 0:  # the declared content-length, to match (RFC 9113 8.1.1)
+            stream.length -= len(body)
+            if stream.length < 0 or (end and stream.length):
+                self.stream_error(stream, PROTOCOL_ERROR)
+                return
         receiver = stream.receiver
         if receiver is not None:
             if body:
@@ -440,12 +564,17 @@ class Connection(asyncio.Protocol):
             self._header_block(stream_id, flags, block)
         else:
             self._continuing = (stream_id, flags, bytearray(block))
+            self._continuations = 0
 
     def _continuation(self, flags: int, stream_id: int, payload: bytes) -> None:
         if self._continuing is None or self._continuing[0] != stream_id:
             raise ConnectionError_(PROTOCOL_ERROR, "unexpected CONTINUATION")
         block = self._continuing[2]
         block += payload
+        # Empty CONTINUATION frames grow no block: count them (CVE-2024-28182).
+        self._continuations += 1
+        if self._continuations > self.config.max_continuations:
+            raise ConnectionError_(ENHANCE_YOUR_CALM, "too many CONTINUATION frames")
         # An encoded list can be somewhat larger than the decoded one, not without bound.
         if len(block) > 2 * self.config.max_header_list_size + 1024:
             raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large")
@@ -454,7 +583,7 @@ class Connection(asyncio.Protocol):
             self._continuing = None
             self._header_block(stream_id, first_flags, bytes(block))
 
-    def _decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
+    def _decode(self, block: bytes) -> Decoded:
         """The block's header list (``_Malformed`` if RFC 9113 8.2 forbids it).
 
         A client sends the same block with each call (perf_analyzer, any client
@@ -467,31 +596,27 @@ class Connection(asyncio.Protocol):
         headers: list[tuple[bytes, bytes]] = list(self._decoder.decode(block, raw=True))
         if not _only_indexed(block):
             self._blocks.clear()  # the block may have changed the dynamic table
-        if not _well_formed(headers):
-            raise _Malformed
+        decoded = _well_formed(headers)
         if _only_indexed(block):
             if len(self._blocks) >= 64:
                 self._blocks.clear()
-            self._blocks[block] = headers
-        return headers
+            self._blocks[block] = decoded
+        return decoded
 
     def _header_block(self, stream_id: int, flags: int, block: bytes) -> None:
         try:
-            headers = self._decode(block)
+            headers, pseudo, request, length = self._decode(block)
         except _Malformed:
-            self._malformed(stream_id)
-            return
+            headers, pseudo, request, length = [], True, False, -2  # -2: malformed
         except hpack.OversizedHeaderListError:
             raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large") from None
         except hpack.HPACKError as exc:
             raise ConnectionError_(COMPRESSION_ERROR, f"bad header block: {exc}") from None
         end = bool(flags & END_STREAM)
         stream = self.streams.get(stream_id)
-        if stream is not None:  # trailers
-            if stream.remote_closed or not end:
-                stream.reset(PROTOCOL_ERROR)
-                if stream.receiver is not None:
-                    stream.receiver.reset(PROTOCOL_ERROR)
+        if stream is not None:  # trailers: no pseudo-headers, after all the declared content
+            if stream.remote_closed or not end or pseudo or stream.length > 0:
+                self.stream_error(stream, PROTOCOL_ERROR)
                 return
             stream.remote_closed = True
             if stream.receiver is not None:
@@ -502,13 +627,25 @@ class Connection(asyncio.Protocol):
         if stream_id % 2 == 0:
             raise ConnectionError_(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
         if stream_id <= self._last_stream:
-            return  # trailers of a stream we answered or reset: decoded (for HPACK), dropped
+            self._closed_stream_headers(stream_id)
+            return
+        if stream_id > self._last_stream + 2:  # ids skipped: closed without being opened (5.1.1)
+            self._skipped.append((self._last_stream + 2, stream_id - 2))
         self._last_stream = stream_id
-        if self._going_away or len(self.streams) >= self.config.max_concurrent_streams:
+        if not request or (end and length > 0):
+            # A malformed request (RFC 9113 8.1.1, 8.3.1): a stream error.
+            if not end:
+                self.closed_early(stream_id)
+            self.write_reset(stream_id, PROTOCOL_ERROR)
+            self.count_reset()
+            return
+        if self._going_away or len(self.streams) + self._detached >= self.config.max_concurrent_streams:
+            if not end:
+                self.closed_early(stream_id)
             self.write_reset(stream_id, REFUSED_STREAM)
             return
-        self._ping_strikes = 0
         stream = Stream(self, stream_id, headers)
+        stream.length = length
         self.streams[stream_id] = stream
         stream.remote_closed = end
         receiver = self.app(stream)
@@ -518,19 +655,47 @@ class Connection(asyncio.Protocol):
         if end:
             receiver.end()
 
-    def _malformed(self, stream_id: int) -> None:
-        """A malformed request or trailers: a stream error (RFC 9113 8.1.1)."""
-        stream = self.streams.get(stream_id)
-        if stream is not None:
-            stream.reset(PROTOCOL_ERROR)
-            if stream.receiver is not None:
-                stream.receiver.reset(PROTOCOL_ERROR)
+    def _closed_stream_headers(self, stream_id: int) -> None:
+        """HEADERS on a stream id at or below the largest the client opened (RFC 9113 5.1)."""
+        ours = self._closed_early.get(stream_id)
+        if ours:
+            return  # trailers in flight on a stream we answered or reset: decoded (HPACK), dropped
+        if ours is not None:  # the client reset it: a stream error
+            self.write_reset(stream_id, STREAM_CLOSED)
+            self.count_reset()
             return
-        if stream_id % 2 == 0:
-            raise ConnectionError_(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
-        if stream_id > self._last_stream:
-            self._last_stream = stream_id
-            self.write_reset(stream_id, PROTOCOL_ERROR)
+        for low, high in self._skipped:
+            if low <= stream_id <= high:
+                raise ConnectionError_(
+                    PROTOCOL_ERROR, f"new stream {stream_id} below the last one, {self._last_stream}"
+                )
+        # A stream the client ended: nothing may follow (RFC 9113 5.1, closed).
+        raise ConnectionError_(STREAM_CLOSED, f"HEADERS on closed stream {stream_id}")
+
+    def stream_error(self, stream: Stream, code: int) -> None:
+        """A stream error: RST_STREAM with ``code``, and the call is told."""
+        stream.reset(code)
+        if stream.receiver is not None:
+            stream.receiver.reset(code)
+
+    def closed_early(self, stream_id: int, ours: bool = True) -> None:
+        """We close a stream the client is still sending on (``ours``: what it has in flight
+        is dropped), or the client resets one."""
+        early = self._closed_early
+        if len(early) >= _CLOSED_EARLY_KEPT:
+            del early[next(iter(early))]
+        early[stream_id] = ours
+
+    def count_reset(self) -> None:
+        """One more stream reset by the client, or by us for its error: past the budget
+        (a rapid reset, CVE-2023-44487; or a MadeYouReset), GOAWAY ENHANCE_YOUR_CALM."""
+        if not self._resets.spend(self._loop.time()):
+            self.fail(ENHANCE_YOUR_CALM, "too many stream resets")
+
+    def detached_done(self) -> None:
+        """The handler of a stream already forgotten has ended."""
+        if not self.closed:
+            self._detached -= 1
 
     def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id != 0:
@@ -541,20 +706,18 @@ class Connection(asyncio.Protocol):
             return
         if len(payload) % 6:
             raise ConnectionError_(FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6")
-        grown = False
+        if not self._settings_budget.spend(self._loop.time()):
+            raise ConnectionError_(ENHANCE_YOUR_CALM, "too many SETTINGS frames")
+        if len(payload) > 6 * self.config.max_settings_entries:
+            raise ConnectionError_(ENHANCE_YOUR_CALM, "too many entries in a SETTINGS frame")
+        window = self.peer_initial_window
         for at in range(0, len(payload), 6):
             key = int.from_bytes(payload[at : at + 2], "big")
             value = int.from_bytes(payload[at + 2 : at + 6], "big")
             if key == INITIAL_WINDOW_SIZE:
                 if value > MAX_WINDOW:
                     raise ConnectionError_(FLOW_CONTROL_ERROR, "INITIAL_WINDOW_SIZE too large")
-                delta = value - self.peer_initial_window
-                self.peer_initial_window = value
-                for stream in self.streams.values():
-                    stream.send_window += delta
-                    if stream.send_window > MAX_WINDOW:
-                        raise ConnectionError_(FLOW_CONTROL_ERROR, "stream window overflow")
-                grown = delta > 0
+                window = value
             elif key == MAX_FRAME_SIZE:
                 if not DEFAULT_FRAME <= value <= 16_777_215:
                     raise ConnectionError_(PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value}")
@@ -562,8 +725,16 @@ class Connection(asyncio.Protocol):
             elif key == ENABLE_PUSH and value > 1:
                 raise ConnectionError_(PROTOCOL_ERROR, f"ENABLE_PUSH {value}")
             # HEADER_TABLE_SIZE: our header blocks never index, so any size suits them.
-        self._write(frame(SETTINGS, ACK, 0))
-        if grown:
+        # The windows change once a frame, by the last INITIAL_WINDOW_SIZE in it.
+        delta = window - self.peer_initial_window
+        if delta:
+            self.peer_initial_window = window
+            for stream in self.streams.values():
+                stream.send_window += delta
+                if stream.send_window > MAX_WINDOW:
+                    raise ConnectionError_(FLOW_CONTROL_ERROR, "stream window overflow")
+        self._write_control(frame(SETTINGS, ACK, 0))
+        if delta > 0:
             self._flush_blocked()
 
     def _window_update(self, stream_id: int, payload: bytes) -> None:
@@ -584,15 +755,11 @@ class Connection(asyncio.Protocol):
                 raise ConnectionError_(PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {stream_id}")
             return
         if increment == 0:
-            stream.reset(PROTOCOL_ERROR)
-            if stream.receiver is not None:
-                stream.receiver.reset(PROTOCOL_ERROR)
+            self.stream_error(stream, PROTOCOL_ERROR)
             return
         stream.send_window += increment
         if stream.send_window > MAX_WINDOW:
-            stream.reset(FLOW_CONTROL_ERROR)
-            if stream.receiver is not None:
-                stream.receiver.reset(FLOW_CONTROL_ERROR)
+            self.stream_error(stream, FLOW_CONTROL_ERROR)
             return
         if stream.id in self._blocked:
             del self._blocked[stream.id]
@@ -621,7 +788,7 @@ class Connection(asyncio.Protocol):
         if now - self._last_ping_recv < interval:
             self._ping_strikes += 1
         self._last_ping_recv = now
-        self._write(frame(PING, ACK, 0, payload))
+        self._write_control(frame(PING, ACK, 0, payload))
         if config.max_ping_strikes and self._ping_strikes > config.max_ping_strikes:
             raise ConnectionError_(ENHANCE_YOUR_CALM, "too_many_pings")
 
@@ -634,7 +801,11 @@ class Connection(asyncio.Protocol):
             raise ConnectionError_(PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream_id}")
         stream = self.streams.get(stream_id)
         if stream is None:
+            return  # a stream already closed: nothing to cancel, nothing counted
+        self.count_reset()
+        if self.closed:
             return
+        self.closed_early(stream_id, ours=False)
         stream.local_closed = stream.remote_closed = True
         self.stream_done(stream)
         if stream.receiver is not None:
@@ -645,6 +816,22 @@ class Connection(asyncio.Protocol):
     def _write(self, data: bytes) -> None:
         if not self.closed and self.transport is not None:
             self.transport.write(data)
+
+    def _write_control(self, data: bytes) -> None:
+        """A frame answering the peer's (an ack, a RST_STREAM): counted while our
+        output waits for the peer to read, so that a peer that sends without reading
+        cannot queue answers without bound (GOAWAY ENHANCE_YOUR_CALM past the limit)."""
+        transport = self.transport
+        if self.closed or transport is None:
+            return
+        if not transport.get_write_buffer_size():
+            self._queued_control = 0
+        else:
+            self._queued_control += 1
+            if self._queued_control > self.config.max_queued_control:
+                self.fail(ENHANCE_YOUR_CALM, "too many control frames unread")
+                return
+        transport.write(data)
 
     def _header_frames(self, stream_id: int, block: bytes, end_stream: bool) -> bytes:
         flags = END_HEADERS | (END_STREAM if end_stream else 0)
@@ -667,15 +854,17 @@ class Connection(asyncio.Protocol):
         """Our side of ``stream`` has ended (its END_STREAM was sent)."""
         self._blocked.pop(stream.id, None)
         stream.local_closed = True
+        stream.work = 0  # the handler answered: what is left of its task is not counted
         stream._wake()
         if not stream.remote_closed:
             # We answered before the client finished sending: tell it to stop (RFC 9113 8.1).
             self.write_reset(stream.id, NO_ERROR)
+            self.closed_early(stream.id)
             stream.remote_closed = True
         self.stream_done(stream)
 
     def write_reset(self, stream_id: int, code: int) -> None:
-        self._write(frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big")))
+        self._write_control(frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big")))
 
     def flush(self, stream: Stream) -> None:
         """Send what the windows allow of the stream's queued data, then its trailers."""
@@ -726,22 +915,29 @@ class Connection(asyncio.Protocol):
     def stream_done(self, stream: Stream) -> None:
         """Forget a stream both sides have finished (or that was reset)."""
         if stream.local_closed and stream.remote_closed:
-            self.streams.pop(stream.id, None)
+            if self.streams.pop(stream.id, None) is not None:
+                if stream.work == 1:  # reset while its handler runs: counted until it ends
+                    stream.work = 2
+                    self._detached += 1
+                if not self.streams and self._idle_timer is not None:
+                    self._idle_since = self._loop.time()
             self._blocked.pop(stream.id, None)
             stream._wake()
             self._close_if_idle()
 
     # -- lifetime --------------------------------------------------------------------
 
-    def shutdown(self) -> None:
+    def shutdown(self, reason: bytes = b"") -> None:
         """Graceful GOAWAY (RFC 9113 6.8): first with the largest stream id and a
         PING, so streams the client is sending now are still taken; at the PING's
         ack (or after a second) the final one with the last stream taken. The
-        connection closes once its streams have finished."""
+        connection closes once its streams have finished. ``reason``: the GOAWAYs'
+        debug data (grpc core's "max_idle", "max_age")."""
         if self.closed or self._shutting_down:
             return
         self._shutting_down = True
-        goaway = MAX_WINDOW.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big")
+        self._goaway_reason = reason
+        goaway = MAX_WINDOW.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big") + reason
         self._write(frame(GOAWAY, 0, 0, goaway) + frame(PING, 0, 0, _GOAWAY_PING))
         self._goaway_timer = self._loop.call_later(1.0, self._final_goaway)
 
@@ -752,7 +948,8 @@ class Connection(asyncio.Protocol):
         if self.closed or self._going_away:
             return
         self._going_away = True
-        self._write(frame(GOAWAY, 0, 0, self._last_stream.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big")))
+        goaway = self._last_stream.to_bytes(4, "big") + NO_ERROR.to_bytes(4, "big") + self._goaway_reason
+        self._write(frame(GOAWAY, 0, 0, goaway))
         self._close_if_idle()
 
     def fail(self, code: int, message: str) -> None:
@@ -782,6 +979,31 @@ class Connection(asyncio.Protocol):
                 self.transport.close()
         self._close_state()
 
+    def _check_idle(self) -> None:
+        """grpc core's max_connection_idle: no stream for that long, a graceful GOAWAY."""
+        self._idle_timer = None
+        if self.closed or self._shutting_down:
+            return
+        idle = self.config.max_connection_idle
+        now = self._loop.time()
+        at = now + idle if self.streams else self._idle_since + idle
+        if at <= now:
+            log.info("closing a gRPC connection: idle for %g s", idle)
+            self.shutdown(b"max_idle")
+            return
+        self._idle_timer = self._loop.call_at(at, self._check_idle)
+
+    def _too_old(self) -> None:
+        """grpc core's max_connection_age: a graceful GOAWAY, then, after the grace
+        (if any), close with the calls still running cancelled."""
+        self._age_timer = None
+        if self.closed:
+            return
+        log.info("closing a gRPC connection: older than %g s", self.config.max_connection_age)
+        self.shutdown(b"max_age")
+        if self.config.max_connection_age_grace > 0:
+            self._age_timer = self._loop.call_later(self.config.max_connection_age_grace, self.abort)
+
     def _close_if_idle(self) -> None:
         if (self._going_away or self._peer_going_away) and not self.streams and not self.closed:
             self.abort(graceful=True)
@@ -790,7 +1012,15 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
-        for handle in (self._keepalive, self._ping_timeout, self._preface_timer, self._goaway_timer):
+        handles = (
+            self._keepalive,
+            self._ping_timeout,
+            self._preface_timer,
+            self._goaway_timer,
+            self._idle_timer,
+            self._age_timer,
+        )
+        for handle in handles:
             if handle is not None:
                 handle.cancel()
         streams, self.streams = self.streams, {}

@@ -88,6 +88,12 @@ def config_of(options: ServerOptions) -> http2.Config:
         max_pings_without_data=options.grpc_http2_max_pings_without_data,
         min_recv_ping_interval_without_data=options.grpc_http2_min_recv_ping_interval_without_data / 1000,
         max_ping_strikes=options.grpc_http2_max_ping_strikes,
+        max_concurrent_streams=options.grpc_max_concurrent_streams,
+        reset_burst=options.grpc_http2_max_reset_burst,
+        reset_rate=float(options.grpc_http2_max_reset_rate),
+        max_connection_idle=options.grpc_max_connection_idle / 1000,
+        max_connection_age=options.grpc_max_connection_age / 1000,
+        max_connection_age_grace=options.grpc_max_connection_age_grace / 1000,
     )
 
 
@@ -102,6 +108,7 @@ class NativeServer:
         self._tls = tls
         self._listener: asyncio.Server | None = None
         self._connections: set[http2.Connection] = set()
+        self._refused: set[http2.Connection] = set()  # over --grpc-max-connections, closing
         self._tasks: set[asyncio.Task[None]] = set()
         self._terminated: asyncio.Event | None = None
 
@@ -129,7 +136,7 @@ class NativeServer:
             _, pending = await asyncio.wait(waits, timeout=grace)
             for wait in pending:
                 wait.cancel()
-        closing = list(self._connections)  # until connection_lost
+        closing = [*self._connections, *self._refused]  # until connection_lost
         for conn in closing:
             conn.abort()
         if closing:  # let the transports close their sockets while the loop still runs
@@ -149,6 +156,11 @@ class NativeServer:
     # -- connections and calls -------------------------------------------------------
 
     def _connection(self) -> http2.Connection:
+        limit = self.options.grpc_max_connections
+        if limit and len(self._connections) >= limit:  # GOAWAY at once; closed a moment later
+            refused = http2.Connection(self._dispatch, self.config, self._refused.discard, refuse=True)
+            self._refused.add(refused)
+            return refused
         conn = http2.Connection(self._dispatch, self.config, self._connections.discard)
         self._connections.add(conn)
         return conn
