@@ -10,8 +10,8 @@ The in-process API::
 from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, Tensor, TritonError
 
 from ._version import __version__
-from .model import ModelState
 from .options import ServerOptions
+from .runtime.model import ModelState
 from .server import ModelHandle, Server
 
 #: ``tritonserver``-style alias: ``tritonpy.Options(model_repository=...)``.

@@ -45,16 +45,16 @@ from tritonpy_sdk import (
 
 from ._version import __version__
 from .backend_api import BackendServerApi
-from .backends import BackendRegistry
-from .cache import create_cache
-from .loading import ModelLoader
 from .logsettings import LogSettings, LogState
 from .memory.manager import MemoryManager
-from .model import LoadedVersion, ModelState, VersionRetired
 from .options import ServerOptions
 from .repository.manager import ModelManager
 from .repository.overrides import split_load_parameters
 from .restricted import parse_restrictions
+from .runtime.backends import BackendRegistry
+from .runtime.cache import create_cache
+from .runtime.loading import ModelLoader
+from .runtime.model import LoadedVersion, ModelState, VersionRetired
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, state_from_flags
 

@@ -31,9 +31,9 @@ from typing import Any
 
 from tritonpy_sdk import ErrorCode, TritonError
 
-from ..ensemble_plan import MemberState
-from ..loading import LoadRecord, ModelLoader
-from ..model import LoadedVersion, ModelState
+from ..runtime.ensemble_plan import MemberState
+from ..runtime.loading import LoadRecord, ModelLoader
+from ..runtime.model import LoadedVersion, ModelState
 from ..scheduler import remaining
 from ._layout import RepoEntry, scan_repositories
 from ._stamp import folder_stamp

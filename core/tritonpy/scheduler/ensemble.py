@@ -46,7 +46,7 @@ from tritonpy_sdk import (
     TritonError,
 )
 
-from ..statistics import ExecutionTimes, ModelStatistics
+from ..runtime.statistics import ExecutionTimes, ModelStatistics
 from ._job import Job, internal_error, remaining, stopped
 
 log = logging.getLogger(__name__)

@@ -28,12 +28,10 @@ from tritonpy_sdk import (
 )
 from tritonpy_sdk.host import BackendHooks, call_hook
 
-from .cache import cache_key
-from .config import ModelConfig
-from .failures import report
-from .memory.placement import place_inputs
-from .responses import finish_response
-from .scheduler import (
+from ..config import ModelConfig
+from ..failures import report
+from ..memory.placement import place_inputs
+from ..scheduler import (
     Job,
     Scheduler,
     create_scheduler,
@@ -41,13 +39,16 @@ from .scheduler import (
     internal_error,
     reschedule_refused,
 )
-from .scheduler.ratelimiter import Need, RateLimiter
+from ..scheduler.ratelimiter import Need, RateLimiter
+from .cache import cache_key
+from .responses import finish_response
 from .senders import SenderBatch
 from .spec import IOSpec
 from .statistics import ExecutionTimes, ModelStatistics
 from .validation import take_sequence_parameters, validate_request
 
-log = logging.getLogger(__name__)
+# The name it had before runtime/ existed: log lines and users' logging filters name it.
+log = logging.getLogger("tritonpy.model")
 
 
 _STAMPS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
