@@ -10,9 +10,10 @@ The in-process API::
 from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, Tensor, TritonError
 
 from ._version import __version__
-from .model import ModelState
+from .handle import ModelHandle
 from .options import ServerOptions
-from .server import ModelHandle, Server
+from .runtime.model import ModelState
+from .server import Server
 
 #: ``tritonserver``-style alias: ``tritonpy.Options(model_repository=...)``.
 Options = ServerOptions

@@ -422,7 +422,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
 
 
 def _list_backends(check: bool) -> int:
-    from .backends import BackendRegistry
+    from .runtime.backends import BackendRegistry
     from .serving import format_table
 
     registry = BackendRegistry()

@@ -1,4 +1,4 @@
-"""The in-process API: ``Server`` and its model handles.
+"""The server facade: ``Server``, the one door to the core for front ends and in-process callers.
 
 Shaped like Triton's own in-process Python API (the ``tritonserver``
 package), so code written for it ports with an import change::
@@ -9,9 +9,39 @@ package), so code written for it ports with an import change::
         print(response.outputs["OUTPUT0"].to_numpy())
     server.stop()
 
-The HTTP and gRPC front ends are thin layers over ``Server.infer_async``,
-``Server.model_metadata``, ``Server.model_config`` and friends: every
-semantic lives here, once.
+``Server`` checks the options and owns the parts (the model records of
+``repository.manager``, the model runtime of ``runtime/``, memory, tracer, log
+settings); it holds model control, admission and drain, and the ways to call
+inference. Every semantic lives once, behind it: the HTTP and gRPC front ends
+only translate. Beside it: ``handle.ModelHandle`` (what ``model()`` returns),
+``inputs`` (Python values to tensors, for the handle), ``bridges`` (answers
+carried from worker threads to an event loop or a blocked thread).
+
+What a front end may use, and nothing else (a front end that reaches past this
+list cannot move into a worker process):
+
+- settings: ``options`` (read only: its own address, limits, TLS),
+  ``http_restrictions`` / ``grpc_restrictions``;
+- health: ``live()``, ``ready()``, ``model_ready_async()``;
+- metadata: ``metadata()``, ``model_metadata()``, ``model_config()``,
+  ``is_decoupled()``; ``get_version()`` only to read its ``spec`` (to decode
+  tensors) and its ``config`` (gRPC's ModelConfig);
+- inference: ``infer_async()`` (one response), ``start_infer()`` (one response to
+  a callback), ``stream_flags_async()`` / ``stream_async()`` (any number, decoupled
+  models), ``submit()`` (the callback of every response, with its flags);
+- extensions: ``repository_index()``, ``load_model()``, ``unload_model()``,
+  ``model_statistics()``, ``trace_settings()``, ``log_settings`` (``get``,
+  ``update``), ``shared_memory`` (register, unregister, status; regions read
+  while decoding);
+- serving (``serving.py``, which runs the front ends): ``start()``, ``drain()``,
+  ``wait_idle()``, ``stop()``, ``event_loop``, ``last_refused``; the metrics front
+  end reads ``loaded_versions()``, ``cache``, ``custom_metrics`` and ``memory.pinned``
+  at each scrape.
+
+In-process callers use ``Server(...)`` with ``start`` / ``stop`` (or ``with``),
+``model()`` / ``load()`` / ``unload()``, ``infer()`` / ``stream()`` and their
+``_async`` forms, and the health, metadata and extension methods above.
+Backends see the server only through ``backend_api.BackendServerApi``.
 """
 
 from __future__ import annotations
@@ -23,38 +53,35 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
-    DataType,
     InferenceRequest,
     InferenceResponse,
     MetricRegistry,
     OnResponse,
-    ParameterValue,
-    RequestedOutput,
     ResponseCache,
-    Tensor,
     TritonError,
 )
 
 from ._version import __version__
 from .backend_api import BackendServerApi
-from .backends import BackendRegistry
-from .cache import create_cache
-from .loading import ModelLoader
+from .bridges import Answer, call_soon_threadsafe, resolve
+from .handle import ModelHandle
 from .logsettings import LogSettings, LogState
 from .memory.manager import MemoryManager
-from .model import LoadedVersion, ModelState, VersionRetired
 from .options import ServerOptions
 from .repository.manager import ModelManager
 from .repository.overrides import split_load_parameters
 from .restricted import parse_restrictions
+from .runtime.backends import BackendRegistry
+from .runtime.cache import create_cache
+from .runtime.loading import ModelLoader
+from .runtime.model import LoadedVersion, ModelState, VersionRetired
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, state_from_flags
 
@@ -538,7 +565,7 @@ class Server:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[InferenceResponse] = loop.create_future()
         self.start_infer(
-            request, functools.partial(call_soon_threadsafe, loop, _resolve, fut), decoupled_message
+            request, functools.partial(call_soon_threadsafe, loop, resolve, fut), decoupled_message
         )
         try:
             response = await fut
@@ -551,7 +578,7 @@ class Server:
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
-        answer = _Answer()
+        answer = Answer()
         # Without a timeout this thread may run the request itself: it waits anyway.
         self.start_infer(request, answer.set, stream_call="stream()", here=timeout is None)
         response = answer.wait(timeout)
@@ -621,233 +648,3 @@ _RESUBMITS = 3
 
 #: How long a backend's readiness check may take before the model counts as not ready.
 READY_CHECK_SECONDS = 5.0
-
-
-def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
-    """``fn(*args)`` on ``loop``, from any thread; nothing once the loop is closed.
-    On the loop's own thread (a backend that completes there) it is only queued:
-    no wake-up of the loop is needed."""
-    if asyncio._get_running_loop() is loop:
-        loop.call_soon(fn, *args)
-        return
-    try:
-        loop.call_soon_threadsafe(fn, *args)
-    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-        pass
-
-
-class _Answer:
-    """The one response ``Server.infer`` waits for: a lock held until it comes.
-
-    Cheaper than a ``concurrent.futures.Future`` (no condition, no callbacks),
-    and when the request ran on the caller's thread (``run_here``) the response
-    is already there when ``wait`` is called: nothing waits at all.
-    """
-
-    __slots__ = ("_lock", "_response")
-
-    def __init__(self) -> None:
-        self._response: InferenceResponse | None = None
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def set(self, response: InferenceResponse) -> None:
-        """From the answering thread, once (a second call raises, as ``Future.set_result``)."""
-        if self._response is not None:
-            raise RuntimeError("the response of this request was already set")
-        self._response = response
-        self._lock.release()
-
-    def wait(self, timeout: float | None) -> InferenceResponse:
-        """The response; ``TimeoutError`` when none came within ``timeout`` s (None: no limit)."""
-        response = self._response
-        if response is None:
-            # Set between the check and here: the lock is released already, and taken at once.
-            if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
-                raise TimeoutError()
-            response = self._response
-        assert response is not None
-        return response
-
-
-def _resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse) -> None:
-    if not fut.done():  # the caller may have gone away (cancelled)
-        fut.set_result(response)
-
-
-#: Numeric numpy dtype → its data type, as ``DataType.from_numpy`` maps it.
-_NUMERIC = {
-    dtype: DataType.from_numpy(dtype)
-    for dtype in (d.numpy_dtype for d in DataType if d is not DataType.BYTES)
-    if dtype.kind not in "OSU"
-}
-
-
-def input_tensor(
-    model: str, name: str, value: Any, declared: Callable[[str], DataType | None] = lambda name: None
-) -> Tensor:
-    """The tensor of input ``name`` given to the in-process API.
-
-    Taken: a numpy array or scalar; a list or tuple of numbers, or of ``str`` /
-    ``bytes`` (a BYTES tensor); a Python number, ``str`` or ``bytes``; an SDK
-    ``Tensor``; an object numpy converts itself (``__array__``: a CPU torch tensor,
-    a pandas column) or through DLPack (``__dlpack__``). Anything else would become
-    a one-element object array, read as BYTES, so it is refused with a
-    TritonError (INVALID_ARG) naming the input and what was given.
-
-    Python numbers (a list, a tuple, a number) carry no data type of their own:
-    they take the model's (``declared(name)``, asked only then), so ``[1, 2]`` fits an
-    INT32 input. Arrays keep theirs, and a mismatch is refused by validation.
-    """
-    if type(value) is np.ndarray:
-        # The common case, without ``from_numpy``'s conversions: a plain numeric array is
-        # taken as it is (``np.asarray`` would return it unchanged; only BYTES arrays and
-        # ndarray subclasses get converted, and those go the long way below).
-        datatype = _NUMERIC.get(value.dtype)
-        if datatype is not None:
-            return Tensor(name, value, datatype)
-    if isinstance(value, Tensor):
-        return value
-    if isinstance(value, np.ndarray):
-        return Tensor.from_numpy(name, value)
-    if isinstance(value, (list, tuple)):
-        try:
-            array = np.asarray(value)
-        except ValueError:  # ragged nesting
-            raise _not_an_array(model, name, value, " whose rows differ in length") from None
-        if array.dtype == object and not all(isinstance(x, (str, bytes)) for x in array.flat):
-            why = ": its elements are neither all numbers nor all str/bytes"
-            raise _not_an_array(model, name, value, why)
-        return _python_numbers(model, name, value, array, declared)
-    if isinstance(value, (np.generic, str, bytes)):  # before the numbers: np.float64 is a float
-        return Tensor.from_numpy(name, np.asarray(value))
-    if isinstance(value, (bool, int, float)):
-        return _python_numbers(model, name, value, np.asarray(value), declared)
-    if hasattr(value, "__array__"):
-        return Tensor.from_numpy(name, np.asarray(value))
-    if hasattr(value, "__dlpack__"):
-        return Tensor.from_numpy(name, np.from_dlpack(value))
-    raise _not_an_array(model, name, value, "")
-
-
-def _python_numbers(
-    model: str, name: str, value: Any, array: np.ndarray[Any, Any], declared: Callable[[str], DataType | None]
-) -> Tensor:
-    """``array`` (numpy's reading of ``value``) in the model's data type for the input
-    when ``value`` held Python numbers and the model declares a numeric type."""
-    if array.dtype.kind not in "biuf":  # strings: BYTES, as numpy read them
-        return Tensor.from_numpy(name, array)
-    datatype = declared(name)
-    if datatype is None or datatype is DataType.BYTES:
-        return Tensor.from_numpy(name, array)
-    target = datatype.numpy_dtype
-    if array.dtype.kind == "f" and target.kind in "biu":
-        return Tensor.from_numpy(name, array)  # not silently truncated: validation names the type
-    try:
-        converted = np.asarray(value, dtype=target)
-    except (OverflowError, ValueError):
-        # Out of the declared type's range: refused by validation with both types named.
-        return Tensor.from_numpy(name, array)
-    return Tensor(name, converted, datatype)
-
-
-def _not_an_array(model: str, name: str, value: Any, why: str) -> TritonError:
-    kind = type(value)
-    given = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-    hint = ""
-    if kind.__name__ in ("InferInput", "InferRequestedOutput"):
-        hint = "; tritonclient's InferInput is for the network clients: pass the numpy array itself"
-    return TritonError.invalid_arg(
-        f"input '{name}' for model '{model}' must be a numpy array (or a list, a number, a str or "
-        f"bytes, a Tensor), got {given}{why}{hint}"
-    )
-
-
-class ModelHandle:
-    """One model of a ``Server``, as ``tritonserver``'s ``Model`` object."""
-
-    def __init__(self, server: Server, name: str, version: int = -1) -> None:
-        self._server = server
-        self.name = name
-        self.version = version
-
-    def ready(self) -> bool:
-        return self._server.model_ready(self.name, self.version)
-
-    def metadata(self) -> dict[str, Any]:
-        return self._server.model_metadata(self.name, self.version)
-
-    def config(self) -> dict[str, Any]:
-        return self._server.model_config(self.name, self.version)
-
-    def _declared(self, input_name: str) -> DataType | None:
-        """The data type the model declares for an input (None: no such model or input)."""
-        try:
-            spec = self._server.get_version(self.name, self.version).spec
-        except TritonError:
-            return None
-        found = spec.inputs.get(input_name)
-        return found.datatype if found is not None else None
-
-    def create_request(
-        self,
-        inputs: Mapping[str, Any] | None = None,
-        *,
-        requested_output_names: list[str] | None = None,
-        parameters: Mapping[str, ParameterValue] | None = None,
-        request_id: str = "",
-    ) -> InferenceRequest:
-        """Build a request from numpy arrays (see ``input_tensor`` for what else is taken)."""
-        declared = self._declared
-        tensors = {n: input_tensor(self.name, n, v, declared) for n, v in (inputs or {}).items()}
-        return InferenceRequest(
-            model_name=self.name,
-            model_version=self.version,
-            inputs=tensors,
-            requested_outputs=[RequestedOutput(n) for n in requested_output_names or []],
-            id=request_id,
-            parameters=dict(parameters or {}),
-        )
-
-    def infer(
-        self,
-        inputs: Mapping[str, Any] | InferenceRequest | None = None,
-        raise_on_error: bool = True,
-        **kwargs: Any,
-    ) -> Iterator[InferenceResponse]:
-        """Run one request; yields its responses (one unless the model is decoupled)."""
-        request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
-        try:
-            for response in self._server.stream(request):
-                if response.error is not None and raise_on_error:
-                    raise response.error
-                yield response
-        except TritonError as exc:
-            if raise_on_error:
-                raise
-            yield InferenceResponse.from_error(exc)
-
-    async def async_infer(
-        self,
-        inputs: Mapping[str, Any] | InferenceRequest | None = None,
-        raise_on_error: bool = True,
-        **kwargs: Any,
-    ) -> AsyncIterator[InferenceResponse]:
-        """``infer`` on an event loop: ``async for response in model.async_infer(...)``."""
-        request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
-        try:
-            async with contextlib.aclosing(self._server.stream_async(request)) as responses:
-                async for response in responses:
-                    if response.error is not None and raise_on_error:
-                        raise response.error
-                    yield response
-        except TritonError as exc:
-            if raise_on_error:
-                raise
-            yield InferenceResponse.from_error(exc)
-
-    def predict(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
-        """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
-        request = self.create_request(inputs, **kwargs)
-        response = self._server.infer(request)
-        return {name: t.data for name, t in response.outputs.items()}

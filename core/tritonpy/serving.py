@@ -1,32 +1,29 @@
 """Run a ``Server`` behind its network front ends on one event loop.
 
-Loads the repository, prints the model table as Triton does, serves HTTP
-until SIGINT/SIGTERM, then drains: the front ends stop taking connections,
-in-flight requests finish (up to ``exit_timeout_secs``), models unload.
+Loads the repository, prints the model table as Triton does, binds every
+registered front end (``frontends.registered``: gRPC, HTTP, metrics, then those
+of installed packages) before any serves, serves until SIGINT/SIGTERM, then
+drains: the front ends refuse new requests while in-flight ones finish (up to
+``exit_timeout_secs``), stop taking connections, and the models unload.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
-import uvicorn
-
+from .frontends import BUILTIN, Frontend, FrontendError, registered
 from .http import uvicorn_surface
-from .ports import listen, port_problem
+from .ports import port_problem
 from .server import Server
-
-if TYPE_CHECKING:
-    from .metrics import Metrics
 
 log = logging.getLogger("tritonpy")
 
@@ -54,26 +51,6 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
             out.append(line)
     out.append(line)
     return "\n".join(out)
-
-
-#: uvicorn leaves logging alone: each ``uvicorn.Config`` would otherwise apply its
-#: own logging setup to the process-wide ``uvicorn`` loggers, the last one made
-#: winning (the metrics server's ``access_log=False`` removed the HTTP access log,
-#: and uvicorn's handlers replaced the Triton-style one). ``LogSettings`` sets the
-#: levels instead: the access log is on while the verbose level is above 0.
-_UVICORN_LOGGING: dict[str, Any] = {"log_config": None, "log_level": None, "access_log": True}
-
-
-class _FrontendServer(uvicorn.Server):
-    """uvicorn's server minus its signal handling: ``serve`` below owns the signals.
-
-    uvicorn re-raises a captured SIGTERM once it has drained, which would end the
-    process before the models are unloaded and the backends finalized.
-    """
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def _on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -142,90 +119,31 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         return await give_up(f"model(s) failed to load and --exit-on-error is set: {names}")
 
     # Bind everything before serving anything, so a busy port is one clear line.
-    grpc_server = None
-    if options.allow_grpc:
-        from .grpc import create_grpc_server  # imports grpc: only when serving it
-
-        where = f"{options.grpc_address}:{options.grpc_port}"
+    frontends: list[Frontend] = []
+    for name, factory in registered():
         try:
-            grpc_server, _ = create_grpc_server(server)
-        except (OSError, ValueError) as exc:
-            # Taken while the models loaded? Then say so, not in gRPC's words.
-            busy = port_problem(options) if isinstance(exc, OSError) else None
-            return await give_up(busy or f"failed to start GRPC service at {where}: {exc}")
-    http = serving = None
-    if options.allow_http:
-        from .http import create_app  # imports starlette: only when serving it
-        from .http.protocol import direct_frontend, http_protocol
-
-        try:
-            sock = listen(options.http_address, options.http_port)
-        except OSError as exc:
-            if grpc_server is not None:
-                await grpc_server.stop(None)
-            where = f"{options.http_address}:{options.http_port}"
-            return await give_up(f"failed to start HTTP service at {where}: {exc.strerror or exc}")
-        app = create_app(server)
-        config = uvicorn.Config(
-            app,
-            http=http_protocol(options, direct=direct_frontend(app, options)),
-            **_UVICORN_LOGGING,
-            proxy_headers=False,  # Triton reads no X-Forwarded-* headers; nor, per request, do we
-            timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
-            lifespan="off",
-        )
-        http = _FrontendServer(config)
-
-    metrics_frontend = None
-    if options.allow_metrics:
-        from .http.protocol import http_protocol
-        from .metrics import Metrics, MetricsConfig, create_metrics_app
-
-        address = options.metrics_address or options.http_address
-        where = f"{address}:{options.metrics_port}"
-        try:
-            metrics = Metrics(
-                server.loaded_versions,  # read at every scrape: the current models
-                MetricsConfig.parse(options.metrics_config),
-                cpu=options.allow_cpu_metrics,
-                gpu=options.allow_gpu_metrics,
-                cache=server.cache,
-                custom=server.custom_metrics,
-                pinned=server.memory.pinned,
-            )
-            metrics_sock = listen(address, options.metrics_port)
-        except (OSError, ValueError) as exc:
-            if grpc_server is not None:
-                await grpc_server.stop(None)
-            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            return await give_up(f"failed to start Metrics service at {where}: {text}")
-        metrics_frontend = _FrontendServer(
-            uvicorn.Config(
-                create_metrics_app(metrics),
-                http=http_protocol(options),  # the same head limits: it shares the event loop
-                **_UVICORN_LOGGING,
-                lifespan="off",
-            )
-        )
+            frontend = factory(server)
+        except FrontendError as exc:
+            for bound in frontends:
+                await bound.stop(None)
+            return await give_up(str(exc))
+        except Exception as exc:
+            if (name, factory) in BUILTIN:
+                raise
+            # A third-party front end's bug: one bad package must not keep the server from serving.
+            log.error("front end '%s' is not started: %s: %s", name, type(exc).__name__, exc, exc_info=exc)
+            continue
+        if frontend is not None:
+            frontends.append(frontend)
 
     waiting: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait())}
-    if grpc_server is not None:
-        await grpc_server.start()
-        say(f"Started GRPCInferenceService at {options.grpc_address}:{options.grpc_port}")
-        waiting.add(asyncio.create_task(grpc_server.wait_for_termination()))
-    if http is not None:
-        serving = asyncio.create_task(http.serve(sockets=[sock]))
-        while not http.started and not serving.done():
-            await asyncio.sleep(0.01)
-        say(f"Started HTTPService at {options.http_address}:{options.http_port}")
-        waiting.add(serving)
-    background: list[asyncio.Task[object]] = []
-    if metrics_frontend is not None:
-        metrics_serving = asyncio.create_task(metrics_frontend.serve(sockets=[metrics_sock]))
-        while not metrics_frontend.started and not metrics_serving.done():
-            await asyncio.sleep(0.01)
-        say(f"Started Metrics Service at {where}")
-        background += [metrics_serving, asyncio.create_task(_poll(metrics, options.metrics_interval_ms))]
+    for frontend in frontends:
+        await frontend.start(server, loop)
+        where = ", ".join(f"{address}:{port}" for address, port in frontend.ports())
+        say(f"Started {frontend.name} at {where}" if where else f"Started {frontend.name}")
+        if frontend.restricted:
+            log.debug("%s restricts %s", frontend.name, ", ".join(sorted(frontend.restricted)))
+        waiting.add(asyncio.create_task(frontend.wait()))
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
 
     # One deadline for the whole shutdown, from the signal on. First drain: the
@@ -241,17 +159,8 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     # they went quiet, so stopping the transports cuts no call that just arrived.
     while time.monotonic() - server.last_refused < _QUIET_SECONDS and _left(deadline) > 0:
         await asyncio.sleep(0.05)
-    if metrics_frontend is not None:
-        metrics_frontend.should_exit = True
-    draining = []
-    if http is not None and serving is not None:
-        http.config.timeout_graceful_shutdown = max(1, int(_left(deadline)))
-        http.should_exit = True  # uvicorn stops accepting, then waits for open requests
-        draining.append(serving)
-    if grpc_server is not None:
-        draining.append(asyncio.ensure_future(grpc_server.stop(_left(deadline))))
-    await asyncio.gather(*draining, return_exceptions=True)
-    for task in [*waiting, *background]:
+    await asyncio.gather(*(f.stop(deadline) for f in frontends), return_exceptions=True)
+    for task in waiting:
         task.cancel()
     await loop.run_in_executor(None, server.stop, _left(deadline))
     say("Server stopped")
@@ -290,13 +199,6 @@ def _in_thread(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> asy
 
     threading.Thread(target=work, name="tritonpy-start", daemon=True).start()
     return future
-
-
-async def _poll(metrics: Metrics, interval_ms: int) -> None:
-    """Refresh the per-interval gauges (CPU, GPU) until cancelled."""
-    while True:
-        await asyncio.get_running_loop().run_in_executor(None, metrics.poll)
-        await asyncio.sleep(max(interval_ms, 10) / 1000)
 
 
 def run(server: Server) -> int:

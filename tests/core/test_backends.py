@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tritonpy.backends import BackendRegistry
+from tritonpy.runtime.backends import BackendRegistry
 from tritonpy_sdk import TritonError
 
 GOOD = """

@@ -201,7 +201,7 @@ def test_failing_response_conversion_fails_only_its_request(
     served: tuple[tritonpy.Server, Gated, Client], monkeypatch: pytest.MonkeyPatch, server_log: FormattedLog
 ) -> None:
     server, backend, client = served
-    import tritonpy.model as model_module
+    import tritonpy.runtime.model as model_module
 
     real = model_module.finish_response
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy.cache import LocalCache, cache_key, create_cache
 from tritonpy.metrics import Metrics
+from tritonpy.runtime.cache import LocalCache, cache_key, create_cache
 from tritonpy_sdk import InferenceRequest, InferenceResponse, RequestedOutput, Tensor, TritonError, hookimpl
 from tritonpy_testbackend import TestBackend, write_model
 
@@ -93,7 +93,7 @@ def test_cache_configuration_errors() -> None:
 
 def test_cache_plugins_come_from_entry_points(site: Path) -> None:
     (site / "tp_test_dictcache.py").write_text(
-        "from tritonpy.cache import LocalCache\n"
+        "from tritonpy.runtime.cache import LocalCache\n"
         "def factory(settings):\n"
         "    return LocalCache(int(settings['bytes']))\n"
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tritonpy.runtime.senders import SenderBatch
 from tritonpy.scheduler import Job
-from tritonpy.senders import SenderBatch
 from tritonpy_sdk import DataType, InferenceRequest, Tensor, TritonError
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tritonpy
 from tritonpy.metrics import Metrics, MetricsConfig
-from tritonpy.model import LoadedVersion
+from tritonpy.runtime.model import LoadedVersion
 from tritonpy_sdk import TritonError
 from tritonpy_testbackend import TestBackend
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-from tritonpy.responses import classify, finish_response
-from tritonpy.spec import IOSpec
-from tritonpy.validation import validate_request
+from tritonpy.runtime.responses import classify, finish_response
+from tritonpy.runtime.spec import IOSpec
+from tritonpy.runtime.validation import validate_request
 from tritonpy_sdk import (
     DataType,
     InferenceRequest,

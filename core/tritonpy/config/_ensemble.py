@@ -7,7 +7,7 @@ output is written by a chain of steps that starts at the ensemble's inputs (so
 a cycle leaves its outputs unwritten); and every other tensor is both written
 and read. Messages are Triton 2.51's, typos included (its "for ensemble X'").
 The checks against the members' own configs (names, data types, shapes, batch
-sizes) need the members loaded: ``tritonpy.ensemble_plan`` does them.
+sizes) need the members loaded: ``tritonpy.runtime.ensemble_plan`` does them.
 """
 
 from __future__ import annotations

@@ -1,13 +1,18 @@
-"""Build the gRPC server for a ``Server``: the native transport, or grpc.aio with its services and options."""
+"""Build the gRPC server for a ``Server``: the native transport, or grpc.aio with its services and options;
+``GrpcFrontend`` runs it for ``tritonpy serve`` (``frontends.Frontend``)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 import grpc
 
+from ..frontends import Frontend, FrontendError
 from ..options import ServerOptions
+from ..ports import port_problem
 from ..server import Server
 from . import grpc_service_pb2_grpc as pb_grpc
 from . import health_pb2_grpc
@@ -125,3 +130,33 @@ def create_grpcio_server(server: Server) -> tuple[grpc.aio.Server, int]:
     if port == 0:
         raise OSError(f"failed to bind {address}")
     return aio, port
+
+
+class GrpcFrontend(Frontend):
+    """The gRPC server of ``create_grpc_server``, bound when made, as a front end."""
+
+    name = "GRPCInferenceService"
+
+    def __init__(self, server: Server) -> None:
+        options = server.options
+        self._where = (options.grpc_address, options.grpc_port)
+        self.restricted = server.grpc_restrictions
+        try:
+            self._grpc, _ = create_grpc_server(server)
+        except (OSError, ValueError) as exc:
+            # Taken while the models loaded? Then say so, not in gRPC's words.
+            busy = port_problem(options) if isinstance(exc, OSError) else None
+            where = f"{options.grpc_address}:{options.grpc_port}"
+            raise FrontendError(busy or f"failed to start GRPC service at {where}: {exc}") from None
+
+    def ports(self) -> list[tuple[str, int]]:
+        return [self._where]
+
+    async def start(self, server: Server, loop: asyncio.AbstractEventLoop) -> None:
+        await self._grpc.start()
+
+    async def wait(self) -> None:
+        await self._grpc.wait_for_termination()
+
+    async def stop(self, deadline: float | None) -> None:
+        await self._grpc.stop(None if deadline is None else max(0.0, deadline - time.monotonic()))

@@ -25,7 +25,7 @@ from tritonpy_sdk import (
 
 from ..codec import array_from_buffer, array_to_buffer, element_count
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
-from ..repository.manager import parse_version
+from ..model_version import parse_version
 from . import grpc_service_pb2 as pb
 
 #: The typed ``contents`` field of each data type (FP16 and BF16 have none: raw only).

@@ -25,7 +25,7 @@ from tritonpy_sdk import TritonError
 
 from ..failures import report
 from ..memory.cuda import IPC_HANDLE_SIZE
-from ..repository.manager import is_version
+from ..model_version import is_version
 from ..repository.overrides import FILE_PREFIX, refuse_repository_name, split_load_parameters
 from ..server import Server
 from .body import read_body, request_chunks

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tritonpy_sdk import InferenceResponse, TritonError
 
-from ..server import call_soon_threadsafe
+from ..bridges import call_soon_threadsafe
 from .body import check_declared_size, too_large
 from .errors import error_answer
 from .inference import DECOUPLED_REFUSAL, encode_infer

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from ..repository.manager import is_version
+from ..model_version import is_version
 from . import body
 from .errors import error_answer
 from .inference import HttpInference

@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 from tritonpy_sdk import InferenceRequest, InferenceResponse, ParameterValue, Tensor, TritonError
 
 from ..codec import array_from_json, array_to_json
-from ..spec import IOSpec
+from ..runtime.spec import IOSpec
 from .body import read_body
 from .errors import status_of, triton_error_response
 

@@ -25,8 +25,8 @@ from tritonpy_sdk import (
 
 from ..codec import array_from_buffer, array_from_json, array_to_buffer, array_to_json
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
-from ..repository.manager import parse_version
-from ..spec import IOSpec
+from ..model_version import parse_version
+from ..runtime.spec import IOSpec
 
 HEADER_LENGTH = "inference-header-content-length"
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from tritonpy_sdk import MetricRegistry
 
-from ..model import LoadedVersion
-from ..statistics import LatencyWindow
+from ..runtime.model import LoadedVersion
+from ..runtime.statistics import LatencyWindow
 from ._config import MetricsConfig
 from ._custom import custom_families
 from ._exposition import Family, render

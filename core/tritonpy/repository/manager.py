@@ -31,9 +31,10 @@ from typing import Any
 
 from tritonpy_sdk import ErrorCode, TritonError
 
-from ..ensemble_plan import MemberState
-from ..loading import LoadRecord, ModelLoader
-from ..model import LoadedVersion, ModelState
+from ..model_version import parse_version
+from ..runtime.ensemble_plan import MemberState
+from ..runtime.loading import LoadRecord, ModelLoader
+from ..runtime.model import LoadedVersion, ModelState
 from ..scheduler import remaining
 from ._layout import RepoEntry, scan_repositories
 from ._stamp import folder_stamp
@@ -607,35 +608,3 @@ def _version_of(record: LoadRecord | None, name: str, version: int | str | None)
             f"Request for unknown model: '{name}' version {v} is not at ready state"
         )
     return mv
-
-
-def is_version(text: str) -> bool:
-    """Whether ``text`` is a version as Triton's front ends take it: ASCII digits only
-    (``int`` would also read other scripts' digits, "+", spaces and underscores)."""
-    return text.isascii() and text.isdigit()
-
-
-def parse_version(version: int | str | None, model: str | None = None) -> int:
-    """A model version as HTTP, gRPC, the in-process API and the repository give it:
-    -1 (the latest) when absent or empty, else its number; TritonError otherwise.
-
-    A protocol's field (no ``model``) is ASCII digits (``is_version``), as Triton's
-    front ends take it. A lookup of ``model`` (``ModelManager.get_version``) also
-    takes an int as it is and the in-process API's "-1" for the latest.
-    """
-    if isinstance(version, int):
-        return version
-    if not version:
-        return -1
-    if version.isascii() and version.isdigit():  # is_version, inline: most requests pass here
-        return int(version)
-    if model is None:
-        # Triton's words for a protocol's version field that is not a number.
-        raise TritonError.invalid_arg(
-            f"failed to get model version from specified version string '{version}': it must be an integer"
-        )
-    if version.startswith("-") and is_version(version[1:]):
-        return int(version)
-    raise TritonError.invalid_arg(
-        f"failed to parse version '{version}' of model '{model}': it must be an integer"
-    )

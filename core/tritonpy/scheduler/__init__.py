@@ -10,10 +10,11 @@ keeps each sequence of requests on one batch slot and feeds its state. An ensemb
 """
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused
+from .contract import Scheduler
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
 from .ensemble import EnsembleScheduler
-from .factory import Rescheduler, Scheduler, create_scheduler
+from .factory import create_scheduler
 from .inline import InlineScheduler
 from .sequence import SequenceBatcher, SequenceConfig
 
@@ -24,7 +25,6 @@ __all__ = [
     "DynamicBatcher",
     "EnsembleScheduler",
     "Job",
-    "Rescheduler",
     "Runner",
     "Scheduler",
     "SequenceBatcher",

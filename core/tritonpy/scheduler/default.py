@@ -21,14 +21,17 @@ from collections.abc import Sequence
 from tritonpy_sdk import ModelInstance
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
+from .contract import Scheduler
 
 log = logging.getLogger(__name__)
 
 _STOP = object()
 
 
-class DefaultScheduler:
+class DefaultScheduler(Scheduler):
     """One shared queue, one worker thread per instance, one request per execute."""
+
+    can_run_here = True
 
     def __init__(self, model_name: str, instances: Sequence[ModelInstance], runner: Runner) -> None:
         self._model_name = model_name

@@ -35,6 +35,7 @@ from typing import Any
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstance, OnResponse, TritonError
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
+from .contract import Scheduler
 from .ratelimiter import Need, RateLimiter
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ class _Ordered:
         return release
 
 
-class DynamicBatcher:
+class DynamicBatcher(Scheduler):
     """Priority queues, a batcher thread and one worker thread per instance."""
 
     def __init__(

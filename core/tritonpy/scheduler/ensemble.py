@@ -46,8 +46,9 @@ from tritonpy_sdk import (
     TritonError,
 )
 
-from ..statistics import ExecutionTimes, ModelStatistics
+from ..runtime.statistics import ExecutionTimes, ModelStatistics
 from ._job import Job, internal_error, remaining, stopped
+from .contract import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class EnsembleModel(Protocol):
         ...
 
 
-class EnsembleScheduler:
+class EnsembleScheduler(Scheduler):
     """Drives each request of one ensemble version through its steps."""
 
     def __init__(self, model: EnsembleModel, steps: Sequence[Step], outputs: Sequence[str], submit: Submit):

@@ -1,10 +1,8 @@
-"""The scheduler contract, and the one place that picks a model's scheduler.
+"""The one place that picks a model's scheduler (the contract is ``contract.Scheduler``).
 
-Every scheduler takes ``Job`` objects from any thread (``enqueue``), hands
-lists of them to a ``Runner`` on an instance's worker thread, and stops by a
-deadline. The config's ``scheduling_choice`` decides which one a model gets:
+The config's ``scheduling_choice`` decides which one a model gets:
 ``sequence_batching`` gets the ``SequenceBatcher`` (``sequence.py``), which with
-``iterative_sequence`` is also a ``Rescheduler``: it takes back the requests their
+``iterative_sequence`` also takes back (``Scheduler.reschedule``) the requests their
 backend hands back to run again. Ensembles
 have no instances: their versions get the ``EnsembleScheduler`` (``ensemble.py``)
 from the loader. A model without dynamic batching or rate limits whose instances
@@ -18,48 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from tritonpy_sdk import ModelInstance
 
 from ..config import ModelConfig
 from ._job import Job, Runner
+from .contract import Scheduler
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
 from .inline import InlineScheduler, NowaitRunner
 from .ratelimiter import Need, RateLimiter
 from .sequence import SequenceBatcher, SequenceConfig
-
-
-class Scheduler(Protocol):
-    """What a model version needs of its scheduler."""
-
-    def start(self) -> None:
-        """Start the worker threads; ``enqueue`` works from now on."""
-        ...
-
-    def enqueue(self, job: Job) -> None:
-        """Queue ``job``, or raise TritonError (UNAVAILABLE when stopped or full,
-        INVALID_ARG for a request the scheduler cannot take); never blocks."""
-        ...
-
-    def stop(self, deadline: float | None = None) -> None:
-        """Take no more jobs; finish the queued ones until ``deadline`` (``time.monotonic()``)."""
-        ...
-
-
-class Rescheduler(Protocol):
-    """A scheduler that takes requests back from their backend (``request.reschedule()``).
-
-    Only the sequence batcher with ``iterative_sequence`` is one, as in Triton.
-    ``reschedule`` is called on the worker thread that ran ``job``, after its
-    execute returned, and never blocks.
-    """
-
-    def reschedule(self, job: Job) -> None:
-        """Queue ``job`` again to run after what its sequence already queued, or raise
-        TritonError (the scheduler stopped, the sequence ended meanwhile)."""
-        ...
 
 
 def create_scheduler(

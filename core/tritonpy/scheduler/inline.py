@@ -21,12 +21,13 @@ from collections.abc import Callable, Sequence
 from tritonpy_sdk import ModelInstance, TritonError
 
 from ._job import Job, fail_unfinished, internal_error, stopped
+from .contract import Scheduler
 
 #: Starts a batch on an instance and calls the release callback once the instance is free.
 NowaitRunner = Callable[[ModelInstance, Sequence[Job], Callable[[], None]], None]
 
 
-class InlineScheduler:
+class InlineScheduler(Scheduler):
     """One queue and a set of free instances; batches of one request; no threads."""
 
     def __init__(self, model_name: str, instances: Sequence[ModelInstance], runner: NowaitRunner) -> None:

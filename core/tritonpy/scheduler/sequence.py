@@ -67,6 +67,7 @@ from tritonpy_sdk import (
 )
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused, stopped
+from .contract import Scheduler
 from .dynamic import _Ordered
 
 log = logging.getLogger(__name__)
@@ -268,7 +269,7 @@ def _ignore(response: InferenceResponse | None, flags: int) -> None:
     """Where a null request's response goes."""
 
 
-class SequenceBatcher:
+class SequenceBatcher(Scheduler):
     """Slots per instance, a backlog, one worker thread per instance and a reaper."""
 
     def __init__(
@@ -285,6 +286,8 @@ class SequenceBatcher:
         self._instances = list(instances)
         self._runner = runner
         self.config = config
+        #: Requests handed back by their backend are taken back with ``iterative_sequence``.
+        self.can_reschedule = config.iterative
         self._on_reject = on_reject
         self._outputs = tuple(output_names)
         self._batching = config.max_batch_size > 0

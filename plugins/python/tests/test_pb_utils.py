@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import triton_python_backend_utils as pb_utils
+from triton_python_backend_utils import _runtime
 from triton_python_backend_utils._wire import INLINE_BYTES, Arena, FrameReader, Link
 
 PB_UTILS = Path(pb_utils.__file__).parent
@@ -82,7 +83,10 @@ def test_sender_refuses_after_final() -> None:
     assert sent == [0, 1]
 
 
-def test_bls_outside_a_server_is_a_clear_error() -> None:
+def test_bls_outside_a_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outside any server, whatever ran before in this process: a test that served an
+    # in-process Python model left that server's runtime installed for the interpreter.
+    monkeypatch.setattr(_runtime, "_installed", _runtime._Unattached())
     request = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[])
     with pytest.raises(pb_utils.TritonModelException, match="needs a running server"):
         request.exec()

@@ -78,7 +78,7 @@ class BackendHarness:
         try:
             from tritonpy.config import config_from_dict, load_config_file, text_fields, user_config
             from tritonpy.devices import gpu_count
-            from tritonpy.loading import bind_backend, prepare_model
+            from tritonpy.runtime.loading import bind_backend, prepare_model
         except ImportError as exc:
             raise RuntimeError(
                 "BackendHarness builds the model config with the server's own code: "

@@ -27,9 +27,8 @@ from tritonpy_sdk import (
 )
 from tritonpy_sdk.host import BackendHooks, ask_gpu_support, call_hook
 
-from . import devices
-from .backends import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
-from .config import (
+from .. import devices
+from ..config import (
     FILE_PLATFORMS,
     PLATFORM_BACKENDS,
     ConfigError,
@@ -45,19 +44,21 @@ from .config import (
     user_config,
     validate_config,
 )
-from .config._validate import ENSEMBLE_PLATFORM
+from ..config._validate import ENSEMBLE_PLATFORM
+from ..memory import PinnedPool
+from ..options import ServerOptions
+from ..repository import RepoEntry, read_labels, select_versions, version_dirs
+from ..repository.overrides import Override
+from ..scheduler.ensemble import EnsembleScheduler, Submit
+from ..scheduler.ratelimiter import Need, RateLimiter
+from .backends import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
 from .ensemble_plan import ENSEMBLE_BACKEND, ENSEMBLE_HOOKS, MemberLookup, plan_ensemble
-from .memory import PinnedPool
 from .model import LoadedVersion, ModelState, finalize_quietly
-from .options import ServerOptions
-from .repository import RepoEntry, read_labels, select_versions, version_dirs
-from .repository.overrides import Override
-from .scheduler.ensemble import EnsembleScheduler, Submit
-from .scheduler.ratelimiter import Need, RateLimiter
 from .spec import IOSpec
 from .warmup import run_warmup
 
-log = logging.getLogger(__name__)
+# The name it had before runtime/ existed: log lines and users' logging filters name it.
+log = logging.getLogger("tritonpy.loading")
 
 
 @dataclass(eq=False)

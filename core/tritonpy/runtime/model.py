@@ -28,12 +28,10 @@ from tritonpy_sdk import (
 )
 from tritonpy_sdk.host import BackendHooks, call_hook
 
-from .cache import cache_key
-from .config import ModelConfig
-from .failures import report
-from .memory.placement import place_inputs
-from .responses import finish_response
-from .scheduler import (
+from ..config import ModelConfig
+from ..failures import report
+from ..memory.placement import place_inputs
+from ..scheduler import (
     Job,
     Scheduler,
     create_scheduler,
@@ -41,13 +39,16 @@ from .scheduler import (
     internal_error,
     reschedule_refused,
 )
-from .scheduler.ratelimiter import Need, RateLimiter
+from ..scheduler.ratelimiter import Need, RateLimiter
+from .cache import cache_key
+from .responses import finish_response
 from .senders import SenderBatch
 from .spec import IOSpec
 from .statistics import ExecutionTimes, ModelStatistics
 from .validation import take_sequence_parameters, validate_request
 
-log = logging.getLogger(__name__)
+# The name it had before runtime/ existed: log lines and users' logging filters name it.
+log = logging.getLogger("tritonpy.model")
 
 
 _STAMPS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
@@ -110,28 +111,36 @@ class LoadedVersion:
     decoupled: bool = field(init=False)
     #: Whether the sequence batcher schedules it (its batches may hold null requests).
     sequence: bool = field(init=False)
+    #: The scheduler's ``run_here`` when it has one (``Scheduler.can_run_here``), else None.
+    _run_here: Callable[[Job], bool] | None = field(init=False, default=None)
+    #: The scheduler's ``reschedule`` when it takes jobs back (``can_reschedule``), else None.
+    _reschedule: Callable[[Job], None] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.decoupled = self.config.model_transaction_policy.decoupled
         self.sequence = self.config.WhichOneof("scheduling_choice") == "sequence_batching"
         if self.scheduler_factory is not None:
-            self._scheduler = self.scheduler_factory(self)
-            return
-        limiter, needs = self.rate_limiter, []
-        if limiter is not None:  # instances of groups without resources need nothing
-            needs = [self.needs.get(i.name) or Need((), i.device_id) for i in self.instances]
-        nowait = self.hooks.execute_nowait is not None and all(i.nowait for i in self.instances)
-        self._scheduler = create_scheduler(
-            self.name,
-            self.config,
-            self.instances,
-            self.run,
-            self._rejected,
-            limiter,
-            needs,
-            self.run_nowait if nowait and not self.sequence else None,
-            self.model.repository_path,
-        )
+            scheduler = self.scheduler_factory(self)
+        else:
+            limiter, needs = self.rate_limiter, []
+            if limiter is not None:  # instances of groups without resources need nothing
+                needs = [self.needs.get(i.name) or Need((), i.device_id) for i in self.instances]
+            nowait = self.hooks.execute_nowait is not None and all(i.nowait for i in self.instances)
+            scheduler = create_scheduler(
+                self.name,
+                self.config,
+                self.instances,
+                self.run,
+                self._rejected,
+                limiter,
+                needs,
+                self.run_nowait if nowait and not self.sequence else None,
+                self.model.repository_path,
+            )
+        self._scheduler = scheduler
+        # The scheduler's optional capabilities, read once here rather than per request.
+        self._run_here = scheduler.run_here if scheduler.can_run_here else None
+        self._reschedule = scheduler.reschedule if scheduler.can_reschedule else None
 
     def start(self) -> None:
         """Start the scheduler's workers; the version serves from now on."""
@@ -209,7 +218,7 @@ class LoadedVersion:
         job = Job(request, done, arrival, trace, key, lookup_ns)
         if here:
             # Run by the caller, the job never waits in a queue: not counted as pending.
-            run_here = getattr(scheduler, "run_here", None)
+            run_here = self._run_here
             if run_here is not None:
                 job.queued = False
                 if run_here(job):
@@ -426,8 +435,7 @@ class LoadedVersion:
     def _requeue(self, jobs: Sequence[Job]) -> None:
         """Give the scheduler back the jobs whose backend handed them back; a scheduler
         that takes none back (or cannot now) has them answered with its error."""
-        scheduler = self._scheduler
-        reschedule = getattr(scheduler, "reschedule", None)
+        reschedule = self._reschedule if self._scheduler is not None else None
         for job in jobs:
             job.request._rescheduled = False
             if job.finished:  # a decoupled model sent FINAL, then handed it back
@@ -506,6 +514,7 @@ class LoadedVersion:
         if self._scheduler is not None:
             self._scheduler.stop(deadline)
             self._scheduler = None
+            self._run_here = self._reschedule = None
         for inst in self.instances:
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)
         finalize_quietly(self.hooks, "model_finalize", model=self.model)

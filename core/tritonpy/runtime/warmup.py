@@ -17,8 +17,8 @@ import numpy as np
 from tritonpy_sdk import DataType, InferenceRequest, ModelInstance, Tensor, TritonError
 from tritonpy_sdk.host import BackendHooks, execute_collect
 
-from .codec import array_from_buffer
-from .config import model_config_pb2
+from ..codec import array_from_buffer
+from ..config import model_config_pb2
 
 
 def _array(

@@ -20,7 +20,7 @@ from tritonpy_sdk import (
     TritonError,
 )
 
-from .memory.shared import SHARED_MEMORY_KEYS
+from ..memory.shared import SHARED_MEMORY_KEYS
 from .spec import IOSpec, TensorSpec
 
 #: Request parameters of Triton's sequence extension; the core consumes them.

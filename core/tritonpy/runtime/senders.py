@@ -24,8 +24,8 @@ from tritonpy_sdk import (
     TritonError,
 )
 
+from ..scheduler import Job, internal_error
 from .responses import finish_response
-from .scheduler import Job, internal_error
 from .statistics import ExecutionTimes
 
 if TYPE_CHECKING:

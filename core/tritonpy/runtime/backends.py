@@ -17,9 +17,10 @@ from pathlib import Path
 from tritonpy_sdk import ENTRY_POINT_GROUP, Backend, ServerApi, TritonError
 from tritonpy_sdk.host import BackendHooks, PluginError, call_hook, validate_backend
 
-from .config import platform_backend
+from ..config import platform_backend
 
-log = logging.getLogger(__name__)
+# The name it had before runtime/ existed: log lines and users' logging filters name it.
+log = logging.getLogger("tritonpy.backends")
 
 #: The package that provides each backend tritonpy ships, for "not installed" messages.
 KNOWN_PACKAGES = {

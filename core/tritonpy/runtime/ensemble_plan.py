@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from tritonpy_sdk import Backend, BackendInfo, InferenceRequest, ModelInstance, TritonError, hookimpl
 from tritonpy_sdk.host import validate_backend
 
-from .config import ModelConfig
-from .config._validate import ENSEMBLE_PLATFORM
-from .config.model_config_pb2 import DataType
+from ..config import ModelConfig
+from ..config._validate import ENSEMBLE_PLATFORM
+from ..config.model_config_pb2 import DataType
+from ..repository.dependencies import config_members
+from ..scheduler.ensemble import Step
 from .model import LoadedVersion
-from .repository.dependencies import config_members
-from .scheduler.ensemble import Step
 
 #: A member's record as the model manager holds it: its serving versions by number,
 #: and why it has none (its load failure), or None when no such model is known.

@@ -1,0 +1,68 @@
+"""Bridges between worker threads and the caller: an event loop, or a blocked thread.
+
+A request is answered on whichever thread finishes it (an instance's worker, a
+backend's own thread, the caller's when it ran there). These carry that answer
+to whoever waits: ``call_soon_threadsafe`` onto an event loop (the front ends,
+``Server.infer_async``), ``Answer`` to a thread blocked in ``Server.infer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from tritonpy_sdk import InferenceResponse
+
+
+def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
+    """``fn(*args)`` on ``loop``, from any thread; nothing once the loop is closed.
+    On the loop's own thread (a backend that completes there) it is only queued:
+    no wake-up of the loop is needed."""
+    if asyncio._get_running_loop() is loop:
+        loop.call_soon(fn, *args)
+        return
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+        pass
+
+
+class Answer:
+    """The one response ``Server.infer`` waits for: a lock held until it comes.
+
+    Cheaper than a ``concurrent.futures.Future`` (no condition, no callbacks),
+    and when the request ran on the caller's thread (``run_here``) the response
+    is already there when ``wait`` is called: nothing waits at all.
+    """
+
+    __slots__ = ("_lock", "_response")
+
+    def __init__(self) -> None:
+        self._response: InferenceResponse | None = None
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self, response: InferenceResponse) -> None:
+        """From the answering thread, once (a second call raises, as ``Future.set_result``)."""
+        if self._response is not None:
+            raise RuntimeError("the response of this request was already set")
+        self._response = response
+        self._lock.release()
+
+    def wait(self, timeout: float | None) -> InferenceResponse:
+        """The response; ``TimeoutError`` when none came within ``timeout`` s (None: no limit)."""
+        response = self._response
+        if response is None:
+            # Set between the check and here: the lock is released already, and taken at once.
+            if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+                raise TimeoutError()
+            response = self._response
+        assert response is not None
+        return response
+
+
+def resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse) -> None:
+    """Set ``fut``'s result on its loop (through ``call_soon_threadsafe``), unless it is done."""
+    if not fut.done():  # the caller may have gone away (cancelled)
+        fut.set_result(response)

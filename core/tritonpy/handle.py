@@ -1,0 +1,119 @@
+"""``ModelHandle``: one model of an in-process ``Server``, as ``tritonserver``'s ``Model``.
+
+What ``Server.model(name)`` and ``Server.load(name)`` return: readiness,
+metadata and config of the model, requests built from numpy arrays
+(``inputs.input_tensor``), and inference as an iterator of responses (``infer``,
+``async_infer``) or numpy in, numpy out (``predict``). Everything goes through
+the ``Server``'s own methods: a handle holds no state of the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tritonpy_sdk import (
+    DataType,
+    InferenceRequest,
+    InferenceResponse,
+    ParameterValue,
+    RequestedOutput,
+    TritonError,
+)
+
+from .inputs import input_tensor
+
+if TYPE_CHECKING:
+    from .server import Server
+
+
+class ModelHandle:
+    """One model of a ``Server``, as ``tritonserver``'s ``Model`` object."""
+
+    def __init__(self, server: Server, name: str, version: int = -1) -> None:
+        self._server = server
+        self.name = name
+        self.version = version
+
+    def ready(self) -> bool:
+        return self._server.model_ready(self.name, self.version)
+
+    def metadata(self) -> dict[str, Any]:
+        return self._server.model_metadata(self.name, self.version)
+
+    def config(self) -> dict[str, Any]:
+        return self._server.model_config(self.name, self.version)
+
+    def _declared(self, input_name: str) -> DataType | None:
+        """The data type the model declares for an input (None: no such model or input)."""
+        try:
+            spec = self._server.get_version(self.name, self.version).spec
+        except TritonError:
+            return None
+        found = spec.inputs.get(input_name)
+        return found.datatype if found is not None else None
+
+    def create_request(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        requested_output_names: list[str] | None = None,
+        parameters: Mapping[str, ParameterValue] | None = None,
+        request_id: str = "",
+    ) -> InferenceRequest:
+        """Build a request from numpy arrays (see ``input_tensor`` for what else is taken)."""
+        declared = self._declared
+        tensors = {n: input_tensor(self.name, n, v, declared) for n, v in (inputs or {}).items()}
+        return InferenceRequest(
+            model_name=self.name,
+            model_version=self.version,
+            inputs=tensors,
+            requested_outputs=[RequestedOutput(n) for n in requested_output_names or []],
+            id=request_id,
+            parameters=dict(parameters or {}),
+        )
+
+    def infer(
+        self,
+        inputs: Mapping[str, Any] | InferenceRequest | None = None,
+        raise_on_error: bool = True,
+        **kwargs: Any,
+    ) -> Iterator[InferenceResponse]:
+        """Run one request; yields its responses (one unless the model is decoupled)."""
+        request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
+        try:
+            for response in self._server.stream(request):
+                if response.error is not None and raise_on_error:
+                    raise response.error
+                yield response
+        except TritonError as exc:
+            if raise_on_error:
+                raise
+            yield InferenceResponse.from_error(exc)
+
+    async def async_infer(
+        self,
+        inputs: Mapping[str, Any] | InferenceRequest | None = None,
+        raise_on_error: bool = True,
+        **kwargs: Any,
+    ) -> AsyncIterator[InferenceResponse]:
+        """``infer`` on an event loop: ``async for response in model.async_infer(...)``."""
+        request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
+        try:
+            async with contextlib.aclosing(self._server.stream_async(request)) as responses:
+                async for response in responses:
+                    if response.error is not None and raise_on_error:
+                        raise response.error
+                    yield response
+        except TritonError as exc:
+            if raise_on_error:
+                raise
+            yield InferenceResponse.from_error(exc)
+
+    def predict(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
+        """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
+        request = self.create_request(inputs, **kwargs)
+        response = self._server.infer(request)
+        return {name: t.data for name, t in response.outputs.items()}

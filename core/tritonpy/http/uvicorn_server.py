@@ -1,0 +1,32 @@
+"""uvicorn's ``Server`` as tritonpy's front ends run it (HTTP and metrics).
+
+No signal handling (``tritonpy serve`` owns the signals) and no logging set-up of
+its own (``LogSettings`` sets the levels).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+#: uvicorn leaves logging alone: each ``uvicorn.Config`` would otherwise apply its
+#: own logging setup to the process-wide ``uvicorn`` loggers, the last one made
+#: winning (the metrics server's ``access_log=False`` removed the HTTP access log,
+#: and uvicorn's handlers replaced the Triton-style one). ``LogSettings`` sets the
+#: levels instead: the access log is on while the verbose level is above 0.
+UVICORN_LOGGING: dict[str, Any] = {"log_config": None, "log_level": None, "access_log": True}
+
+
+class FrontendServer(uvicorn.Server):
+    """uvicorn's server minus its signal handling: ``serving.serve`` owns the signals.
+
+    uvicorn re-raises a captured SIGTERM once it has drained, which would end the
+    process before the models are unloaded and the backends finalized.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
