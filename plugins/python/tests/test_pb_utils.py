@@ -84,8 +84,9 @@ def test_sender_refuses_after_final() -> None:
 
 
 def test_bls_outside_a_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Outside any server, whatever ran before in this process: a test that served an
-    # in-process Python model left that server's runtime installed for the interpreter.
+    # Outside any server, whatever else runs in this process: a server with in-process
+    # Python models that is still serving (another module's fixture) is the interpreter's
+    # runtime until it stops (test_runtime_after_stop.py covers the stop).
     monkeypatch.setattr(_runtime, "_installed", _runtime._Unattached())
     request = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[])
     with pytest.raises(pb_utils.TritonModelException, match="needs a running server"):
