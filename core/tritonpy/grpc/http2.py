@@ -54,13 +54,24 @@ INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 0x4, 0x5, 0x6
 MAX_WINDOW = 2**31 - 1
 DEFAULT_WINDOW = 65_535
 DEFAULT_FRAME = 16_384
-#: The receive windows we keep open, per stream and for the connection.
-RECV_WINDOW = 1 << 24
-CONNECTION_RECV_WINDOW = 1 << 28
+#: The window a stream gets, and the one we top it up to as its data is taken (see
+#: ``Connection._stream_credit``): the most a stream can have in flight to us.
+RECV_WINDOW = 1 << 20
+#: The default of ``Config.buffer_limit`` (``--grpc-connection-buffer-limit``).
+CONNECTION_BUFFER_LIMIT = 1 << 26
 #: The largest frame we accept.
 OUR_MAX_FRAME = 1 << 20
 #: Queued response bytes above which a streaming sender waits for the peer.
 HIGH_WATER = 1 << 20
+#: The transport's write buffer: above HIGH, the connection stops reading and producing
+#: for the peer until the buffer is back under LOW; a flush writes at most WRITE_HIGH at a time.
+WRITE_HIGH = 1 << 20
+WRITE_LOW = 1 << 18
+#: Bytes a queued request message is counted for beyond its own, against a stream's
+#: ``RECV_WINDOW`` (the queue's per-message memory).
+MESSAGE_OVERHEAD = 64
+#: Frame types whose payload is of no use to us: dropped as it arrives, never buffered.
+_KNOWN = frozenset(range(10))
 #: The PING payload that follows a graceful shutdown's first GOAWAY.
 _GOAWAY_PING = b"tpgoaway"
 #: Seconds a connection closed for an error still reads (and drops) what the peer sends.
@@ -155,6 +166,11 @@ class Config:
     max_ping_strikes: int = 2
     #: Seconds a new connection has to send the client preface (grpc core's handshake timeout).
     preface_timeout: float = 120.0
+    #: Bytes one connection may hold of what its client sent and no handler has taken yet,
+    #: plus responses queued for the client (``--grpc-connection-buffer-limit``): at the
+    #: limit no window is granted, so the client waits. One message larger than the room
+    #: left may still complete (``Connection._credit``).
+    buffer_limit: int = CONNECTION_BUFFER_LIMIT
 
 
 class Stream:
@@ -174,6 +190,9 @@ class Stream:
         "_trailers",
         "_head",
         "_drained",
+        "held",
+        "need",
+        "parked",
     )
 
     def __init__(self, conn: Connection, stream_id: int, headers: list[tuple[bytes, bytes]]) -> None:
@@ -190,6 +209,12 @@ class Stream:
         self._trailers: bytes | None = None
         self._head: bytes | None = None
         self._drained: asyncio.Future[None] | None = None
+        #: Request bytes received and not yet released (counted in the connection's too).
+        self.held = 0
+        #: Bytes the receiver still needs to complete the message it is in (0: none).
+        self.need = 0
+        #: Bytes of whole messages queued for a streaming handler (window: RECV_WINDOW at most).
+        self.parked = 0
 
     @property
     def open(self) -> bool:
@@ -213,14 +238,37 @@ class Stream:
         if data:
             self._out.append(memoryview(data))
             self._queued += len(data)
+            self.conn._held += len(data)
         self._trailers = trailers
         self.conn.flush(self)
 
     async def drained(self) -> None:
-        """Wait while more than ``HIGH_WATER`` bytes are queued for the peer."""
-        while self._queued > HIGH_WATER and self.open:
+        """Wait while more than ``HIGH_WATER`` bytes are queued for the peer, or while
+        the connection's writing is paused."""
+        while (self._queued > HIGH_WATER or self.conn._paused) and self.open:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
+
+    def release(self, size: int = -1) -> None:
+        """The receiver has handed ``size`` bytes (-1: all it holds) to the handler or
+        dropped them: they stop counting against the connection's buffer limit, and
+        the windows they kept closed may reopen."""
+        if size < 0:
+            size = self.held
+        self.held -= size
+        conn = self.conn
+        conn._held -= size
+        if conn._recv_window < conn._half:
+            conn._credit(None)
+        if conn._starved and conn._held < conn._limit:
+            conn._refill_starved()
+
+    def unpark(self, size: int) -> None:
+        """A streaming handler took a queued message counted as ``size``: the stream's
+        window may reopen."""
+        self.parked -= size
+        if self.recv_window < RECV_WINDOW // 2 and not self.remote_closed:
+            self.conn._stream_credit(self)
 
     def reset(self, code: int) -> None:
         """RST_STREAM with ``code``; the stream is forgotten."""
@@ -250,6 +298,16 @@ class Connection(asyncio.Protocol):
         self.peer_max_frame = DEFAULT_FRAME
         self.send_window = DEFAULT_WINDOW
         self._recv_window = DEFAULT_WINDOW
+        self._limit = max(config.buffer_limit, 2 * DEFAULT_WINDOW)
+        self._half = self._limit // 2
+        self._held = 0  # request bytes not yet taken by handlers, and response bytes queued
+        self._overdraft: Stream | None = None  # the one stream allowed past the limit
+        self._starved: dict[int, Stream] = {}  # streams whose window update waits for room
+        self._paused = False  # the transport's write buffer is over its high-water mark
+        self._rest = 0  # payload bytes still to come of a frame taken as it arrives
+        self._rest_body = 0  # of them, body bytes (what follows is padding)
+        self._rest_stream: Stream | None = None  # whose body they are (None: dropped)
+        self._rest_end = False  # the frame ends the stream
         self._buf = bytearray()
         self._preface = False
         self._decoder = hpack.Decoder(max_header_list_size=config.max_header_list_size)
@@ -276,6 +334,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
         self.transport = transport
+        transport.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
         settings = b"".join(
             key.to_bytes(2, "big") + value.to_bytes(4, "big")
             for key, value in (
@@ -286,8 +345,9 @@ class Connection(asyncio.Protocol):
                 (MAX_HEADER_LIST_SIZE, self.config.max_header_list_size),
             )
         )
-        update = (CONNECTION_RECV_WINDOW - DEFAULT_WINDOW).to_bytes(4, "big")
-        self._recv_window = CONNECTION_RECV_WINDOW
+        window = min(self._limit, MAX_WINDOW)
+        update = (window - DEFAULT_WINDOW).to_bytes(4, "big")
+        self._recv_window = window
         transport.write(frame(SETTINGS, 0, 0, settings) + frame(WINDOW_UPDATE, 0, 0, update))
         self._schedule_keepalive()
         self._preface_timer = self._loop.call_later(self.config.preface_timeout, self._no_preface)
@@ -302,11 +362,39 @@ class Connection(asyncio.Protocol):
         self.lost_event.set()
         self.on_close(self)
 
+    def pause_writing(self) -> None:
+        """The transport's write buffer passed WRITE_HIGH: stop reading the socket (what
+        we read makes answers) and stop producing for the peer until it drains."""
+        self._paused = True
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self.closed:
+            return
+        if self.transport is not None:
+            self.transport.resume_reading()
+        for stream in list(self.streams.values()):
+            stream._wake()
+        self._flush_blocked()
+        if (self._buf or self._rest) and not self._paused:
+            self._process()
+
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self._buf += data
+        if not self._paused:
+            self._process()
+
+    def _process(self) -> None:
+        """Take the frames in the buffer; stop while writing is paused (the rest waits).
+
+        A DATA frame's body goes to its stream as it arrives, and the payload of a
+        frame of unknown type is dropped as it arrives: only control frames are
+        buffered whole (OUR_MAX_FRAME at most)."""
         buf = self._buf
-        buf += data
         try:
             pos = 0
             if not self._preface:
@@ -322,17 +410,42 @@ class Connection(asyncio.Protocol):
                     self._preface_timer = None
                 pos = len(PREFACE)
             end = len(buf)
-            while end - pos >= 9 and not self.closed:
+            while not self.closed and not self._paused:
+                if self._rest:
+                    take = min(self._rest, end - pos)
+                    if not take:
+                        break
+                    self._data_part(buf, pos, take)
+                    pos += take
+                    continue
+                if end - pos < 9:
+                    break
                 length = int.from_bytes(buf[pos : pos + 3], "big")
                 if length > OUR_MAX_FRAME:
                     raise ConnectionError_(FRAME_SIZE_ERROR, f"frame of {length} bytes")
-                if end - pos - 9 < length:
-                    break
                 kind, flags = buf[pos + 3], buf[pos + 4]
+                if end - pos - 9 < length:
+                    if kind == DATA and length:
+                        if flags & PADDED and end - pos < 10:
+                            break  # the pad length comes first
+                        stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+                        pad = buf[pos + 9] if flags & PADDED else -1
+                        self._data_start(flags, stream_id, length, pad)
+                        pos += 9 if pad < 0 else 10
+                        continue
+                    if kind not in _KNOWN:
+                        if self._continuing is not None:
+                            raise ConnectionError_(PROTOCOL_ERROR, "expected CONTINUATION")
+                        self._rest, self._rest_body, self._rest_stream = length, 0, None
+                        pos += 9
+                        continue
+                    break
                 stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                 payload = bytes(buf[pos + 9 : pos + 9 + length])
                 pos += 9 + length
                 self._frame(kind, flags, stream_id, payload)
+            if self.closed:
+                return
             del buf[:pos]
         except ConnectionError_ as exc:
             self.fail(exc.code, exc.message)
@@ -378,55 +491,138 @@ class Connection(asyncio.Protocol):
             raise ConnectionError_(PROTOCOL_ERROR, "padding longer than the frame")
         return payload[1 : len(payload) - payload[0]]
 
-    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
+    def _data_target(self, stream_id: int, size: int) -> Stream | None:
+        """Flow control for a DATA frame of ``size`` bytes: the stream its body goes to,
+        or None when it is dropped (a closed stream, or one that overran its window)."""
         if stream_id == 0:
             raise ConnectionError_(PROTOCOL_ERROR, "DATA on stream 0")
-        size = len(payload)
         self._recv_window -= size
         if self._recv_window < 0:
             raise ConnectionError_(FLOW_CONTROL_ERROR, "connection window exceeded")
-        updates = b""
-        if self._recv_window < CONNECTION_RECV_WINDOW // 2:
-            grant = CONNECTION_RECV_WINDOW - self._recv_window
-            updates = frame(WINDOW_UPDATE, 0, 0, grant.to_bytes(4, "big"))
-            self._recv_window = CONNECTION_RECV_WINDOW
-        body = self._unpad(flags, payload)
         stream = self.streams.get(stream_id)
         if stream is None or stream.remote_closed:
             if stream_id > self._last_stream:
                 raise ConnectionError_(PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
-            if updates:
-                self._write(updates)
             if stream is not None:
                 stream.reset(STREAM_CLOSED)
                 if stream.receiver is not None:
                     stream.receiver.reset(STREAM_CLOSED)
             # else: a stream we answered or reset; what was in flight is dropped (RFC 9113 5.4.2)
-            return
+            return None
         stream.recv_window -= size
         if stream.recv_window < 0:
             stream.reset(FLOW_CONTROL_ERROR)
             if stream.receiver is not None:
                 stream.receiver.reset(FLOW_CONTROL_ERROR)
-            if updates:
-                self._write(updates)
-            return
-        end = bool(flags & END_STREAM)
-        if not end and stream.recv_window < RECV_WINDOW // 2:
-            grant = RECV_WINDOW - stream.recv_window
-            updates += frame(WINDOW_UPDATE, 0, stream_id, grant.to_bytes(4, "big"))
-            stream.recv_window = RECV_WINDOW
-        if updates:
-            self._write(updates)
-        receiver = stream.receiver
-        if receiver is not None:
+            return None
+        return stream
+
+    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
+        body = self._unpad(flags, payload)
+        stream = self._data_target(stream_id, len(payload))
+        if stream is not None:
+            end = bool(flags & END_STREAM)
             if body:
-                receiver.data(body)
+                size = len(body)
+                stream.held += size
+                self._held += size
+                receiver = stream.receiver
+                if receiver is not None:
+                    receiver.data(body)
             if end:
-                stream.remote_closed = True
-                receiver.end()
-                if stream.local_closed:
-                    self.stream_done(stream)
+                self._stream_end(stream)
+            elif stream.recv_window < RECV_WINDOW // 2 and not stream.remote_closed:
+                self._stream_credit(stream)
+        if self._recv_window < self._half:
+            self._credit(stream)
+
+    def _stream_end(self, stream: Stream) -> None:
+        stream.remote_closed = True
+        if stream.receiver is not None:
+            stream.receiver.end()
+        if stream.local_closed:
+            self.stream_done(stream)
+
+    def _data_start(self, flags: int, stream_id: int, length: int, pad: int) -> None:
+        """A DATA frame of ``length`` bytes whose payload has not all arrived: its body is
+        handed over as it comes (``_data_part``); ``pad``: its pad length, -1 if unpadded."""
+        if self._continuing is not None:
+            raise ConnectionError_(PROTOCOL_ERROR, "expected CONTINUATION")
+        if pad >= length:
+            raise ConnectionError_(PROTOCOL_ERROR, "padding longer than the frame")
+        stream = self._data_target(stream_id, length)
+        rest = length if pad < 0 else length - 1
+        self._rest, self._rest_body = rest, rest - max(pad, 0)
+        self._rest_stream, self._rest_end = stream, bool(flags & END_STREAM)
+
+    def _data_part(self, buf: bytearray, pos: int, take: int) -> None:
+        """``take`` bytes of the frame ``_data_start`` began, at ``buf[pos:]``."""
+        body = min(take, self._rest_body)
+        stream = self._rest_stream
+        self._rest -= take
+        self._rest_body -= body
+        if stream is not None and body:
+            if stream.remote_closed:  # reset meanwhile: the rest is dropped
+                self._rest_stream = stream = None
+            else:
+                stream.held += body
+                self._held += body
+                if stream.receiver is not None:
+                    stream.receiver.data(bytes(buf[pos : pos + body]))
+        if self._rest:
+            return
+        self._rest_stream = None
+        if stream is not None and not stream.remote_closed:
+            if self._rest_end:
+                self._stream_end(stream)
+            elif stream.recv_window < RECV_WINDOW // 2:
+                self._stream_credit(stream)
+        if self._recv_window < self._half:
+            self._credit(stream)
+
+    # -- receive windows: granted as what was received is taken -------------------------
+
+    def _credit(self, stream: Stream | None) -> None:
+        """Grant the connection window back up to the buffer limit less what is held.
+
+        At the limit, a stream whose message needs more (``stream.need``) than the room
+        left becomes the one overdraft stream: the window it needs is granted above the
+        limit, until its message is complete (a message larger than the limit, or
+        messages of several streams that would fill it together, still arrive)."""
+        window = self._recv_window
+        grant = self._limit - self._held - window
+        over = self._overdraft
+        if over is not None and (over.need <= 0 or over.remote_closed):
+            self._overdraft = over = None
+        if over is None and grant < DEFAULT_WINDOW and stream is not None and stream.need > 0:
+            self._overdraft = over = stream
+            self._starved.pop(stream.id, None)
+            if stream.recv_window < RECV_WINDOW // 2:
+                self._stream_credit(stream)
+        if over is not None:
+            grant = max(grant, over.need - window)
+        grant = min(grant, MAX_WINDOW - window)
+        if grant <= 0 or (grant < DEFAULT_WINDOW and window >= DEFAULT_WINDOW):
+            return  # nothing to grant, or the peer still has room: grant more at once later
+        self._recv_window = window + grant
+        self._write(frame(WINDOW_UPDATE, 0, 0, grant.to_bytes(4, "big")))
+
+    def _stream_credit(self, stream: Stream) -> None:
+        """Top the stream's window up to RECV_WINDOW, unless the connection is at its
+        buffer limit (the overdraft stream excepted) or the stream's handler has
+        RECV_WINDOW bytes of messages still to take: then later, as they are taken."""
+        if stream.parked >= RECV_WINDOW or (self._held >= self._limit and stream is not self._overdraft):
+            self._starved[stream.id] = stream
+            return
+        grant = RECV_WINDOW - stream.recv_window
+        stream.recv_window = RECV_WINDOW
+        self._write(frame(WINDOW_UPDATE, 0, stream.id, grant.to_bytes(4, "big")))
+
+    def _refill_starved(self) -> None:
+        starved, self._starved = self._starved, {}
+        for stream in starved.values():
+            if not stream.remote_closed and stream.recv_window < RECV_WINDOW // 2:
+                self._stream_credit(stream)
 
     def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id == 0:
@@ -678,12 +874,17 @@ class Connection(asyncio.Protocol):
         self._write(frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big")))
 
     def flush(self, stream: Stream) -> None:
-        """Send what the windows allow of the stream's queued data, then its trailers."""
+        """Send what the windows allow of the stream's queued data, then its trailers;
+        while writing is paused, nothing (the stream waits for ``resume_writing``)."""
+        if self._paused:
+            self._blocked[stream.id] = stream
+            return
         out: list[bytes] = []
         if stream._head is not None:
             out.append(self._header_frames(stream.id, stream._head, False))
             stream._head = None
         queue = stream._out
+        sent = batch = 0
         while queue:
             window = min(stream.send_window, self.send_window)
             if window <= 0:
@@ -697,7 +898,15 @@ class Connection(asyncio.Protocol):
                 queue[0] = chunk[size:]
             stream.send_window -= size
             self.send_window -= size
-            stream._queued -= size
+            sent += size
+            batch += size
+            if batch >= WRITE_HIGH and queue:  # a write at a time, while the transport takes them
+                self._write(b"".join(out))
+                out, batch = [], 0
+                if self._paused or self.closed:
+                    break
+        stream._queued -= sent
+        self._held -= sent
         done = not queue and stream._trailers is not None
         if done:
             if stream._trailers:
@@ -706,6 +915,7 @@ class Connection(asyncio.Protocol):
                 out.append(frame(DATA, END_STREAM, stream.id))
         if out:
             self._write(b"".join(out))
+        if sent or out:
             self._last_ping_recv = float("-inf")
             self._ping_strikes = 0
             self._pings_without_data = 0
@@ -715,11 +925,15 @@ class Connection(asyncio.Protocol):
             self._blocked[stream.id] = stream
         if stream._queued <= HIGH_WATER:
             stream._wake()
+        if sent and self._recv_window < self._half:
+            self._credit(None)
 
     def _flush_blocked(self) -> None:
         for stream in list(self._blocked.values()):
-            if self.send_window <= 0:
+            if self._paused:
                 return
+            if self.send_window <= 0 and stream._out and stream._head is None:
+                continue  # it waits for window
             del self._blocked[stream.id]
             self.flush(stream)
 
@@ -728,6 +942,13 @@ class Connection(asyncio.Protocol):
         if stream.local_closed and stream.remote_closed:
             self.streams.pop(stream.id, None)
             self._blocked.pop(stream.id, None)
+            self._starved.pop(stream.id, None)
+            if stream._queued:  # reset with a response still queued: dropped
+                self._held -= stream._queued
+                stream._queued = 0
+                stream._out.clear()
+            if stream.held:
+                stream.release()
             stream._wake()
             self._close_if_idle()
 
@@ -795,6 +1016,8 @@ class Connection(asyncio.Protocol):
                 handle.cancel()
         streams, self.streams = self.streams, {}
         self._blocked.clear()
+        self._starved.clear()
+        self._overdraft = self._rest_stream = None
         for stream in streams.values():
             stream.local_closed = stream.remote_closed = True
             stream._wake()
