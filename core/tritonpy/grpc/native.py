@@ -88,6 +88,7 @@ def config_of(options: ServerOptions) -> http2.Config:
         max_pings_without_data=options.grpc_http2_max_pings_without_data,
         min_recv_ping_interval_without_data=options.grpc_http2_min_recv_ping_interval_without_data / 1000,
         max_ping_strikes=options.grpc_http2_max_ping_strikes,
+        buffer_limit=options.grpc_connection_buffer_limit,
     )
 
 
