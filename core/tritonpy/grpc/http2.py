@@ -54,8 +54,10 @@ INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 0x4, 0x5, 0x6
 MAX_WINDOW = 2**31 - 1
 DEFAULT_WINDOW = 65_535
 DEFAULT_FRAME = 16_384
-#: The window a stream gets, and the one we top it up to as its data is taken (see
-#: ``Connection._stream_credit``): the most a stream can have in flight to us.
+#: The window a new stream gets (SETTINGS_INITIAL_WINDOW_SIZE: the protocol's default).
+STREAM_WINDOW = DEFAULT_WINDOW
+#: The window we top a stream up to as its data arrives and is taken, while the
+#: connection has room (``Connection._stream_credit``; else STREAM_WINDOW).
 RECV_WINDOW = 1 << 20
 #: The default of ``Config.buffer_limit`` (``--grpc-connection-buffer-limit``).
 CONNECTION_BUFFER_LIMIT = 1 << 26
@@ -201,7 +203,8 @@ class Stream:
         self.headers = headers
         self.receiver: Receiver | None = None
         self.send_window = conn.peer_initial_window
-        self.recv_window = RECV_WINDOW
+        self.recv_window = STREAM_WINDOW
+        conn._granted += STREAM_WINDOW
         self.remote_closed = False
         self.local_closed = False
         self._out: deque[memoryview] = deque()
@@ -260,7 +263,7 @@ class Stream:
         conn._held -= size
         if conn._recv_window < conn._half:
             conn._credit(None)
-        if conn._starved and conn._held < conn._limit:
+        if conn._starved and conn._overdraft is None:
             conn._refill_starved()
 
     def unpark(self, size: int) -> None:
@@ -301,6 +304,7 @@ class Connection(asyncio.Protocol):
         self._limit = max(config.buffer_limit, 2 * DEFAULT_WINDOW)
         self._half = self._limit // 2
         self._held = 0  # request bytes not yet taken by handlers, and response bytes queued
+        self._granted = 0  # the open streams' receive windows, all together
         self._overdraft: Stream | None = None  # the one stream allowed past the limit
         self._starved: dict[int, Stream] = {}  # streams whose window update waits for room
         self._paused = False  # the transport's write buffer is over its high-water mark
@@ -340,7 +344,7 @@ class Connection(asyncio.Protocol):
             for key, value in (
                 (ENABLE_PUSH, 0),
                 (MAX_CONCURRENT_STREAMS, self.config.max_concurrent_streams),
-                (INITIAL_WINDOW_SIZE, RECV_WINDOW),
+                (INITIAL_WINDOW_SIZE, STREAM_WINDOW),
                 (MAX_FRAME_SIZE, OUR_MAX_FRAME),
                 (MAX_HEADER_LIST_SIZE, self.config.max_header_list_size),
             )
@@ -510,6 +514,7 @@ class Connection(asyncio.Protocol):
             # else: a stream we answered or reset; what was in flight is dropped (RFC 9113 5.4.2)
             return None
         stream.recv_window -= size
+        self._granted -= size
         if stream.recv_window < 0:
             stream.reset(FLOW_CONTROL_ERROR)
             if stream.receiver is not None:
@@ -538,6 +543,8 @@ class Connection(asyncio.Protocol):
 
     def _stream_end(self, stream: Stream) -> None:
         stream.remote_closed = True
+        self._granted -= stream.recv_window  # a window the peer can no longer use
+        stream.recv_window = 0
         if stream.receiver is not None:
             stream.receiver.end()
         if stream.local_closed:
@@ -594,6 +601,8 @@ class Connection(asyncio.Protocol):
         over = self._overdraft
         if over is not None and (over.need <= 0 or over.remote_closed):
             self._overdraft = over = None
+            if self._starved:
+                self._refill_starved()
         if over is None and grant < DEFAULT_WINDOW and stream is not None and stream.need > 0:
             self._overdraft = over = stream
             self._starved.pop(stream.id, None)
@@ -608,14 +617,25 @@ class Connection(asyncio.Protocol):
         self._write(frame(WINDOW_UPDATE, 0, 0, grant.to_bytes(4, "big")))
 
     def _stream_credit(self, stream: Stream) -> None:
-        """Top the stream's window up to RECV_WINDOW, unless the connection is at its
-        buffer limit (the overdraft stream excepted) or the stream's handler has
-        RECV_WINDOW bytes of messages still to take: then later, as they are taken."""
-        if stream.parked >= RECV_WINDOW or (self._held >= self._limit and stream is not self._overdraft):
+        """Top the stream's window up (its window is under RECV_WINDOW / 2): to RECV_WINDOW
+        while all the streams' windows and what the connection holds stay within the
+        buffer limit, else to STREAM_WINDOW, as a new stream's. Not while the stream's
+        handler has RECV_WINDOW bytes of messages still to take, nor while another
+        stream is the overdraft one (its window must not go to others): then later,
+        as they are taken (``Stream.unpark``) or the overdraft ends."""
+        over = self._overdraft
+        if stream.parked >= RECV_WINDOW or (over is not None and stream is not over):
             self._starved[stream.id] = stream
             return
-        grant = RECV_WINDOW - stream.recv_window
-        stream.recv_window = RECV_WINDOW
+        window = stream.recv_window
+        grant = RECV_WINDOW - window
+        if stream is not over and self._held + self._granted + grant > self._limit:
+            grant = STREAM_WINDOW - window
+            if grant <= 0:
+                self._starved[stream.id] = stream
+                return
+        stream.recv_window = window + grant
+        self._granted += grant
         self._write(frame(WINDOW_UPDATE, 0, stream.id, grant.to_bytes(4, "big")))
 
     def _refill_starved(self) -> None:
@@ -940,7 +960,9 @@ class Connection(asyncio.Protocol):
     def stream_done(self, stream: Stream) -> None:
         """Forget a stream both sides have finished (or that was reset)."""
         if stream.local_closed and stream.remote_closed:
-            self.streams.pop(stream.id, None)
+            if self.streams.pop(stream.id, None) is not None:
+                self._granted -= stream.recv_window
+                stream.recv_window = 0
             self._blocked.pop(stream.id, None)
             self._starved.pop(stream.id, None)
             if stream._queued:  # reset with a response still queued: dropped
@@ -1018,6 +1040,7 @@ class Connection(asyncio.Protocol):
         self._blocked.clear()
         self._starved.clear()
         self._overdraft = self._rest_stream = None
+        self._granted = 0
         for stream in streams.values():
             stream.local_closed = stream.remote_closed = True
             stream._wake()
