@@ -130,7 +130,8 @@ def _echo_body(values: int) -> bytes:
     request = pb.ModelInferRequest(model_name="echo")
     request.inputs.add(name="X", datatype="FP32", shape=[values])
     request.raw_input_contents.append(bytes(4 * values))
-    return request.SerializeToString()
+    body: bytes = request.SerializeToString()
+    return body
 
 
 def _echo(server: ServerProcess, values: int) -> None:
@@ -460,3 +461,147 @@ def test_unfinished_frames_of_unknown_type_are_not_held(serve: Any) -> None:
         for sock in socks:
             sock.close()
     _answers(server)
+
+
+# -- in process: the connection's reactions, frame by frame ------------------------------------
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.reading = True
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_closing(self) -> bool:
+        return False
+
+    def abort(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+    def frames(self) -> list[tuple[int, int, int, bytes]]:
+        """(type, flags, stream id, payload) of what was written since the last call."""
+        out = []
+        data, pos = bytes(self.out), 0
+        while pos + 9 <= len(data):
+            length = int.from_bytes(data[pos : pos + 3], "big")
+            stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big")
+            out.append((data[pos + 3], data[pos + 4], stream_id, data[pos + 9 : pos + 9 + length]))
+            pos += 9 + length
+        self.out.clear()
+        return out
+
+
+class Holder:
+    """A receiver that keeps what it is given (and never releases it)."""
+
+    def __init__(self, stream: http2.Stream) -> None:
+        self.stream = stream
+        self.chunks: list[bytes] = []
+        self.ended = False
+
+    def data(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+
+    def end(self) -> None:
+        self.ended = True
+
+    def reset(self, code: int) -> None:
+        pass
+
+
+def _connection(
+    limit: int = http2.CONNECTION_BUFFER_LIMIT,
+) -> tuple[http2.Connection, FakeTransport, dict[int, Holder]]:
+    holders: dict[int, Holder] = {}
+
+    def app(stream: http2.Stream) -> http2.Receiver:
+        holders[stream.id] = Holder(stream)
+        return holders[stream.id]
+
+    conn = http2.Connection(app, http2.Config(buffer_limit=limit), lambda c: None)
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    conn.data_received(PREFACE + _frame(http2.SETTINGS, 0, 0))
+    transport.frames()
+    return conn, transport, holders
+
+
+def test_a_padded_data_frame_is_handed_over_as_it_arrives() -> None:
+    async def run() -> None:
+        conn, transport, holders = _connection()
+        encoder = hpack.Encoder()
+        conn.data_received(_request_headers(encoder, 1, INFER))
+        body = bytes(range(256)) * 200  # 51200 bytes
+        payload = bytes([100]) + body + bytes(100)  # pad length 100
+        data = _frame(http2.DATA, http2.PADDED | http2.END_STREAM, 1, payload)
+        window = conn._recv_window
+        for at in range(0, len(data), 7000):
+            conn.data_received(data[at : at + 7000])
+            if at + 7000 < len(data):
+                assert not holders[1].ended  # END_STREAM only at the frame's end
+        holder = holders[1]
+        assert len(holder.chunks) > 1  # in pieces, not the frame at once
+        assert b"".join(holder.chunks) == body and holder.ended
+        assert conn._recv_window == window - len(payload)  # the whole frame is flow-controlled
+        assert conn._held == len(body) and holder.stream.held == len(body)  # padding is not held
+        conn.abort()
+
+    asyncio.run(run())
+
+
+def test_no_window_is_granted_at_the_limit_until_data_is_released() -> None:
+    async def run() -> None:
+        conn, transport, holders = _connection(limit=256 * 1024)
+        encoder = hpack.Encoder()
+        for n in range(8):  # 8 streams x 32 kB: the connection's whole window
+            conn.data_received(_request_headers(encoder, 2 * n + 1, INFER))
+            conn.data_received(_frame(http2.DATA, 0, 2 * n + 1, bytes(32 * 1024)))
+        connection_updates = [f for f in transport.frames() if f[0] == http2.WINDOW_UPDATE and f[2] == 0]
+        assert connection_updates == []  # everything received is still held
+        assert conn._recv_window == 0
+        holders[1].stream.release()  # a handler took stream 1's 32 kB
+        updates = [f for f in transport.frames() if f[0] == http2.WINDOW_UPDATE and f[2] == 0]
+        assert [int.from_bytes(f[3], "big") for f in updates] == [32 * 1024]
+        conn.abort()
+
+    asyncio.run(run())
+
+
+def test_paused_writing_stops_reading_and_producing() -> None:
+    async def run() -> None:
+        conn, transport, holders = _connection()
+        encoder = hpack.Encoder()
+        conn.data_received(_request_headers(encoder, 1, INFER))
+        stream = holders[1].stream
+        conn.pause_writing()  # the transport's buffer is over its high-water mark
+        assert not transport.reading
+        stream.send(b"x" * 1000, b"", b"\x88")
+        conn.data_received(_frame(http2.PING, 0, 0, b"12345678"))
+        assert transport.frames() == []  # no answer, no PING ack: neither made nor read
+        conn.resume_writing()
+        assert transport.reading
+        kinds = [f[0] for f in transport.frames()]
+        assert http2.DATA in kinds and http2.PING in kinds
+        conn.abort()
+
+    asyncio.run(run())
