@@ -152,6 +152,18 @@ def _messages(data: bytes) -> int:
     return count
 
 
+def _parse(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """(type, flags, stream id, payload) of each whole frame in ``data``."""
+    out = []
+    pos = 0
+    while pos + 9 <= len(data):
+        length = int.from_bytes(data[pos : pos + 3], "big")
+        stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big")
+        out.append((data[pos + 3], data[pos + 4], stream_id, data[pos + 9 : pos + 9 + length]))
+        pos += 9 + length
+    return out
+
+
 def _frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
     return http2.frame(kind, flags, stream_id, payload)
 
@@ -433,7 +445,8 @@ def test_stream_infer_reads_ahead_a_bounded_number(serve: Any, implementation: s
 def test_unfinished_frames_of_unknown_type_are_not_held(serve: Any) -> None:
     """64 connections each send all but the last byte of a 1 MB frame of an unknown
     type: its payload is dropped as it arrives (RSS stays put); once finished the frame
-    is skipped and the connection answers a PING."""
+    is skipped and the connection answers a PING. An unfinished 1 MB HEADERS frame
+    closes its connection at once (ENHANCE_YOUR_CALM), not once it is whole."""
     server = serve()
     _answers(server)
     base = _rss_mb(server.proc.pid)
@@ -457,6 +470,16 @@ def test_unfinished_frames_of_unknown_type_are_not_held(serve: Any) -> None:
             chunk = sock.recv(65536)
             assert chunk, "closed"
             data += chunk
+        # A control frame is buffered whole only up to 16 kB (a header block: up to what a
+        # header list may take); an unfinished larger HEADERS frame closes at its header.
+        with socket.create_connection(("127.0.0.1", server.grpc_port), timeout=10) as sock:
+            sock.sendall(PREFACE + _frame(http2.SETTINGS, 0, 0) + size.to_bytes(3, "big") + b"\1\4\0\0\0\1")
+            sock.sendall(bytes(1000))
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+            goaways = [payload for kind, _, _, payload in _parse(data) if kind == http2.GOAWAY]
+            assert goaways and goaways[0][4:8] == (0xB).to_bytes(4, "big")  # ENHANCE_YOUR_CALM
     finally:
         for sock in socks:
             sock.close()
@@ -500,13 +523,7 @@ class FakeTransport:
 
     def frames(self) -> list[tuple[int, int, int, bytes]]:
         """(type, flags, stream id, payload) of what was written since the last call."""
-        out = []
-        data, pos = bytes(self.out), 0
-        while pos + 9 <= len(data):
-            length = int.from_bytes(data[pos : pos + 3], "big")
-            stream_id = int.from_bytes(data[pos + 5 : pos + 9], "big")
-            out.append((data[pos + 3], data[pos + 4], stream_id, data[pos + 9 : pos + 9 + length]))
-            pos += 9 + length
+        out = _parse(bytes(self.out))
         self.out.clear()
         return out
 

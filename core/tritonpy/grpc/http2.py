@@ -443,7 +443,12 @@ class Connection(asyncio.Protocol):
                         self._rest, self._rest_body, self._rest_stream = length, 0, None
                         pos += 9
                         continue
-                    break
+                    stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+                    if length > DEFAULT_FRAME and self._oversized(kind, stream_id, length):
+                        self._rest, self._rest_body, self._rest_stream = length, 0, None
+                        pos += 9
+                        continue
+                    break  # buffered until whole (16 KiB at most, a header block's bound for HEADERS)
                 stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                 payload = bytes(buf[pos + 9 : pos + 9 + length])
                 pos += 9 + length
@@ -453,6 +458,26 @@ class Connection(asyncio.Protocol):
             del buf[:pos]
         except ConnectionError_ as exc:
             self.fail(exc.code, exc.message)
+
+    def _oversized(self, kind: int, stream_id: int, length: int) -> bool:
+        """A control frame over 16 KiB is coming. A header block within what
+        ``_continuation`` takes is buffered (False); a larger one, a fixed-size frame
+        of the wrong size, or any other is a connection error, but PRIORITY's wrong
+        size is a stream error, its payload dropped as it arrives (True)."""
+        if self._continuing is not None and kind != CONTINUATION:
+            raise ConnectionError_(PROTOCOL_ERROR, "expected CONTINUATION")
+        if kind in (HEADERS, CONTINUATION):
+            if length > 2 * self.config.max_header_list_size + 1024:
+                raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large")
+            return False
+        if kind == PRIORITY and stream_id:
+            self.write_reset(stream_id, FRAME_SIZE_ERROR)
+            return True
+        if kind in (PING, RST_STREAM, WINDOW_UPDATE, PRIORITY):
+            raise ConnectionError_(FRAME_SIZE_ERROR, f"frame of type {kind} of {length} bytes")
+        if kind == PUSH_PROMISE:
+            raise ConnectionError_(PROTOCOL_ERROR, "PUSH_PROMISE from a client")
+        raise ConnectionError_(ENHANCE_YOUR_CALM, f"frame of type {kind} of {length} bytes")
 
     # -- frames received ---------------------------------------------------------------
 
