@@ -220,6 +220,13 @@ class Stream:
         self.parked = 0
 
     @property
+    def wants_window(self) -> bool:
+        """Whether the stream's window should be topped up: under half a new stream's, or
+        under half RECV_WINDOW and less than the message in progress still needs."""
+        window = self.recv_window
+        return window < STREAM_WINDOW // 2 or (self.need > window and window < RECV_WINDOW // 2)
+
+    @property
     def open(self) -> bool:
         """Whether the response can still be sent (not finished, not reset, connection up)."""
         return not self.local_closed and not self.conn.closed
@@ -270,7 +277,7 @@ class Stream:
         """A streaming handler took a queued message counted as ``size``: the stream's
         window may reopen."""
         self.parked -= size
-        if self.recv_window < RECV_WINDOW // 2 and not self.remote_closed:
+        if self.wants_window and not self.remote_closed:
             self.conn._stream_credit(self)
 
     def reset(self, code: int) -> None:
@@ -383,22 +390,21 @@ class Connection(asyncio.Protocol):
             stream._wake()
         self._flush_blocked()
         if (self._buf or self._rest) and not self._paused:
-            self._process()
+            self.data_received(b"")
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self._buf += data
-        if not self._paused:
-            self._process()
-
-    def _process(self) -> None:
-        """Take the frames in the buffer; stop while writing is paused (the rest waits).
+        """Take the frames received; while writing is paused, only buffer them (reading
+        is paused too, so that is what was read already), and take them at resume.
 
         A DATA frame's body goes to its stream as it arrives, and the payload of a
         frame of unknown type is dropped as it arrives: only control frames are
-        buffered whole (OUR_MAX_FRAME at most)."""
+        buffered whole (16 KiB at most, a header block's bound for HEADERS)."""
+        if self.closed:
+            return
         buf = self._buf
+        buf += data
+        if self._paused:
+            return
         try:
             pos = 0
             if not self._preface:
@@ -548,10 +554,21 @@ class Connection(asyncio.Protocol):
         return stream
 
     def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
-        body = self._unpad(flags, payload)
-        stream = self._data_target(stream_id, len(payload))
+        body = self._unpad(flags, payload) if flags & PADDED else payload
+        size = len(payload)
+        stream = self.streams.get(stream_id)
+        if (
+            stream is not None
+            and not stream.remote_closed
+            and size <= stream.recv_window
+            and size <= self._recv_window
+        ):  # the common case, inline
+            stream.recv_window -= size
+            self._recv_window -= size
+            self._granted -= size
+        else:
+            stream = self._data_target(stream_id, size)
         if stream is not None:
-            end = bool(flags & END_STREAM)
             if body:
                 size = len(body)
                 stream.held += size
@@ -559,9 +576,9 @@ class Connection(asyncio.Protocol):
                 receiver = stream.receiver
                 if receiver is not None:
                     receiver.data(body)
-            if end:
+            if flags & END_STREAM:
                 self._stream_end(stream)
-            elif stream.recv_window < RECV_WINDOW // 2 and not stream.remote_closed:
+            elif stream.wants_window and not stream.remote_closed:
                 self._stream_credit(stream)
         if self._recv_window < self._half:
             self._credit(stream)
@@ -607,7 +624,7 @@ class Connection(asyncio.Protocol):
         if stream is not None and not stream.remote_closed:
             if self._rest_end:
                 self._stream_end(stream)
-            elif stream.recv_window < RECV_WINDOW // 2:
+            elif stream.wants_window:
                 self._stream_credit(stream)
         if self._recv_window < self._half:
             self._credit(stream)
@@ -631,7 +648,7 @@ class Connection(asyncio.Protocol):
         if over is None and grant < DEFAULT_WINDOW and stream is not None and stream.need > 0:
             self._overdraft = over = stream
             self._starved.pop(stream.id, None)
-            if stream.recv_window < RECV_WINDOW // 2:
+            if stream.wants_window:
                 self._stream_credit(stream)
         if over is not None:
             grant = max(grant, over.need - window)
@@ -642,7 +659,7 @@ class Connection(asyncio.Protocol):
         self._write(frame(WINDOW_UPDATE, 0, 0, grant.to_bytes(4, "big")))
 
     def _stream_credit(self, stream: Stream) -> None:
-        """Top the stream's window up (its window is under RECV_WINDOW / 2): to RECV_WINDOW
+        """Top the stream's window up (it ``wants_window``): to RECV_WINDOW
         while all the streams' windows and what the connection holds stay within the
         buffer limit, else to STREAM_WINDOW, as a new stream's. Not while the stream's
         handler has RECV_WINDOW bytes of messages still to take, nor while another
@@ -654,6 +671,8 @@ class Connection(asyncio.Protocol):
             return
         window = stream.recv_window
         grant = RECV_WINDOW - window
+        if grant <= 0:
+            return
         if stream is not over and self._held + self._granted + grant > self._limit:
             grant = STREAM_WINDOW - window
             if grant <= 0:
@@ -666,7 +685,7 @@ class Connection(asyncio.Protocol):
     def _refill_starved(self) -> None:
         starved, self._starved = self._starved, {}
         for stream in starved.values():
-            if not stream.remote_closed and stream.recv_window < RECV_WINDOW // 2:
+            if not stream.remote_closed and stream.wants_window:
                 self._stream_credit(stream)
 
     def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
@@ -929,7 +948,8 @@ class Connection(asyncio.Protocol):
             out.append(self._header_frames(stream.id, stream._head, False))
             stream._head = None
         queue = stream._out
-        sent = batch = 0
+        sent = 0
+        cut = WRITE_HIGH
         while queue:
             window = min(stream.send_window, self.send_window)
             if window <= 0:
@@ -944,10 +964,9 @@ class Connection(asyncio.Protocol):
             stream.send_window -= size
             self.send_window -= size
             sent += size
-            batch += size
-            if batch >= WRITE_HIGH and queue:  # a write at a time, while the transport takes them
+            if sent >= cut and queue:  # WRITE_HIGH at a time, while the transport takes them
                 self._write(b"".join(out))
-                out, batch = [], 0
+                out, cut = [], sent + WRITE_HIGH
                 if self._paused or self.closed:
                     break
         stream._queued -= sent
@@ -960,7 +979,7 @@ class Connection(asyncio.Protocol):
                 out.append(frame(DATA, END_STREAM, stream.id))
         if out:
             self._write(b"".join(out))
-        if sent or out:
+        if out or sent:
             self._last_ping_recv = float("-inf")
             self._ping_strikes = 0
             self._pings_without_data = 0
@@ -989,12 +1008,13 @@ class Connection(asyncio.Protocol):
                 self._granted -= stream.recv_window
                 stream.recv_window = 0
             self._blocked.pop(stream.id, None)
-            self._starved.pop(stream.id, None)
-            if stream._queued:  # reset with a response still queued: dropped
-                self._held -= stream._queued
-                stream._queued = 0
-                stream._out.clear()
-            if stream.held:
+            if self._starved:
+                self._starved.pop(stream.id, None)
+            if stream._queued or stream.held:
+                if stream._queued:  # reset with a response still queued: dropped
+                    self._held -= stream._queued
+                    stream._queued = 0
+                    stream._out.clear()
                 stream.release()
             stream._wake()
             self._close_if_idle()
