@@ -270,8 +270,12 @@ class Stream:
         conn._held -= size
         if conn._recv_window < conn._half:
             conn._credit(None)
-        if conn._starved and conn._overdraft is None:
-            conn._refill_starved()
+        if conn._starved:
+            over = conn._overdraft
+            if over is not None and (over.need <= 0 or over.remote_closed):
+                conn._overdraft = over = None  # its message is whole: the others' turn
+            if over is None:
+                conn._refill_starved()
 
     def unpark(self, size: int) -> None:
         """A streaming handler took a queued message counted as ``size``: the stream's
@@ -666,6 +670,8 @@ class Connection(asyncio.Protocol):
         stream is the overdraft one (its window must not go to others): then later,
         as they are taken (``Stream.unpark``) or the overdraft ends."""
         over = self._overdraft
+        if over is not None and (over.need <= 0 or over.remote_closed):
+            self._overdraft = over = None  # its message is whole (or it ended)
         if stream.parked >= RECV_WINDOW or (over is not None and stream is not over):
             self._starved[stream.id] = stream
             return
@@ -1008,6 +1014,10 @@ class Connection(asyncio.Protocol):
                 self._granted -= stream.recv_window
                 stream.recv_window = 0
             self._blocked.pop(stream.id, None)
+            if stream is self._overdraft:
+                self._overdraft = None
+                if self._starved:
+                    self._refill_starved()
             if self._starved:
                 self._starved.pop(stream.id, None)
             if stream._queued or stream.held:
