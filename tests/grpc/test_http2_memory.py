@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
+import ssl
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,15 +115,16 @@ def serve(tmp_path: Path) -> Iterator[Any]:
         assert server.stop() == 0, server.output()
 
 
-def _answers(server: ServerProcess) -> None:
-    """Another client is answered."""
+def _answers(server: ServerProcess, cert: Path | None = None) -> None:
+    """Another client is answered (over TLS trusting ``cert``, when given)."""
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
     inputs = []
     for name in ("INPUT0", "INPUT1"):
         tensor = grpcclient.InferInput(name, [1, 16], "INT32")
         tensor.set_data_from_numpy(a)
         inputs.append(tensor)
-    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+    tls = {} if cert is None else {"ssl": True, "root_certificates": str(cert)}
+    with grpcclient.InferenceServerClient(server.grpc_url, **tls) as client:
         result = client.infer("simple", inputs, client_timeout=10)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a * 2)
 
@@ -134,11 +137,12 @@ def _echo_body(values: int) -> bytes:
     return body
 
 
-def _echo(server: ServerProcess, values: int) -> None:
+def _echo(server: ServerProcess, values: int, cert: Path | None = None) -> None:
     data = np.ones(values, np.float32)
     tensor = grpcclient.InferInput("X", [values], "FP32")
     tensor.set_data_from_numpy(data)
-    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+    tls = {} if cert is None else {"ssl": True, "root_certificates": str(cert)}
+    with grpcclient.InferenceServerClient(server.grpc_url, **tls) as client:
         result = client.infer("echo", [tensor], client_timeout=30)
     assert result.as_numpy("Y").shape == (values,)
 
@@ -185,20 +189,54 @@ def _request_headers(encoder: hpack.Encoder, stream_id: int, path: str) -> bytes
 # -- 1. output backpressure -------------------------------------------------------------------
 
 
-def test_a_client_that_never_reads(serve: Any) -> None:
+def _certificate(root: Path) -> Path:
+    """A self-signed certificate for 127.0.0.1 (``cert.pem``, key ``key.pem``)."""
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+        + ["-keyout", str(root / "key.pem"), "-out", str(root / "cert.pem")],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return root / "cert.pem"
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "tls"])
+def test_a_client_that_never_reads(serve: Any, tmp_path: Path, tls: bool) -> None:
     """A client opens huge windows, sends 400 echo calls of 512 kB (200 MB of answers)
     and never reads: the server stops reading it once its write buffer is full (the
     client's sends stall, or overrun a window and the connection closes); its RSS stays
-    far below the answers' size, and other clients are answered meanwhile."""
-    server = serve("--grpc-connection-buffer-limit", str(8 * MB))
-    _echo(server, 128 * 1024)  # the allocator and onnxruntime's arena warmed up
-    _answers(server)
+    far below the answers' size, and other clients are answered meanwhile. The same
+    over TLS (the server runs on uvloop, whose TLS transport pauses too)."""
+    cert = None
+    flags = ["--grpc-connection-buffer-limit", str(8 * MB)]
+    if tls:
+        if shutil.which("openssl") is None:
+            pytest.skip("needs the openssl command")
+        cert = _certificate(tmp_path)
+        flags += [
+            "--grpc-use-ssl",
+            "--grpc-server-cert",
+            str(cert),
+            "--grpc-server-key",
+            str(tmp_path / "key.pem"),
+        ]
+    server = serve(*flags)
+    _echo(server, 128 * 1024, cert)  # the allocator and onnxruntime's arena warmed up
+    _answers(server, cert)
     base = _rss_mb(server.proc.pid)
     body = _echo_body(128 * 1024)
     message = len(body).to_bytes(5, "big") + body
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
-    sock.connect(("127.0.0.1", server.grpc_port))
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+    raw.connect(("127.0.0.1", server.grpc_port))
+    raw.settimeout(10)
+    sock = raw
+    if tls:
+        context = ssl.create_default_context(cafile=str(cert))
+        context.set_alpn_protocols(["h2"])
+        sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
     sock.settimeout(3)
     encoder = hpack.Encoder()
     open_windows = _frame(http2.SETTINGS, 0, 0, (0x4).to_bytes(2, "big") + (2**31 - 1).to_bytes(4, "big"))
@@ -220,13 +258,12 @@ def test_a_client_that_never_reads(serve: Any) -> None:
     try:
         assert stalled, "the server read 200 MB from a client that never read its answers"
         assert sent < 100 * MB
-        _answers(server)
+        _answers(server, cert)
         grown = _rss_mb(server.proc.pid) - base
-        print(f"sent {sent >> 20} MB grown {grown} MB", end=" ")
         assert grown < 80, f"server RSS grew {grown} MB for a client that never reads"
     finally:
         sock.close()
-    _answers(server)
+    _answers(server, cert)
 
 
 # -- 2. receive windows follow what handlers take ---------------------------------------------
@@ -321,12 +358,10 @@ def test_many_streams_of_huge_messages_are_flow_controlled(serve: Any) -> None:
         # The limit, the one message allowed past it, and what the other streams' windows
         # held when it began: the limit's worth, and a new stream's window each.
         bound = 4 * MB + 16 * MB + 4 * MB + 48 * http2.STREAM_WINDOW
-        print(f"accepted {accepted >> 20} MB", end=" ")
         assert accepted < bound, f"the server took {accepted >> 20} MB"
         assert client.conn.outbound_flow_control_window < 1 * MB  # no window left: flow-controlled
         _answers(server)
         grown = _rss_mb(server.proc.pid) - base
-        print(f"grown {grown} MB", end=" ")
         assert grown < 160, f"server RSS grew {grown} MB holding partial messages"
     finally:
         client.close()
@@ -386,7 +421,6 @@ def test_a_streaming_call_is_flow_controlled_by_its_handler(serve: Any) -> None:
             ahead.append(at // len(one) - answered)
         assert answered, "the model answered nothing"
         # In flight (2), queued for the handler (a window's worth: 4), in the stream's window (4).
-        print(f"ahead {max(ahead)}", end=" ")
         assert max(ahead) < 16, ahead
         _answers(server)
     finally:
@@ -461,7 +495,6 @@ def test_unfinished_frames_of_unknown_type_are_not_held(serve: Any) -> None:
         time.sleep(0.5)
         _answers(server)
         grown = _rss_mb(server.proc.pid) - base
-        print(f"grown {grown} MB", end=" ")
         assert grown < 24, f"server RSS grew {grown} MB for 64 unfinished frames"
         sock = socks[0]
         sock.sendall(b"\0" + _frame(http2.PING, 0, 0, b"12345678"))
@@ -546,16 +579,15 @@ class Holder:
         pass
 
 
-def _connection(
-    limit: int = http2.CONNECTION_BUFFER_LIMIT,
-) -> tuple[http2.Connection, FakeTransport, dict[int, Holder]]:
+def _connection(limit: int | None = None) -> tuple[http2.Connection, FakeTransport, dict[int, Holder]]:
     holders: dict[int, Holder] = {}
 
     def app(stream: http2.Stream) -> http2.Receiver:
         holders[stream.id] = Holder(stream)
         return holders[stream.id]
 
-    conn = http2.Connection(app, http2.Config(buffer_limit=limit), lambda c: None)
+    config = http2.Config() if limit is None else http2.Config(buffer_limit=limit)
+    conn = http2.Connection(app, config, lambda c: None)
     transport = FakeTransport()
     conn.connection_made(transport)  # type: ignore[arg-type]
     conn.data_received(PREFACE + _frame(http2.SETTINGS, 0, 0))
