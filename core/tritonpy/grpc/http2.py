@@ -405,9 +405,15 @@ class Connection(asyncio.Protocol):
         buffered whole (16 KiB at most, a header block's bound for HEADERS)."""
         if self.closed:
             return
-        buf = self._buf
-        buf += data
+        # Frames are taken from ``data`` itself; only what is left of it is copied, to
+        # ``_buf``, where the next read is appended to it.
+        buf: bytes | bytearray = data
+        if self._buf:
+            buf = self._buf
+            buf += data
         if self._paused:
+            if buf is data:
+                self._buf += data
             return
         try:
             pos = 0
@@ -415,6 +421,8 @@ class Connection(asyncio.Protocol):
                 if len(buf) < len(PREFACE):
                     if not PREFACE.startswith(bytes(buf)):
                         raise ConnectionError_(PROTOCOL_ERROR, "bad client preface")
+                    if buf is data:
+                        self._buf += data
                     return
                 if buf[: len(PREFACE)] != PREFACE:
                     raise ConnectionError_(PROTOCOL_ERROR, "bad client preface")
@@ -465,7 +473,11 @@ class Connection(asyncio.Protocol):
                 self._frame(kind, flags, stream_id, payload)
             if self.closed:
                 return
-            del buf[:pos]
+            if buf is data:
+                if pos < len(data):
+                    self._buf += memoryview(data)[pos:]
+            else:
+                del self._buf[:pos]
         except ConnectionError_ as exc:
             self.fail(exc.code, exc.message)
 
@@ -608,7 +620,7 @@ class Connection(asyncio.Protocol):
         self._rest, self._rest_body = rest, rest - max(pad, 0)
         self._rest_stream, self._rest_end = stream, bool(flags & END_STREAM)
 
-    def _data_part(self, buf: bytearray, pos: int, take: int) -> None:
+    def _data_part(self, buf: bytes | bytearray, pos: int, take: int) -> None:
         """``take`` bytes of the frame ``_data_start`` began, at ``buf[pos:]``."""
         body = min(take, self._rest_body)
         stream = self._rest_stream
