@@ -1079,6 +1079,8 @@ class Connection(asyncio.Protocol):
         # Closing with the peer's bytes unread would send RST, and a RST can discard
         # the GOAWAY before the peer reads it: end our side, read and drop for a
         # moment, then close.
+        if self._paused:  # reading was paused with writing: drop what comes, as below
+            transport.resume_reading()
         if transport.can_write_eof():
             transport.write_eof()
         self._loop.call_later(_LINGER, transport.close)
