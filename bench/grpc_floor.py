@@ -150,7 +150,7 @@ def serve_native(answer: bytes, port: int, upstream: str) -> None:
 
         def dispatch(stream: http2.Stream) -> http2.Receiver:
             path = next(value for name, value in stream.headers if name == b":path")
-            return Call(stream, method(path), 2**31 - 1, None, None, "", tasks)
+            return Call(stream, method(path), 2**31 - 1, None, None, tasks)
 
         loop = asyncio.get_running_loop()
         server = await loop.create_server(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ._version import __version__
@@ -51,6 +52,21 @@ def _byte_size(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"Invalid option value. Got {text}: a size is 0 or more bytes")
     return value
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An integer flag's type: ``minimum`` or more."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"Invalid option value. Got {text}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"Invalid option value. Got {text}: at least {minimum}")
+        return value
+
+    return parse
 
 
 def _cuda_pool(text: str) -> tuple[int, int]:
@@ -191,6 +207,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--grpc-max-connections", type=int, default=0, help="open gRPC connections at most (0: no limit)"
+    )
+    serve.add_argument(
+        "--grpc-connection-buffer-limit",
+        type=_at_least(1 << 20),
+        default=1 << 26,
+        help="bytes a gRPC connection may hold of unread requests and unsent responses before "
+        "its client is flow-controlled (default 67108864; one larger message may still complete)",
+    )
+    serve.add_argument(
+        "--grpc-stream-max-inflight",
+        type=_at_least(1),
+        default=128,
+        help="requests of one ModelStreamInfer stream in the server at once (default 128)",
     )
     _flag(serve, "--allow-metrics", "serve Prometheus metrics (default true)", default=True)
     _flag(serve, "--allow-cpu-metrics", "include CPU metrics (default true)", default=True)
@@ -410,6 +439,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         grpc_max_connection_age=args.grpc_max_connection_age,
         grpc_max_connection_age_grace=args.grpc_max_connection_age_grace,
         grpc_max_connections=args.grpc_max_connections,
+        grpc_connection_buffer_limit=args.grpc_connection_buffer_limit,
+        grpc_stream_max_inflight=args.grpc_stream_max_inflight,
         allow_metrics=args.allow_metrics,
         allow_cpu_metrics=args.allow_cpu_metrics,
         allow_gpu_metrics=args.allow_gpu_metrics,

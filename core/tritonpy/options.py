@@ -128,6 +128,13 @@ class ServerOptions:
     grpc_max_connections: int = 0
     #: ``--grpc-max-message-size``: largest gRPC message in bytes either way (default 2 GiB - 1).
     grpc_max_message_size: int = 2**31 - 1
+    #: ``--grpc-connection-buffer-limit``: bytes one native-transport connection may hold of
+    #: request data no handler has taken yet and of responses queued for its client; at
+    #: the limit its client is flow-controlled (tritonpy's own flag; default 64 MiB).
+    grpc_connection_buffer_limit: int = 1 << 26
+    #: ``--grpc-stream-max-inflight``: requests of one ModelStreamInfer stream in the
+    #: server at once; the next is read when one completes (tritonpy's own flag; default 128).
+    grpc_stream_max_inflight: int = 128
     #: ``--grpc-restricted-protocol <protocol>[,<protocol>...]:<header>=<value>``: API
     #: groups that answer only calls carrying ``triton-grpc-protocol-<header>`` (Triton's flag).
     grpc_restricted_protocol: list[str] = field(default_factory=list)

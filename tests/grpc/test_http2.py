@@ -19,6 +19,15 @@ class FakeTransport:
     def write(self, data: bytes) -> None:
         self.out += data
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
     def is_closing(self) -> bool:
         return self.closing
 

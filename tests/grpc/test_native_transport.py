@@ -454,7 +454,17 @@ def test_responses_keep_within_a_small_peer_window(native: GrpcServer) -> None:
             ("content-type", "application/grpc"),
         ],
     )
-    conn.send_data(stream, len(body).to_bytes(5, "big") + body, end_stream=True)
+    pending = [memoryview(len(body).to_bytes(5, "big") + body)]
+
+    def send_more() -> None:  # the request as the server's windows allow (64 kB for a new stream)
+        while pending[0]:
+            room = min(conn.local_flow_control_window(stream), conn.max_outbound_frame_size, len(pending[0]))
+            if room <= 0:
+                return
+            conn.send_data(stream, pending[0][:room].tobytes(), end_stream=room == len(pending[0]))
+            pending[0] = pending[0][room:]
+
+    send_more()
     sock.sendall(conn.data_to_send())
     received = bytearray()
     trailers: dict[bytes, bytes] = {}
@@ -472,6 +482,7 @@ def test_responses_keep_within_a_small_peer_window(native: GrpcServer) -> None:
                     trailers = dict(event.headers)
                 elif isinstance(event, h2.events.StreamEnded):
                     done = True
+            send_more()
             sock.sendall(conn.data_to_send())
     finally:
         sock.close()

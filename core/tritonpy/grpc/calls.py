@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 import grpc
 
 from ..restricted import Requirement
-from .http2 import Stream
+from .http2 import MESSAGE_OVERHEAD, Stream
 
 log = logging.getLogger("tritonpy.grpc")
 
@@ -175,7 +175,7 @@ class Call:
         self._wbits = wbits
         self._buf = bytearray()
         self._request: bytes | None = None
-        self._queue: asyncio.Queue[bytes | _End] | None = None
+        self._queue: asyncio.Queue[tuple[bytes, int] | _End] | None = None
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timed_out = False
@@ -196,19 +196,21 @@ class Call:
             return
         buf = self._buf
         if not buf and len(chunk) >= 5 and int.from_bytes(chunk[1:5], "big") + 5 == len(chunk):
-            self._message(chunk[0], chunk[5:])  # the common case: one whole message
+            self._message(chunk[0], chunk[5:], len(chunk))  # the common case: one whole message
             return
         buf += chunk
         while len(buf) >= 5 and not self._failed:
             length = int.from_bytes(buf[1:5], "big")
             if length > self.max_message:
-                self._message(buf[0], b"", length)
+                self._message(buf[0], b"", 5 + length, length)
                 return
             if len(buf) < 5 + length:
+                self.stream.need = 5 + length - len(buf)  # the window it needs (http2._credit)
                 return
             flag, message = buf[0], bytes(buf[5 : 5 + length])
             del buf[: 5 + length]
-            self._message(flag, message)
+            self._message(flag, message, 5 + length)
+        self.stream.need = 5 - len(buf) if buf else 0
 
     def end(self) -> None:
         if self._failed:
@@ -220,11 +222,14 @@ class Call:
         elif self._request is None:
             self._fail(grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
         else:
+            self.stream.release()  # handed to the handler: no longer the connection's to hold
             self._start(self._run_unary(self._request))
             self._request = None
 
     def reset(self, code: int) -> None:
         self._failed = True
+        self._buf = bytearray()
+        self.stream.need = 0
         if self._timer is not None:
             self._timer.cancel()
         if self._task is not None:
@@ -232,7 +237,8 @@ class Call:
 
     # -- requests ------------------------------------------------------------------------
 
-    def _message(self, flag: int, message: bytes, length: int | None = None) -> None:
+    def _message(self, flag: int, message: bytes, wire: int, length: int | None = None) -> None:
+        """A whole request message; ``wire``: its bytes on the stream, prefix included."""
         size = len(message) if length is None else length
         if size > self.max_message:
             self._fail(
@@ -260,7 +266,10 @@ class Call:
             self._fail(grpc.StatusCode.INTERNAL, f"bad message flags {flag}")
             return
         if self._queue is not None:
-            self._queue.put_nowait(message)
+            # Its bytes are released as the handler takes it; until then, with the others
+            # queued, they keep the stream's window from reopening (http2._stream_credit).
+            self.stream.parked += wire + MESSAGE_OVERHEAD
+            self._queue.put_nowait((message, wire))
         elif self._request is not None:
             self._fail(grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
         else:
@@ -269,15 +278,21 @@ class Call:
     async def _requests(self) -> AsyncIterator[Any]:
         assert self._queue is not None
         parse = self.method.parse
+        stream = self.stream
         while True:
             item = await self._queue.get()
             if isinstance(item, _End):
                 return
+            message, wire = item
+            del item
+            stream.release(wire)
+            stream.unpark(wire + MESSAGE_OVERHEAD)
             try:
-                request = parse(item)
+                request = parse(message)
             except Exception:  # grpc's answer to a message that is not the request type
                 self._fail(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
                 return
+            del message
             yield request
 
     # -- running ---------------------------------------------------------------------------
@@ -383,6 +398,12 @@ class Call:
         self._failed = True
         self._done()
         self._buf = bytearray()
+        self.stream.need = 0
+        if self._queue is not None:  # what is queued will not be taken
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            self.stream.parked = 0
+        self.stream.release()
         if self._task is not None and not self._task.done():
             self._task.cancel()
         self._finish(code, message)

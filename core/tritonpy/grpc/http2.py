@@ -55,13 +55,26 @@ INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 0x4, 0x5, 0x6
 MAX_WINDOW = 2**31 - 1
 DEFAULT_WINDOW = 65_535
 DEFAULT_FRAME = 16_384
-#: The receive windows we keep open, per stream and for the connection.
-RECV_WINDOW = 1 << 24
-CONNECTION_RECV_WINDOW = 1 << 28
+#: The window a new stream gets (SETTINGS_INITIAL_WINDOW_SIZE: the protocol's default).
+STREAM_WINDOW = DEFAULT_WINDOW
+#: The window we top a stream up to as its data arrives and is taken, while the
+#: connection has room (``Connection._stream_credit``; else STREAM_WINDOW).
+RECV_WINDOW = 1 << 20
+#: The default of ``Config.buffer_limit`` (``--grpc-connection-buffer-limit``).
+CONNECTION_BUFFER_LIMIT = 1 << 26
 #: The largest frame we accept.
 OUR_MAX_FRAME = 1 << 20
 #: Queued response bytes above which a streaming sender waits for the peer.
 HIGH_WATER = 1 << 20
+#: The transport's write buffer: above HIGH, the connection stops reading and producing
+#: for the peer until the buffer is back under LOW; a flush writes at most WRITE_HIGH at a time.
+WRITE_HIGH = 1 << 20
+WRITE_LOW = 1 << 18
+#: Bytes a queued request message is counted for beyond its own, against a stream's
+#: ``RECV_WINDOW`` (the queue's per-message memory).
+MESSAGE_OVERHEAD = 64
+#: Frame types whose payload is of no use to us: dropped as it arrives, never buffered.
+_KNOWN = frozenset(range(10))
 #: The PING payload that follows a graceful shutdown's first GOAWAY.
 _GOAWAY_PING = b"tpgoaway"
 #: Seconds a connection closed for an error still reads (and drops) what the peer sends.
@@ -217,6 +230,11 @@ class Config:
     #: ``max_connection_age_grace`` more before it is closed; 0: never (grpc core's).
     max_connection_age: float = 0.0
     max_connection_age_grace: float = 0.0
+    #: Bytes one connection may hold of what its client sent and no handler has taken yet,
+    #: plus responses queued for the client (``--grpc-connection-buffer-limit``): at the
+    #: limit no window is granted, so the client waits. One message larger than the room
+    #: left may still complete (``Connection._credit``).
+    buffer_limit: int = CONNECTION_BUFFER_LIMIT
 
 
 class Stream:
@@ -238,6 +256,9 @@ class Stream:
         "_drained",
         "work",
         "length",
+        "held",
+        "need",
+        "parked",
     )
 
     def __init__(self, conn: Connection, stream_id: int, headers: list[tuple[bytes, bytes]]) -> None:
@@ -246,7 +267,8 @@ class Stream:
         self.headers = headers
         self.receiver: Receiver | None = None
         self.send_window = conn.peer_initial_window
-        self.recv_window = RECV_WINDOW
+        self.recv_window = STREAM_WINDOW
+        conn._granted += STREAM_WINDOW
         self.remote_closed = False
         self.local_closed = False
         self._out: deque[memoryview] = deque()
@@ -259,6 +281,19 @@ class Stream:
         self.work = 0
         #: The request's content-length less the DATA received so far; -1: none declared.
         self.length = -1
+        #: Request bytes received and not yet released (counted in the connection's too).
+        self.held = 0
+        #: Bytes the receiver still needs to complete the message it is in (0: none).
+        self.need = 0
+        #: Bytes of whole messages queued for a streaming handler (window: RECV_WINDOW at most).
+        self.parked = 0
+
+    @property
+    def wants_window(self) -> bool:
+        """Whether the stream's window should be topped up: under half a new stream's, or
+        under half RECV_WINDOW and less than the message in progress still needs."""
+        window = self.recv_window
+        return window < STREAM_WINDOW // 2 or (self.need > window and window < RECV_WINDOW // 2)
 
     @property
     def open(self) -> bool:
@@ -282,14 +317,41 @@ class Stream:
         if data:
             self._out.append(memoryview(data))
             self._queued += len(data)
+            self.conn._held += len(data)
         self._trailers = trailers
         self.conn.flush(self)
 
     async def drained(self) -> None:
-        """Wait while more than ``HIGH_WATER`` bytes are queued for the peer."""
-        while self._queued > HIGH_WATER and self.open:
+        """Wait while more than ``HIGH_WATER`` bytes are queued for the peer, or while
+        the connection's writing is paused."""
+        while (self._queued > HIGH_WATER or self.conn._paused) and self.open:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
+
+    def release(self, size: int = -1) -> None:
+        """The receiver has handed ``size`` bytes (-1: all it holds) to the handler or
+        dropped them: they stop counting against the connection's buffer limit, and
+        the windows they kept closed may reopen."""
+        if size < 0:
+            size = self.held
+        self.held -= size
+        conn = self.conn
+        conn._held -= size
+        if conn._recv_window < conn._half:
+            conn._credit(None)
+        if conn._starved:
+            over = conn._overdraft
+            if over is not None and (over.need <= 0 or over.remote_closed):
+                conn._overdraft = over = None  # its message is whole: the others' turn
+            if over is None:
+                conn._refill_starved()
+
+    def unpark(self, size: int) -> None:
+        """A streaming handler took a queued message counted as ``size``: the stream's
+        window may reopen."""
+        self.parked -= size
+        if self.wants_window and not self.remote_closed:
+            self.conn._stream_credit(self)
 
     def reset(self, code: int) -> None:
         """RST_STREAM with ``code``; the stream is forgotten."""
@@ -336,6 +398,17 @@ class Connection(asyncio.Protocol):
         self.peer_max_frame = DEFAULT_FRAME
         self.send_window = DEFAULT_WINDOW
         self._recv_window = DEFAULT_WINDOW
+        self._limit = max(config.buffer_limit, 2 * DEFAULT_WINDOW)
+        self._half = self._limit // 2
+        self._held = 0  # request bytes not yet taken by handlers, and response bytes queued
+        self._granted = 0  # the open streams' receive windows, all together
+        self._overdraft: Stream | None = None  # the one stream allowed past the limit
+        self._starved: dict[int, Stream] = {}  # streams whose window update waits for room
+        self._paused = False  # the transport's write buffer is over its high-water mark
+        self._rest = 0  # payload bytes still to come of a frame taken as it arrives
+        self._rest_body = 0  # of them, body bytes (what follows is padding)
+        self._rest_stream: Stream | None = None  # whose body they are (None: dropped)
+        self._rest_end = False  # the frame ends the stream
         self._buf = bytearray()
         self._preface = False
         self._decoder = hpack.Decoder(max_header_list_size=config.max_header_list_size)
@@ -381,18 +454,20 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
         self.transport = transport
+        transport.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
         settings = b"".join(
             key.to_bytes(2, "big") + value.to_bytes(4, "big")
             for key, value in (
                 (ENABLE_PUSH, 0),
                 (MAX_CONCURRENT_STREAMS, self.config.max_concurrent_streams),
-                (INITIAL_WINDOW_SIZE, RECV_WINDOW),
+                (INITIAL_WINDOW_SIZE, STREAM_WINDOW),
                 (MAX_FRAME_SIZE, OUR_MAX_FRAME),
                 (MAX_HEADER_LIST_SIZE, self.config.max_header_list_size),
             )
         )
-        update = (CONNECTION_RECV_WINDOW - DEFAULT_WINDOW).to_bytes(4, "big")
-        self._recv_window = CONNECTION_RECV_WINDOW
+        window = min(self._limit, MAX_WINDOW)
+        update = (window - DEFAULT_WINDOW).to_bytes(4, "big")
+        self._recv_window = window
         transport.write(frame(SETTINGS, 0, 0, settings) + frame(WINDOW_UPDATE, 0, 0, update))
         if self._refuse:
             self.fail(ENHANCE_YOUR_CALM, "too many connections")
@@ -416,17 +491,52 @@ class Connection(asyncio.Protocol):
         self.lost_event.set()
         self.on_close(self)
 
-    def data_received(self, data: bytes) -> None:
+    def pause_writing(self) -> None:
+        """The transport's write buffer passed WRITE_HIGH: stop reading the socket (what
+        we read makes answers) and stop producing for the peer until it drains."""
+        self._paused = True
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._paused = False
         if self.closed:
             return
-        buf = self._buf
-        buf += data
+        if self.transport is not None:
+            self.transport.resume_reading()
+        for stream in list(self.streams.values()):
+            stream._wake()
+        self._flush_blocked()
+        if (self._buf or self._rest) and not self._paused:
+            self.data_received(b"")
+
+    def data_received(self, data: bytes) -> None:
+        """Take the frames received; while writing is paused, only buffer them (reading
+        is paused too, so that is what was read already), and take them at resume.
+
+        A DATA frame's body goes to its stream as it arrives, and the payload of a
+        frame of unknown type is dropped as it arrives: only control frames are
+        buffered whole (16 KiB at most, a header block's bound for HEADERS)."""
+        if self.closed:
+            return
+        # Frames are taken from ``data`` itself; only what is left of it is copied, to
+        # ``_buf``, where the next read is appended to it.
+        buf: bytes | bytearray = data
+        if self._buf:
+            buf = self._buf
+            buf += data
+        if self._paused:
+            if buf is data:
+                self._buf += data
+            return
         try:
             pos = 0
             if not self._preface:
                 if len(buf) < len(PREFACE):
                     if not PREFACE.startswith(bytes(buf)):
                         raise ConnectionError_(PROTOCOL_ERROR, "bad client preface")
+                    if buf is data:
+                        self._buf += data
                     return
                 if buf[: len(PREFACE)] != PREFACE:
                     raise ConnectionError_(PROTOCOL_ERROR, "bad client preface")
@@ -436,20 +546,79 @@ class Connection(asyncio.Protocol):
                     self._preface_timer = None
                 pos = len(PREFACE)
             end = len(buf)
-            while end - pos >= 9 and not self.closed:
+            while not self.closed and not self._paused:
+                if self._rest:
+                    take = min(self._rest, end - pos)
+                    if not take:
+                        break
+                    self._data_part(buf, pos, take)
+                    pos += take
+                    continue
+                if end - pos < 9:
+                    break
                 length = int.from_bytes(buf[pos : pos + 3], "big")
                 if length > OUR_MAX_FRAME:
                     raise ConnectionError_(FRAME_SIZE_ERROR, f"frame of {length} bytes")
-                if end - pos - 9 < length:
-                    break
                 kind, flags = buf[pos + 3], buf[pos + 4]
+                if end - pos - 9 < length:
+                    if kind == DATA and length:
+                        if flags & PADDED and end - pos < 10:
+                            break  # the pad length comes first
+                        stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+                        pad = buf[pos + 9] if flags & PADDED else -1
+                        self._data_start(flags, stream_id, length, pad)
+                        pos += 9 if pad < 0 else 10
+                        continue
+                    if kind not in _KNOWN:
+                        if self._continuing is not None:
+                            raise ConnectionError_(PROTOCOL_ERROR, "expected CONTINUATION")
+                        self._rest, self._rest_body, self._rest_stream = length, 0, None
+                        pos += 9
+                        continue
+                    stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+                    if length > DEFAULT_FRAME and self._oversized(kind, stream_id, length):
+                        self._rest, self._rest_body, self._rest_stream = length, 0, None
+                        pos += 9
+                        continue
+                    break  # buffered until whole (16 KiB at most, a header block's bound for HEADERS)
                 stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                 payload = bytes(buf[pos + 9 : pos + 9 + length])
                 pos += 9 + length
                 self._frame(kind, flags, stream_id, payload)
-            del buf[:pos]
+            if self.closed:
+                return
+            if buf is data:
+                if pos < len(data):
+                    self._buf += memoryview(data)[pos:]
+            else:
+                del self._buf[:pos]
         except ConnectionError_ as exc:
             self.fail(exc.code, exc.message)
+
+    def _oversized(self, kind: int, stream_id: int, length: int) -> bool:
+        """A control frame over 16 KiB is coming. A header block within what
+        ``_continuation`` takes is buffered (False); a larger one, a fixed-size frame
+        of the wrong size, or any other is a connection error, but PRIORITY's wrong
+        size is a stream error, its payload dropped as it arrives (True)."""
+        if self._continuing is not None and kind != CONTINUATION:
+            raise ConnectionError_(PROTOCOL_ERROR, "expected CONTINUATION")
+        if kind in (HEADERS, CONTINUATION):
+            if length > 2 * self.config.max_header_list_size + 1024:
+                raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large")
+            return False
+        if kind == PRIORITY and stream_id:  # a stream error (RFC 9113 6.3), as in _frame
+            stream = self.streams.get(stream_id)
+            if stream is not None:
+                self.stream_error(stream, FRAME_SIZE_ERROR)
+            else:
+                self.write_reset(stream_id, FRAME_SIZE_ERROR)
+                self.count_reset()
+            return True
+        if kind in (PING, RST_STREAM, WINDOW_UPDATE, PRIORITY):
+            raise ConnectionError_(FRAME_SIZE_ERROR, f"frame of type {kind} of {length} bytes")
+        if kind == PUSH_PROMISE:
+            raise ConnectionError_(PROTOCOL_ERROR, "PUSH_PROMISE from a client")
+        raise ConnectionError_(ENHANCE_YOUR_CALM, f"frame of type {kind} of {length} bytes")
 
     # -- frames received ---------------------------------------------------------------
 
@@ -497,60 +666,185 @@ class Connection(asyncio.Protocol):
             raise ConnectionError_(PROTOCOL_ERROR, "padding longer than the frame")
         return payload[1 : len(payload) - payload[0]]
 
-    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
+    def _data_target(self, stream_id: int, size: int) -> Stream | None:
+        """Flow control for a DATA frame of ``size`` bytes: the stream its body goes to,
+        or None when it is dropped (a closed stream, or one that overran its window)."""
         if stream_id == 0:
             raise ConnectionError_(PROTOCOL_ERROR, "DATA on stream 0")
-        size = len(payload)
         self._recv_window -= size
         if self._recv_window < 0:
             raise ConnectionError_(FLOW_CONTROL_ERROR, "connection window exceeded")
-        updates = b""
-        if self._recv_window < CONNECTION_RECV_WINDOW // 2:
-            grant = CONNECTION_RECV_WINDOW - self._recv_window
-            updates = frame(WINDOW_UPDATE, 0, 0, grant.to_bytes(4, "big"))
-            self._recv_window = CONNECTION_RECV_WINDOW
-        body = self._unpad(flags, payload)
         stream = self.streams.get(stream_id)
         if stream is None or stream.remote_closed:
             if stream_id > self._last_stream:
                 raise ConnectionError_(PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
-            if updates:
-                self._write(updates)
             if stream is not None:
                 stream.reset(STREAM_CLOSED)
                 if stream.receiver is not None:
                     stream.receiver.reset(STREAM_CLOSED)
             # else: a stream we answered or reset; what was in flight is dropped (RFC 9113 5.4.2)
-            return
+            return None
         stream.recv_window -= size
+        self._granted -= size
         if stream.recv_window < 0:
             stream.reset(FLOW_CONTROL_ERROR)
             if stream.receiver is not None:
                 stream.receiver.reset(FLOW_CONTROL_ERROR)
-            if updates:
-                self._write(updates)
-            return
-        end = bool(flags & END_STREAM)
-        if not end and stream.recv_window < RECV_WINDOW // 2:
-            grant = RECV_WINDOW - stream.recv_window
-            updates += frame(WINDOW_UPDATE, 0, stream_id, grant.to_bytes(4, "big"))
-            stream.recv_window = RECV_WINDOW
-        if updates:
-            self._write(updates)
-        if stream.length >= 0:  # the declared content-length, to match (RFC 9113 8.1.1)
-            stream.length -= len(body)
-            if stream.length < 0 or (end and stream.length):
-                self.stream_error(stream, PROTOCOL_ERROR)
-                return
-        receiver = stream.receiver
-        if receiver is not None:
+            return None
+        return stream
+
+    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
+        body = self._unpad(flags, payload) if flags & PADDED else payload
+        size = len(payload)
+        stream = self.streams.get(stream_id)
+        if (
+            stream is not None
+            and not stream.remote_closed
+            and size <= stream.recv_window
+            and size <= self._recv_window
+        ):  # the common case, inline
+            stream.recv_window -= size
+            self._recv_window -= size
+            self._granted -= size
+        else:
+            stream = self._data_target(stream_id, size)
+        if stream is not None and stream.length >= 0 and self._length_broken(stream, len(body), flags):
+            stream = None
+        if stream is not None:
             if body:
-                receiver.data(body)
-            if end:
-                stream.remote_closed = True
-                receiver.end()
-                if stream.local_closed:
-                    self.stream_done(stream)
+                size = len(body)
+                stream.held += size
+                self._held += size
+                receiver = stream.receiver
+                if receiver is not None:
+                    receiver.data(body)
+            if flags & END_STREAM:
+                self._stream_end(stream)
+            elif stream.wants_window and not stream.remote_closed:
+                self._stream_credit(stream)
+        if self._recv_window < self._half:
+            self._credit(stream)
+
+    def _length_broken(self, stream: Stream, size: int, flags: int) -> bool:
+        """``size`` more bytes of the stream's body, against its declared content-length
+        (RFC 9113 8.1.1): past it, or short of it at the stream's end, the request is
+        malformed: the stream is reset (PROTOCOL_ERROR) and True."""
+        stream.length -= size
+        if stream.length < 0 or (flags & END_STREAM and stream.length):
+            self.stream_error(stream, PROTOCOL_ERROR)
+            return True
+        return False
+
+    def _stream_end(self, stream: Stream) -> None:
+        stream.remote_closed = True
+        self._granted -= stream.recv_window  # a window the peer can no longer use
+        stream.recv_window = 0
+        if stream.receiver is not None:
+            stream.receiver.end()
+        if stream.local_closed:
+            self.stream_done(stream)
+
+    def _data_start(self, flags: int, stream_id: int, length: int, pad: int) -> None:
+        """A DATA frame of ``length`` bytes whose payload has not all arrived: its body is
+        handed over as it comes (``_data_part``); ``pad``: its pad length, -1 if unpadded."""
+        if self._continuing is not None:
+            raise ConnectionError_(PROTOCOL_ERROR, "expected CONTINUATION")
+        if pad >= length:
+            raise ConnectionError_(PROTOCOL_ERROR, "padding longer than the frame")
+        stream = self._data_target(stream_id, length)
+        rest = length if pad < 0 else length - 1
+        self._rest, self._rest_body = rest, rest - max(pad, 0)
+        self._rest_stream, self._rest_end = stream, bool(flags & END_STREAM)
+
+    def _data_part(self, buf: bytes | bytearray, pos: int, take: int) -> None:
+        """``take`` bytes of the frame ``_data_start`` began, at ``buf[pos:]``."""
+        body = min(take, self._rest_body)
+        stream = self._rest_stream
+        self._rest -= take
+        self._rest_body -= body
+        if stream is not None and body:
+            if stream.remote_closed:  # reset meanwhile: the rest is dropped
+                self._rest_stream = stream = None
+            elif stream.length >= 0 and self._length_broken(stream, body, 0):
+                self._rest_stream = stream = None
+            else:
+                stream.held += body
+                self._held += body
+                if stream.receiver is not None:
+                    stream.receiver.data(bytes(buf[pos : pos + body]))
+        if self._rest:
+            return
+        self._rest_stream = None
+        if stream is not None and not stream.remote_closed:
+            if self._rest_end and stream.length >= 0 and self._length_broken(stream, 0, END_STREAM):
+                pass  # short of its content-length: reset
+            elif self._rest_end:
+                self._stream_end(stream)
+            elif stream.wants_window:
+                self._stream_credit(stream)
+        if self._recv_window < self._half:
+            self._credit(stream)
+
+    # -- receive windows: granted as what was received is taken -------------------------
+
+    def _credit(self, stream: Stream | None) -> None:
+        """Grant the connection window back up to the buffer limit less what is held.
+
+        At the limit, a stream whose message needs more (``stream.need``) than the room
+        left becomes the one overdraft stream: the window it needs is granted above the
+        limit, until its message is complete (a message larger than the limit, or
+        messages of several streams that would fill it together, still arrive)."""
+        window = self._recv_window
+        grant = self._limit - self._held - window
+        over = self._overdraft
+        if over is not None and (over.need <= 0 or over.remote_closed):
+            self._overdraft = over = None
+            if self._starved:
+                self._refill_starved()
+        if over is None and grant < DEFAULT_WINDOW and stream is not None and stream.need > 0:
+            self._overdraft = over = stream
+            self._starved.pop(stream.id, None)
+            if stream.wants_window:
+                self._stream_credit(stream)
+        if over is not None:
+            grant = max(grant, over.need - window)
+        grant = min(grant, MAX_WINDOW - window)
+        if grant <= 0 or (grant < DEFAULT_WINDOW and window >= DEFAULT_WINDOW):
+            return  # nothing to grant, or the peer still has room: grant more at once later
+        self._recv_window = window + grant
+        self._write(frame(WINDOW_UPDATE, 0, 0, grant.to_bytes(4, "big")))
+
+    def _stream_credit(self, stream: Stream) -> None:
+        """Top the stream's window up (it ``wants_window``): to RECV_WINDOW
+        while all the streams' windows and what the connection holds stay within the
+        buffer limit, else to STREAM_WINDOW, as a new stream's. Not while the stream's
+        handler has RECV_WINDOW bytes of messages still to take, nor while another
+        stream is the overdraft one (its window must not go to others): then later,
+        as they are taken (``Stream.unpark``) or the overdraft ends."""
+        over = self._overdraft
+        if over is not None and (over.need <= 0 or over.remote_closed):
+            self._overdraft = over = None  # its message is whole (or it ended)
+        if stream.parked >= RECV_WINDOW or (over is not None and stream is not over):
+            self._starved[stream.id] = stream
+            return
+        window = stream.recv_window
+        grant = RECV_WINDOW - window
+        if grant <= 0:
+            return
+        if stream is not over and self._held + self._granted + grant > self._limit:
+            grant = STREAM_WINDOW - window
+            if grant <= 0:
+                self._starved[stream.id] = stream
+                return
+        stream.recv_window = window + grant
+        self._granted += grant
+        self._write(frame(WINDOW_UPDATE, 0, stream.id, grant.to_bytes(4, "big")))
+
+    def _refill_starved(self) -> None:
+        starved, self._starved = self._starved, {}
+        for stream in starved.values():
+            if not stream.remote_closed and stream.wants_window:
+                self._stream_credit(stream)
 
     def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id == 0:
@@ -867,12 +1161,18 @@ class Connection(asyncio.Protocol):
         self._write_control(frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big")))
 
     def flush(self, stream: Stream) -> None:
-        """Send what the windows allow of the stream's queued data, then its trailers."""
+        """Send what the windows allow of the stream's queued data, then its trailers;
+        while writing is paused, nothing (the stream waits for ``resume_writing``)."""
+        if self._paused:
+            self._blocked[stream.id] = stream
+            return
         out: list[bytes] = []
         if stream._head is not None:
             out.append(self._header_frames(stream.id, stream._head, False))
             stream._head = None
         queue = stream._out
+        sent = 0
+        cut = WRITE_HIGH
         while queue:
             window = min(stream.send_window, self.send_window)
             if window <= 0:
@@ -886,7 +1186,14 @@ class Connection(asyncio.Protocol):
                 queue[0] = chunk[size:]
             stream.send_window -= size
             self.send_window -= size
-            stream._queued -= size
+            sent += size
+            if sent >= cut and queue:  # WRITE_HIGH at a time, while the transport takes them
+                self._write(b"".join(out))
+                out, cut = [], sent + WRITE_HIGH
+                if self._paused or self.closed:
+                    break
+        stream._queued -= sent
+        self._held -= sent
         done = not queue and stream._trailers is not None
         if done:
             if stream._trailers:
@@ -895,6 +1202,7 @@ class Connection(asyncio.Protocol):
                 out.append(frame(DATA, END_STREAM, stream.id))
         if out:
             self._write(b"".join(out))
+        if out or sent:
             self._last_ping_recv = float("-inf")
             self._ping_strikes = 0
             self._pings_without_data = 0
@@ -904,11 +1212,15 @@ class Connection(asyncio.Protocol):
             self._blocked[stream.id] = stream
         if stream._queued <= HIGH_WATER:
             stream._wake()
+        if sent and self._recv_window < self._half:
+            self._credit(None)
 
     def _flush_blocked(self) -> None:
         for stream in list(self._blocked.values()):
-            if self.send_window <= 0:
+            if self._paused:
                 return
+            if self.send_window <= 0 and stream._out and stream._head is None:
+                continue  # it waits for window
             del self._blocked[stream.id]
             self.flush(stream)
 
@@ -921,7 +1233,21 @@ class Connection(asyncio.Protocol):
                     self._detached += 1
                 if not self.streams and self._idle_timer is not None:
                     self._idle_since = self._loop.time()
+                self._granted -= stream.recv_window
+                stream.recv_window = 0
             self._blocked.pop(stream.id, None)
+            if stream is self._overdraft:
+                self._overdraft = None
+                if self._starved:
+                    self._refill_starved()
+            if self._starved:
+                self._starved.pop(stream.id, None)
+            if stream._queued or stream.held:
+                if stream._queued:  # reset with a response still queued: dropped
+                    self._held -= stream._queued
+                    stream._queued = 0
+                    stream._out.clear()
+                stream.release()
             stream._wake()
             self._close_if_idle()
 
@@ -966,6 +1292,8 @@ class Connection(asyncio.Protocol):
         # Closing with the peer's bytes unread would send RST, and a RST can discard
         # the GOAWAY before the peer reads it: end our side, read and drop for a
         # moment, then close.
+        if self._paused:  # reading was paused with writing: drop what comes, as below
+            transport.resume_reading()
         if transport.can_write_eof():
             transport.write_eof()
         self._loop.call_later(_LINGER, transport.close)
@@ -1025,6 +1353,9 @@ class Connection(asyncio.Protocol):
                 handle.cancel()
         streams, self.streams = self.streams, {}
         self._blocked.clear()
+        self._starved.clear()
+        self._overdraft = self._rest_stream = None
+        self._granted = 0
         for stream in streams.values():
             stream.local_closed = stream.remote_closed = True
             stream._wake()

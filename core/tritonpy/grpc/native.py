@@ -94,6 +94,7 @@ def config_of(options: ServerOptions) -> http2.Config:
         max_connection_idle=options.grpc_max_connection_idle / 1000,
         max_connection_age=options.grpc_max_connection_age / 1000,
         max_connection_age_grace=options.grpc_max_connection_age_grace / 1000,
+        buffer_limit=options.grpc_connection_buffer_limit,
     )
 
 

@@ -217,7 +217,13 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         """
         metadata = dict(context.invocation_metadata() or ())
         grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
-        queue: asyncio.Queue[pb.ModelStreamInferResponse | TritonError | None] = asyncio.Queue()
+        # Bounded both ways: at most ``inflight`` requests in the server (the next is read
+        # from the client when one completes, so the transport's flow control holds the
+        # client back), and responses wait in a queue of that size for the client to take
+        # them (a decoupled model's sender waits meanwhile).
+        inflight = max(1, self.server.options.grpc_stream_max_inflight)
+        queue: asyncio.Queue[pb.ModelStreamInferResponse | TritonError | None] = asyncio.Queue(inflight)
+        slots = asyncio.Semaphore(inflight)
         pending: set[asyncio.Task[None]] = set()
 
         def failed(
@@ -268,12 +274,19 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 exc.__traceback__ = None
                 await queue.put(pb.ModelStreamInferResponse(error_message=message))
 
+        def done(task: asyncio.Task[None]) -> None:
+            pending.discard(task)
+            slots.release()
+
         async def read() -> None:
             try:
+                await slots.acquire()
                 async for msg in request_iterator:
                     task = asyncio.create_task(one(msg))
+                    del msg
                     pending.add(task)
-                    task.add_done_callback(pending.discard)
+                    task.add_done_callback(done)
+                    await slots.acquire()  # read the next only when there is room for it
                 if pending:
                     await asyncio.gather(*list(pending))
             finally:
