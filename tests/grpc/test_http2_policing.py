@@ -20,6 +20,7 @@ from tritonpy.grpc.calls import Method
 from tritonpy.grpc.http2 import Budget
 from tritonpy_h2 import (
     CONTINUATION,
+    DATA,
     END_HEADERS,
     GOAWAY,
     HEADERS,
@@ -373,6 +374,25 @@ def test_headers_after_the_clients_own_reset_are_a_stream_error(policed: GrpcSer
         client.wait_for(RST_STREAM, 1)
         assert client.resets(1) == [STREAM_CLOSED]
         _raw_live(client, 3)  # the connection goes on
+    finally:
+        client.close()
+
+
+def test_data_after_the_clients_own_reset_is_a_stream_error(policed: GrpcServer) -> None:
+    """RFC 9113 5.1, DATA this time: after the client reset a stream, RST_STREAM STREAM_CLOSED;
+    DATA in flight on a stream the server answered first is still dropped quietly."""
+    client = RawH2(policed.port, timeout=5)
+    try:
+        client.send(client.headers(1, grpc_request(STREAM_INFER)))
+        client.send(frame(RST_STREAM, 0, 1, (8).to_bytes(4, "big")))
+        client.send(frame(DATA, 0, 1, bytes(10)))
+        client.wait_for(RST_STREAM, 1)
+        assert client.resets(1) == [STREAM_CLOSED]
+        client.send(client.headers(3, grpc_request("/inference.GRPCInferenceService/Nope")))
+        client.wait_for(RST_STREAM, 3)
+        client.send(frame(DATA, 0, 3, bytes(10)))
+        _raw_live(client, 5)  # the connection goes on
+        assert client.resets(3) == [NO_ERROR]
     finally:
         client.close()
 

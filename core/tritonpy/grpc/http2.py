@@ -682,6 +682,10 @@ class Connection(asyncio.Protocol):
                 stream.reset(STREAM_CLOSED)
                 if stream.receiver is not None:
                     stream.receiver.reset(STREAM_CLOSED)
+            elif self._closed_early.get(stream_id) is False:
+                # The client reset it itself: nothing may follow (RFC 9113 5.1), a stream error.
+                self.write_reset(stream_id, STREAM_CLOSED)
+                self.count_reset()
             # else: a stream we answered or reset; what was in flight is dropped (RFC 9113 5.4.2)
             return None
         stream.recv_window -= size
