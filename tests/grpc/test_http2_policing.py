@@ -190,6 +190,22 @@ def test_settings_flood_gets_enhance_your_calm(policed: GrpcServer) -> None:
     _live(policed)
 
 
+def test_an_empty_data_flood_gets_enhance_your_calm(policed: GrpcServer) -> None:
+    """CVE-2019-9518: DATA frames with no body and no END_STREAM do nothing; past the budget
+    (100 at once), GOAWAY. Empty DATA that ends a stream is how a client may end one: never
+    counted."""
+    client = RawH2(policed.port, timeout=5)
+    try:
+        for stream_id in range(1, 301, 2):  # 150 streams ended with an empty DATA frame
+            client.send(client.headers(stream_id, grpc_request(LIVE)), frame(DATA, 0x1, stream_id))
+        client.send(client.headers(301, grpc_request(STREAM_INFER)))
+        client.send(*(frame(DATA, 0, 301) for _ in range(500)))
+        assert client.goaway() == (ENHANCE_YOUR_CALM, b"too many empty DATA frames")
+    finally:
+        client.close()
+    _live(policed)
+
+
 def test_a_settings_frame_with_too_many_entries(policed: GrpcServer) -> None:
     client = RawH2(policed.port, timeout=5)
     try:

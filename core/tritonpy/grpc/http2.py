@@ -216,6 +216,10 @@ class Config:
     #: SETTINGS frames a client may send in a burst, and per second after it; 0: no limit.
     settings_burst: int = 100
     settings_rate: float = 10.0
+    #: DATA frames with no body and no END_STREAM (they do nothing but cost: the "empty
+    #: frames flood", CVE-2019-9518) a client may send in a burst, and per second after it.
+    empty_data_burst: int = 100
+    empty_data_rate: float = 10.0
     #: Entries in one SETTINGS frame (nghttp2's limit).
     max_settings_entries: int = 32
     #: Control frames we answer (SETTINGS and PING acks, RST_STREAM) queued while the peer
@@ -435,6 +439,7 @@ class Connection(asyncio.Protocol):
         now = self._loop.time()
         self._resets = Budget(config.reset_burst, config.reset_rate, now)
         self._settings_budget = Budget(config.settings_burst, config.settings_rate, now)
+        self._empty_data = Budget(config.empty_data_burst, config.empty_data_rate, now)
         self._queued_control = 0
         self._continuations = 0
         # The most recent streams closed by a reset: True where we closed them while the
@@ -699,6 +704,8 @@ class Connection(asyncio.Protocol):
 
     def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
         body = self._unpad(flags, payload) if flags & PADDED else payload
+        if not body and not flags & END_STREAM and not self._empty_data.spend(self._loop.time()):
+            raise ConnectionError_(ENHANCE_YOUR_CALM, "too many empty DATA frames")
         size = len(payload)
         stream = self.streams.get(stream_id)
         if (
