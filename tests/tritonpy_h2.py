@@ -6,6 +6,7 @@ from __future__ import annotations
 import select
 import socket
 import time
+from typing import Any
 
 import hpack
 
@@ -146,3 +147,44 @@ def rss_kib() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+class FakeTransport:
+    """What ``http2.Connection`` uses of an asyncio transport, for tests that drive a
+    connection in process: what is written is kept in ``out`` and taken at once (the
+    write buffer stays empty); ``reading`` follows pause_reading/resume_reading."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.closing = False
+        self.reading = True
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = True
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default

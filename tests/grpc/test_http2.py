@@ -5,46 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
 
 import hpack
 from tritonpy.grpc import http2
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.out = bytearray()
-        self.closing = False
-
-    def write(self, data: bytes) -> None:
-        self.out += data
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.closing = True
-
-    def abort(self) -> None:
-        self.closing = True
-
-    def can_write_eof(self) -> bool:
-        return False
-
-    def get_write_buffer_size(self) -> int:
-        return 0  # everything written has gone
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
+from tritonpy_h2 import FakeTransport
 
 
 class Ignore:

@@ -32,6 +32,7 @@ from onnx import TensorProto, helper
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 from tritonpy.grpc import http2
+from tritonpy_h2 import FakeTransport
 from tritonpy_serverprocess import ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -522,41 +523,7 @@ def test_unfinished_frames_of_unknown_type_are_not_held(serve: Any) -> None:
 # -- in process: the connection's reactions, frame by frame ------------------------------------
 
 
-class FakeTransport:
-    def __init__(self) -> None:
-        self.out = bytearray()
-        self.reading = True
-
-    def write(self, data: bytes) -> None:
-        self.out += data
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0  # everything written is taken at once
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-    def is_closing(self) -> bool:
-        return False
-
-    def abort(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def can_write_eof(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
-
+class Transport(FakeTransport):
     def frames(self) -> list[tuple[int, int, int, bytes]]:
         """(type, flags, stream id, payload) of what was written since the last call."""
         out = _parse(bytes(self.out))
@@ -582,7 +549,7 @@ class Holder:
         pass
 
 
-def _connection(limit: int | None = None) -> tuple[http2.Connection, FakeTransport, dict[int, Holder]]:
+def _connection(limit: int | None = None) -> tuple[http2.Connection, Transport, dict[int, Holder]]:
     holders: dict[int, Holder] = {}
 
     def app(stream: http2.Stream) -> http2.Receiver:
@@ -591,7 +558,7 @@ def _connection(limit: int | None = None) -> tuple[http2.Connection, FakeTranspo
 
     config = http2.Config() if limit is None else http2.Config(buffer_limit=limit)
     conn = http2.Connection(app, config, lambda c: None)
-    transport = FakeTransport()
+    transport = Transport()
     conn.connection_made(transport)  # type: ignore[arg-type]
     conn.data_received(PREFACE + _frame(http2.SETTINGS, 0, 0))
     transport.frames()

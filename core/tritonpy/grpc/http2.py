@@ -611,13 +611,8 @@ class Connection(asyncio.Protocol):
             if length > 2 * self.config.max_header_list_size + 1024:
                 raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large")
             return False
-        if kind == PRIORITY and stream_id:  # a stream error (RFC 9113 6.3), as in _frame
-            stream = self.streams.get(stream_id)
-            if stream is not None:
-                self.stream_error(stream, FRAME_SIZE_ERROR)
-            else:
-                self.write_reset(stream_id, FRAME_SIZE_ERROR)
-                self.count_reset()
+        if kind == PRIORITY and stream_id:
+            self._bad_priority(stream_id)
             return True
         if kind in (PING, RST_STREAM, WINDOW_UPDATE, PRIORITY):
             raise ConnectionError_(FRAME_SIZE_ERROR, f"frame of type {kind} of {length} bytes")
@@ -647,13 +642,8 @@ class Connection(asyncio.Protocol):
         elif kind == PRIORITY:
             if stream_id == 0:
                 raise ConnectionError_(PROTOCOL_ERROR, "PRIORITY on stream 0")
-            if len(payload) != 5:  # a stream error (RFC 9113 6.3)
-                stream = self.streams.get(stream_id)
-                if stream is not None:
-                    self.stream_error(stream, FRAME_SIZE_ERROR)
-                else:
-                    self.write_reset(stream_id, FRAME_SIZE_ERROR)
-                    self.count_reset()
+            if len(payload) != 5:
+                self._bad_priority(stream_id)
         elif kind == GOAWAY:
             if stream_id != 0:
                 raise ConnectionError_(PROTOCOL_ERROR, "GOAWAY on a stream")
@@ -662,6 +652,15 @@ class Connection(asyncio.Protocol):
         elif kind == PUSH_PROMISE:
             raise ConnectionError_(PROTOCOL_ERROR, "PUSH_PROMISE from a client")
         # Unknown frame types are ignored (RFC 9113 5.5).
+
+    def _bad_priority(self, stream_id: int) -> None:
+        """A PRIORITY frame of the wrong size: a stream error (RFC 9113 6.3)."""
+        stream = self.streams.get(stream_id)
+        if stream is not None:
+            self.stream_error(stream, FRAME_SIZE_ERROR)
+        else:
+            self.write_reset(stream_id, FRAME_SIZE_ERROR)
+            self.count_reset()
 
     @staticmethod
     def _unpad(flags: int, payload: bytes) -> bytes:
