@@ -79,7 +79,12 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     if not options.allow_http and not options.allow_grpc:
         say("error: no front end enabled (--allow-http=false and --allow-grpc=false)")
         return 1
-    problem = port_problem(options)
+    problem = None
+    if options.allow_grpc and options.grpc_implementation == "grpcio":
+        from .grpc.frontend import grpcio_problem
+
+        problem = grpcio_problem(options)  # grpcio is an extra: say how to install it
+    problem = problem or port_problem(options)
     if problem is None and (options.allow_http or options.allow_metrics):
         try:
             uvicorn_surface.check()

@@ -140,7 +140,7 @@ def test_mutual_tls(test_repos: list[Path], pki: Path, implementation: str) -> N
 
 def test_bad_tls_settings_are_clear_errors(tmp_path: Path) -> None:
     import tritonpy
-    from tritonpy.grpc.frontend import credentials
+    from tritonpy.grpc.aio import credentials
 
     options = tritonpy.ServerOptions(grpc_use_ssl=True)
     with pytest.raises(ValueError, match="needs --grpc-server-cert and --grpc-server-key"):

@@ -19,10 +19,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import grpc
-
 from ..restricted import Requirement
 from .http2 import MESSAGE_OVERHEAD, Stream
+from .status import Aborted, StatusCode
 
 log = logging.getLogger("tritonpy.grpc")
 
@@ -36,15 +35,6 @@ class Method:
     parse: Callable[[bytes], Any]
     streaming: bool
     requirement: Requirement | None = None
-
-
-class Aborted(grpc.aio.AbortError):  # type: ignore[misc]  # grpc ships no types
-    """``Context.abort``: the call ends with ``code`` and ``details``."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
 
 
 def _literal(name: bytes, value: bytes) -> bytes:
@@ -76,9 +66,13 @@ _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1
 _RESERVED = {b"content-type", b"te", b"grpc-encoding", b"grpc-accept-encoding", b"grpc-timeout"}
 
 
-def status_block(code: grpc.StatusCode, message: str, trailers_only: bool) -> bytes:
+#: The ``grpc-status`` field of each code, made once.
+_STATUS_FIELDS = {code: _literal(b"grpc-status", str(code.value).encode()) for code in StatusCode}
+
+
+def status_block(code: StatusCode, message: str, trailers_only: bool) -> bytes:
     """Trailers with ``code`` and the percent-encoded ``message`` (or a Trailers-Only block)."""
-    block = _literal(b"grpc-status", str(code.value[0]).encode())
+    block = _STATUS_FIELDS[code]
     if message:
         encoded = urllib.parse.quote(message, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode()
         block += _literal(b"grpc-message", encoded)
@@ -95,7 +89,7 @@ class Context:
         self._metadata: tuple[tuple[str, str | bytes], ...] | None = None
         self._deadline = deadline
 
-    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
+    async def abort(self, code: StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         raise Aborted(code, details)
 
     def invocation_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
@@ -216,11 +210,11 @@ class Call:
         if self._failed:
             return
         if self._buf:
-            self._fail(grpc.StatusCode.INTERNAL, "the request stream ended inside a message")
+            self._fail(StatusCode.INTERNAL, "the request stream ended inside a message")
         elif self._queue is not None:
             self._queue.put_nowait(_END)
         elif self._request is None:
-            self._fail(grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
+            self._fail(StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
         else:
             self.stream.release()  # handed to the handler: no longer the connection's to hold
             self._start(self._run_unary(self._request))
@@ -242,28 +236,28 @@ class Call:
         size = len(message) if length is None else length
         if size > self.max_message:
             self._fail(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                StatusCode.RESOURCE_EXHAUSTED,
                 f"Received message larger than max ({size} vs. {self.max_message})",
             )
             return
         if flag == 1:
             if self._wbits is None:
-                self._fail(grpc.StatusCode.INTERNAL, "a compressed message without grpc-encoding")
+                self._fail(StatusCode.INTERNAL, "a compressed message without grpc-encoding")
                 return
             inflate = zlib.decompressobj(self._wbits)
             try:
                 message = inflate.decompress(message, self.max_message + 1)
             except zlib.error as exc:
-                self._fail(grpc.StatusCode.INTERNAL, f"cannot decompress the request: {exc}")
+                self._fail(StatusCode.INTERNAL, f"cannot decompress the request: {exc}")
                 return
             if len(message) > self.max_message or inflate.unconsumed_tail:
                 self._fail(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    StatusCode.RESOURCE_EXHAUSTED,
                     f"Received message larger than max (over {self.max_message} bytes decompressed)",
                 )
                 return
         elif flag != 0:
-            self._fail(grpc.StatusCode.INTERNAL, f"bad message flags {flag}")
+            self._fail(StatusCode.INTERNAL, f"bad message flags {flag}")
             return
         if self._queue is not None:
             # Its bytes are released as the handler takes it; until then, with the others
@@ -271,7 +265,7 @@ class Call:
             self.stream.parked += wire + MESSAGE_OVERHEAD
             self._queue.put_nowait((message, wire))
         elif self._request is not None:
-            self._fail(grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
+            self._fail(StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
         else:
             self._request = message
 
@@ -290,7 +284,7 @@ class Call:
             try:
                 request = parse(message)
             except Exception:  # grpc's answer to a message that is not the request type
-                self._fail(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
+                self._fail(StatusCode.INTERNAL, "Exception deserializing request!")
                 return
             del message
             yield request
@@ -313,7 +307,7 @@ class Call:
             request = self.method.parse(data)
         except Exception:  # grpc's answer to a message that is not the request type
             self._done()
-            self._finish(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
+            self._finish(StatusCode.INTERNAL, "Exception deserializing request!")
             return
         del data
         try:
@@ -329,7 +323,7 @@ class Call:
         self._done()
         if len(body) > self.max_message:
             self._finish(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                StatusCode.RESOURCE_EXHAUSTED,
                 f"Sent message larger than max ({len(body)} vs. {self.max_message})",
             )
             return
@@ -345,7 +339,7 @@ class Call:
                     body = response.SerializeToString()
                     if len(body) > self.max_message:
                         raise Aborted(
-                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            StatusCode.RESOURCE_EXHAUSTED,
                             f"Sent message larger than max ({len(body)} vs. {self.max_message})",
                         )
                     head = None if self._started else RESPONSE_HEADERS
@@ -376,14 +370,14 @@ class Call:
             self._finish(exc.code, exc.details)
         else:
             log.error("unhandled error in %s", self.method.name, exc_info=exc)
-            self._finish(grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+            self._finish(StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
         exc.__traceback__ = None  # its frames can hold a large request
 
     def _cancelled(self) -> None:
         if self._timed_out:
-            self._finish(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            self._finish(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         elif self.stream.open:  # cancelled by a server shutdown, not by the client
-            self._finish(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+            self._finish(StatusCode.UNAVAILABLE, "the server is shutting down")
 
     def _expire(self) -> None:
         self._timer = None
@@ -391,9 +385,9 @@ class Call:
             self._timed_out = True
             self._task.cancel()
         elif self._task is None:
-            self._fail(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            self._fail(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
 
-    def _fail(self, code: grpc.StatusCode, message: str) -> None:
+    def _fail(self, code: StatusCode, message: str) -> None:
         """End the call now: it will not read more (a task still running is cancelled)."""
         self._failed = True
         self._done()
@@ -408,7 +402,7 @@ class Call:
             self._task.cancel()
         self._finish(code, message)
 
-    def _finish(self, code: grpc.StatusCode, message: str) -> None:
+    def _finish(self, code: StatusCode, message: str) -> None:
         if not self.stream.open:
             return
         if self._started:
@@ -418,7 +412,7 @@ class Call:
             self.stream.send_headers(status_block(code, message, True), end_stream=True)
 
 
-def refuse(stream: Stream, code: grpc.StatusCode, message: str) -> None:
+def refuse(stream: Stream, code: StatusCode, message: str) -> None:
     """Answer a stream with a Trailers-Only error at once."""
     stream.send_headers(status_block(code, message, True), end_stream=True)
 

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import grpc
 from tritonpy_sdk import ErrorCode
 
+from .status import StatusCode
+
 STATUS = {
-    ErrorCode.UNKNOWN: grpc.StatusCode.UNKNOWN,
-    ErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
-    ErrorCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    ErrorCode.INVALID_ARG: grpc.StatusCode.INVALID_ARGUMENT,
-    ErrorCode.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
-    ErrorCode.UNSUPPORTED: grpc.StatusCode.UNIMPLEMENTED,
-    ErrorCode.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
-    ErrorCode.CANCELLED: grpc.StatusCode.CANCELLED,
+    ErrorCode.UNKNOWN: StatusCode.UNKNOWN,
+    ErrorCode.INTERNAL: StatusCode.INTERNAL,
+    ErrorCode.NOT_FOUND: StatusCode.NOT_FOUND,
+    ErrorCode.INVALID_ARG: StatusCode.INVALID_ARGUMENT,
+    ErrorCode.UNAVAILABLE: StatusCode.UNAVAILABLE,
+    ErrorCode.UNSUPPORTED: StatusCode.UNIMPLEMENTED,
+    ErrorCode.ALREADY_EXISTS: StatusCode.ALREADY_EXISTS,
+    ErrorCode.CANCELLED: StatusCode.CANCELLED,
 }
 
 
-def status_of(code: ErrorCode) -> grpc.StatusCode:
-    return STATUS.get(code, grpc.StatusCode.UNKNOWN)
+def status_of(code: ErrorCode) -> StatusCode:
+    return STATUS.get(code, StatusCode.UNKNOWN)

@@ -1,5 +1,6 @@
-"""Build the gRPC server for a ``Server``: the native transport, or grpc.aio with its services and options;
-``GrpcFrontend`` runs it for ``tritonpy serve`` (``frontends.Frontend``)."""
+"""Build the gRPC server for a ``Server``: the native transport, or grpc.aio (``aio.py``,
+imported only when chosen: grpcio is an extra); ``GrpcFrontend`` runs it for
+``tritonpy serve`` (``frontends.Frontend``)."""
 
 from __future__ import annotations
 
@@ -8,50 +9,35 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-import grpc
-
 from ..frontends import Frontend, FrontendError
 from ..options import ServerOptions
 from ..ports import port_problem
 from ..server import Server
-from . import grpc_service_pb2_grpc as pb_grpc
-from . import health_pb2_grpc
-from .restricted import RestrictedProtocol
-from .servicer import HealthServicer, InferenceServicer
 
 if TYPE_CHECKING:
+    import grpc
+
     from .native import NativeServer
 
 #: Either transport: both have grpc.aio.Server's start, stop(grace) and wait_for_termination.
-GrpcServer = Union["NativeServer", grpc.aio.Server]
+GrpcServer = Union["NativeServer", "grpc.aio.Server"]
+
+#: ``--grpc-implementation grpcio`` where grpcio is not installed.
+GRPCIO_MISSING = (
+    "--grpc-implementation grpcio needs the grpcio package, which is not installed: "
+    "pip install 'tritonpy[grpcio]' (or use the default --grpc-implementation tritonpy)"
+)
 
 
-def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
-    """grpc core arguments for tritonserver's keepalive and message-size flags."""
-    return [
-        ("grpc.max_send_message_length", options.grpc_max_message_size),
-        ("grpc.max_receive_message_length", options.grpc_max_message_size),
-        ("grpc.keepalive_time_ms", options.grpc_keepalive_time),
-        ("grpc.keepalive_timeout_ms", options.grpc_keepalive_timeout),
-        ("grpc.keepalive_permit_without_calls", int(options.grpc_keepalive_permit_without_calls)),
-        ("grpc.http2.max_pings_without_data", options.grpc_http2_max_pings_without_data),
-        (
-            "grpc.http2.min_recv_ping_interval_without_data_ms",
-            options.grpc_http2_min_recv_ping_interval_without_data,
-        ),
-        ("grpc.http2.max_ping_strikes", options.grpc_http2_max_ping_strikes),
-        ("grpc.max_concurrent_streams", options.grpc_max_concurrent_streams),
-        *[
-            (name, value)
-            for name, value in (
-                ("grpc.max_connection_idle_ms", options.grpc_max_connection_idle),
-                ("grpc.max_connection_age_ms", options.grpc_max_connection_age),
-                ("grpc.max_connection_age_grace_ms", options.grpc_max_connection_age_grace),
-            )
-            if value > 0  # 0: grpc core's default, infinite
-        ],
-        ("grpc.so_reuseport", 0),  # a busy port must fail, not be shared silently
-    ]
+def grpcio_problem(options: ServerOptions) -> str | None:
+    """``GRPCIO_MISSING`` when the options serve gRPC on grpcio and grpcio cannot be imported."""
+    if not options.allow_grpc or options.grpc_implementation != "grpcio":
+        return None
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        return GRPCIO_MISSING
+    return None
 
 
 def check_limits(options: ServerOptions) -> None:
@@ -77,59 +63,28 @@ def _read(path: str, what: str) -> bytes:
         raise ValueError(f"cannot read {what} '{path}': {exc.strerror or exc}") from None
 
 
-def credentials(options: ServerOptions) -> grpc.ServerCredentials | None:
-    """TLS credentials from ``--grpc-use-ssl`` and friends, or None for plaintext."""
-    if not options.grpc_use_ssl and not options.grpc_use_ssl_mutual:
-        return None
-    if not options.grpc_server_cert or not options.grpc_server_key:
-        raise ValueError("--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key")
-    pair = (
-        _read(options.grpc_server_key, "--grpc-server-key"),
-        _read(options.grpc_server_cert, "--grpc-server-cert"),
-    )
-    root = _read(options.grpc_root_cert, "--grpc-root-cert") if options.grpc_root_cert else None
-    if options.grpc_use_ssl_mutual and root is None:
-        raise ValueError("--grpc-use-ssl-mutual needs --grpc-root-cert")
-    return grpc.ssl_server_credentials(
-        [pair], root_certificates=root, require_client_auth=options.grpc_use_ssl_mutual
-    )
-
-
 def create_grpc_server(server: Server) -> tuple[GrpcServer, int]:
     """The gRPC server ``--grpc-implementation`` names, bound to
     ``--grpc-address``/``--grpc-port`` (not started).
 
     Returns the server and the bound port. Raises ValueError for bad TLS
-    settings or limits and OSError when the port cannot be bound.
+    settings or limits, or grpcio missing for its transport, and OSError when
+    the port cannot be bound.
     """
     check_limits(server.options)
     if server.options.grpc_implementation == "grpcio":
+        try:
+            from .aio import create_grpcio_server
+        except ImportError as exc:
+            if exc.name == "grpc" or str(exc.name).startswith("grpc."):
+                raise ValueError(GRPCIO_MISSING) from None
+            raise
         return create_grpcio_server(server)
     if server.options.grpc_implementation != "tritonpy":
         raise ValueError(f"unknown --grpc-implementation '{server.options.grpc_implementation}'")
     from .native import create_native_server
 
     return create_native_server(server)
-
-
-def create_grpcio_server(server: Server) -> tuple[grpc.aio.Server, int]:
-    """A grpc.aio server bound to ``--grpc-address``/``--grpc-port`` (not started)."""
-    options = server.options
-    interceptors = [RestrictedProtocol(server.grpc_restrictions)] if server.grpc_restrictions else []
-    aio = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
-    pb_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(server), aio)  # type: ignore[no-untyped-call]
-    health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(server), aio)  # type: ignore[no-untyped-call]
-    address = f"{options.grpc_address}:{options.grpc_port}"
-    if ":" in options.grpc_address:
-        address = f"[{options.grpc_address}]:{options.grpc_port}"
-    creds = credentials(options)
-    try:
-        port = aio.add_secure_port(address, creds) if creds else aio.add_insecure_port(address)
-    except RuntimeError as exc:  # grpc reports a failed bind this way
-        raise OSError(f"failed to bind {address}: {exc}") from None
-    if port == 0:
-        raise OSError(f"failed to bind {address}")
-    return aio, port
 
 
 class GrpcFrontend(Frontend):

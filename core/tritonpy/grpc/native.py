@@ -13,8 +13,6 @@ import ssl
 import time
 from collections.abc import Iterable
 
-import grpc
-
 from ..options import ServerOptions
 from ..ports import listen
 from ..restricted import GRPC_HEADER_PREFIX, Requirement
@@ -24,6 +22,7 @@ from . import health_pb2, http2
 from .calls import Call, Method, http_error, refuse, timeout_of, wbits_of
 from .restricted import RPC_GROUPS
 from .servicer import HealthServicer, InferenceServicer
+from .status import StatusCode
 
 
 def methods(server: Server) -> dict[bytes, Method]:
@@ -41,7 +40,7 @@ def methods(server: Server) -> dict[bytes, Method]:
     for service, module, servicer in services:
         for rpc in service.methods:
             if rpc.name not in type(servicer).__dict__:
-                continue  # left to the generated base class: UNIMPLEMENTED, as unknown
+                continue  # not implemented: UNIMPLEMENTED "Method not found!", as an unknown path
             request_type = getattr(module, rpc.input_type.name)
             table[f"/{service.full_name}/{rpc.name}".encode()] = Method(
                 rpc.name,
@@ -190,18 +189,18 @@ class NativeServer:
             return _IGNORED
         rpc = self.methods.get(path or b"")
         if rpc is None:
-            refuse(stream, grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+            refuse(stream, StatusCode.UNIMPLEMENTED, "Method not found!")
             return _IGNORED
         if rpc.requirement is not None and not rpc.requirement.met_by(_lowered(stream.headers)):
             message = f"This protocol is restricted, expecting header '{rpc.requirement.key}'"
-            refuse(stream, grpc.StatusCode.UNAVAILABLE, message)
+            refuse(stream, StatusCode.UNAVAILABLE, message)
             return _IGNORED
         known, wbits = wbits_of(encoding)
         if not known:
             assert encoding is not None
             algorithm = encoding.decode("latin-1")
             refuse(
-                stream, grpc.StatusCode.UNIMPLEMENTED, f"Compression algorithm '{algorithm}' is not supported"
+                stream, StatusCode.UNIMPLEMENTED, f"Compression algorithm '{algorithm}' is not supported"
             )
             return _IGNORED
         deadline = None

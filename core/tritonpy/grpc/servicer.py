@@ -1,8 +1,10 @@
-"""``inference.GRPCInferenceService`` over a ``Server``, for both transports
-(grpc.aio, and the native one through ``calls.Context``).
+"""``inference.GRPCInferenceService`` and ``grpc.health.v1`` over a ``Server``, for
+both transports: the native one calls them with a ``calls.Context``, grpc.aio
+through ``aio.py``, which adapts its context and mixes the generated base classes in.
 
 Handlers only translate between protobuf messages and the server's API; a
-TritonError becomes the gRPC status Triton uses for its code.
+TritonError becomes the gRPC status Triton uses for its code. Nothing here
+imports grpcio: the codes are ``status.StatusCode``, an abort is ``status.Aborted``.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
-import grpc
 from google.protobuf import json_format
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, TritonError
 
@@ -22,15 +23,26 @@ from ..failures import report
 from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..server import Server
 from . import grpc_service_pb2 as pb
-from . import grpc_service_pb2_grpc as pb_grpc
-from . import health_pb2, health_pb2_grpc
+from . import health_pb2
 from .errors import status_of
+from .status import Aborted, StatusCode
 from .tensors import parameters_from_proto, request_from_proto, response_to_proto
 
 log = logging.getLogger("tritonpy.grpc")
 
+
+class Context(Protocol):
+    """What the servicers use of a call's context (``calls.Context``, ``aio.Context``)."""
+
+    async def abort(self, code: StatusCode, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
+        """End the call with ``code``: raises ``status.Aborted``."""
+        ...
+
+    def invocation_metadata(self) -> Any: ...
+
+
 Msg = TypeVar("Msg")
-Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Handler = Callable[[Any, Any, Context], Awaitable[Any]]
 
 
 def _unary(handler: Handler) -> Handler:
@@ -39,21 +51,21 @@ def _unary(handler: Handler) -> Handler:
     The status is sent after the ``except`` block, with the exception's
     traceback dropped: aborting inside it would chain the error (and through
     its traceback every frame holding the request, e.g. a rejected 100 MB
-    message) to grpc's AbortError, kept until a garbage collection.
+    message) to the abort's exception, kept until a garbage collection.
     """
 
     @functools.wraps(handler)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def wrapper(self: Any, request: Any, context: Context) -> Any:
         try:
             return await handler(self, request, context)
         except TritonError as exc:
             code, message = status_of(exc.code), exc.message
             exc.__traceback__ = None
-        except (asyncio.CancelledError, grpc.aio.AbortError):
+        except (asyncio.CancelledError, Aborted):
             raise
         except Exception as exc:  # a bug must not take the server down; say what failed
             code, message = (
-                grpc.StatusCode.INTERNAL,
+                StatusCode.INTERNAL,
                 report(log, f"unhandled error in {handler.__name__}", exc),
             )
             exc.__traceback__ = None
@@ -67,8 +79,10 @@ def _version(text: str) -> str | None:
     return text or None
 
 
-class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
-    """Every RPC of the protocol; the ones not built yet answer UNIMPLEMENTED clearly."""
+class InferenceServicer:
+    """The RPCs of ``inference.GRPCInferenceService``: each is a method named as its RPC
+    (both transports look them up in the class's ``__dict__``); one not defined here
+    answers UNIMPLEMENTED."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -208,7 +222,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return response_to_proto(response, slots)
 
     async def ModelStreamInfer(
-        self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Each request gets its response(s) in order of completion.
 
@@ -362,17 +376,17 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return pb.CudaSharedMemoryUnregisterResponse()
 
 
-class HealthServicer(health_pb2_grpc.HealthServicer):
+class HealthServicer:
     """grpc.health.v1: SERVING while the server is ready (service "" or the inference service)."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
 
     async def Check(
-        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+        self, request: health_pb2.HealthCheckRequest, context: Context
     ) -> health_pb2.HealthCheckResponse:
         if request.service not in ("", "inference.GRPCInferenceService"):
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service '{request.service}'")
+            await context.abort(StatusCode.NOT_FOUND, f"unknown service '{request.service}'")
         status = (
             health_pb2.HealthCheckResponse.SERVING
             if self.server.ready()
