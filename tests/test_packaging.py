@@ -95,6 +95,11 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
     assert "tritonpy-sdk" in core and not core & FRAMEWORKS
     # Metrics are written by metrics/_exposition.py (prometheus-client would rename Triton's counters).
     assert "prometheus-client" not in core
+    # grpcio only for the grpc.aio transport, as an extra: the native one serves gRPC without it.
+    assert "grpcio" not in core and "protobuf" in core
+    assert "grpcio" in (wheels["tritonpy"].get_all("Provides-Extra") or [])
+    grpcio = [r for r in wheels["tritonpy"].get_all("Requires-Dist") or [] if r.startswith("grpcio")]
+    assert any('extra == "grpcio"' in r for r in grpcio), grpcio
     onnx = _requires(wheels["tritonpy-backend-onnx"])
     assert {"tritonpy-sdk", "onnxruntime"} <= onnx and "tritonpy" not in onnx
     torch = _requires(wheels["tritonpy-backend-torch"])
@@ -148,4 +153,32 @@ def test_core_and_backends_import_no_framework_at_module_level() -> None:
             bad = _imports(path, top_level_only=True) & FRAMEWORKS
             if bad:
                 offenders.append(f"{path.relative_to(ROOT)}: {sorted(bad)}")
+    assert offenders == []
+
+
+def test_only_the_grpcio_transport_imports_grpc() -> None:
+    """grpcio is an extra: no module of the core imports grpc, or the modules that do,
+    at module level, except the grpcio transport (``grpc/aio.py``) and the generated
+    ``*_pb2_grpc.py`` it registers the servicers through (test_without_grpcio.py
+    serves without grpc for real)."""
+    core = ROOT / "core" / "tritonpy"
+    grpcio_modules = {"grpc/aio.py", "grpc/grpc_service_pb2_grpc.py", "grpc/health_pb2_grpc.py"}
+    offenders = []
+    for path in core.rglob("*.py"):
+        name = path.relative_to(core).as_posix()
+        if name in grpcio_modules:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                names = [module] + [f"{module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for imported in names:
+                last = imported.rsplit(".", 1)[-1]
+                if imported.split(".")[0] == "grpc" or last.endswith("_pb2_grpc") or last == "aio":
+                    offenders.append(f"{name}: {imported}")
     assert offenders == []
