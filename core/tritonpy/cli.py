@@ -165,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--grpc-implementation",
         choices=["tritonpy", "grpcio"],
         default="tritonpy",
-        help="gRPC transport: tritonpy (HTTP/2 on asyncio, default) or grpcio (grpc.aio)",
+        help="gRPC transport: tritonpy (HTTP/2 on asyncio, default) or grpcio "
+        "(grpc.aio; needs tritonpy[grpcio])",
     )
     _flag(serve, "--grpc-use-ssl", "serve gRPC over TLS (needs --grpc-server-cert/-key)", default=False)
     _flag(

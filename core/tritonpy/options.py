@@ -83,7 +83,7 @@ class ServerOptions:
     #: ``--grpc-port``.
     grpc_port: int = 8001
     #: ``--grpc-implementation``: ``tritonpy`` (HTTP/2 on the server's asyncio loop) or
-    #: ``grpcio`` (grpc.aio).
+    #: ``grpcio`` (grpc.aio, with the ``grpcio`` extra installed).
     grpc_implementation: str = "tritonpy"
     #: ``--grpc-use-ssl``: serve gRPC over TLS with the certificate and key below.
     grpc_use_ssl: bool = False
