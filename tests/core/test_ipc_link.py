@@ -118,6 +118,7 @@ def test_frames_larger_than_every_buffer() -> None:
         await link.drain()
         assert await received.get() == big
         assert await received.get() == b"after"
+        assert len(link._buf) <= 1 << 20  # the read buffer grown for it was given back
 
     run_with_child("echo", body)
 

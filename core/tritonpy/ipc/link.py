@@ -11,8 +11,10 @@ sender's *arena*, a ``memfd`` the peer maps, so that only its offset travels.
   (a ``socketpair`` made before the child starts, or an accepted connection).
   Each calls ``await Link.open(sock, on_frames)``: it makes its own arena and
   sends the descriptor over the socket (``SCM_RIGHTS``), maps the peer's, and
-  puts the socket on the running loop. Nothing is named in ``/dev/shm``; the
-  memory goes away with the last process that maps it.
+  puts the socket on the running loop. Nothing is named in ``/dev/shm`` (nor
+  held to its size: 64 MiB in a default Docker container); the memory goes
+  away with the last process that maps it, and its pages cost memory only once
+  written.
 - **Frames.** ``send(*parts)`` sends one frame (the parts joined, without a
   copy of its own); ``on_frames`` gets, in order, every frame one read of the
   socket completed: under load many frames cost one wake-up.
@@ -53,6 +55,8 @@ _HELLO = b"tritonpy-link-1\0"
 _HEAD = struct.Struct("=IH")
 _MAX_FRAME = (1 << 32) - 1
 _MAX_RELEASES = (1 << 16) - 1
+#: A read buffer grown past this for a large frame shrinks again once the frame is through.
+_KEEP_BUFFER = 1 << 20
 
 
 class Arena:
@@ -242,7 +246,7 @@ class Link(asyncio.BufferedProtocol):
 
     def _flush_releases(self) -> None:
         self._release_scheduled = False
-        if self._releases and not self.closed:
+        while self._releases and not self.closed:
             self.send()
 
     # -- receiving -------------------------------------------------------------------------
@@ -303,6 +307,11 @@ class Link(asyncio.BufferedProtocol):
             if self._need > len(self._buf):
                 self._grow(self._need)
             self._need = 0
+        elif not self._filled and len(self._buf) > _KEEP_BUFFER:
+            # A large frame is through: give its buffer back.
+            self._view.release()
+            self._buf = bytearray(1 << 16)
+            self._view = memoryview(self._buf)
         if frames:
             if self._ready:
                 self.on_frames(frames)
