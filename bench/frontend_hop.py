@@ -29,6 +29,11 @@ Options (the transport and the message encoding):
   when the reader sleeps (``bench/hop_ring.py``), the compact encoding, an
   arena for large tensors.
 - ``ring``: the ring with every tensor inline (1 MiB frames travel in pieces).
+- ``socket/grpc``: the worker forwards the gRPC ``ModelInferRequest`` bytes as
+  its client sent them (behind an 8-byte id of its own); the core parses them
+  into numpy views, builds and serializes the ``ModelInferResponse``, and the
+  worker has nothing left to encode: option (e) of the issue, protocol bytes
+  parsed in the core.
 - ``socket/echo``, ``ring/echo``: the transports' floor. The core answers
   every request with a canned response (the request's id patched in) without
   decoding or encoding anything; small messages only.
@@ -66,7 +71,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-OPTIONS = ("pickle", "socket", "socket+shm", "ring+shm", "ring", "socket/echo", "ring/echo")
+OPTIONS = ("pickle", "socket", "socket+shm", "ring+shm", "ring", "socket/grpc", "socket/echo", "ring/echo")
 SIZES = ("small", "1mb")
 #: Tensors this large or larger go into the shared-memory arena (as in the Python backend's link).
 SHM_THRESHOLD = 4096
@@ -88,6 +93,7 @@ TENSOR = struct.Struct("=BBBQQ")  # datatype, rank, where (0 inline, 1 arena), b
 U8 = struct.Struct("=B")
 U16 = struct.Struct("=H")
 MODEL_AT = REQ.size + 1  # where a request's model name starts
+ID = struct.Struct("=Q")
 
 Tensor = tuple[str, str, np.ndarray[Any, Any]]
 
@@ -260,6 +266,46 @@ def execute(req: Request) -> Response:
     return Response(req.id, outputs)
 
 
+def grpc_request_bytes(req: Request) -> bytes:
+    """``req`` as a gRPC client would send it: a serialized ``ModelInferRequest``."""
+    from tritonpy.grpc import grpc_service_pb2 as pb
+
+    msg = pb.ModelInferRequest(model_name=req.model, model_version=str(req.version), id=str(req.id))
+    for key, value in req.params.items():
+        msg.parameters[key].int64_param = value
+    for name, dt, array in req.inputs:
+        msg.inputs.add(name=name, datatype=dt, shape=list(array.shape))
+        msg.raw_input_contents.append(array.tobytes())
+    for name in req.outputs:
+        msg.outputs.add(name=name)
+    data: bytes = msg.SerializeToString()
+    return data
+
+
+def grpc_answer(data: bytes) -> bytes:
+    """The core's side of ``socket/grpc``: parse the client's message, run, encode the answer."""
+    from tritonpy.grpc import grpc_service_pb2 as pb
+
+    msg = pb.ModelInferRequest.FromString(data)
+    inputs: list[Tensor] = [
+        (t.name, t.datatype, np.frombuffer(raw, dtype=NUMPY[t.datatype]).reshape(tuple(t.shape)))
+        for t, raw in zip(msg.inputs, msg.raw_input_contents)
+    ]
+    params = {
+        key: getattr(value, value.WhichOneof("parameter_choice")) for key, value in msg.parameters.items()
+    }
+    req = Request(
+        0, msg.model_name, int(msg.model_version or 0), params, inputs, [o.name for o in msg.outputs]
+    )
+    resp = execute(req)
+    out = pb.ModelInferResponse(model_name=msg.model_name, model_version=msg.model_version, id=msg.id)
+    for name, dt, array in resp.outputs:
+        out.outputs.add(name=name, datatype=dt, shape=list(array.shape))
+        out.raw_output_contents.append(array.tobytes())
+    answer: bytes = out.SerializeToString()
+    return answer
+
+
 def make_request(size: str) -> Request:
     params: dict[str, Any] = {"timeout": 0}
     if size == "small":
@@ -352,6 +398,15 @@ class Side:
             self._message(frame)
 
     def _message(self, data: bytes) -> None:
+        if self.option == "socket/grpc":
+            kind, data = data[:1], data[1:]
+            if kind == b"g" and self.core:
+                self.send_raw(b"g" + data[:8] + grpc_answer(data[8:]))
+                return
+            if kind == b"g":
+                # The answer is the gRPC message itself: nothing to decode or encode here.
+                self.on_message(Response(ID.unpack_from(data)[0], []))
+                return
         if self.echo is not None and data[MODEL_AT : MODEL_AT + len(MARK)] != MARK_BYTES:
             # The transport's floor: a canned answer (the request's id patched in), nothing decoded.
             self.send_raw(data[:8] + self.echo)
@@ -376,6 +431,8 @@ class Side:
             parts = encode_response(message, self.mine)
         else:
             parts = encode_request(message, self.mine)
+        if self.option == "socket/grpc":
+            parts.insert(0, b"c")  # the compact encoding, for the benchmark's marks
         if self.endpoint is not None:
             self.endpoint.write(parts[0] if len(parts) == 1 else b"".join(parts))
         else:
@@ -451,6 +508,7 @@ def run_worker(setup: Setup, size: str, requests: int, inflight: int, results: A
         side = Side(setup, False, on_response)
         await side.open()
         next_id = 0
+        grpc_bytes = grpc_request_bytes(template) if setup.option == "socket/grpc" else b""
 
         async def call(model: str = "add_sub", params: dict[str, Any] | None = None) -> Any:
             nonlocal next_id
@@ -473,6 +531,9 @@ def run_worker(setup: Setup, size: str, requests: int, inflight: int, results: A
                 for _, _, array in resp["outputs"]:
                     bytes(array.data)  # what the front end encodes into its answer
                 return resp
+            if grpc_bytes and model != MARK:
+                side.send_raw(b"g" + ID.pack(rid) + grpc_bytes)
+                return await fut
             req = Request(rid, model, 1, params or template.params, template.inputs, template.outputs)
             if release_next:
                 req.releases = release_next[:]
