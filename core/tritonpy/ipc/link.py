@@ -160,7 +160,12 @@ class Link(asyncio.BufferedProtocol):
         arena_bytes: int = DEFAULT_ARENA_BYTES,
         high_water: int = 4 << 20,
     ) -> Link:
-        """Exchange arenas with the process at the socket's other end and start reading."""
+        """Exchange arenas with the process at the socket's other end and start reading.
+
+        Waits for the peer's greeting without a deadline of its own (wrap it in
+        ``asyncio.wait_for``); a peer that sends anything else, or closes, is a
+        ``ConnectionError``. Linux only (``memfd_create``, ``SCM_RIGHTS``).
+        """
         loop = asyncio.get_running_loop()
         mine = Arena.create(arena_bytes)
         sock.setblocking(False)
