@@ -23,9 +23,9 @@ list cannot move into a worker process):
 - settings: ``options`` (read only: its own address, limits, TLS),
   ``http_restrictions`` / ``grpc_restrictions``;
 - health: ``live()``, ``ready()``, ``model_ready_async()``;
-- metadata: ``metadata()``, ``model_metadata()``, ``model_config()``,
-  ``is_decoupled()``; ``get_version()`` only to read its ``spec`` (to decode
-  tensors) and its ``config`` (gRPC's ModelConfig);
+- metadata: ``metadata()``, ``model_metadata()``, ``model_config()`` (JSON),
+  ``model_config_proto()`` (gRPC's ModelConfig), ``model_spec()`` (the inputs and
+  outputs tensors are decoded against), ``is_decoupled()``;
 - inference: ``infer_async()`` (one response), ``start_infer()`` (one response to
   a callback), ``stream_flags_async()`` / ``stream_async()`` (any number, decoupled
   models), ``submit()`` (the callback of every response, with its flags);
@@ -71,6 +71,7 @@ from tritonpy_sdk import (
 from ._version import __version__
 from .backend_api import BackendServerApi
 from .bridges import Answer, call_soon_threadsafe, resolve
+from .config import ModelConfig
 from .handle import ModelHandle
 from .logsettings import LogSettings, LogState
 from .memory.manager import MemoryManager
@@ -82,6 +83,7 @@ from .runtime.backends import BackendRegistry
 from .runtime.cache import create_cache
 from .runtime.loading import ModelLoader
 from .runtime.model import LoadedVersion, ModelState, VersionRetired
+from .runtime.spec import IOSpec
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, state_from_flags
 
@@ -349,6 +351,15 @@ class Server:
     def get_version(self, name: str, version: int | str | None = None) -> LoadedVersion:
         """The ready model version ``name``/``version`` (latest when none), or TritonError."""
         return self.manager.get_version(name, version)
+
+    def model_spec(self, name: str, version: int | str | None = None) -> IOSpec:
+        """The ready version's inputs and outputs, as a front end decodes tensors against
+        them (TritonError, as ``get_version``, when there is none)."""
+        return self.manager.get_version(name, version).spec
+
+    def model_config_proto(self, name: str, version: int | str | None = None) -> ModelConfig:
+        """The ready version's config as the protobuf message (gRPC's ModelConfig)."""
+        return self.manager.get_version(name, version).config
 
     def model_ready(self, name: str, version: int | str | None = None) -> bool:
         """Whether the model (version) is loaded and its backend says it can serve now."""

@@ -183,6 +183,22 @@ def test_metadata_and_readiness(server: tritonpy.Server) -> None:
     assert server.model("addsub").config()["instance_group"][0]["count"] == 2
 
 
+def test_what_front_ends_read_of_a_model_is_plain_values(server: tritonpy.Server) -> None:
+    """``model_spec`` and ``model_config_proto``: what a front end decodes against and
+    gRPC's ModelConfig, with the lookup's errors; no ``LoadedVersion`` crosses."""
+    spec = server.model_spec("addsub", "1")
+    assert sorted(spec.inputs) == ["INPUT0", "INPUT1"] and spec.version == 1
+    config = server.model_config_proto("addsub")
+    assert config.name == "addsub" and config.instance_group[0].count == 2
+    for lookup in (server.model_spec, server.model_config_proto):
+        with pytest.raises(TritonError, match="unknown model: 'nope'") as info:
+            lookup("nope")
+        assert info.value.code.name == "NOT_FOUND"
+        with pytest.raises(TritonError) as unavailable:
+            lookup("on_gpu")
+        assert unavailable.value.code.name == "NOT_FOUND"
+
+
 def test_kind_gpu_without_gpu_is_a_clear_load_error(server: tritonpy.Server) -> None:
     (entry,) = [e for e in server.repository_index() if e["name"] == "on_gpu"]
     assert entry["state"] == "UNAVAILABLE"

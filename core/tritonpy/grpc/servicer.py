@@ -124,9 +124,9 @@ class InferenceServicer:
 
     @_unary
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: Any) -> pb.ModelConfigResponse:
-        version = self.server.get_version(request.name, _version(request.version))
+        config = self.server.model_config_proto(request.name, _version(request.version))
         response = pb.ModelConfigResponse()
-        response.config.CopyFrom(version.config)
+        response.config.CopyFrom(config)
         return response
 
     @_unary

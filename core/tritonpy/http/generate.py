@@ -77,7 +77,7 @@ class GenerateFrontend:
         model = request.path_params["model"]
         version = int(request.path_params.get("version", -1))
         body = await read_body(request, self.server.options.http_max_input_size)
-        spec = self.server.get_version(model, version).spec
+        spec = self.server.model_spec(model, version)
         core_request = decode_generate(model, version, spec, body)
         return self.server.stream_async(core_request)
 

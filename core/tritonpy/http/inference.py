@@ -74,13 +74,13 @@ class HttpInference:
             if n == 0:
                 # Raw binary request: the body is the single input's data; Triton
                 # answers it with every output in binary.
-                spec = self.server.get_version(model, version or None).spec
+                spec = self.server.model_spec(model, version or None)
                 return decode_raw(model, version, spec, view), True, {}
             return decode_request(model, version, view[:n], view[n:], self.server.shared_memory)
         except Exception as exc:
             # Outside the except block: the lookup's error must not chain the body's.
             error = exc
-        self.server.get_version(model, version or None)
+        self.server.model_spec(model, version or None)  # its lookup error first, as Triton's
         raise error
 
     async def run(
