@@ -12,11 +12,20 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+#: Ports this process has handed out: a closed port can come back from the next bind
+#: to port 0, and one server's HTTP and metrics ports must differ.
+_GIVEN: set[int] = set()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now and never handed out before by this process."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 class ServerProcess:

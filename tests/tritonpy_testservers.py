@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from pathlib import Path
@@ -14,13 +13,8 @@ import uvicorn
 from tritonpy.grpc import create_grpc_server
 from tritonpy.http import create_app
 from tritonpy.http.protocol import Implementation, direct_frontend, http_protocol
+from tritonpy_serverprocess import free_port
 from tritonpy_testbackend import TestBackend
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class GrpcServer:
