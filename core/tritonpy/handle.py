@@ -49,7 +49,7 @@ class ModelHandle:
     def _declared(self, input_name: str) -> DataType | None:
         """The data type the model declares for an input (None: no such model or input)."""
         try:
-            spec = self._server.get_version(self.name, self.version).spec
+            spec = self._server.model_spec(self.name, self.version)
         except TritonError:
             return None
         found = spec.inputs.get(input_name)

@@ -23,12 +23,12 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 
 from ..options import ServerOptions
-from ..restricted import GRPC_HEADER_PREFIX, Requirement
+from ..restricted import Requirement
 from ..server import Server
 from . import grpc_service_pb2 as pb
 from . import grpc_service_pb2_grpc as pb_grpc
 from . import health_pb2, health_pb2_grpc
-from .restricted import RPC_GROUPS
+from .restricted import rpc_requirements
 from .servicer import HealthServicer, InferenceServicer
 from .status import Aborted, StatusCode
 
@@ -191,11 +191,7 @@ class RestrictedProtocol(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
 
     def __init__(self, groups: dict[str, Requirement]) -> None:
         # Metadata keys arrive in lower case; the message names the key as configured.
-        self._needs = {
-            rpc: Requirement(GRPC_HEADER_PREFIX + need.key, need.value)
-            for rpc, group in RPC_GROUPS.items()
-            if (need := groups.get(group)) is not None
-        }
+        self._needs = rpc_requirements(groups)
 
     async def intercept_service(
         self,

@@ -343,12 +343,8 @@ class Stream:
         conn._held -= size
         if conn._recv_window < conn._half:
             conn._credit(None)
-        if conn._starved:
-            over = conn._overdraft
-            if over is not None and (over.need <= 0 or over.remote_closed):
-                conn._overdraft = over = None  # its message is whole: the others' turn
-            if over is None:
-                conn._refill_starved()
+        if conn._starved and conn._live_overdraft() is None:  # none, or its message is whole
+            conn._refill_starved()
 
     def unpark(self, size: int) -> None:
         """A streaming handler took a queued message counted as ``size``: the stream's
@@ -659,8 +655,7 @@ class Connection(asyncio.Protocol):
         if stream is not None:
             self.stream_error(stream, FRAME_SIZE_ERROR)
         else:
-            self.write_reset(stream_id, FRAME_SIZE_ERROR)
-            self.count_reset()
+            self._forgotten_stream_error(stream_id, FRAME_SIZE_ERROR)
 
     @staticmethod
     def _unpad(flags: int, payload: bytes) -> bytes:
@@ -683,21 +678,16 @@ class Connection(asyncio.Protocol):
             if stream_id > self._last_stream:
                 raise ConnectionError_(PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
             if stream is not None:
-                stream.reset(STREAM_CLOSED)
-                if stream.receiver is not None:
-                    stream.receiver.reset(STREAM_CLOSED)
+                self.stream_error(stream, STREAM_CLOSED)
             elif self._closed_early.get(stream_id) is False:
                 # The client reset it itself: nothing may follow (RFC 9113 5.1), a stream error.
-                self.write_reset(stream_id, STREAM_CLOSED)
-                self.count_reset()
+                self._forgotten_stream_error(stream_id, STREAM_CLOSED)
             # else: a stream we answered or reset; what was in flight is dropped (RFC 9113 5.4.2)
             return None
         stream.recv_window -= size
         self._granted -= size
         if stream.recv_window < 0:
-            stream.reset(FLOW_CONTROL_ERROR)
-            if stream.receiver is not None:
-                stream.receiver.reset(FLOW_CONTROL_ERROR)
+            self.stream_error(stream, FLOW_CONTROL_ERROR)
             return None
         return stream
 
@@ -786,10 +776,9 @@ class Connection(asyncio.Protocol):
             return
         self._rest_stream = None
         if stream is not None and not stream.remote_closed:
-            if self._rest_end and stream.length >= 0 and self._length_broken(stream, 0, END_STREAM):
-                pass  # short of its content-length: reset
-            elif self._rest_end:
-                self._stream_end(stream)
+            if self._rest_end:
+                if stream.length < 0 or not self._length_broken(stream, 0, END_STREAM):
+                    self._stream_end(stream)  # (short of its content-length: reset instead)
             elif stream.wants_window:
                 self._stream_credit(stream)
         if self._recv_window < self._half:
@@ -806,11 +795,10 @@ class Connection(asyncio.Protocol):
         messages of several streams that would fill it together, still arrive)."""
         window = self._recv_window
         grant = self._limit - self._held - window
-        over = self._overdraft
-        if over is not None and (over.need <= 0 or over.remote_closed):
-            self._overdraft = over = None
-            if self._starved:
-                self._refill_starved()
+        had = self._overdraft
+        over = self._live_overdraft()
+        if had is not None and over is None and self._starved:
+            self._refill_starved()  # the overdraft ended: the others' turn
         if over is None and grant < DEFAULT_WINDOW and stream is not None and stream.need > 0:
             self._overdraft = over = stream
             self._starved.pop(stream.id, None)
@@ -831,9 +819,7 @@ class Connection(asyncio.Protocol):
         handler has RECV_WINDOW bytes of messages still to take, nor while another
         stream is the overdraft one (its window must not go to others): then later,
         as they are taken (``Stream.unpark``) or the overdraft ends."""
-        over = self._overdraft
-        if over is not None and (over.need <= 0 or over.remote_closed):
-            self._overdraft = over = None  # its message is whole (or it ended)
+        over = self._live_overdraft()
         if stream.parked >= RECV_WINDOW or (over is not None and stream is not over):
             self._starved[stream.id] = stream
             return
@@ -849,6 +835,14 @@ class Connection(asyncio.Protocol):
         stream.recv_window = window + grant
         self._granted += grant
         self._write(frame(WINDOW_UPDATE, 0, stream.id, grant.to_bytes(4, "big")))
+
+    def _live_overdraft(self) -> Stream | None:
+        """The overdraft stream while its message is incomplete; one whose message is
+        whole (or that ended) is let go here."""
+        over = self._overdraft
+        if over is not None and (over.need <= 0 or over.remote_closed):
+            self._overdraft = over = None
+        return over
 
     def _refill_starved(self) -> None:
         starved, self._starved = self._starved, {}
@@ -911,7 +905,8 @@ class Connection(asyncio.Protocol):
         try:
             headers, pseudo, request, length = self._decode(block)
         except _Malformed:
-            headers, pseudo, request, length = [], True, False, -2  # -2: malformed
+            # Malformed: no request (a stream error) and, as trailers, refused (pseudo).
+            headers, pseudo, request, length = [], True, False, -1
         except hpack.OversizedHeaderListError:
             raise ConnectionError_(ENHANCE_YOUR_CALM, "header list too large") from None
         except hpack.HPACKError as exc:
@@ -940,8 +935,7 @@ class Connection(asyncio.Protocol):
             # A malformed request (RFC 9113 8.1.1, 8.3.1): a stream error.
             if not end:
                 self.closed_early(stream_id)
-            self.write_reset(stream_id, PROTOCOL_ERROR)
-            self.count_reset()
+            self._forgotten_stream_error(stream_id, PROTOCOL_ERROR)
             return
         if self._going_away or len(self.streams) + self._detached >= self.config.max_concurrent_streams:
             if not end:
@@ -965,8 +959,7 @@ class Connection(asyncio.Protocol):
         if ours:
             return  # trailers in flight on a stream we answered or reset: decoded (HPACK), dropped
         if ours is not None:  # the client reset it: a stream error
-            self.write_reset(stream_id, STREAM_CLOSED)
-            self.count_reset()
+            self._forgotten_stream_error(stream_id, STREAM_CLOSED)
             return
         for low, high in self._skipped:
             if low <= stream_id <= high:
@@ -981,6 +974,12 @@ class Connection(asyncio.Protocol):
         stream.reset(code)
         if stream.receiver is not None:
             stream.receiver.reset(code)
+
+    def _forgotten_stream_error(self, stream_id: int, code: int) -> None:
+        """A stream error on a stream not open (never opened, or already forgotten):
+        RST_STREAM with ``code``, spending the reset budget as ``Stream.reset`` does."""
+        self.write_reset(stream_id, code)
+        self.count_reset()
 
     def closed_early(self, stream_id: int, ours: bool = True) -> None:
         """We close a stream the client is still sending on (``ours``: what it has in flight

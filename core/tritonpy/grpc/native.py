@@ -15,23 +15,18 @@ from collections.abc import Iterable
 
 from ..options import ServerOptions
 from ..ports import listen
-from ..restricted import GRPC_HEADER_PREFIX, Requirement
 from ..server import Server
 from . import grpc_service_pb2 as pb
 from . import health_pb2, http2
 from .calls import Call, Method, http_error, refuse, timeout_of, wbits_of
-from .restricted import RPC_GROUPS
+from .restricted import rpc_requirements
 from .servicer import HealthServicer, InferenceServicer
 from .status import StatusCode
 
 
 def methods(server: Server) -> dict[bytes, Method]:
     """``:path`` -> Method for every RPC the servicers implement, with its restriction."""
-    needs = {
-        rpc: Requirement(GRPC_HEADER_PREFIX + need.key, need.value)
-        for rpc, group in RPC_GROUPS.items()
-        if (need := server.grpc_restrictions.get(group)) is not None
-    }
+    needs = rpc_requirements(server.grpc_restrictions)
     table: dict[bytes, Method] = {}
     services = (
         (pb.DESCRIPTOR.services_by_name["GRPCInferenceService"], pb, InferenceServicer(server)),

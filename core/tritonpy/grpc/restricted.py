@@ -1,8 +1,13 @@
-"""Restricted API groups over gRPC: the group of each RPC. The native transport checks
+"""Restricted API groups over gRPC: the group of each RPC, and the metadata each RPC
+of a restricted group needs (``rpc_requirements``). The native transport checks
 them when it dispatches a call (``native.py``); grpc.aio with an interceptor
 (``aio.RestrictedProtocol``), added only when a group is restricted."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..restricted import GRPC_HEADER_PREFIX, Requirement
 
 #: The group of each RPC, as Triton groups them.
 RPC_GROUPS = {
@@ -29,3 +34,13 @@ RPC_GROUPS = {
     "TraceSetting": "trace",
     "LogSettings": "logging",
 }
+
+
+def rpc_requirements(groups: Mapping[str, Requirement]) -> dict[str, Requirement]:
+    """RPC name -> the metadata a call of it must carry (``triton-grpc-protocol-<key>``),
+    for the RPCs of the restricted ``groups``."""
+    return {
+        rpc: Requirement(GRPC_HEADER_PREFIX + need.key, need.value)
+        for rpc, group in RPC_GROUPS.items()
+        if (need := groups.get(group)) is not None
+    }

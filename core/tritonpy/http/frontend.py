@@ -53,9 +53,7 @@ class HttpFrontend(Frontend):
         return [self._where]
 
     async def start(self, server: Server, loop: asyncio.AbstractEventLoop) -> None:
-        self._serving = serving = loop.create_task(self._uvicorn.serve(sockets=[self._sock]))
-        while not self._uvicorn.started and not serving.done():
-            await asyncio.sleep(0.01)
+        self._serving = await self._uvicorn.serve_started(self._sock, loop)
 
     async def wait(self) -> None:
         if self._serving is not None:

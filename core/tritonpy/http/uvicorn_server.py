@@ -6,7 +6,9 @@ its own (``LogSettings`` sets the levels).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,3 +32,11 @@ class FrontendServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def serve_started(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> asyncio.Task[None]:
+        """Serve on ``sock`` in a task of ``loop``; return it once uvicorn takes
+        connections (or has already ended)."""
+        serving = loop.create_task(self.serve(sockets=[sock]))
+        while not self.started and not serving.done():
+            await asyncio.sleep(0.01)
+        return serving

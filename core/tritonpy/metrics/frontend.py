@@ -62,10 +62,7 @@ class MetricsFrontend(Frontend):
         return [self._where]
 
     async def start(self, server: Server, loop: asyncio.AbstractEventLoop) -> None:
-        serving = loop.create_task(self._uvicorn.serve(sockets=[self._sock]))
-        self._tasks.append(serving)
-        while not self._uvicorn.started and not serving.done():
-            await asyncio.sleep(0.01)
+        self._tasks.append(await self._uvicorn.serve_started(self._sock, loop))
         self._tasks.append(loop.create_task(self._poll()))
 
     async def _poll(self) -> None:

@@ -435,7 +435,7 @@ class LoadedVersion:
     def _requeue(self, jobs: Sequence[Job]) -> None:
         """Give the scheduler back the jobs whose backend handed them back; a scheduler
         that takes none back (or cannot now) has them answered with its error."""
-        reschedule = self._reschedule if self._scheduler is not None else None
+        reschedule = self._reschedule  # None once the scheduler stopped (``stop``)
         for job in jobs:
             job.request._rescheduled = False
             if job.finished:  # a decoupled model sent FINAL, then handed it back
