@@ -222,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=128,
         help="requests of one ModelStreamInfer stream in the server at once (default 128)",
     )
+    serve.add_argument(
+        "--frontend-workers",
+        type=_at_least(1),
+        default=1,
+        help="processes that serve the HTTP and gRPC ports, in front of the one that runs the "
+        "models (default 1: that process serves them itself); see docs/scaling.md",
+    )
     _flag(serve, "--allow-metrics", "serve Prometheus metrics (default true)", default=True)
     _flag(serve, "--allow-cpu-metrics", "include CPU metrics (default true)", default=True)
     _flag(
@@ -442,6 +449,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         grpc_max_connections=args.grpc_max_connections,
         grpc_connection_buffer_limit=args.grpc_connection_buffer_limit,
         grpc_stream_max_inflight=args.grpc_stream_max_inflight,
+        frontend_workers=args.frontend_workers,
         allow_metrics=args.allow_metrics,
         allow_cpu_metrics=args.allow_cpu_metrics,
         allow_gpu_metrics=args.allow_gpu_metrics,

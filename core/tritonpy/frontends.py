@@ -60,6 +60,11 @@ class Frontend(Protocol):
         """The addresses and ports it listens on, as configured; bound by its factory."""
         ...
 
+    def services(self) -> list[tuple[str, list[tuple[str, int]]]]:
+        """The services it runs, each with its ports, for the ``Started <name> at ...``
+        lines; by default one, ``name`` on ``ports()``."""
+        return [(self.name, self.ports())]
+
     async def start(self, server: Server, loop: asyncio.AbstractEventLoop) -> None:
         """Serve ``server`` on ``loop``; return once it takes connections."""
         ...

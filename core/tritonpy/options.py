@@ -135,6 +135,9 @@ class ServerOptions:
     #: ``--grpc-stream-max-inflight``: requests of one ModelStreamInfer stream in the
     #: server at once; the next is read when one completes (tritonpy's own flag; default 128).
     grpc_stream_max_inflight: int = 128
+    #: ``--frontend-workers``: processes that serve the HTTP and gRPC ports in front of
+    #: this one, which runs the models (tritonpy's own flag; 1: this process serves them).
+    frontend_workers: int = 1
     #: ``--grpc-restricted-protocol <protocol>[,<protocol>...]:<header>=<value>``: API
     #: groups that answer only calls carrying ``triton-grpc-protocol-<header>`` (Triton's flag).
     grpc_restricted_protocol: list[str] = field(default_factory=list)

@@ -19,9 +19,23 @@ from .options import ServerOptions
 _WILDCARDS = ("", "0.0.0.0", "::")
 
 
+#: Listening sockets a front-end worker was handed by its core, by (address, port) as configured.
+_ADOPTED: dict[tuple[str, int], socket.socket] = {}
+
+
+def adopt(address: str, port: int, sock: socket.socket) -> None:
+    """Make ``listen(address, port)`` return ``sock``, bound by another process (a
+    front-end worker's core), instead of binding the port again."""
+    sock.setblocking(False)
+    _ADOPTED[(address, port)] = sock
+
+
 def listen(address: str, port: int) -> socket.socket:
     """A front end's listening socket, non-blocking, bound here so a busy port is a
     one-line error, not a traceback (no SO_REUSEPORT: a busy port must fail, not be shared)."""
+    adopted = _ADOPTED.pop((address, port), None)
+    if adopted is not None:
+        return adopted
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.create_server((address, port), family=family, backlog=2048)
     sock.setblocking(False)

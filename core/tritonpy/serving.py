@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from .frontends import BUILTIN, Frontend, FrontendError, registered
+from .frontends import BUILTIN, Frontend, FrontendError, FrontendFactory, registered
 from .http import uvicorn_surface
 from .ports import port_problem
 from .server import Server
@@ -125,7 +125,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
 
     # Bind everything before serving anything, so a busy port is one clear line.
     frontends: list[Frontend] = []
-    for name, factory in registered():
+    for name, factory in _factories(options.frontend_workers):
         try:
             frontend = factory(server)
         except FrontendError as exc:
@@ -133,7 +133,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
                 await bound.stop(None)
             return await give_up(str(exc))
         except Exception as exc:
-            if (name, factory) in BUILTIN:
+            if (name, factory) in BUILTIN or name == "workers":
                 raise
             # A third-party front end's bug: one bad package must not keep the server from serving.
             log.error("front end '%s' is not started: %s: %s", name, type(exc).__name__, exc, exc_info=exc)
@@ -142,10 +142,16 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
             frontends.append(frontend)
 
     waiting: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait())}
-    for frontend in frontends:
-        await frontend.start(server, loop)
-        where = ", ".join(f"{address}:{port}" for address, port in frontend.ports())
-        say(f"Started {frontend.name} at {where}" if where else f"Started {frontend.name}")
+    for n, frontend in enumerate(frontends):
+        try:
+            await frontend.start(server, loop)
+        except FrontendError as exc:  # front-end workers that could not start
+            await asyncio.gather(*(f.stop(None) for f in frontends[n:]), return_exceptions=True)
+            await asyncio.gather(*(f.stop(time.monotonic()) for f in frontends[:n]), return_exceptions=True)
+            return await give_up(str(exc))
+        for service, ports in frontend.services():
+            where = ", ".join(f"{address}:{port}" for address, port in ports)
+            say(f"Started {service} at {where}" if where else f"Started {service}")
         if frontend.restricted:
             log.debug("%s restricts %s", frontend.name, ", ".join(sorted(frontend.restricted)))
         waiting.add(asyncio.create_task(frontend.wait()))
@@ -170,6 +176,17 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     await loop.run_in_executor(None, server.stop, _left(deadline))
     say("Server stopped")
     return 0
+
+
+def _factories(workers: int) -> list[tuple[str, FrontendFactory]]:
+    """The registered front ends; with ``--frontend-workers`` above 1, HTTP and gRPC are
+    served by the worker processes of one ``WorkerPool`` instead."""
+    found = registered()
+    if workers <= 1:
+        return found
+    from .workers.pool import create
+
+    return [("workers", create), *((name, f) for name, f in found if name not in ("grpc", "http"))]
 
 
 #: How long no new request may have been refused before the transports stop

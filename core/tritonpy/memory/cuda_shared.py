@@ -110,6 +110,8 @@ class CudaRegion:
     device_id: int
     byte_size: int
     mapping: IpcMapping = field(repr=False)
+    #: The ``cudaIpcMemHandle_t`` it was opened from (another process opens it again).
+    handle: bytes = field(default=b"", repr=False)
 
     def status(self) -> dict[str, Any]:
         """The region as Triton's CUDA status endpoint lists it."""
@@ -135,7 +137,7 @@ def open_region(
     except Exception as exc:  # the runtime's error, logged as Triton logs it
         log.error("failed to open CUDA IPC handle: %s", exc)
         raise TritonError.invalid_arg(REGISTER_FAILED) from None
-    return CudaRegion(name, device_id, byte_size, mapping)
+    return CudaRegion(name, device_id, byte_size, mapping, bytes(handle))
 
 
 def _address_of(buffer: bytearray | memoryview) -> int:

@@ -205,6 +205,27 @@ class SystemSharedMemory:
             raise TritonError.not_found(f"Unable to find shared memory region: '{name}'")
         return region
 
+    def describe(self, name: str) -> tuple[str, Any, int, int]:
+        """How another process opens region ``name``: ``("system", key, offset, byte_size)``
+        or ``("cuda", raw_handle, device_id, byte_size)`` (NOT_FOUND as ``region``)."""
+        region = self.region(name)
+        if isinstance(region, Region):
+            return ("system", region.key, region.offset, region.byte_size)
+        return ("cuda", region.handle, region.device_id, region.byte_size)
+
+    def adopt(self, name: str, description: tuple[str, Any, int, int]) -> Region | CudaRegion:
+        """Open a region another process registered, as ``describe`` described it there."""
+        kind, where, position, byte_size = description
+        with self._lock:
+            region = self._regions.get(name)
+            if region is None:
+                if kind == "system":
+                    region = Region(name, where, position, byte_size, _map(name, where, position, byte_size))
+                else:
+                    region = open_region(self.runtime, name, where, position, byte_size)
+                self._regions[name] = region
+        return region
+
     def slice(self, params: Any) -> memoryview | DeviceSpan:
         """The bytes that a tensor's ``shared_memory_*`` parameters name (a missing
         byte size is 0 bytes, refused as out of bounds, as Triton does)."""
