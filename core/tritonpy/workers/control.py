@@ -76,6 +76,7 @@ class ControlServer:
         self._listener.bind(self.path)
         self._listener.listen(64)
         self._receivers: dict[int, socket.socket] = {}  # worker index → its broadcast connection
+        self._callers: set[socket.socket] = set()
         self._broadcast_lock = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, name="tritonpy-control", daemon=True).start()
@@ -100,10 +101,14 @@ class ControlServer:
                 if old is not None:
                     old.close()
                 return
+            with self._broadcast_lock:
+                self._callers.add(conn)
             while True:
                 method, args = recv_message(conn)
                 send_message(conn, self._call(method, args))
         except (ConnectionError, OSError, EOFError):
+            with self._broadcast_lock:
+                self._callers.discard(conn)
             conn.close()
 
     def _call(self, method: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -142,10 +147,20 @@ class ControlServer:
         self._closed = True
         self._listener.close()
         with self._broadcast_lock:
-            for conn in self._receivers.values():
-                conn.close()
+            for conn in [*self._receivers.values(), *self._callers]:
+                _hang_up(conn)
             self._receivers.clear()
+            self._callers.clear()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _hang_up(conn: socket.socket) -> None:
+    """Close ``conn`` so that a thread blocked reading it wakes up (``close`` alone does not)."""
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    conn.close()
 
 
 class ControlClient:
@@ -155,12 +170,32 @@ class ControlClient:
         self.path = path
         self.index = index
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
 
     def connect(self, role: str) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(self.path)
-        send_message(sock, (role, self.index))
+        try:
+            sock.connect(self.path)
+            send_message(sock, (role, self.index))
+        except OSError:
+            sock.close()
+            raise
+        with self._lock:
+            self._open.add(sock)
         return sock
+
+    def _drop(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(sock)
+        sock.close()
+
+    def close(self) -> None:
+        """Close every connection of every thread."""
+        with self._lock:
+            socks, self._open = self._open, set()
+        for sock in socks:
+            _hang_up(sock)
 
     def call(self, method: str, *args: Any) -> Any:
         """The core's answer to ``method(*args)``; its ``TritonError`` raised here."""
@@ -172,6 +207,8 @@ class ControlClient:
             answer = recv_message(sock)
         except (OSError, ConnectionError, EOFError):
             self._local.sock = None
+            if sock is not None:
+                self._drop(sock)
             raise TritonError.unavailable(CORE_GONE) from None
         if answer[0] == "ok":
             return answer[1]
@@ -194,4 +231,5 @@ class ControlClient:
                     log.error("applying %r failed: %s", message, exc, exc_info=exc)
                 send_message(sock, "ok")
         except (OSError, ConnectionError, EOFError):
+            self._drop(sock)
             on_gone()

@@ -1,0 +1,249 @@
+"""tritonpy.workers.wire and .control: the messages between a front-end worker and its core.
+
+Both ends of a real link (two ``Link``s over a socketpair on one loop) and a real
+control server on a Unix socket; the served behaviour is in
+tests/integration/test_frontend_workers.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from tritonpy.ipc.link import Link
+from tritonpy.workers import wire
+from tritonpy.workers.control import CORE_GONE, ControlClient, ControlServer
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    DataType,
+    ErrorCode,
+    InferenceRequest,
+    InferenceResponse,
+    RequestedOutput,
+    Tensor,
+    TritonError,
+)
+
+
+async def _pair() -> tuple[Link, Link, list[bytes], list[bytes]]:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    got_a: list[bytes] = []
+    got_b: list[bytes] = []
+    link_a, link_b = await asyncio.gather(Link.open(a, got_a.extend), Link.open(b, got_b.extend))
+    return link_a, link_b, got_a, got_b
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never happened")
+
+
+def _request() -> InferenceRequest:
+    big = np.arange(4096, dtype=np.float32).reshape(1, 4096)  # 16 KiB: through the arena
+    return InferenceRequest(
+        "m",
+        3,
+        {
+            "SMALL": Tensor("SMALL", np.arange(16, dtype=np.int32).reshape(1, 16), DataType.INT32),
+            "BIG": Tensor("BIG", big, DataType.FP32),
+            "TEXT": Tensor("TEXT", np.array([b"a", b"\x00bc"], dtype=object), DataType.BYTES),
+            "SCALAR": Tensor("SCALAR", np.array(True), DataType.BOOL),
+        },
+        [RequestedOutput("OUT", {"classification": 2}), RequestedOutput("OTHER")],
+        "id-1",
+        {"custom": "x", "n": 7, "f": 0.5, "b": True},
+        "corr-9",
+        1,
+        2,
+        5000,
+    )
+
+
+def test_a_request_crosses_with_every_field_and_its_tensors() -> None:
+    async def main() -> None:
+        worker, core, _, got = await _pair()
+        sent = _request()
+        worker.send(*wire.encode_request(worker, 17, wire.STREAM, "no decoupled here", sent))
+        await _until(lambda: bool(got))
+        assert worker.mine.in_use > 0  # the big input went through the arena
+        rid, mode, refusal, request = wire.decode_request(
+            core, wire.Releaser(core, asyncio.get_running_loop()), got[0]
+        )
+        assert (rid, mode, refusal) == (17, wire.STREAM, "no decoupled here")
+        assert (request.model_name, request.model_version, request.id) == ("m", 3, "id-1")
+        assert request.parameters == {"custom": "x", "n": 7, "f": 0.5, "b": True}
+        assert (request.correlation_id, request.flags, request.priority, request.timeout_us) == (
+            "corr-9",
+            1,
+            2,
+            5000,
+        )
+        assert [(o.name, o.parameters) for o in request.requested_outputs] == [
+            ("OUT", {"classification": 2}),
+            ("OTHER", {}),
+        ]
+        for name, tensor in sent.inputs.items():
+            assert request.inputs[name].datatype is tensor.datatype
+            assert request.inputs[name].data.shape == tensor.data.shape
+            assert request.inputs[name].data.tolist() == tensor.data.tolist()
+        # The arena block is given back only once the last view of the input is gone.
+        view = request.inputs["BIG"].data[0, 10:20]
+        del request
+        gc.collect()
+        await asyncio.sleep(0.05)
+        assert worker.mine.in_use > 0
+        assert view[0] == 10.0
+        del view
+        gc.collect()
+        await _until(lambda: worker.mine.in_use == 0)
+        worker.close()
+        core.close()
+
+    asyncio.run(main())
+
+
+def test_answers_carry_outputs_errors_flags_and_refusals() -> None:
+    async def main() -> None:
+        worker, core, got, _ = await _pair()
+        release = wire.Releaser(worker, asyncio.get_running_loop())
+        out = np.ones((2, 1024), dtype=np.int64)  # 16 KiB
+        response = InferenceResponse(
+            {"OUT": Tensor("OUT", out, DataType.INT64)}, None, {"p": "q"}, "m", 3, "id-1"
+        )
+        core.send(*wire.encode_answer(core, 5, 0, response))
+        core.send(*wire.encode_answer(core, 5, RESPONSE_COMPLETE_FINAL, None))
+        failed = InferenceResponse.from_error(TritonError.invalid_arg("bad shape"))
+        core.send(*wire.encode_answer(core, 6, RESPONSE_COMPLETE_FINAL, failed))
+        core.send(*wire.encode_refusal(7, TritonError.not_found("no model")))
+        await _until(lambda: len(got) == 4)
+        rid, flags, what, body = wire.decode_answer(worker, release, got[0])
+        assert (rid, flags, what) == (5, 0, wire.RESPONSE)
+        assert isinstance(body, InferenceResponse)
+        assert (body.model_name, body.model_version, body.id, body.parameters) == ("m", 3, "id-1", {"p": "q"})
+        assert body.outputs["OUT"].data.tolist() == out.tolist()
+        assert wire.decode_answer(worker, release, got[1]) == (
+            5,
+            RESPONSE_COMPLETE_FINAL,
+            wire.FLAGS_ONLY,
+            None,
+        )
+        _, _, what, body = wire.decode_answer(worker, release, got[2])
+        assert what == wire.RESPONSE and isinstance(body, InferenceResponse) and body.error is not None
+        assert (body.error.code, body.error.message) == (ErrorCode.INVALID_ARG, "bad shape")
+        _, flags, what, body = wire.decode_answer(worker, release, got[3])
+        assert (flags, what) == (RESPONSE_COMPLETE_FINAL, wire.REFUSED)
+        assert isinstance(body, TritonError) and (body.code, body.message) == (
+            ErrorCode.NOT_FOUND,
+            "no model",
+        )
+        worker.close()
+        core.close()
+
+    asyncio.run(main())
+
+
+def test_a_parameter_no_protocol_carries_is_an_error_response_not_a_crash() -> None:
+    async def main() -> None:
+        worker, core, got, _ = await _pair()
+        response = InferenceResponse({}, None, {"odd": object()}, "m", 1)  # type: ignore[dict-item]
+        core.send(*wire.encode_answer(core, 1, RESPONSE_COMPLETE_FINAL, response))
+        await _until(lambda: bool(got))
+        _, _, _, body = wire.decode_answer(worker, wire.Releaser(worker, asyncio.get_running_loop()), got[0])
+        assert isinstance(body, InferenceResponse) and body.error is not None
+        assert body.error.code is ErrorCode.INTERNAL and "cannot be sent" in body.error.message
+        worker.close()
+        core.close()
+
+    asyncio.run(main())
+
+
+def test_a_full_arena_sends_data_inline() -> None:
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        got: list[bytes] = []
+        worker, core = await asyncio.gather(
+            Link.open(a, lambda f: None, arena_bytes=8192), Link.open(b, got.extend)
+        )
+        request = InferenceRequest(
+            "m", 1, {"X": Tensor("X", np.zeros(4096, dtype=np.float32), DataType.FP32)}
+        )
+        worker.send(*wire.encode_request(worker, 1, wire.SINGLE, None, request))
+        await _until(lambda: bool(got))
+        assert worker.mine.in_use == 0  # 16 KiB does not fit an 8 KiB arena: inline
+        _, _, _, decoded = wire.decode_request(core, wire.Releaser(core, asyncio.get_running_loop()), got[0])
+        assert decoded.inputs["X"].data.shape == (4096,)
+        worker.close()
+        core.close()
+
+    asyncio.run(main())
+
+
+# -- control calls ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def control() -> Any:
+    def fail(code: str) -> None:
+        if code == "triton":
+            raise TritonError("already there", ErrorCode.ALREADY_EXISTS)
+        raise RuntimeError("a bug")
+
+    server = ControlServer({"add": lambda a, b: a + b, "fail": fail})
+    yield server
+    server.close()
+
+
+def test_control_calls_answer_from_any_thread_and_keep_error_codes(control: ControlServer) -> None:
+    client = ControlClient(control.path, 0)
+    assert client.call("add", 2, 3) == 5
+    results: list[int] = []
+    threads = [
+        threading.Thread(target=lambda i=i: results.append(client.call("add", i, 1))) for i in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == list(range(1, 9))
+    with pytest.raises(TritonError) as caught:
+        client.call("fail", "triton")
+    assert (caught.value.code, caught.value.message) == (ErrorCode.ALREADY_EXISTS, "already there")
+    with pytest.raises(TritonError) as caught:
+        client.call("fail", "bug")
+    assert caught.value.code is ErrorCode.INTERNAL and "RuntimeError: a bug" in caught.value.message
+    with pytest.raises(TritonError) as caught:
+        client.call("nosuch")
+    assert caught.value.code is ErrorCode.INTERNAL and "nosuch" in caught.value.message
+    client.close()
+
+
+def test_broadcasts_are_applied_before_they_return_and_a_gone_core_is_unavailable(
+    control: ControlServer,
+) -> None:
+    seen: list[Any] = []
+    gone = threading.Event()
+    clients = [ControlClient(control.path, i) for i in range(2)]
+    for c in clients:
+        threading.Thread(target=c.receive_broadcasts, args=(seen.append, gone.set), daemon=True).start()
+    for _ in range(500):
+        if len(control._receivers) == 2:
+            break
+        threading.Event().wait(0.01)
+    control.broadcast(("shm_forget", "system", "r1"))
+    assert seen == [("shm_forget", "system", "r1")] * 2  # both applied it before broadcast returned
+    control.close()
+    assert gone.wait(5)
+    with pytest.raises(TritonError) as caught:
+        clients[0].call("add", 1, 1)
+    assert (caught.value.code, caught.value.message) == (ErrorCode.UNAVAILABLE, CORE_GONE)
+    for c in clients:
+        c.close()
