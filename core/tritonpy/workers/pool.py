@@ -15,8 +15,8 @@ on those sockets, and answers them:
   a shared-memory region registered through one worker serves requests on all.
 
 A worker that dies is started again on the same sockets (its clients' connections
-and its requests in flight fail; no other worker's do); one that keeps dying
-right after it starts makes the server stop. The workers end when this process
+and its requests in flight fail; no other worker's do); if starting one fails
+five times in a row, the server stops. The workers end when this process
 tells them to (after it drained) or when it is gone: a worker never serves
 without its core.
 """
@@ -53,10 +53,8 @@ log = logging.getLogger("tritonpy")
 
 #: Seconds a worker may take from its start until it serves.
 START_TIMEOUT = 60.0
-#: A worker that dies within this many seconds of its start counts as a failed start.
-QUICK_DEATH_SECONDS = 10.0
-#: Failed starts in a row after which the pool gives up (and the server stops).
-MAX_QUICK_DEATHS = 5
+#: Failed starts of workers in a row after which the pool gives up (and the server stops).
+MAX_FAILED_STARTS = 5
 
 
 @dataclass(eq=False)
@@ -102,7 +100,7 @@ class WorkerPool(Frontend):
         self._control: ControlServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
-        self._quick_deaths = 0
+        self._failed_starts = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._gave_up: asyncio.Future[None] | None = None
 
@@ -251,19 +249,26 @@ class WorkerPool(Frontend):
             code,
             lived,
         )
-        self._quick_deaths = self._quick_deaths + 1 if lived < QUICK_DEATH_SECONDS else 0
+        if lived < 1.0:
+            await asyncio.sleep(1.0)  # a worker that served and dies at once: no hot loop
+        # A worker that served is always started again; only starts that fail in a row
+        # (an install that cannot serve) stop the server.
         while not self._stopping:
-            if self._quick_deaths >= MAX_QUICK_DEATHS:
-                log.error("front-end workers keep dying right after they start; stopping the server")
-                if self._gave_up is not None and not self._gave_up.done():
-                    self._gave_up.set_result(None)
-                return
             try:
                 await self._spawn(worker.index)
+                self._failed_starts = 0
                 return
             except FrontendError as exc:
+                self._failed_starts += 1
                 log.error("front-end worker %d did not start again: %s", worker.index, exc)
-                self._quick_deaths += 1
+                if self._failed_starts >= MAX_FAILED_STARTS:
+                    log.error(
+                        "front-end workers fail to start %d times in a row; stopping the server",
+                        MAX_FAILED_STARTS,
+                    )
+                    if self._gave_up is not None and not self._gave_up.done():
+                        self._gave_up.set_result(None)
+                    return
                 await asyncio.sleep(1.0)
 
     # -- inference ---------------------------------------------------------------------------

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import pickle
+import shutil
 import signal
 import socket
 import sys
@@ -59,7 +61,10 @@ async def serve(boot: Boot, log_settings: Any) -> int:
     remote = RemoteServer(
         boot.options, boot.metadata, control, log_settings, load_runtime() if boot.cuda else None
     )
-    link = await Link.open(socket.socket(fileno=boot.link_fd), remote.on_frames, remote.on_close)
+    try:
+        link = await Link.open(socket.socket(fileno=boot.link_fd), remote.on_frames, remote.on_close)
+    except OSError:  # the core is gone already (ConnectionError included): nothing to serve
+        return 0
     remote.attach(link, loop)
     threading.Thread(
         target=control.receive_broadcasts,
@@ -81,14 +86,18 @@ async def serve(boot: Boot, log_settings: Any) -> int:
         for frontend in frontends:
             await frontend.start(facade, loop)
     except FrontendError as exc:
-        link.send(*wire.encode_failed(str(exc)))
-        await asyncio.sleep(0.1)  # let the frame go out before the link closes
+        with contextlib.suppress(ConnectionError):
+            link.send(*wire.encode_failed(str(exc)))
+            await asyncio.sleep(0.1)  # let the frame go out before the link closes
         return 1
-    link.send(*wire.encode_ready())
+    with contextlib.suppress(ConnectionError):  # a core gone meanwhile has set ``stopped``
+        link.send(*wire.encode_ready())
     assert remote.stopped is not None
     deadline = await remote.stopped
     if deadline is None:  # the core is gone: nothing in flight can be answered any more
         deadline = time.monotonic()
+        # A core killed outright left its control socket's directory: whoever sees it gone removes it.
+        shutil.rmtree(os.path.dirname(boot.control_path), ignore_errors=True)
     await asyncio.gather(*(f.stop(deadline) for f in frontends), return_exceptions=True)
     link.close()
     return 0
