@@ -985,6 +985,7 @@ def _small_server(server_factory: Factory, repo: Path, fw_env: dict[str, str], *
     server: ServerProcess = server_factory(
         [repo], *WORKERS, "--model-control-mode=explicit", "--load-model=addsub", *flags, env=fw_env
     )
+    server.wait_for_output("Started HTTPService", timeout=PATIENCE)  # every worker serves
     wait_workers(server)
     return server
 
@@ -1044,13 +1045,19 @@ def test_a_killed_worker_is_started_again_while_the_other_serves(
         after = wait_workers(server)
         assert victim not in after and survivor in after and len(after - before) == 1
         assert not running(victim)
-        # The new worker serves too.
-        for connection in connections_on_both(server, 2):
+        # The new worker serves too: fresh connections, each asked at once (an idle
+        # keep-alive connection may be closed by its worker meanwhile), until both answered.
+        answered: set[int] = set()
+        deadline = time.monotonic() + PATIENCE
+        while answered != after and time.monotonic() < deadline:
+            connection = Connection(server)
             try:
                 status, answer = connection.request("POST", "/v2/models/addsub/infer", body)
                 assert status == 200, answer
+                answered.add(connection.worker)
             finally:
                 connection.close()
+        assert answered == after
         _served(server, 99, tries=1)
     finally:
         victim_connection.close()

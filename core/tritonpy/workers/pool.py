@@ -57,6 +57,10 @@ START_TIMEOUT = 60.0
 MAX_FAILED_STARTS = 5
 
 
+class _CannotServe(FrontendError):
+    """A worker's own front ends cannot serve (its one line): starting it again will not help."""
+
+
 @dataclass(eq=False)
 class _Worker:
     index: int
@@ -143,7 +147,7 @@ class WorkerPool(Frontend):
         self._loop = loop
         self._gave_up = loop.create_future()
         self._control = ControlServer(self._control_calls())
-        started = await asyncio.gather(*(self._spawn(i) for i in range(self._count)), return_exceptions=True)
+        started = await asyncio.gather(*(self._start(i) for i in range(self._count)), return_exceptions=True)
         failed = [r for r in started if isinstance(r, BaseException)]
         if failed:
             await self.stop(time.monotonic() + 1.0)
@@ -154,6 +158,23 @@ class WorkerPool(Frontend):
             self._count,
             ", ".join(str(w.process.pid) for w in self._workers.values()),
         )
+
+    async def _start(self, index: int) -> None:
+        """Start worker ``index``; one that dies or hangs before it serves is started again,
+        up to ``MAX_FAILED_STARTS`` failures in a row; one that says it cannot serve is not."""
+        while True:
+            try:
+                await self._spawn(index)
+                self._failed_starts = 0
+                return
+            except _CannotServe:
+                raise
+            except FrontendError as exc:
+                self._failed_starts += 1
+                if self._failed_starts >= MAX_FAILED_STARTS or self._stopping:
+                    raise
+                log.warning("front-end worker %d did not start (%s); starting it again", index, exc)
+                await asyncio.sleep(0.5)
 
     async def _spawn(self, index: int) -> None:
         server, loop, control = self._server, self._loop, self._control
@@ -191,6 +212,7 @@ class WorkerPool(Frontend):
             await asyncio.wait_for(asyncio.shield(worker.ready), START_TIMEOUT)
         except (asyncio.TimeoutError, ConnectionError, FrontendError) as exc:
             process.kill()
+            await loop.run_in_executor(None, _reap, process, 5.0)
             if isinstance(exc, FrontendError):
                 raise
             raise FrontendError(f"front-end worker {index} did not start: {exc or 'timed out'}") from None
@@ -253,23 +275,16 @@ class WorkerPool(Frontend):
             await asyncio.sleep(1.0)  # a worker that served and dies at once: no hot loop
         # A worker that served is always started again; only starts that fail in a row
         # (an install that cannot serve) stop the server.
-        while not self._stopping:
-            try:
-                await self._spawn(worker.index)
-                self._failed_starts = 0
+        try:
+            await self._start(worker.index)
+        except FrontendError as exc:
+            if self._stopping:
                 return
-            except FrontendError as exc:
-                self._failed_starts += 1
-                log.error("front-end worker %d did not start again: %s", worker.index, exc)
-                if self._failed_starts >= MAX_FAILED_STARTS:
-                    log.error(
-                        "front-end workers fail to start %d times in a row; stopping the server",
-                        MAX_FAILED_STARTS,
-                    )
-                    if self._gave_up is not None and not self._gave_up.done():
-                        self._gave_up.set_result(None)
-                    return
-                await asyncio.sleep(1.0)
+            log.error(
+                "front-end worker %d cannot be started again (%s); stopping the server", worker.index, exc
+            )
+            if self._gave_up is not None and not self._gave_up.done():
+                self._gave_up.set_result(None)
 
     # -- inference ---------------------------------------------------------------------------
 
@@ -289,7 +304,7 @@ class WorkerPool(Frontend):
             elif kind == wire.FAILED:
                 (message,) = wire.decode_fields(frame)
                 if not worker.ready.done():
-                    worker.ready.set_exception(FrontendError(message))
+                    worker.ready.set_exception(_CannotServe(message))
 
     def _infer(self, worker: _Worker, frame: bytes) -> None:
         link, release = worker.link, worker.release
