@@ -90,8 +90,13 @@ def read_engine(trt: Any, engine: Any) -> EngineInfo:
         shapes = {}
         for t in tensors:
             if t.is_input and not t.is_shape_tensor:
-                low, opt, high = engine.get_tensor_profile_shape(t.name, p)
-                shapes[t.name] = (_dims(low), _dims(opt), _dims(high))
+                try:
+                    low, opt, high = engine.get_tensor_profile_shape(t.name, p)
+                    shapes[t.name] = (_dims(low), _dims(opt), _dims(high))
+                except Exception:  # an input without dynamic dims may have no profile shapes
+                    shapes[t.name] = (t.dims, t.dims, t.dims)
+                if any(d < 0 for d in shapes[t.name][2]):  # none given: the fixed dims are the range
+                    shapes[t.name] = (t.dims, t.dims, t.dims)
         profiles.append(ProfileShapes(p, shapes))
     return EngineInfo(tuple(tensors), tuple(profiles))
 
