@@ -87,6 +87,7 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
         "tritonpy-backend-onnx",
         "tritonpy-backend-python",
         "tritonpy-backend-torch",
+        "tritonpy-backend-tensorrt",
         "tritonpy-backend-fil",
         "tritonpy-backend-template",
     }
@@ -115,6 +116,12 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
     assert set(fil.get_all("Provides-Extra") or []) >= {"xgboost", "lightgbm", "treelite"}
     extras = " ".join(fil.get_all("Requires-Dist") or [])
     assert "xgboost-cpu" in extras and "lightgbm" in extras and "treelite" in extras
+    # TensorRT: the wheels are extras only (without them a model.plan names the extra to install).
+    trt = wheels["tritonpy-backend-tensorrt"]
+    assert _requires(trt) == {"tritonpy-sdk", "numpy"}
+    assert set(trt.get_all("Provides-Extra") or []) >= {"cu12", "cu13"}
+    extras = " ".join(trt.get_all("Requires-Dist") or [])
+    assert "tensorrt-cu12" in extras and "tensorrt-cu13" in extras and "cuda-bindings" in extras
     # The Python backend needs nothing beyond the SDK and numpy (its stubs run anywhere).
     assert _requires(wheels["tritonpy-backend-python"]) == {"tritonpy-sdk", "numpy"}
 

@@ -1,0 +1,371 @@
+"""One model instance: its engine and execution contexts on its GPU, and ``execute``.
+
+A batch runs like this, all on the instance's own stream:
+
+1. each input is gathered once: device-resident inputs on this GPU (a client's
+   CUDA shared memory) are bound in place, host inputs are staged in pinned
+   memory (``instance.host_allocator``) and copied asynchronously into a
+   buffer of the GPU's pool (``instance.device_memory``);
+2. the profile is chosen and the shapes checked (``_profiles.py``),
+   ``set_input_shape`` / ``set_tensor_address`` bind every tensor, outputs
+   into pool buffers, and ``execute_async_v3`` enqueues the engine, or a
+   captured CUDA graph is launched when one matches (``_graphs.py``);
+3. outputs are copied asynchronously to pinned host memory, and one event
+   recorded after them is waited for (no whole-stream or device sync). When
+   every input of the batch came in device memory of this GPU, the consumer
+   works in device memory: the outputs are left there, in their pool buffers,
+   and handed over as device-resident tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tritonpy_sdk import (
+    DataType,
+    DeviceArray,
+    DeviceMemory,
+    InferenceRequest,
+    InferenceResponse,
+    ModelInstance,
+    Tensor,
+    TritonError,
+    batch_sizes,
+    gather_tensor,
+    outputs_to_compute,
+    scatter_responses,
+)
+
+from ._config import check_config, instance_group, instance_profiles, max_batch_size
+from ._cuda import Cuda, PlainDeviceMemory
+from ._engine import ProfileShapes, read_engine
+from ._graphs import GraphKey, find_graph, graph_shapes, graph_specs
+from ._profiles import choose_profile
+from ._runtime import TensorRT
+
+
+@dataclass(eq=False)
+class _Graph:
+    """A captured CUDA graph: its own context and fixed buffers."""
+
+    exec: Any
+    context: Any
+    inputs: dict[str, DeviceArray]
+    outputs: dict[str, DeviceArray]
+
+
+@dataclass(eq=False)
+class Instance:
+    """What ``execute`` needs, made once by ``create``."""
+
+    model_name: str
+    name: str
+    device: int
+    cuda: Cuda
+    engine: Any
+    stream: Any
+    event: Any
+    memory: DeviceMemory
+    pinned: Any
+    batching: bool
+    profiles: list[tuple[str, ProfileShapes]]
+    contexts: dict[int, Any]
+    input_types: dict[str, DataType]
+    output_types: dict[str, DataType]
+    output_names: tuple[str, ...]
+    #: Every engine input: the config's, and a sequence model's controls and states (the core's).
+    input_names: tuple[str, ...] = ()
+    graphs: list[tuple[GraphKey, int, int, _Graph]] = field(default_factory=list)
+
+    @classmethod
+    def create(
+        cls, tensorrt: TensorRT, model_name: str, path: Any, config: dict[str, Any], instance: ModelInstance
+    ) -> Instance:
+        cuda = tensorrt.cuda
+        assert cuda is not None
+        engine = tensorrt.deserialize(model_name, path, instance.device_id)
+        info = read_engine(tensorrt.trt, engine)
+        group = instance_group(config, instance.name)
+        chosen = instance_profiles(model_name, instance.name, group, len(info.profiles))
+        check_config(model_name, config, info, [i for _, i in chosen], where=instance.name)
+        stream = cuda.stream()
+        event = cuda.event()
+        contexts = {}
+        for _, index in chosen:
+            contexts[index] = _context(engine, index, stream, cuda, event, instance.name)
+        state = cls(
+            model_name=model_name,
+            name=instance.name,
+            device=instance.device_id,
+            cuda=cuda,
+            engine=engine,
+            stream=stream,
+            event=event,
+            memory=instance.device_memory or PlainDeviceMemory(cuda),
+            pinned=instance.host_allocator,
+            batching=max_batch_size(config) > 0,
+            profiles=[(name, info.profiles[index]) for name, index in chosen],
+            contexts=contexts,
+            input_types={i["name"]: DataType.from_config(i["data_type"]) for i in config.get("input", [])},
+            output_types={o["name"]: DataType.from_config(o["data_type"]) for o in config.get("output", [])},
+            output_names=tuple(t.name for t in info.outputs),
+            input_names=tuple(t.name for t in info.inputs),
+        )
+        try:
+            state._capture_graphs(config)
+        except BaseException:
+            state.close()
+            raise
+        return state
+
+    # ---- execution -----------------------------------------------------------------------------
+
+    def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
+        if len(requests) > 1 and (not self.batching or not _same_tails(requests)):
+            return [self.execute([r])[0] for r in requests]
+        self.cuda.set_device(self.device)  # this worker thread's current GPU
+        held: list[Any] = []  # host and device memory in use until the event is waited for
+        try:
+            feeds: dict[str, tuple[tuple[int, ...], int, int, bool]] = {}  # shape, address, nbytes, on device
+            all_device = True
+            for name in self.input_names:
+                tensor = gather_tensor(requests, name, device_memory=self.memory, allocator=self.pinned)
+                datatype = self.input_types.get(name) or tensor.datatype
+                device = tensor.device
+                if device is not None and tensor.is_device and device.device_id == self.device:
+                    held.append(device)
+                    feeds[name] = (device.shape, device.address, device.nbytes, True)
+                    continue
+                all_device = False
+                host = self._staged(tensor.data, datatype, gathered=len(requests) > 1)
+                held.append(host)
+                feeds[name] = (tuple(host.shape), host.ctypes.data, host.nbytes, False)
+            shapes = {name: f[0] for name, f in feeds.items()}
+            _, profile = choose_profile(self.name, self.profiles, shapes)
+            wanted = outputs_to_compute(requests, self.output_names)
+            batch = shapes[next(iter(shapes))][0] if self.batching and shapes else 0
+            tails = tuple(s[1:] if self.batching else s for s in shapes.values())
+            found = find_graph(self.graphs, GraphKey(profile.index, tails), batch) if self.graphs else None
+            if found is not None:
+                outputs = self._run_graph(found[0], feeds, held, wanted, batch)
+            else:
+                outputs = self._run(self.contexts[profile.index], feeds, held)
+            keep = all_device and bool(feeds)
+            results: dict[str, Any] = {}
+            for name in wanted:
+                array = outputs[name]
+                if keep:
+                    results[name] = self._device_copy(array) if found is not None else array
+                else:
+                    results[name] = self._to_host(array)
+            self.cuda.record_and_wait(self.event, self.stream)
+        except BaseException:
+            self._drain()  # copies may still read what `held` keeps alive
+            raise
+        del held
+        if keep:
+            return self._device_responses(requests, results)
+        types = {n: self.output_types[n] for n in results}
+        return scatter_responses(requests, results, types)
+
+    def _input_dtype(self, name: str) -> Any:
+        datatype = self.input_types.get(name)
+        return datatype.numpy_dtype if datatype is not None else np.uint8
+
+    def _drain(self) -> None:
+        """Wait for what the stream has been given, whatever failed (errors ignored)."""
+        try:
+            self.cuda.record_and_wait(self.event, self.stream)
+        except TritonError:
+            pass
+
+    def _staged(self, array: np.ndarray[Any, Any], datatype: DataType, gathered: bool) -> Any:
+        """``array`` in pinned memory (a batch gathered by ``gather_tensor`` already is, when
+        the pool had room), contiguous and of the config's type."""
+        dtype = datatype.numpy_dtype
+        if array.dtype != dtype:
+            array = array.view(dtype) if array.dtype.itemsize == dtype.itemsize else array.astype(dtype)
+        if self.pinned is None or gathered:
+            return np.ascontiguousarray(array)
+        staged = self.pinned(array.shape, dtype)
+        staged[...] = array
+        return staged
+
+    def _run(
+        self,
+        context: Any,
+        feeds: dict[str, tuple[tuple[int, ...], int, int, bool]],
+        held: list[Any],
+    ) -> dict[str, DeviceArray]:
+        for name, (shape, address, nbytes, on_device) in feeds.items():
+            if not on_device:
+                buffer = self.memory.allocate(self.device, (nbytes,), np.uint8)
+                held.append(buffer)
+                self.cuda.to_device(buffer.address, address, nbytes, self.stream)
+                address = buffer.address
+            if not context.set_input_shape(name, shape):
+                raise TritonError.invalid_arg(
+                    f"trt failed to set binding dimension to {list(shape)} for input '{name}' for {self.name}"
+                )
+            context.set_tensor_address(name, address)
+        outputs = {}
+        for name in self.output_names:
+            shape = tuple(int(d) for d in context.get_tensor_shape(name))
+            if any(d < 0 for d in shape):
+                raise TritonError.unsupported(
+                    f"output '{name}' of model '{self.model_name}' has a data-dependent shape "
+                    f"{list(shape)}, which the tritonpy TensorRT backend does not serve"
+                )
+            dtype = self.output_types[name].numpy_dtype if name in self.output_types else np.uint8
+            buffer = self.memory.allocate(self.device, shape, dtype)
+            outputs[name] = buffer
+            context.set_tensor_address(name, buffer.address or 1)  # TensorRT refuses null for empty ones
+        if not context.execute_async_v3(int(self.stream)):
+            raise TritonError.internal(f"unable to enqueue for inference {self.name}")
+        return outputs
+
+    def _run_graph(
+        self,
+        graph: _Graph,
+        feeds: dict[str, tuple[tuple[int, ...], int, int, bool]],
+        held: list[Any],
+        wanted: Sequence[str],
+        batch: int,
+    ) -> dict[str, DeviceArray]:
+        for name, (_, address, nbytes, on_device) in feeds.items():
+            target = graph.inputs[name].address
+            if on_device:
+                self.cuda.on_device(target, address, nbytes, self.stream)
+            else:
+                self.cuda.to_device(target, address, nbytes, self.stream)
+        self.cuda.launch(graph.exec, self.stream)
+        outputs = {}
+        for name in wanted:
+            array = graph.outputs[name]
+            if self.batching and array.shape and array.shape[0] != batch:  # a padded graph: our rows
+                array = _rows(array, 0, batch)
+            outputs[name] = array
+        return outputs
+
+    def _to_host(self, array: DeviceArray) -> np.ndarray[Any, Any]:
+        """``array`` copied (asynchronously) to pinned host memory."""
+        shape, dtype = array.shape, array.dtype
+        host = self.pinned(shape, dtype) if self.pinned is not None else np.empty(shape, dtype)
+        if array.nbytes:
+            self.cuda.to_host(host.ctypes.data, array.address, array.nbytes, self.stream)
+        return host
+
+    def _device_copy(self, array: DeviceArray) -> DeviceArray:
+        """A graph's output copied out of its fixed buffer, which the next launch overwrites."""
+        copy = self.memory.allocate(self.device, array.shape, array.dtype)
+        if array.nbytes:
+            self.cuda.on_device(copy.address, array.address, array.nbytes, self.stream)
+        return copy
+
+    def _device_responses(
+        self, requests: Sequence[InferenceRequest], arrays: dict[str, DeviceArray]
+    ) -> list[InferenceResponse]:
+        sizes = batch_sizes(requests) if self.batching else [1]
+        responses = []
+        start = 0
+        for rows in sizes[: len(requests)]:
+            outputs = {}
+            for name, array in arrays.items():
+                part = _rows(array, start, rows) if self.batching and len(requests) > 1 else array
+                outputs[name] = Tensor.on_device(name, part, self.output_types[name])
+            responses.append(InferenceResponse(outputs))
+            start += rows
+        return responses
+
+    # ---- CUDA graphs ---------------------------------------------------------------------------
+
+    def _capture_graphs(self, config: dict[str, Any]) -> None:
+        specs = graph_specs(config)
+        if not specs:
+            return
+        self.cuda.set_device(self.device)
+        for _, profile in self.profiles:
+            opt = {name: profile.opt(name) for name in profile.shapes}
+            for spec in specs:
+                shapes = graph_shapes(spec, config, opt)
+                if any(
+                    _out_of(profile, name, shape) for name, shape in shapes.items() if name in profile.shapes
+                ):
+                    continue  # Triton skips a graph its profile cannot run, too
+                graph = self._capture(profile.index, shapes)
+                tails = tuple(s[1:] if self.batching else s for s in shapes.values())
+                self.graphs.append((GraphKey(profile.index, tails), spec.lower_bound, spec.batch_size, graph))
+        self.graphs.sort(key=lambda g: g[2])
+
+    def _capture(self, index: int, shapes: dict[str, tuple[int, ...]]) -> _Graph:
+        context = _context(self.engine, index, self.stream, self.cuda, self.event, self.name)
+        inputs = {
+            name: self.memory.allocate(self.device, shape, self._input_dtype(name))
+            for name, shape in shapes.items()
+        }
+        feeds = {name: (shape, inputs[name].address, 0, True) for name, shape in shapes.items()}
+        held: list[Any] = []
+        outputs = self._run(context, feeds, held)  # TensorRT must run once before a capture
+        self.cuda.record_and_wait(self.event, self.stream)
+        self.cuda.begin_capture(self.stream)
+        try:
+            enqueued = context.execute_async_v3(int(self.stream))
+        finally:
+            graph = self.cuda.end_capture(self.stream)
+        if not enqueued:
+            self.cuda.destroy_graph(graph)
+            raise TritonError.internal(f"unable to capture a CUDA graph for {self.name}")
+        return _Graph(graph, context, inputs, outputs)
+
+    def close(self) -> None:
+        for _, _, _, graph in self.graphs:
+            self.cuda.destroy_graph(graph.exec)
+        self.graphs.clear()
+        self.contexts.clear()
+        self.cuda.destroy(self.stream, self.event)
+        self.engine = None
+
+
+def _context(engine: Any, index: int, stream: Any, cuda: Cuda, event: Any, where: str) -> Any:
+    context = engine.create_execution_context()
+    if context is None:
+        raise TritonError.internal(f"unable to create TensorRT context for {where}")
+    if index != 0:
+        if not context.set_optimization_profile_async(index, int(stream)):
+            raise TritonError.internal(
+                f"Can not set the specified optimization profile {index}[{index}] for {where}"
+            )
+        cuda.record_and_wait(event, stream)
+    return context
+
+
+def _out_of(profile: ProfileShapes, name: str, shape: tuple[int, ...]) -> bool:
+    low, high = profile.min(name), profile.max(name)
+    return len(shape) != len(high) or any(not lo <= d <= hi for d, lo, hi in zip(shape, low, high))
+
+
+def _rows(array: DeviceArray, start: int, rows: int) -> DeviceArray:
+    """Rows ``start`` to ``start + rows`` of a device array, in place."""
+    tail = array.shape[1:]
+    row_bytes = int(np.prod(tail, dtype=np.int64)) * array.dtype.itemsize
+    return DeviceArray(
+        array.address + start * row_bytes,
+        (rows, *tail),
+        array.dtype,
+        device_id=array.device_id,
+        owner=array,
+        to_host=lambda: array.to_host()[start : start + rows],
+    )
+
+
+def _same_tails(requests: Sequence[InferenceRequest]) -> bool:
+    """Whether the requests' inputs agree beyond the batch dim (so they concatenate)."""
+    first = requests[0].inputs
+    for r in requests[1:]:
+        for name, tensor in r.inputs.items():
+            if tensor.shape[1:] != first[name].shape[1:]:
+                return False
+    return True

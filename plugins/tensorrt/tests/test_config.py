@@ -1,0 +1,307 @@
+"""Auto-complete and config checks against engines described as plain data (no TensorRT, no GPU)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tritonpy.config import config_to_dict, parse_config_text
+from tritonpy_backend_tensorrt._config import (
+    check_config,
+    complete_config,
+    engine_max_batch_size,
+    instance_group,
+    instance_profiles,
+)
+from tritonpy_backend_tensorrt._engine import EngineInfo, TensorInfo
+from tritonpy_backend_tensorrt._types import config_type
+from tritonpy_sdk import TritonError
+from trt_engines import add_engine, profile, static_engine, tensor, two_profile_engine
+
+
+def config(text: str = "") -> dict[str, Any]:
+    """A config dict as the server hands it to a backend (Triton's JSON form, defaults included)."""
+    return config_to_dict(parse_config_text('name: "m"\n' + text, "config.pbtxt"))
+
+
+@pytest.mark.parametrize(
+    ("trt", "triton"),
+    [
+        ("FLOAT", "TYPE_FP32"),
+        ("HALF", "TYPE_FP16"),
+        ("BF16", "TYPE_BF16"),
+        ("INT8", "TYPE_INT8"),
+        ("INT32", "TYPE_INT32"),
+        ("INT64", "TYPE_INT64"),
+        ("BOOL", "TYPE_BOOL"),
+        ("UINT8", "TYPE_UINT8"),
+        ("FP8", None),
+        ("INT4", None),
+    ],
+)
+def test_data_types_map_as_tritons(trt: str, triton: str | None) -> None:
+    assert config_type(trt) == triton
+
+
+def test_an_empty_config_gets_every_tensor_and_the_profiles_batch_limit() -> None:
+    cfg = config()
+    assert complete_config("m", cfg, add_engine(max_batch=8)) == []
+    assert cfg["max_batch_size"] == 8
+    assert cfg["dynamic_batching"] == {}
+    assert [(i["name"], i["data_type"], i["dims"]) for i in cfg["input"]] == [
+        ("INPUT0", "TYPE_FP32", [4]),
+        ("INPUT1", "TYPE_FP32", [4]),
+    ]
+    assert [(o["name"], o["data_type"], o["dims"]) for o in cfg["output"]] == [("OUTPUT0", "TYPE_FP32", [4])]
+    check_config("m", cfg, add_engine(max_batch=8))
+
+
+def test_a_batch_limit_of_one_gets_no_dynamic_batcher() -> None:
+    cfg = config()
+    complete_config("m", cfg, add_engine(max_batch=1))
+    assert cfg["max_batch_size"] == 1
+    assert "dynamic_batching" not in cfg
+
+
+def test_the_batch_limit_is_the_largest_of_the_groups_profiles() -> None:
+    engine = two_profile_engine()
+    assert engine_max_batch_size(engine, [0]) == 4
+    assert engine_max_batch_size(engine, [1]) == 16
+    assert engine_max_batch_size(engine, [0, 1]) == 16
+    cfg = config('instance_group [ { kind: KIND_GPU profile: ["1"] } ]')
+    complete_config("m", cfg, engine)
+    assert cfg["max_batch_size"] == 16
+    assert cfg["input"][0]["dims"] == [-1]
+
+
+def test_the_smallest_input_max_limits_a_profile() -> None:
+    engine = EngineInfo(
+        (tensor("A", (-1, 2)), tensor("B", (-1, 2)), tensor("C", (-1, 2), is_input=False)),
+        (profile(0, A=((1, 2), (1, 2), (8, 2)), B=((1, 2), (1, 2), (3, 2))),),
+    )
+    assert engine_max_batch_size(engine, [0]) == 3
+
+
+def test_an_engine_without_a_dynamic_leading_dim_does_not_batch() -> None:
+    cfg = config()
+    complete_config("m", cfg, static_engine())
+    assert cfg["max_batch_size"] == 0
+    assert [(i["name"], i["data_type"], i["dims"]) for i in cfg["input"]] == [("X", "TYPE_INT32", [2, 3])]
+    assert "dynamic_batching" not in cfg
+
+
+def test_a_scalar_gets_dims_1_reshaped_to_nothing() -> None:
+    engine = EngineInfo((tensor("S", ()), tensor("T", (), is_input=False)), (profile(0, S=((), (), ())),))
+    cfg = config()
+    complete_config("m", cfg, engine)
+    assert cfg["input"][0]["dims"] == [1] and cfg["input"][0]["reshape"] == {"shape": []}
+    check_config("m", cfg, engine)
+
+
+def test_config_dims_with_the_full_shape_hint_no_batching() -> None:
+    cfg = config('input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]')
+    warnings = complete_config("m", cfg, add_engine())
+    assert warnings == ["The specified dimensions in model config for m hints that batching is unavailable"]
+    assert cfg["max_batch_size"] == 0
+    # Only what the config names is completed; the missing tensor is reported at load, as in Triton.
+    assert [i["name"] for i in cfg["input"]] == ["INPUT0"]
+    with pytest.raises(TritonError, match="expected configuration for input 'INPUT1' for m"):
+        check_config("m", cfg, add_engine())
+
+
+def test_contradicting_dims_hints_fail() -> None:
+    cfg = config(
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },'
+        ' { name: "INPUT1" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]'
+    )
+    with pytest.raises(TritonError) as err:
+        complete_config("m", cfg, add_engine())
+    assert str(err.value) == (
+        "unable to autofill for 'm', model tensor configurations are contradicting each other in "
+        "terms of whether batching is supported"
+    )
+
+
+def test_a_batching_hint_on_an_engine_that_cannot_batch_fails() -> None:
+    cfg = config('input [ { name: "X" data_type: TYPE_INT32 dims: [ 3 ] } ]')
+    with pytest.raises(TritonError) as err:
+        complete_config("m", cfg, static_engine())
+    assert str(err.value) == (
+        "autofill failed for model 'm': model tensor shape configuration hints for dynamic batching "
+        "but the underlying engine doesn't support batching."
+    )
+
+
+def test_a_max_batch_size_above_the_engines_fails_with_tritons_message() -> None:
+    cfg = config("max_batch_size: 16")
+    with pytest.raises(TritonError) as err:
+        complete_config("m", cfg, add_engine(max_batch=8))
+    assert str(err.value) == (
+        "autofill failed for model 'm': configuration specified max-batch 16 but TensorRT engine "
+        "only supports max-batch 8"
+    )
+
+
+def test_a_smaller_max_batch_size_is_kept_and_types_are_filled() -> None:
+    cfg = config('max_batch_size: 2 input [ { name: "INPUT0" dims: [ 4 ] }, { name: "INPUT1" } ]')
+    complete_config("m", cfg, add_engine())
+    assert cfg["max_batch_size"] == 2
+    assert [(i["data_type"], i["dims"]) for i in cfg["input"]] == [("TYPE_FP32", [4]), ("TYPE_FP32", [4])]
+
+
+def test_an_unknown_tensor_in_the_config_fails_auto_complete() -> None:
+    cfg = config('input [ { name: "NOPE" data_type: TYPE_FP32 dims: [ 4 ] } ]')
+    with pytest.raises(TritonError) as err:
+        complete_config("m", cfg, add_engine())
+    assert str(err.value) == "unexpected inference input 'NOPE', allowed inputs are: INPUT0, INPUT1"
+
+
+def test_an_invalid_group_profile_fails_auto_complete() -> None:
+    cfg = config('instance_group [ { kind: KIND_GPU profile: ["2"] } ]')
+    with pytest.raises(TritonError) as err:
+        complete_config("m", cfg, two_profile_engine())
+    assert str(err.value) == (
+        "unable to autofill for 'm', configuration specified invalid profile 2 . Number of profiles "
+        "supported by TensorRT engine: 2"
+    )
+
+
+def test_sequence_inputs_and_states_are_left_to_the_core() -> None:
+    engine = EngineInfo(
+        (
+            tensor("X", (-1, 4)),
+            tensor("START", (-1, 1), "INT32"),
+            tensor("Y", (-1, 4), is_input=False),
+        ),
+        (profile(0, X=((1, 4), (1, 4), (4, 4)), START=((1, 1), (1, 1), (4, 1))),),
+    )
+    cfg = config(
+        'sequence_batching { control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START'
+        " int32_false_true: [ 0, 1 ] } ] } ] }"
+    )
+    complete_config("m", cfg, engine)
+    assert [i["name"] for i in cfg["input"]] == ["X"]
+    check_config("m", cfg, engine)
+
+
+# ---- strict checks (--disable-auto-complete-config, and every instance) -----------------------
+
+
+def full(text: str) -> dict[str, Any]:
+    return config(
+        "max_batch_size: 8\n"
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },'
+        ' { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n' + text
+    )
+
+
+def test_a_complete_config_passes() -> None:
+    check_config("m", full(""), add_engine())
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda c: c["input"][0].update(data_type="TYPE_FP16"),
+            "unexpected datatype TYPE_FP32 for inference input 'INPUT0', expecting TYPE_FP16 for m_0",
+        ),
+        (
+            lambda c: c["output"][0].update(data_type="TYPE_INT32"),
+            "unexpected datatype TYPE_FP32 for inference output 'OUTPUT0', expecting TYPE_INT32 for m_0",
+        ),
+        (
+            lambda c: c["input"][0].update(dims=[5]),
+            "model 'm', tensor 'INPUT0': the model expects 2 dimensions (shape [-1,4]) but the model "
+            "configuration specifies 2 dimensions (an initial batch dimension because max_batch_size > 0 "
+            "followed by the explicit tensor shape, making complete shape [-1,5])",
+        ),
+        (
+            lambda c: c.update(max_batch_size=0),
+            "model 'm', tensor 'INPUT0': the model expects 2 dimensions (shape [-1,4]) but the model "
+            "configuration specifies 1 dimensions (shape [4])",
+        ),
+        (
+            lambda c: c["input"].append({"name": "EXTRA", "data_type": "TYPE_FP32", "dims": [4]}),
+            "unable to load model 'm', configuration expects 3 inputs, model provides at most 2",
+        ),
+        (lambda c: c["output"][0].update(name="Z"), "'Z' does not map to an input or output tensor"),
+        (
+            lambda c: c["output"].append({"name": "INPUT1", "data_type": "TYPE_FP32", "dims": [4]}),
+            "output 'INPUT1' has already appeared as an input or output for m_0",
+        ),
+        (lambda c: c["input"].pop(), "expected configuration for input 'INPUT1' for m_0"),
+    ],
+)
+def test_config_contradicting_the_engine_fails_with_tritons_message(edit: Any, message: str) -> None:
+    cfg = full("")
+    edit(cfg)
+    with pytest.raises(TritonError) as err:
+        check_config("m", cfg, add_engine(), where="m_0")
+    assert str(err.value) == message
+
+
+def test_fixed_config_dims_outside_the_profile_fail() -> None:
+    cfg = config(
+        'max_batch_size: 4 input [ { name: "X" data_type: TYPE_FP32 dims: [ 16 ] } ]'
+        ' output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]'
+    )
+    with pytest.raises(TritonError) as err:
+        check_config("m", cfg, two_profile_engine(), [0])
+    assert str(err.value) == (
+        "model configuration specified invalid shape for input 'X' for model m. Error details: "
+        "model expected the shape of dimension 1 to be between 1 and 8 but received 16"
+    )
+
+
+def test_a_type_triton_lacks_is_unsupported() -> None:
+    engine = EngineInfo(
+        (tensor("X", (-1, 4), "FP8"), tensor("Y", (-1, 4), is_input=False)),
+        (profile(0, X=((1, 4), (1, 4), (2, 4))),),
+    )
+    with pytest.raises(TritonError) as err:
+        complete_config("m", config(), engine)
+    assert err.value.code.name == "UNSUPPORTED"
+    assert "has TensorRT data type FP8, which Triton has no data type for" in str(err.value)
+
+
+def test_shape_tensors_are_refused_saying_so() -> None:
+    engine = EngineInfo(
+        (
+            tensor("X", (-1, 4)),
+            TensorInfo("SHAPE", True, "INT32", (2,), is_shape_tensor=True),
+            tensor("Y", (-1, 4), is_input=False),
+        ),
+        (profile(0, X=((1, 4), (1, 4), (2, 4))),),
+    )
+    cfg = config()
+    complete_config("m", cfg, engine)
+    assert cfg["input"][1] == {
+        "name": "SHAPE",
+        "data_type": "TYPE_INT32",
+        "dims": [1],
+        "is_shape_tensor": True,
+    }
+    with pytest.raises(TritonError, match="'SHAPE' of model 'm' is a shape tensor"):
+        check_config("m", cfg, engine)
+
+
+# ---- instance groups and profiles -----------------------------------------------------------
+
+
+def test_an_instance_finds_its_group_and_profiles() -> None:
+    cfg = config(
+        'instance_group [ { name: "a" kind: KIND_GPU }, { name: "b" kind: KIND_GPU profile: ["1", "0"] } ]'
+    )
+    assert instance_group(cfg, "b_3")["name"] == "b"
+    assert instance_profiles("m", "a_0", instance_group(cfg, "a_0"), 2) == [("default", 0)]
+    assert instance_profiles("m", "b_0", instance_group(cfg, "b_0"), 2) == [("1", 1), ("0", 0)]
+    with pytest.raises(TritonError) as err:
+        instance_profiles("m", "b_0", {"profile": ["3"]}, 2)
+    assert str(err.value) == (
+        "Can not set the specified optimization profile 3[3] for b_0. Expected optimization profile "
+        "index range 0-1"
+    )
+    with pytest.raises(TritonError, match="unable to parse 'x'"):
+        instance_profiles("m", "b_0", {"profile": ["x"]}, 2)

@@ -1,0 +1,185 @@
+"""Real engines, served: tiny ONNX graphs built into plans with TensorRT's builder on the GPU
+(identity; add with a dynamic batch; one input with two profiles; add with CUDA graphs),
+served by ``tritonpy serve`` over HTTP and gRPC. Marked ``gpu``: skipped without tensorrt,
+cuda-python or a CUDA device (so everywhere this project's machines have run so far)."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def _gpu_with_tensorrt() -> str:
+    """Why these tests cannot run here ("" when they can)."""
+    if importlib.util.find_spec("tensorrt") is None:
+        return "tensorrt is not installed (pip install 'tritonpy-backend-tensorrt[cu12]')"
+    from tritonpy_backend_tensorrt._runtime import TensorRT
+
+    return TensorRT.probe().reason
+
+
+SKIP = _gpu_with_tensorrt()
+if SKIP:
+    pytest.skip(SKIP, allow_module_level=True)
+
+import tensorrt as trt  # noqa: E402
+import tritonclient.grpc as grpcclient  # noqa: E402
+import tritonclient.http as httpclient  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+from tritonpy_serverprocess import ServerProcess  # noqa: E402
+
+Shapes = dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+
+
+def _onnx(kind: str, dims: list[Any]) -> bytes:
+    if kind == "identity":
+        nodes = [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])]
+        inputs = [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, dims)]
+    else:
+        nodes = [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"])]
+        inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in ("INPUT0", "INPUT1")]
+    outputs = [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, dims)]
+    graph = helper.make_graph(nodes, kind, inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def _plan(onnx_bytes: bytes, profiles: list[Shapes]) -> bytes:
+    """An engine built here, on this GPU, by this TensorRT."""
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    assert parser.parse(onnx_bytes), [parser.get_error(i) for i in range(parser.num_errors)]
+    config = builder.create_builder_config()
+    for shapes in profiles:
+        profile = builder.create_optimization_profile()
+        for name, (low, opt, high) in shapes.items():
+            profile.set_shape(name, low, opt, high)
+        config.add_optimization_profile(profile)
+    plan = builder.build_serialized_network(network, config)
+    assert plan is not None
+    return bytes(plan)
+
+
+def _model(root: Path, name: str, plan: bytes, config: str = "") -> None:
+    (root / name / "1").mkdir(parents=True)
+    (root / name / "1" / "model.plan").write_bytes(plan)
+    if config:
+        (root / name / "config.pbtxt").write_text(config)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("plans")
+    batch = ((1, 4), (4, 4), (8, 4))
+    _model(root, "identity", _plan(_onnx("identity", [2, 4]), []))
+    _model(root, "add", _plan(_onnx("add", ["N", 4]), [{"INPUT0": batch, "INPUT1": batch}]))
+    two = [
+        {"INPUT0": ((1, 4), (2, 4), (4, 4))},
+        {"INPUT0": ((5, 4), (8, 4), (16, 4))},
+    ]
+    plan = _plan(_onnx("identity", ["N", 4]), two)
+    _model(root, "profiles", plan, 'instance_group [ { kind: KIND_GPU profile: ["0", "1"] } ]\n')
+    _model(root, "profile1", plan, 'instance_group [ { kind: KIND_GPU profile: ["1"] } ]\n')
+    _model(
+        root,
+        "graphs",
+        _plan(_onnx("add", ["N", 4]), [{"INPUT0": batch, "INPUT1": batch}]),
+        "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 20000 }\n"
+        "optimization { cuda { graphs: true\n"
+        "  graph_spec [ { batch_size: 4 graph_lower_bound { batch_size: 2 } } ] } }\n",
+    )
+    log = tmp_path_factory.mktemp("logs") / "server.log"
+    proc = ServerProcess([root], "--exit-on-error=false", log=log)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(params=["http", "grpc"])
+def client(request: pytest.FixtureRequest, server: ServerProcess) -> Iterator[tuple[Any, Any]]:
+    if request.param == "http":
+        http = httpclient.InferenceServerClient(server.url, concurrency=8)
+        yield http, httpclient
+        http.close()
+    else:
+        grpc = grpcclient.InferenceServerClient(server.grpc_url)
+        yield grpc, grpcclient
+        grpc.close()
+
+
+def _infer(client: Any, module: Any, model: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    inputs = []
+    for name, array in feeds.items():
+        tensor = module.InferInput(name, list(array.shape), "FP32")
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    return np.asarray(client.infer(model, inputs).as_numpy("OUTPUT0"))
+
+
+def test_auto_complete_reads_the_engines(server: ServerProcess) -> None:
+    http = httpclient.InferenceServerClient(server.url)
+    identity = http.get_model_config("identity")
+    assert identity["platform"] == "tensorrt_plan" and identity["max_batch_size"] == 0
+    assert [(i["name"], i["data_type"], i["dims"]) for i in identity["input"]] == [
+        ("INPUT0", "TYPE_FP32", [2, 4])
+    ]
+    add = http.get_model_config("add")
+    assert add["max_batch_size"] == 8 and "dynamic_batching" in add
+    assert [i["dims"] for i in add["input"]] == [[4], [4]]
+    assert http.get_model_config("profile1")["max_batch_size"] == 16
+    http.close()
+
+
+def test_identity_and_add_answer(client: tuple[Any, Any]) -> None:
+    c, module = client
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(_infer(c, module, "identity", {"INPUT0": x}), x)
+    for rows in (1, 3, 8):
+        a = np.random.default_rng(rows).normal(size=(rows, 4)).astype(np.float32)
+        np.testing.assert_allclose(_infer(c, module, "add", {"INPUT0": a, "INPUT1": a}), 2 * a, rtol=1e-6)
+
+
+def test_the_profile_is_chosen_by_shape_and_checked(client: tuple[Any, Any]) -> None:
+    c, module = client
+    for rows in (2, 12):
+        x = np.full((rows, 4), rows, np.float32)
+        np.testing.assert_array_equal(_infer(c, module, "profiles", {"INPUT0": x}), x)
+    with pytest.raises(Exception, match="model expected the shape of dimension 0 to be between 5 and 16"):
+        _infer(c, module, "profile1", {"INPUT0": np.ones((2, 4), np.float32)})
+
+
+def test_dynamic_batches_of_several_sizes_through_cuda_graphs(server: ServerProcess) -> None:
+    http = httpclient.InferenceServerClient(server.url, concurrency=8)
+    arrays = [np.full((1, 4), i, np.float32) for i in range(8)]
+    pending = []
+    for a in arrays:
+        inputs = [httpclient.InferInput(n, [1, 4], "FP32") for n in ("INPUT0", "INPUT1")]
+        for t in inputs:
+            t.set_data_from_numpy(a)
+        pending.append(http.async_infer("graphs", inputs))
+    for a, p in zip(arrays, pending):
+        np.testing.assert_array_equal(p.get_result().as_numpy("OUTPUT0"), 2 * a)
+    http.close()
+
+
+def test_a_plan_that_is_not_one_is_refused_saying_why(tmp_path: Path) -> None:
+    _model(tmp_path, "bad", b"not a plan")
+    log = tmp_path / "server.log"
+    proc = ServerProcess([tmp_path], "--exit-on-error=false", "--strict-readiness=false", log=log)
+    try:
+        http = httpclient.InferenceServerClient(proc.url)
+        (entry,) = http.get_model_repository_index()
+        assert entry["state"] == "UNAVAILABLE"
+        assert "cannot deserialize model.plan on GPU 0" in entry["reason"]
+        http.close()
+    finally:
+        proc.stop()
