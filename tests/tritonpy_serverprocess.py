@@ -29,7 +29,8 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """A ``tritonpy serve`` process on a free loopback port."""
+    """A ``tritonpy serve`` process on a free loopback port; with ``frontend_workers``
+    above 1, ``--frontend-workers N`` (N processes serve HTTP and gRPC)."""
 
     def __init__(
         self,
@@ -38,7 +39,9 @@ class ServerProcess:
         log: Path,
         env: dict[str, str] | None = None,
         wait_ready: bool = True,
+        frontend_workers: int = 1,
     ) -> None:
+        self.frontend_workers = frontend_workers
         self.port = free_port()
         self.url = f"127.0.0.1:{self.port}"
         self.grpc_port = free_port()
@@ -64,6 +67,8 @@ class ServerProcess:
         ]
         for repo in repos:
             cmd += ["--model-repository", str(repo)]
+        if frontend_workers > 1:
+            cmd += ["--frontend-workers", str(frontend_workers)]
         cmd += list(flags)
         self._out = open(log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(

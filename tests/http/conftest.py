@@ -11,6 +11,14 @@ import tritonpy
 from tritonpy_sdk import BackendInfo, InferenceRequest, InferenceResponse, Model, ModelInstance, hookimpl
 from tritonpy_testbackend import TestBackend, write_model
 from tritonpy_testservers import LiveServer
+from tritonpy_workers import (
+    frontend_workers,
+    pytest_collection_modifyitems,
+    pytest_generate_tests,
+    serve_test_backend,
+)
+
+__all__ = ["frontend_workers", "pytest_collection_modifyitems", "pytest_generate_tests"]
 
 
 class FailingLoadBackend:
@@ -44,12 +52,20 @@ def _serve(repos: list[Path], **options: object) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="module")
-def live(test_repos: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """The shared test models, plus single-input models for raw binary requests."""
+def live(
+    test_repos: list[Path], tmp_path_factory: pytest.TempPathFactory, frontend_workers: int
+) -> Iterator[LiveServer]:
+    """The shared test models, plus single-input models for raw binary requests
+    (in worker processes where tests/tritonpy_workers.py says so)."""
     raw = tmp_path_factory.mktemp("raw_repo")
     write_model(raw, "raw_fixed", dtype="TYPE_FP32", dims="3", inputs=1)
     write_model(raw, "raw_string", dtype="TYPE_STRING", dims="1", inputs=1)
     write_model(raw, "raw_two_variable", dtype="TYPE_FP32", dims="-1, -1", inputs=1)
+    if frontend_workers > 1:
+        yield from serve_test_backend(  # type: ignore[misc]
+            [*test_repos, raw], frontend_workers, tmp_path_factory, f"--http-max-input-size={1 << 20}"
+        )
+        return
     yield from _serve([*test_repos, raw])
 
 
