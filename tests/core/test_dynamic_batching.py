@@ -199,7 +199,9 @@ def test_a_priority_beyond_the_levels_is_served_at_the_default_level(make) -> No
 def test_priority_and_timeout_must_be_unsigned_integers(make, key: str, value: object) -> None:  # type: ignore[no-untyped-def]
     # Triton's words (it answers 500; a client's mistake is a 400 here).
     h = make(batching="")
-    with pytest.raises(tritonpy.TritonError, match=f"Unable to parse '{key}': attempt to access JSON") as info:
+    with pytest.raises(
+        tritonpy.TritonError, match=f"Unable to parse '{key}': attempt to access JSON"
+    ) as info:
         h.send("bad", **{key: value})
     assert info.value.code.name == "INVALID_ARG"
 

@@ -71,7 +71,9 @@ def test_hits_skip_execution_and_are_counted(tmp_path: Path) -> None:
         )
     }
     assert "nv_cache_num_lookups 6\n" in text and "nv_cache_num_hits 4\n" in text
-    assert "# HELP nv_cache_lookup_duration Total cache lookup duration (hit and miss), in microseconds" in text
+    assert (
+        "# HELP nv_cache_lookup_duration Total cache lookup duration (hit and miss), in microseconds" in text
+    )
     assert "# HELP nv_cache_insertion_duration Total cache insertion duration, in microseconds" in text
     assert (
         "# HELP nv_cache_miss_duration_per_model Total cache miss (insert+lookup) duration per model, "

@@ -189,4 +189,16 @@ def test_custom_histogram_bounds_print_as_triton_prints_them() -> None:
     family.metric({}, [1e-05, 0.1, 0.3, 1, 2.5, 7, 1000000, 123456789012, 1e20, 1.5e300]).observe(0.25)
     text = render(custom_families(registry))
     les = [line.split('le="')[1].split('"')[0] for line in text.splitlines() if "_bucket" in line]
-    assert les == ["1e-05", "0.1", "0.3", "1", "2.5", "7", "1000000", "123456789012", "1e+20", "1.5e+300", "+Inf"]
+    assert les == [
+        "1e-05",
+        "0.1",
+        "0.3",
+        "1",
+        "2.5",
+        "7",
+        "1000000",
+        "123456789012",
+        "1e+20",
+        "1.5e+300",
+        "+Inf",
+    ]

@@ -38,7 +38,9 @@ def test_a_trace_level_needs_a_trace_file(model: str) -> None:
     other than OFF without a trace file (set at start only) is refused, whole."""
     tracer = Tracer()
     for levels in (["TIMESTAMPS"], ["TENSORS"]):
-        with pytest.raises(TritonError, match="^Attempting to set invalid trace setting :trace file name is not given$"):
+        with pytest.raises(
+            TritonError, match="^Attempting to set invalid trace setting :trace file name is not given$"
+        ):
             tracer.update({"trace_level": levels, "log_frequency": "5"}, model=model)
     assert tracer.settings(model)["log_frequency"] == "0"  # nothing of the update applied
     assert tracer.update({"trace_level": ["OFF"], "trace_rate": "7"}, model=model)["trace_rate"] == "7"

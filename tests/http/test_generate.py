@@ -115,7 +115,11 @@ def test_a_model_error_is_400_on_both_routes(http: httpx.Client) -> None:
     ``generate`` (JSON) and ``generate_stream`` (the error as the one event), whatever
     its code; ``infer`` keeps the code's status (INTERNAL: 500)."""
     r = http.post("/failing/generate", json=AB)
-    assert (r.status_code, r.headers["content-type"], r.json()) == (400, "application/json", {"error": "model raised"})
+    assert (r.status_code, r.headers["content-type"], r.json()) == (
+        400,
+        "application/json",
+        {"error": "model raised"},
+    )
     r = http.post("/failing/generate_stream", json=AB)
     assert r.status_code == 400 and _events(r) == [{"error": "model raised"}]
     body = {"inputs": [{"name": n, "shape": [1, 4], "datatype": "INT32", "data": v} for n, v in AB.items()]}

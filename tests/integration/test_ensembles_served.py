@@ -200,7 +200,11 @@ def test_an_ensemble_response_carries_the_sequence_parameters(server) -> None:  
         sequence_id="s-1",
         sequence_start=True,
     )
-    assert binary.get_response()["parameters"] == {"sequence_id": "s-1", "sequence_start": True, "sequence_end": False}
+    assert binary.get_response()["parameters"] == {
+        "sequence_id": "s-1",
+        "sequence_start": True,
+        "sequence_end": False,
+    }
     raw = httpx.post(
         f"http://{server.url}/v2/models/classify/infer",
         content=b'{"id":"r","inputs":[{"name":"IMAGE","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]}',
@@ -210,7 +214,9 @@ def test_an_ensemble_response_carries_the_sequence_parameters(server) -> None:  
         b'{"sequence_id":0,"sequence_start":false,"sequence_end":false},"outputs":['
     )
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
-        answer = client.infer("classify", [_fp32("IMAGE", image, grpcclient)], sequence_id=7, sequence_end=True)
+        answer = client.infer(
+            "classify", [_fp32("IMAGE", image, grpcclient)], sequence_id=7, sequence_end=True
+        )
         parameters = answer.get_response().parameters
         assert (parameters["sequence_id"].int64_param, parameters["sequence_end"].bool_param) == (7, True)
         assert parameters["sequence_start"].bool_param is False

@@ -227,7 +227,9 @@ def test_a_config_that_does_not_parse_is_a_repository_failure(server, repo: Path
         with pytest.raises(InferenceServerException) as raised:
             grpcclient.InferenceServerClient(server.grpc_url).load_model("broken")
         assert raised.value.status() == "StatusCode.INTERNAL"
-        assert raised.value.message().startswith("failed to load 'broken', failed to poll from model repository")
+        assert raised.value.message().startswith(
+            "failed to load 'broken', failed to poll from model repository"
+        )
         with pytest.raises(InferenceServerException) as raised:  # a client's mistake stays 400
             httpclient.InferenceServerClient(server.url).load_model("broken", config="{not json")
         assert raised.value.status() == "400"

@@ -43,6 +43,7 @@ from tritonpy_sdk import (
     InferenceRequest,
     InferenceResponse,
     OnResponse,
+    ParameterValue,
     RequestedOutput,
     Tensor,
     TritonError,
@@ -384,7 +385,7 @@ class _Run:
             call.request.cancel()
 
 
-def _sequence_parameters(request: InferenceRequest) -> dict[str, int | str | bool]:
+def _sequence_parameters(request: InferenceRequest) -> dict[str, ParameterValue]:
     """The parameters of an ensemble's response, as Triton 2.51 gives them: the
     request's sequence settings (``0``, ``false``, ``false`` outside a sequence)."""
     flags = request.flags
