@@ -175,6 +175,12 @@ class Tracer:
                     key, first, -1 if key == "trace_count" else (1 if key == "trace_rate" else 0)
                 )
         with self._lock:
+            levels = parsed.get("trace_level")
+            if levels is not None and any(v != "OFF" for v in levels) and not self.global_state.trace_file:
+                # Triton's check and words: traces need a file, and a file is set at start only.
+                raise TritonError.invalid_arg(
+                    "Attempting to set invalid trace setting :trace file name is not given"
+                )
             if model:
                 overrides = self._models.setdefault(model, {})
                 for key in cleared:

@@ -181,28 +181,50 @@ def test_higher_priority_goes_first(make) -> None:  # type: ignore[no-untyped-de
     assert h.batches_after_hold() == [["high1", "high2"], ["low1", "low2"]]
 
 
-def test_invalid_priority_is_refused(make) -> None:  # type: ignore[no-untyped-def]
-    h = make(batching="priority_levels: 2 default_priority_level: 1")
-    with pytest.raises(tritonpy.TritonError, match="priority 5 is out of range"):
-        h.send("bad", priority=5)
+def test_a_priority_beyond_the_levels_is_served_at_the_default_level(make) -> None:  # type: ignore[no-untyped-def]
+    # As Triton 2.51 does (observed: 200 for priorities 3 and 100 with 2 levels).
+    h = make(batching="priority_levels: 2 default_priority_level: 2", max_batch=2)
+    h.hold()
+    h.send("low", priority=2)
+    h.send("beyond", priority=5)  # the default level, 2
+    h.send("high1", priority=1)
+    h.send("high2", priority=1)
+    h.backend.release.set()
+    h.wait_for("low", "beyond", "high1", "high2")
+    assert h.batches_after_hold() == [["high1", "high2"], ["low", "beyond"]]
 
 
-def test_full_queue_rejects_and_counts(make) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("key", ["priority", "timeout"])
+@pytest.mark.parametrize("value", ["1", -1, 1.5, True])
+def test_priority_and_timeout_must_be_unsigned_integers(make, key: str, value: object) -> None:  # type: ignore[no-untyped-def]
+    # Triton's words (it answers 500; a client's mistake is a 400 here).
+    h = make(batching="")
+    with pytest.raises(
+        tritonpy.TritonError, match=f"Unable to parse '{key}': attempt to access JSON"
+    ) as info:
+        h.send("bad", **{key: value})
+    assert info.value.code.name == "INVALID_ARG"
+
+
+def test_full_queue_rejects_and_counts_nothing(make) -> None:  # type: ignore[no-untyped-def]
     h = make(batching="default_queue_policy { max_queue_size: 2 }")
     h.hold()
     h.send("q1")
     h.send("q2")
-    with pytest.raises(tritonpy.TritonError, match="Exceeds maximum queue size") as info:
+    with pytest.raises(tritonpy.TritonError) as info:
         h.send("q3")
     assert info.value.code.name == "UNAVAILABLE"
+    assert info.value.message == "[request id: q3] Exceeds maximum queue size"  # Triton's words
     h.backend.release.set()
     h.wait_for("q1", "q2")
+    # As Triton 2.51 (observed): a refused request never entered the model; no statistic counts it.
     (stats,) = h.server.model_statistics("m")
-    assert stats["inference_stats"]["fail"]["count"] == 1
+    assert stats["inference_stats"]["fail"]["count"] == 0
+    assert stats["inference_stats"]["success"]["count"] == 3
     from tritonpy.metrics import Metrics
 
     text = Metrics(h.server.loaded_versions(), cpu=False, gpu=False).render()
-    assert 'nv_inference_request_failure{model="m",version="1",reason="REJECTED"} 1' in text
+    assert 'nv_inference_request_failure{model="m",version="1",reason="REJECTED"} 0' in text
 
 
 def test_expired_requests_are_rejected(make) -> None:  # type: ignore[no-untyped-def]
@@ -221,7 +243,10 @@ def test_expired_requests_are_rejected(make) -> None:  # type: ignore[no-untyped
 
 def test_timeout_override_and_delay_action(make) -> None:  # type: ignore[no-untyped-def]
     h = make(
-        batching="default_queue_policy { timeout_action: DELAY allow_timeout_override: true }",
+        batching=(
+            "default_queue_policy { timeout_action: DELAY allow_timeout_override: true "
+            "default_timeout_microseconds: 30000000 }"
+        ),
         max_batch=1,
     )
     h.hold()
@@ -232,6 +257,30 @@ def test_timeout_override_and_delay_action(make) -> None:  # type: ignore[no-unt
     h.wait_for("patient1", "hasty", "patient2")
     assert h.responses["hasty"].error is None
     assert h.batches_after_hold() == [["patient1"], ["patient2"], ["hasty"]]
+
+
+def test_a_request_timeout_only_shortens_the_default(make) -> None:  # type: ignore[no-untyped-def]
+    # As Triton 2.51 (observed): with allow_timeout_override, a timeout longer than
+    # default_timeout_microseconds does not extend it, and without a default timeout
+    # the request's own is ignored.
+    h = make(
+        batching="default_queue_policy { allow_timeout_override: true default_timeout_microseconds: 1000 }",
+        max_batch=1,
+    )
+    h.hold()
+    h.send("longer", timeout=30_000_000)
+    h.wait_for("longer")  # expired after the default's 1 ms, the instance still busy
+    error = h.responses["longer"].error
+    assert error is not None and error.message == "Request timeout expired"
+    h.backend.release.set()
+    h = make(batching="default_queue_policy { allow_timeout_override: true }", max_batch=1)
+    h.hold()
+    h.send("hasty", timeout=1)
+    threading.Event().wait(0.05)
+    assert "hasty" not in h.responses  # no default to shorten: it waits
+    h.backend.release.set()
+    h.wait_for("hasty")
+    assert h.responses["hasty"].error is None
 
 
 def test_preserve_ordering_across_instances(make) -> None:  # type: ignore[no-untyped-def]

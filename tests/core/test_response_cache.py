@@ -48,11 +48,37 @@ def test_hits_skip_execution_and_are_counted(tmp_path: Path) -> None:
         inference = stats["inference_stats"]
         assert inference["cache_hit"]["count"] == 4 and inference["cache_miss"]["count"] == 2
         assert inference["success"]["count"] == 6
+        # As Triton 2.51 counts them (observed): cache hits are queue entries too.
+        assert inference["queue"]["count"] == 6
         assert stats["execution_count"] == 2 and stats["inference_count"] == 2
         text = Metrics(server.loaded_versions(), cpu=False, gpu=False, cache=server.cache).render()
     assert 'nv_cache_num_hits_per_model{model="cached",version="1"} 4' in text
     assert 'nv_cache_num_misses_per_model{model="cached",version="1"} 2' in text
     assert "nv_cache_num_entries 2" in text
+    # Triton's global families (observed): every one a gauge, lookup and insertion durations included.
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE nv_cache_"))
+    assert {name: kind for name, kind in types.items() if not name.endswith("_per_model")} == {
+        name: "gauge"
+        for name in (
+            "nv_cache_util",
+            "nv_cache_num_entries",
+            "nv_cache_num_hits",
+            "nv_cache_num_misses",
+            "nv_cache_num_lookups",
+            "nv_cache_num_evictions",
+            "nv_cache_lookup_duration",
+            "nv_cache_insertion_duration",
+        )
+    }
+    assert "nv_cache_num_lookups 6\n" in text and "nv_cache_num_hits 4\n" in text
+    assert (
+        "# HELP nv_cache_lookup_duration Total cache lookup duration (hit and miss), in microseconds" in text
+    )
+    assert "# HELP nv_cache_insertion_duration Total cache insertion duration, in microseconds" in text
+    assert (
+        "# HELP nv_cache_miss_duration_per_model Total cache miss (insert+lookup) duration per model, "
+        "in microseconds" in text
+    )
     assert 'model="uncached"' not in "".join(line for line in text.splitlines() if "nv_cache" in line)
 
 

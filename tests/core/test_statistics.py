@@ -175,3 +175,30 @@ def test_gpu_gauges_through_nvml() -> None:
     metrics = Metrics([], cpu=False, gpu=True)
     metrics.poll()
     assert f'nv_gpu_memory_total_bytes{{gpu_uuid="{first.uuid}"}}' in metrics.render()
+
+
+def test_custom_histogram_bounds_print_as_triton_prints_them() -> None:
+    """The ``le`` labels Triton 2.51 printed for these buckets of a pb_utils
+    histogram (observed): C's ``%.16g``, not Python's ``repr``."""
+    from tritonpy.metrics._custom import custom_families
+    from tritonpy.metrics._exposition import render
+    from tritonpy_sdk import MetricKind, MetricRegistry
+
+    registry = MetricRegistry()
+    family = registry.family("custom_hist2", "h2", MetricKind.HISTOGRAM)
+    family.metric({}, [1e-05, 0.1, 0.3, 1, 2.5, 7, 1000000, 123456789012, 1e20, 1.5e300]).observe(0.25)
+    text = render(custom_families(registry))
+    les = [line.split('le="')[1].split('"')[0] for line in text.splitlines() if "_bucket" in line]
+    assert les == [
+        "1e-05",
+        "0.1",
+        "0.3",
+        "1",
+        "2.5",
+        "7",
+        "1000000",
+        "123456789012",
+        "1e+20",
+        "1.5e+300",
+        "+Inf",
+    ]

@@ -14,13 +14,13 @@ from tritonpy_testbackend import TestBackend
 
 
 def test_settings_global_and_per_model() -> None:
-    tracer = Tracer()
+    tracer = Tracer(state_from_flags(["triton,file=/x/t.json"]))
     assert tracer.settings() == {
         "trace_level": ["OFF"],
         "trace_rate": "1000",
         "trace_count": "-1",
         "log_frequency": "0",
-        "trace_file": "",
+        "trace_file": "/x/t.json",
         "trace_mode": "triton",
     }
     tracer.update({"trace_rate": "5"}, model="m")
@@ -30,6 +30,20 @@ def test_settings_global_and_per_model() -> None:
     assert tracer.settings("m")["trace_level"] == ["TIMESTAMPS"]  # inherited from global
     tracer.update({"trace_rate": None}, model="m")  # null clears the override
     assert tracer.settings("m")["trace_rate"] == "1000"
+
+
+@pytest.mark.parametrize("model", ["", "m"])
+def test_a_trace_level_needs_a_trace_file(model: str) -> None:
+    """As Triton 2.51 answers (observed, HTTP 400 / gRPC INVALID_ARGUMENT): a level
+    other than OFF without a trace file (set at start only) is refused, whole."""
+    tracer = Tracer()
+    for levels in (["TIMESTAMPS"], ["TENSORS"]):
+        with pytest.raises(
+            TritonError, match="^Attempting to set invalid trace setting :trace file name is not given$"
+        ):
+            tracer.update({"trace_level": levels, "log_frequency": "5"}, model=model)
+    assert tracer.settings(model)["log_frequency"] == "0"  # nothing of the update applied
+    assert tracer.update({"trace_level": ["OFF"], "trace_rate": "7"}, model=model)["trace_rate"] == "7"
 
 
 @pytest.mark.parametrize(

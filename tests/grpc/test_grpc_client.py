@@ -274,6 +274,10 @@ def test_trace_settings(client: grpcclient.InferenceServerClient) -> None:
     }
     with pytest.raises(InferenceServerException, match="invalid trace level"):
         client.update_trace_settings(settings={"trace_level": ["LOUD"]})
+    with pytest.raises(InferenceServerException) as no_file:  # Triton 2.51's answer (observed)
+        client.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"]})
+    assert no_file.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert no_file.value.message() == "Attempting to set invalid trace setting :trace file name is not given"
     # Triton 2.51: INVALID_ARGUMENT "Request for unknown model : nope", reading or updating
     for call in (
         lambda: client.get_trace_settings(model_name="nope"),

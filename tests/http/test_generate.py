@@ -26,6 +26,7 @@ def test_repos(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     repo = tmp_path_factory.mktemp("generate_repo")
     write_sender_models(repo)
     write_model(repo, "addsub")
+    write_model(repo, "failing", extra='parameters { key: "fail" value: { string_value: "model raised" } }\n')
     write_model(repo, "text", dtype="TYPE_STRING", dims="1")
     write_model(repo, "vector", dtype="TYPE_FP32", dims="-1")
     write_model(repo, "flags", dtype="TYPE_BOOL", dims="2")
@@ -104,8 +105,25 @@ def test_generate_decoupled_model(http: httpx.Client) -> None:
 def test_generate_backend_error(http: httpx.Client) -> None:
     r = http.post("/raise_after/generate", json=AB)
     assert r.status_code == 400 and ONE_RESPONSE in r.json()["error"]  # a response, then the error
-    r = http.post("/sender_final_only/generate", json=AB)
-    assert r.status_code == 500 and "FINAL flag without a response" in r.json()["error"]
+    r = http.post("/sender_final_only/generate", json=AB)  # an INTERNAL error response: still 400
+    assert r.status_code == 400 and "FINAL flag without a response" in r.json()["error"]
+    assert r.headers["content-type"] == "application/json"
+
+
+def test_a_model_error_is_400_on_both_routes(http: httpx.Client) -> None:
+    """As Triton 2.51 answers (observed): an error the model answers with is 400 on
+    ``generate`` (JSON) and ``generate_stream`` (the error as the one event), whatever
+    its code; ``infer`` keeps the code's status (INTERNAL: 500)."""
+    r = http.post("/failing/generate", json=AB)
+    assert (r.status_code, r.headers["content-type"], r.json()) == (
+        400,
+        "application/json",
+        {"error": "model raised"},
+    )
+    r = http.post("/failing/generate_stream", json=AB)
+    assert r.status_code == 400 and _events(r) == [{"error": "model raised"}]
+    body = {"inputs": [{"name": n, "shape": [1, 4], "datatype": "INT32", "data": v} for n, v in AB.items()]}
+    assert http.post("/failing/infer", json=body).status_code == 500
 
 
 # -- generate_stream --------------------------------------------------------------------
@@ -134,7 +152,7 @@ def test_generate_stream_errors_in_the_stream(http: httpx.Client) -> None:
     assert first["OUTPUT0"] == [2, 3, 4, 5]
     assert error == {"error": "raised after sending"}
     r = http.post("/sender_final_only/generate_stream", json=AB)
-    assert r.status_code == 500  # the first response is an error: its status
+    assert r.status_code == 400  # the first response is an error: 400, as Triton answers
     (error,) = _events(r)
     assert "FINAL flag without a response" in error["error"]
 

@@ -470,6 +470,11 @@ def test_trace_settings(http: httpx.Client) -> None:
     )
     _error(http.post("/v2/trace/setting", json={"trace_file": "/tmp/t"}), 501, "can not be updated")
     _error(http.post("/v2/trace/setting", json={"trace_level": ["LOUD"]}), 400, "invalid trace level")
+    # Triton 2.51 (observed): a level without a trace file is 400, and nothing of the update applies
+    no_file = "Attempting to set invalid trace setting :trace file name is not given"
+    for path in ("/v2/trace/setting", "/v2/models/addsub/trace/setting"):
+        _error(http.post(path, json={"trace_level": ["TIMESTAMPS"], "log_frequency": "3"}), 400, no_file)
+        assert http.get(path).json()["log_frequency"] == "0"
     # Triton 2.51 answers 400 {"error":"Request for unknown model : nope"} to both
     nope = "/v2/models/nope/trace/setting"
     for resp in (http.get(nope), http.post(nope, json={})):

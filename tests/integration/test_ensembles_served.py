@@ -184,6 +184,47 @@ def test_the_same_ensemble_over_grpc(server) -> None:  # type: ignore[no-untyped
         assert [s["model_name"] for s in config["ensemble_scheduling"]["step"]] == ["preprocess", "linear"]
 
 
+#: What Triton 2.51 puts in an ensemble's response parameters (observed): the
+#: request's sequence settings, 0 / false / false outside a sequence.
+NO_SEQUENCE = {"sequence_id": 0, "sequence_start": False, "sequence_end": False}
+
+
+def test_an_ensemble_response_carries_the_sequence_parameters(server) -> None:  # type: ignore[no-untyped-def]
+    image = np.full((1, 3), 255.0, np.float32)
+    http = httpclient.InferenceServerClient(server.url)
+    assert http.infer("classify", [_fp32("IMAGE", image)]).get_response()["parameters"] == NO_SEQUENCE
+    binary = http.infer(
+        "classify",
+        [_fp32("IMAGE", image)],
+        outputs=[httpclient.InferRequestedOutput("SCORES", binary_data=True)],
+        sequence_id="s-1",
+        sequence_start=True,
+    )
+    assert binary.get_response()["parameters"] == {
+        "sequence_id": "s-1",
+        "sequence_start": True,
+        "sequence_end": False,
+    }
+    raw = httpx.post(
+        f"http://{server.url}/v2/models/classify/infer",
+        content=b'{"id":"r","inputs":[{"name":"IMAGE","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]}',
+    )
+    assert raw.content.startswith(
+        b'{"id":"r","model_name":"classify","model_version":"1","parameters":'
+        b'{"sequence_id":0,"sequence_start":false,"sequence_end":false},"outputs":['
+    )
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        answer = client.infer(
+            "classify", [_fp32("IMAGE", image, grpcclient)], sequence_id=7, sequence_end=True
+        )
+        parameters = answer.get_response().parameters
+        assert (parameters["sequence_id"].int64_param, parameters["sequence_end"].bool_param) == (7, True)
+        assert parameters["sequence_start"].bool_param is False
+        assert set(parameters) == set(NO_SEQUENCE)
+    # a model that is not an ensemble has none, as in Triton
+    assert "parameters" not in http.infer("linear", [_fp32("X", image)]).get_response()
+
+
 def test_output_subset_and_statistics(http: httpclient.InferenceServerClient) -> None:
     a, b = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
     before = http.get_inference_statistics("ens_add_sub")["model_stats"][0]

@@ -205,3 +205,52 @@ def test_reloads_under_8_clients_fail_no_request(server) -> None:  # type: ignor
     assert failures == []
     assert all(counts), counts
     assert "Traceback" not in server.output()
+
+
+def test_a_config_that_does_not_parse_is_a_repository_failure(server, repo: Path) -> None:  # type: ignore[no-untyped-def]
+    """As Triton 2.51 answers (observed): a repository ``config.pbtxt`` that does not
+    parse fails the load with 500 / INTERNAL "failed to load 'm', failed to poll from
+    model repository" (the client made no mistake), over HTTP and gRPC."""
+    import httpx
+
+    broken = repo / "broken"
+    (broken / "1").mkdir(parents=True)
+    (broken / "1" / "model.py").write_text(SCALED.format(k=1))
+    (broken / "config.pbtxt").write_text('backend: "python"\ninput [ { name: "X"\n')
+    try:
+        answer = httpx.post(f"http://{server.url}/v2/repository/models/broken/load")
+        assert answer.status_code == 500
+        assert answer.headers["content-type"] == "application/json"
+        message = answer.json()["error"]
+        assert message.startswith("failed to load 'broken', failed to poll from model repository: ")
+        assert "failed to read text proto from" in message
+        with pytest.raises(InferenceServerException) as raised:
+            grpcclient.InferenceServerClient(server.grpc_url).load_model("broken")
+        assert raised.value.status() == "StatusCode.INTERNAL"
+        assert raised.value.message().startswith(
+            "failed to load 'broken', failed to poll from model repository"
+        )
+        with pytest.raises(InferenceServerException) as raised:  # a client's mistake stays 400
+            httpclient.InferenceServerClient(server.url).load_model("broken", config="{not json")
+        assert raised.value.status() == "400"
+    finally:
+        shutil.rmtree(broken)
+
+
+def test_the_index_lists_the_repository_folders_only(server) -> None:  # type: ignore[no-untyped-def]
+    """As Triton 2.51 lists them (observed): a model loaded from a load request's
+    files under a name no repository folder has serves, but is not in the index."""
+    import httpx
+
+    client = httpclient.InferenceServerClient(server.url)
+    config = json.dumps(SCALED_CONFIG)
+    client.load_model("outside", config=config, files={"file:1/model.py": SCALED.format(k=3).encode()})
+    try:
+        assert float(client.infer("outside", _x(httpclient)).as_numpy("Y")[1]) == 3.0
+        assert "outside" not in [m["name"] for m in client.get_model_repository_index()]
+        ready = grpcclient.InferenceServerClient(server.grpc_url).get_model_repository_index(as_json=True)
+        assert "outside" not in [m["name"] for m in ready["models"]]
+        answer = httpx.post(f"http://{server.url}/v2/repository/index", json={"ready": True})
+        assert "outside" not in [m["name"] for m in answer.json()]
+    finally:
+        client.unload_model("outside")

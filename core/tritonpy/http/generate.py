@@ -11,7 +11,10 @@ as a value (one element) or a flat list.
 ``generate`` answers exactly one response (a model that sends none or several
 is an error, as in Triton); ``generate_stream`` sends every response as a
 Server-Sent Event, ``data: <json>\\n\\n``, an error mid-stream as
-``data: {"error": ...}``; the first response sets the HTTP status. A client
+``data: {"error": ...}``; the first response sets the HTTP status. As in
+Triton, an error the model answers with (an exception in ``execute``, an error
+response) is 400 on both routes, whatever its code; a request refused before it
+reaches the model keeps its code's status (404 for an unknown model). A client
 that disconnects from a stream cancels its request.
 """
 
@@ -31,7 +34,7 @@ from tritonpy_sdk import InferenceRequest, InferenceResponse, ParameterValue, Te
 from ..codec import array_from_json, array_to_json
 from ..runtime.spec import IOSpec
 from .body import read_body
-from .errors import status_of, triton_error_response
+from .errors import error_response, triton_error_response
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -44,6 +47,10 @@ ONE_RESPONSE = (
     "use generate stream for model that generates various number of responses"
 )
 EVENT_STREAM = "text/event-stream; charset=utf-8"
+#: The status of an error the model answered with, whatever its code: Triton's
+#: generate routes answer 400 for every error that comes back as a response (a
+#: request refused before it reached the model keeps its own status).
+MODEL_ERROR_STATUS = 400
 
 Responses = AsyncGenerator[InferenceResponse, None]
 
@@ -67,7 +74,7 @@ class GenerateFrontend:
         if answer is None:
             raise TritonError.invalid_arg(ONE_RESPONSE)
         if answer.error is not None:
-            raise answer.error
+            return error_response(answer.error.message, MODEL_ERROR_STATUS)
         return Response(encode_generate(answer), media_type="application/json")
 
     async def generate_stream(self, request: Request) -> Response:
@@ -115,7 +122,7 @@ class EventStream(Response):
             except TritonError as exc:
                 await triton_error_response(exc)(scope, receive, send)
                 return
-            status = 200 if first is None or first.error is None else status_of(first.error)
+            status = 200 if first is None or first.error is None else MODEL_ERROR_STATUS
             headers = [(b"content-type", EVENT_STREAM.encode())]
             await send({"type": "http.response.start", "status": status, "headers": headers})
             if first is not None:

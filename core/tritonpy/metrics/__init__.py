@@ -233,16 +233,16 @@ class Metrics:
         if cached:
             for name, help_text, key, scale in (
                 ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hits", 1),
-                ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_misses", 1),
                 (
                     "nv_cache_hit_duration_per_model",
                     "Total cache hit duration per model, in microseconds",
                     "cache_hit_ns",
                     1000,
                 ),
+                ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_misses", 1),
                 (
                     "nv_cache_miss_duration_per_model",
-                    "Total cache miss (insert + lookup) duration per model, in microseconds",
+                    "Total cache miss (insert+lookup) duration per model, in microseconds",
                     "cache_miss_ns",
                     1000,
                 ),
@@ -253,20 +253,26 @@ class Metrics:
                 out.append(family)
         if self._cache is not None:
             stats = self._cache.stats()
-            for name, help_text, key, kind in (
-                ("nv_cache_num_entries", "Number of responses stored in response cache", "entries", "gauge"),
-                ("nv_cache_num_lookups", "Number of cache lookups in response cache", "lookups", "counter"),
-                ("nv_cache_num_hits", "Number of cache hits in response cache", "hits", "counter"),
-                ("nv_cache_num_misses", "Number of cache misses in response cache", "misses", "counter"),
+            # Triton's names, order and help; every family a gauge, as Triton's are.
+            for name, help_text, key in (
+                ("nv_cache_util", "Cache utilization [0.0 - 1.0]", "utilization"),
+                ("nv_cache_num_entries", "Number of responses stored in response cache", "entries"),
+                ("nv_cache_num_hits", "Number of cache hits in response cache", "hits"),
+                ("nv_cache_num_misses", "Number of cache misses in response cache", "misses"),
+                ("nv_cache_num_lookups", "Number of cache lookups in response cache", "lookups"),
+                ("nv_cache_num_evictions", "Number of cache evictions in response cache", "evictions"),
                 (
-                    "nv_cache_num_evictions",
-                    "Number of cache evictions in response cache",
-                    "evictions",
-                    "counter",
+                    "nv_cache_lookup_duration",
+                    "Total cache lookup duration (hit and miss), in microseconds",
+                    "lookup_duration_us",
                 ),
-                ("nv_cache_util", "Cache utilization [0.0 - 1.0]", "utilization", "gauge"),
+                (
+                    "nv_cache_insertion_duration",
+                    "Total cache insertion duration, in microseconds",
+                    "insertion_duration_us",
+                ),
             ):
-                out.append(Family(name, help_text, kind, [(name, {}, float(stats.get(key, 0)))]))
+                out.append(Family(name, help_text, "gauge", [(name, {}, float(stats.get(key, 0)))]))
         return out
 
     def _latency_families(self) -> list[Family]:

@@ -8,6 +8,8 @@ from ._exposition import Family
 
 
 def custom_families(registry: MetricRegistry) -> list[Family]:
+    """The families of ``registry``; histogram bounds printed as Triton's
+    prometheus-cpp prints them (C's ``%.16g``: ``le="1"``, ``le="2.5"``, ``le="1e-05"``)."""
     out: list[Family] = []
     for family in registry.families():
         rendered = Family(family.name, family.description, family.kind.value)
@@ -15,7 +17,7 @@ def custom_families(registry: MetricRegistry) -> list[Family]:
             if family.kind is MetricKind.HISTOGRAM:
                 buckets, total, count = metric.histogram()
                 for bound, cumulative in buckets:
-                    le = "+Inf" if bound == float("inf") else repr(float(bound))
+                    le = "+Inf" if bound == float("inf") else format(float(bound), ".16g")
                     rendered.add({**metric.labels, "le": le}, cumulative, "_bucket")
                 rendered.add(metric.labels, total, "_sum")
                 rendered.add(metric.labels, count, "_count")

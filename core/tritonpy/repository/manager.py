@@ -393,7 +393,7 @@ class ModelManager:
             )
             self._put(kept)
             log.error("reloading '%s' failed; the versions loaded before serve on: %s", name, failure)
-            raise TritonError.invalid_arg(f"load failed for model '{name}': {failure}")
+            raise _load_failed(record, failure)
         if old is not None:
             record.retired = {
                 v: mv for v, mv in {**old.retired, **old.versions}.items() if v not in record.versions
@@ -404,7 +404,7 @@ class ModelManager:
         if old is not None:
             self._retire(list(old.versions.values()), override=old.override)
         if failure is not None:
-            raise TritonError.invalid_arg(f"load failed for model '{name}': {failure}")
+            raise _load_failed(record, failure)
 
     def _load(self, mdir: RepoEntry, override: Override | None = None, stamp: str = "") -> LoadRecord:
         """Load ``mdir`` into a new record stamped with its folder as it was before the
@@ -546,18 +546,20 @@ class ModelManager:
 
     def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
         """The repository index extension: name, version, state, reason per version.
-        Models of the repositories that were never loaded are listed by name only."""
+
+        As Triton's: the models of the repository folders, those never loaded by
+        name only; a model loaded from a load request's files under a name no
+        folder has is not listed."""
         records = self._records
         index: list[dict[str, str]] = []
-        names = set(records)
-        if not ready:
-            try:
-                names.update(d.name for d in scan_repositories(self._repositories))
-            except FileNotFoundError:
-                pass
+        try:
+            names = {d.name for d in scan_repositories(self._repositories)}
+        except FileNotFoundError:
+            names = set()
         for name in sorted(names):
             if name not in records:
-                index.append({"name": name})
+                if not ready:
+                    index.append({"name": name})
                 continue
             for version, state, reason in records[name].state_rows():
                 if ready and state != ModelState.READY.value:
@@ -570,6 +572,17 @@ class ModelManager:
                     entry["reason"] = reason
                 index.append(entry)
         return index
+
+
+def _load_failed(record: LoadRecord, failure: str) -> TritonError:
+    """The error answering a load that failed with ``failure``. As Triton: a
+    ``config.pbtxt`` that cannot be read is a repository poll failure (INTERNAL);
+    anything else is the load's INVALID_ARG with its reason."""
+    if record.unreadable is not None:
+        return TritonError.internal(
+            f"failed to load '{record.name}', failed to poll from model repository: {record.unreadable}"
+        )
+    return TritonError.invalid_arg(f"load failed for model '{record.name}': {failure}")
 
 
 def _record_members(record: LoadRecord) -> list[str]:

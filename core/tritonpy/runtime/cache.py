@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from importlib.metadata import entry_points
@@ -62,19 +63,25 @@ class LocalCache:
         self._used = 0
         self._lock = threading.Lock()
         self._counts = {"lookups": 0, "hits": 0, "misses": 0, "evictions": 0}
+        #: Total time spent in ``lookup`` and in ``insert``, in nanoseconds.
+        self._lookup_ns = 0
+        self._insertion_ns = 0
 
     def lookup(self, key: bytes) -> InferenceResponse | None:
+        start = time.monotonic_ns()
         with self._lock:
             self._counts["lookups"] += 1
             entry = self._entries.get(key)
             if entry is None:
                 self._counts["misses"] += 1
-                return None
-            self._entries.move_to_end(key)
-            self._counts["hits"] += 1
-            return entry[0]
+            else:
+                self._entries.move_to_end(key)
+                self._counts["hits"] += 1
+            self._lookup_ns += time.monotonic_ns() - start
+        return None if entry is None else entry[0]
 
     def insert(self, key: bytes, response: InferenceResponse) -> None:
+        start = time.monotonic_ns()
         size = _size(response)
         if size > self.capacity:
             return  # larger than the whole cache: never stored
@@ -89,10 +96,17 @@ class LocalCache:
                 self._counts["evictions"] += 1
             self._entries[key] = (stored, size)
             self._used += size
+            self._insertion_ns += time.monotonic_ns() - start
 
     def stats(self) -> Mapping[str, float]:
         with self._lock:
-            return {**self._counts, "entries": len(self._entries), "utilization": self._used / self.capacity}
+            return {
+                **self._counts,
+                "entries": len(self._entries),
+                "utilization": self._used / self.capacity,
+                "lookup_duration_us": self._lookup_ns // 1000,
+                "insertion_duration_us": self._insertion_ns // 1000,
+            }
 
 
 def create_cache(name: str, settings: Mapping[str, str]) -> ResponseCache:

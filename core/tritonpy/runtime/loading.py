@@ -80,6 +80,9 @@ class LoadRecord:
     #: The load's own config and files, when it brought them.
     override: Override | None = None
     retired: dict[int, LoadedVersion] = field(default_factory=dict)
+    #: Why the folder's ``config.pbtxt`` could not be read, when that is what failed:
+    #: a broken repository, not a client's mistake (Triton: a poll failure, INTERNAL).
+    unreadable: str | None = None
 
     def state_rows(self) -> list[tuple[str, str, str]]:
         """``(version, state, reason)`` rows, as the repository index shows them."""
@@ -141,7 +144,11 @@ class ModelLoader:
             record.error = mdir.error
             return record
         try:
-            config, written = self._read_config(mdir, override)
+            try:
+                config, written = self._read_config(mdir, override)
+            except _UnreadableConfig as exc:
+                record.unreadable = exc.message
+                raise
             if config.platform == ENSEMBLE_PLATFORM:
                 return self._load_ensemble(record, mdir, config, members)
             hooks, backend, versions = self._prepare(mdir, config)
@@ -180,7 +187,10 @@ class ModelLoader:
             config.CopyFrom(override.config)
             written = json_fields(override.text)
         elif path.exists():
-            config = load_config_file(path)
+            try:
+                config = load_config_file(path)
+            except ConfigError as exc:
+                raise _UnreadableConfig(exc.message) from None
             written = text_fields(path.read_text(encoding="utf-8"))
         elif self._options.disable_auto_complete_config:
             raise ConfigError(
@@ -466,6 +476,10 @@ def _no_version_folder(mdir: RepoEntry) -> TritonError:
     return TritonError.unavailable(
         f"{text}; at least one version must be available under the version policy of model '{mdir.name}'"
     )
+
+
+class _UnreadableConfig(ConfigError):
+    """A ``config.pbtxt`` in the repository that does not parse (or cannot be read)."""
 
 
 def _reason(exc: Exception) -> str:

@@ -45,7 +45,7 @@ from .responses import finish_response
 from .senders import SenderBatch
 from .spec import IOSpec
 from .statistics import ExecutionTimes, ModelStatistics
-from .validation import take_sequence_parameters, validate_request
+from .validation import take_reserved_parameters, validate_request
 
 # The name it had before runtime/ existed: log lines and users' logging filters name it.
 log = logging.getLogger("tritonpy.model")
@@ -188,7 +188,7 @@ class LoadedVersion:
         if scheduler is None or self.state is not ModelState.READY:
             raise self._not_ready()
         if request.parameters:
-            take_sequence_parameters(request)
+            take_reserved_parameters(request)
         try:
             validate_request(self.spec, request)
         except TritonError as exc:  # Triton prefixes request errors with the request id
@@ -227,12 +227,12 @@ class LoadedVersion:
         self.stats.queued()
         try:
             scheduler.enqueue(job)
-        except TritonError as exc:
+        except TritonError:
             self.stats.dequeued(1)
-            if self.retired:  # replaced between lookup and queueing: not a rejection
+            if self.retired:  # replaced between lookup and queueing
                 raise self._not_ready() from None
-            if exc.code is ErrorCode.UNAVAILABLE:  # a full queue
-                self.stats.record_rejection(arrival, "REJECTED")
+            # As Triton: a request refused here (a full queue) never entered the
+            # model, so no statistic counts it (a queue timeout is a failure).
             raise
 
     def _not_ready(self) -> TritonError:

@@ -216,9 +216,12 @@ class ModelStatistics:
                     observer(stage, us)
 
     def record_cache_hit(self, arrival: int, lookup_ns: int) -> None:
-        """A request answered from the response cache (no execution)."""
+        """A request answered from the response cache (no execution). As Triton
+        counts it: a success, a cache hit, and a queue entry (its queue time the
+        wait before the lookup, none here: the lookup starts on arrival)."""
         with self._lock:
             self.success.add(max(0, time.monotonic_ns() - arrival))
+            self.queue.add(0)
             self.cache_hit.add(lookup_ns)
             self.last_inference_ns = time.monotonic_ns()
 

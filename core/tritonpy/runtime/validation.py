@@ -27,12 +27,27 @@ from .spec import IOSpec, TensorSpec
 SEQUENCE_KEYS = ("sequence_id", "sequence_start", "sequence_end")
 
 
-def take_sequence_parameters(request: InferenceRequest) -> None:
-    """Move the ``sequence_id`` / ``sequence_start`` / ``sequence_end`` parameters
-    (HTTP, gRPC, in-process) into ``request.correlation_id`` and ``request.flags``,
-    as Triton's front ends do; backends never see them as parameters. Requests
-    built in process or by BLS may set the fields directly instead."""
+def take_reserved_parameters(request: InferenceRequest) -> None:
+    """Move Triton's reserved parameters (HTTP, gRPC, in-process) into the request's
+    fields, as Triton's front ends do: ``sequence_id`` / ``sequence_start`` /
+    ``sequence_end`` into ``correlation_id`` and ``flags``, ``priority`` into
+    ``priority``, ``timeout`` (µs) into ``timeout_us``; backends never see them
+    as parameters (a Python model reads ``request.timeout()``). Requests built
+    in process or by BLS may set the fields directly instead."""
     params = request.parameters
+    for key in ("priority", "timeout"):
+        if key in params:
+            value = params.pop(key)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+                # Triton's words; Triton answers 500 here, a client's mistake is a 400.
+                raise TritonError.invalid_arg(
+                    f"Unable to parse '{key}': "
+                    "attempt to access JSON non-unsigned-integer as unsigned-integer"
+                )
+            if key == "priority":
+                request.priority = value
+            else:
+                request.timeout_us = value
     if "sequence_id" in params:
         value = params.pop("sequence_id")
         if (

@@ -204,34 +204,25 @@ class DynamicBatcher(Scheduler):
     # -- admission (any thread) -----------------------------------------------------------
 
     def _level_of(self, job: Job) -> int:
-        params = job.request.parameters
-        priority = params.get("priority", job.request.priority) or 0
-        if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
-            raise TritonError.invalid_arg(
-                f"request priority must be a non-negative integer, got {priority!r}"
-            )
+        """The queue of ``job``: its priority; as Triton, 0 or one beyond
+        ``priority_levels`` is the default level."""
+        priority = job.request.priority
         levels = self.config.priority_levels
-        if priority == 0:
-            return (
-                self.config.default_priority_level
-                if levels and self.config.default_priority_level
-                else ((levels + 1) // 2 if levels else 1)
-            )
         if levels == 0:
             return 1  # no priority levels configured: every request is equal
-        if priority > levels:
-            raise TritonError.invalid_arg(
-                f"request priority {priority} is out of range for model '{self._name}' "
-                f"(priority_levels: {levels})"
-            )
-        return int(priority)
+        if priority <= 0 or priority > levels:
+            return self.config.default_priority_level or (levels + 1) // 2
+        return priority
 
     def _deadline(self, job: Job, policy: QueuePolicy) -> int:
+        """When ``job`` times out in the queue (0: never): the policy's default
+        timeout; as Triton, a request's own ``timeout`` may only shorten it, where
+        the policy allows overrides (a policy without a default timeout has none to
+        shorten: the request's is ignored)."""
         timeout_us = policy.default_timeout_us
-        requested = job.request.parameters.get("timeout", job.request.timeout_us)
-        if policy.allow_timeout_override and isinstance(requested, int) and not isinstance(requested, bool):
-            if requested > 0:
-                timeout_us = requested
+        requested = job.request.timeout_us
+        if policy.allow_timeout_override and 0 < requested < timeout_us:
+            timeout_us = requested
         return job.arrival_ns + timeout_us * 1000 if timeout_us > 0 else 0
 
     def _shape_key(self, job: Job) -> tuple[Any, ...]:
@@ -243,7 +234,7 @@ class DynamicBatcher(Scheduler):
         )
 
     def enqueue(self, job: Job) -> None:
-        """Queue ``job``; TritonError when stopped, full, or its priority is invalid."""
+        """Queue ``job``; TritonError when stopped or its queue is full."""
         level = self._level_of(job)
         policy = self.config.policy(level)
         if self._ordered is not None:
@@ -254,7 +245,9 @@ class DynamicBatcher(Scheduler):
                 raise stopped(self._name)
             pending = self._levels[level]
             if policy.max_queue_size and len(pending) >= policy.max_queue_size:
-                raise TritonError.unavailable("Exceeds maximum queue size")
+                raise TritonError.unavailable(
+                    f"[request id: {job.request.id or '<id_unknown>'}] Exceeds maximum queue size"
+                )
             pending.append(entry)
             self._cond.notify()
 

@@ -37,10 +37,13 @@ from typing import Protocol
 
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
+    SEQUENCE_END,
+    SEQUENCE_START,
     ErrorCode,
     InferenceRequest,
     InferenceResponse,
     OnResponse,
+    ParameterValue,
     RequestedOutput,
     Tensor,
     TritonError,
@@ -293,7 +296,9 @@ class _Run:
         self.pending += len(calls)
         if not scope.answered and all(name in tensors for name in self.wanted):
             scope.answered = True
-            response = InferenceResponse({name: tensors[name] for name in self.wanted})
+            response = InferenceResponse(
+                {name: tensors[name] for name in self.wanted}, parameters=_sequence_parameters(request)
+            )
             response = self.model.finish_ensemble_response(request, response)
             if self.model.decoupled:
                 self._deliver(response, 0)
@@ -378,6 +383,17 @@ class _Run:
     def _cancel(calls: list[_Call]) -> None:
         for call in calls:
             call.request.cancel()
+
+
+def _sequence_parameters(request: InferenceRequest) -> dict[str, ParameterValue]:
+    """The parameters of an ensemble's response, as Triton 2.51 gives them: the
+    request's sequence settings (``0``, ``false``, ``false`` outside a sequence)."""
+    flags = request.flags
+    return {
+        "sequence_id": request.correlation_id,
+        "sequence_start": bool(flags & SEQUENCE_START),
+        "sequence_end": bool(flags & SEQUENCE_END),
+    }
 
 
 def _step_request(parent: InferenceRequest, step: Step, tensors: dict[str, Tensor]) -> InferenceRequest:

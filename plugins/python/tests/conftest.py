@@ -79,7 +79,17 @@ def python_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(HERE / "models", repo)
     _onnx_add_sub(repo / "add_sub_onnx")
     _environment(repo / "envinfo")
-    for name in ("add_sub", "extra", "bls", "bls_timeout", "stream_reader", "gate", "fanout", "repeat"):
+    for name in (
+        "add_sub",
+        "extra",
+        "bls",
+        "bls_timeout",
+        "stream_reader",
+        "gate",
+        "fanout",
+        "repeat",
+        "reqinfo",
+    ):
         _in_process_copy(repo / name)
     return repo
 

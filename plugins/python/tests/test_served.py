@@ -320,10 +320,28 @@ def test_custom_metrics_and_logging(served: Any, http: Any) -> None:
     assert "# TYPE counter_requests_total_example counter" in text
     assert 'counter_requests_total_example{model="counter"} 3' in text
     assert 'counter_last_sum_example{model="counter"} 20' in text
-    assert 'counter_input_size_example_bucket{model="counter",le="4.0"} 2' in text
+    assert 'counter_input_size_example_bucket{model="counter",le="4"} 2' in text
     assert 'counter_input_size_example_count{model="counter"} 3' in text
     out = served.wait_for_output("counter saw 20 values")
     assert "counter initialized" in out
+
+
+@pytest.mark.parametrize("model", ["reqinfo", "reqinfo_inproc"])
+def test_timeout_and_priority_are_reserved_parameters(http: Any, grpc: Any, model: str) -> None:
+    """As Triton 2.51 shows a request to a Python model (observed): ``timeout`` and
+    ``priority`` are not in ``parameters()`` (compact JSON), ``timeout()`` is the
+    request's timeout in µs (0 without one)."""
+    x = np.ones(1, dtype=np.float32)
+    for client, module in ((http, httpclient), (grpc, grpcclient)):
+        result = client.infer(
+            model, _inputs(module, X=x), timeout=1234567, priority=3, parameters={"custom": "x", "n": 5}
+        )
+        info = json.loads(result.as_numpy("INFO")[0])
+        assert info["timeout"] == 1234567
+        assert json.loads(info["parameters"]) == {"custom": "x", "n": 5}  # (gRPC's map has no order)
+        assert " " not in info["parameters"]  # compact, as Triton's: {"custom":"x","n":5}
+        info = json.loads(client.infer(model, _inputs(module, X=x)).as_numpy("INFO")[0])
+        assert info == {"parameters": "{}", "timeout": 0}
 
 
 def test_python_based_backend_from_the_backend_directory(http: Any) -> None:

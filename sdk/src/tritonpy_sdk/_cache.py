@@ -31,7 +31,9 @@ class ResponseCache(Protocol):
 
     def stats(self) -> Mapping[str, float]:
         """Counters for metrics: at least ``entries``, ``lookups``, ``hits``,
-        ``misses``, ``evictions`` and ``utilization`` (0..1)."""
+        ``misses``, ``evictions`` and ``utilization`` (0..1); optionally
+        ``lookup_duration_us`` and ``insertion_duration_us``, the total time
+        spent in ``lookup`` and ``insert`` (0 when left out)."""
         ...
 
 

@@ -381,6 +381,7 @@ class InferenceRequest:
         return self._trace if self._trace is not None else _NO_TRACE
 
     def timeout(self) -> int:
+        """The request's timeout in microseconds (its ``timeout`` parameter; 0: none)."""
         return self._timeout
 
     def model_name(self) -> str:
@@ -390,8 +391,11 @@ class InferenceRequest:
         return self._model_version
 
     def parameters(self) -> str:
-        """The request's parameters as a JSON object string (as Triton gives them)."""
-        return json.dumps(self._parameters)
+        """The request's parameters as a JSON object string, compact as Triton gives
+        them (``{"k":"v","n":5}``). Triton's reserved parameters are not among them:
+        ``timeout`` is ``timeout()``, ``priority`` and the ``sequence_*`` ones the
+        scheduler's."""
+        return json.dumps(self._parameters, separators=(",", ":"))
 
     def get_response_sender(self) -> InferenceResponseSender:
         sender = self._sender
@@ -484,7 +488,7 @@ class InferenceResponse:
         return self._error
 
     def parameters(self) -> str:
-        return json.dumps(self._parameters)
+        return json.dumps(self._parameters, separators=(",", ":"))
 
 
 class InferenceResponseSender:
