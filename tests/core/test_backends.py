@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tritonpy.runtime.backends import BackendRegistry
+from tritonpy.runtime.backends import KNOWN_PACKAGES, BackendRegistry
 from tritonpy_sdk import TritonError
 
 GOOD = """
@@ -56,10 +56,12 @@ def test_broken_plugins_are_reported_and_do_not_stop_others(install_backend) -> 
     assert registry.backend_for_platform("good_platform") == "goodbk"
 
 
-def test_missing_backend_names_its_package() -> None:
+def test_missing_backend_names_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every backend tritonpy ships is installed in the test environment: name one more.
+    monkeypatch.setitem(KNOWN_PACKAGES, "notshipped", "tritonpy-backend-notshipped")
     registry = BackendRegistry()
-    with pytest.raises(TritonError, match="install the package 'tritonpy-backend-tensorrt'"):
-        registry.hooks("tensorrt")
+    with pytest.raises(TritonError, match="install the package 'tritonpy-backend-notshipped'"):
+        registry.hooks("notshipped")
 
 
 def test_backend_for_files(install_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

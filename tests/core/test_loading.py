@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+import pytest
 import tritonpy
+from tritonpy.runtime.backends import KNOWN_FILES, KNOWN_PACKAGES
 from tritonpy_sdk import (
     BackendInfo,
     InferenceResponse,
@@ -35,14 +37,18 @@ def _index(repo: Path) -> dict[str, dict[str, str]]:
         return {e["name"]: e for e in server.repository_index()}
 
 
-def test_model_file_of_a_missing_backend_names_the_package(tmp_path: Path) -> None:
-    # tensorrt: a backend tritonpy names but the development environment does not install.
+def test_model_file_of_a_missing_backend_names_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every backend tritonpy ships is installed in the test environment: name one more.
+    monkeypatch.setitem(KNOWN_PACKAGES, "notshipped", "tritonpy-backend-notshipped")
+    monkeypatch.setitem(KNOWN_FILES, "model.notshipped", "notshipped")
     (tmp_path / "planned" / "1").mkdir(parents=True)
-    (tmp_path / "planned" / "1" / "model.plan").write_bytes(b"")
+    (tmp_path / "planned" / "1" / "model.notshipped").write_bytes(b"")
     entry = _index(tmp_path)["planned"]
     assert entry["state"] == "UNAVAILABLE"
-    assert "has a model.plan but backend 'tensorrt' is not installed" in entry["reason"]
-    assert "tritonpy-backend-tensorrt" in entry["reason"]
+    assert "has a model.notshipped but backend 'notshipped' is not installed" in entry["reason"]
+    assert "tritonpy-backend-notshipped" in entry["reason"]
 
 
 class Torchy(Plain):
