@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         required=True,
         dest="model_repository",
-        help="path of a model repository; repeat for several",
+        help="path of a model repository, or s3://, gs:// or as:// URI of one in object storage; "
+        "repeat for several",
     )
     serve.add_argument(
         "--model-control-mode",
@@ -386,11 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
+    from .repository.remote import repository_root
+
     disable = bool(args.disable_auto_complete_config)
     if args.strict_model_config is not None:
         disable = bool(args.strict_model_config)
     return ServerOptions(
-        model_repository=[Path(p) for p in args.model_repository],
+        model_repository=[repository_root(p) for p in args.model_repository],
         model_control_mode=args.model_control_mode,
         load_model=args.load_model,
         repository_poll_secs=args.repository_poll_secs,
@@ -495,11 +498,12 @@ def main(argv: list[str] | None = None) -> int:
     from tritonpy_sdk import TritonError
 
     from .repository import repository_path_error
+    from .repository.remote import RemoteRepositoryError, is_remote
     from .server import Server
     from .serving import run
 
     for path in options.model_repository:
-        error = repository_path_error(path)
+        error = None if is_remote(path) else repository_path_error(Path(path))
         if error is not None:
             print(f"error: {error}", file=sys.stderr)
             return 1
@@ -513,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
         return run(server)
     except KeyboardInterrupt:
         return 130
+    except RemoteRepositoryError as exc:  # an object store that did not answer at start
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
