@@ -4,12 +4,15 @@ One cluster for the module (``ray.init`` with 2 CPUs, Serve's HTTP proxy on a
 free loopback port) and one application of two replicas over a copy of the
 example repository, in explicit model control: tritonclient through Ray's
 proxy, the deployment handle, both replicas serving, model control that reaches
-every replica (HTTP and handle), and a replica killed and replaced by Ray.
+every replica (HTTP and handle), and a replica killed under load, replaced by Ray
+with the same models.
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,12 +115,37 @@ def test_model_control_reaches_every_replica(cluster: str) -> None:
     client.close()
 
 
-def test_a_killed_replica_is_replaced_with_the_same_models(cluster: str) -> None:
+def test_a_replica_killed_under_load_is_replaced_with_the_same_models(cluster: str) -> None:
     handle().load_model.remote("later").result()
     before = {handle().replica_id.remote().result() for _ in range(30)}
     victim = sorted(before)[0]
     actor = next(a for a in ray.util.list_named_actors(all_namespaces=True) if victim in a["name"])
+    # Under load: two callers, one request in flight each, for a bounded time.
+    failures: list[str] = []
+    done = [0]
+    stop = threading.Event()
+
+    def caller() -> None:
+        deadline = time.monotonic() + 20
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                handle().infer.remote("simple", {"INPUT0": A, "INPUT1": A}).result(timeout_s=30)
+                done[0] += 1
+            except Exception as exc:
+                failures.append(type(exc).__name__)
+
+    callers = [threading.Thread(target=caller) for _ in range(2)]
+    for t in callers:
+        t.start()
+    wait_until(lambda: done[0] > 20, "requests flow")
     ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]), no_restart=True)
+    served_at_kill = done[0]
+    wait_until(lambda: done[0] > served_at_kill + 50, "requests go on after the kill", timeout=60)
+    stop.set()
+    for t in callers:
+        t.join()
+    # Only what was in flight on the killed replica failed: at most one request per caller.
+    assert len(failures) <= len(callers), failures
 
     def replaced() -> bool:
         ids = {handle().replica_id.remote().result() for _ in range(20)}
