@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         required=True,
         dest="model_repository",
-        help="path of a model repository; repeat for several",
+        help="path of a model repository, or s3://, gs:// or as:// URI of one in object storage; "
+        "repeat for several",
     )
     serve.add_argument(
         "--model-control-mode",
@@ -379,6 +380,43 @@ def build_parser() -> argparse.ArgumentParser:
     backends = sub.add_parser("backends", help="list the installed backends")
     backends.add_argument("--check", action="store_true", help="also import and validate each backend")
 
+    ray = sub.add_parser("ray", help="run on Ray Serve (the tritonpy[ray] extra)")
+    ray_sub = ray.add_subparsers(dest="ray_command", required=True)
+    ray_serve = ray_sub.add_parser(
+        "serve", help="a Ray Serve deployment whose replicas each embed the server over one repository"
+    )
+    ray_serve.add_argument(
+        "--model-repository",
+        "--model-store",
+        action="append",
+        required=True,
+        dest="model_repository",
+        help="a repository every Ray node reads: a shared path, or an s3://, gs:// or as:// URI",
+    )
+    replicas = ray_serve.add_mutually_exclusive_group()
+    replicas.add_argument("--replicas", type=int, help="a fixed number of replicas (default 1)")
+    replicas.add_argument("--min-replicas", type=int, help="autoscale from this many replicas")
+    ray_serve.add_argument("--max-replicas", type=int, help="autoscale up to this many replicas")
+    ray_serve.add_argument(
+        "--target-ongoing-requests",
+        type=float,
+        default=8,
+        help="requests in flight per replica the autoscaler aims at (default 8)",
+    )
+    ray_serve.add_argument("--num-cpus", type=float, default=1, help="CPUs each replica reserves (default 1)")
+    ray_serve.add_argument(
+        "--http-host", default="0.0.0.0", help="Ray's HTTP proxy address (default 0.0.0.0)"
+    )
+    ray_serve.add_argument("--http-port", type=int, default=8000, help="Ray's HTTP proxy port (default 8000)")
+    ray_serve.add_argument(
+        "--model-control-mode", default="none", choices=["none", "explicit", "poll"], help="as for serve"
+    )
+    ray_serve.add_argument("--load-model", action="append", help="as for serve (explicit mode)")
+    ray_serve.add_argument("--name", default="tritonpy", help="the Serve application's name")
+    ray_serve.add_argument(
+        "--address", default=None, help="the Ray cluster to join (default: RAY_ADDRESS, else a local one)"
+    )
+
     scaffold = sub.add_parser("new-backend", help="write an installable backend package to start from")
     scaffold.add_argument("name", help="the backend name (the `backend:` value in config.pbtxt)")
     scaffold.add_argument("directory", nargs="?", help="where to write it (default: ./tritonpy-backend-NAME)")
@@ -386,11 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
+    from .repository.remote import repository_root
+
     disable = bool(args.disable_auto_complete_config)
     if args.strict_model_config is not None:
         disable = bool(args.strict_model_config)
     return ServerOptions(
-        model_repository=[Path(p) for p in args.model_repository],
+        model_repository=[repository_root(p) for p in args.model_repository],
         model_control_mode=args.model_control_mode,
         load_model=args.load_model,
         repository_poll_secs=args.repository_poll_secs,
@@ -487,6 +527,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "backends":
         return _list_backends(args.check)
+    if args.command == "ray":
+        from .rayserve import main as ray_main
+
+        if args.max_replicas is not None and args.min_replicas is None:
+            args.min_replicas = 1
+        return ray_main(args)
     if args.command == "new-backend":
         from .scaffold import main as new_backend
 
@@ -495,11 +541,12 @@ def main(argv: list[str] | None = None) -> int:
     from tritonpy_sdk import TritonError
 
     from .repository import repository_path_error
+    from .repository.remote import RemoteRepositoryError, is_remote
     from .server import Server
     from .serving import run
 
     for path in options.model_repository:
-        error = repository_path_error(path)
+        error = None if is_remote(path) else repository_path_error(Path(path))
         if error is not None:
             print(f"error: {error}", file=sys.stderr)
             return 1
@@ -513,6 +560,9 @@ def main(argv: list[str] | None = None) -> int:
         return run(server)
     except KeyboardInterrupt:
         return 130
+    except RemoteRepositoryError as exc:  # an object store that did not answer at start
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

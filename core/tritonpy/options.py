@@ -14,8 +14,10 @@ from pathlib import Path
 class ServerOptions:
     """Settings of a tritonpy server. Field names follow tritonserver's flags."""
 
-    #: ``--model-repository``: one or more repository roots.
-    model_repository: list[Path] = field(default_factory=list)
+    #: ``--model-repository``: one or more repository roots: local folders (``Path``), or
+    #: object-store URIs kept as strings (``s3://bucket/prefix``, ``gs://``, ``as://``;
+    #: ``repository/remote.py``), read into a local cache folder.
+    model_repository: list[Path | str] = field(default_factory=list)
     #: ``--model-control-mode``: ``none`` (load every model at start), ``explicit``
     #: (load ``load_model`` at start, then the load/unload API) or ``poll``
     #: (load every model, then follow the repositories' changes).

@@ -78,6 +78,7 @@ from .memory.manager import MemoryManager
 from .options import ServerOptions
 from .repository.manager import ModelManager
 from .repository.overrides import split_load_parameters
+from .repository.remote import RemoteRepository, is_remote, repository_root
 from .restricted import parse_restrictions
 from .runtime.backends import BackendRegistry
 from .runtime.cache import create_cache
@@ -125,7 +126,13 @@ class Server:
         repos = options.model_repository
         if isinstance(repos, str | Path):
             repos = [repos]
-        options.model_repository = [Path(p) for p in repos]
+        options.model_repository = [repository_root(p) for p in repos]
+        #: The repositories in object storage, each with its local cache folder.
+        self.remote_repositories = [
+            RemoteRepository(str(p)) for p in options.model_repository if is_remote(p)
+        ]
+        remote = iter(self.remote_repositories)
+        roots = [next(remote) if is_remote(p) else Path(p) for p in options.model_repository]
         self.options = options
         self.log_settings = LogSettings(
             LogState(
@@ -189,7 +196,7 @@ class Server:
                 pinned=self.memory.pinned,
                 device_memory=self.memory.device_memory,
             ),
-            options.model_repository,
+            roots,
             mode=options.model_control_mode,
             load_threads=options.model_load_thread_count,
             load_retries=options.model_load_retry_count,
@@ -257,6 +264,8 @@ class Server:
         self.backends.finalize()
         self.memory.close()  # every region unregistered, the pools' idle buffers freed
         self.tracer.flush()
+        for repository in self.remote_repositories:
+            repository.close()  # a temporary cache folder goes
         self._started = False
 
     def __enter__(self) -> Server:

@@ -40,6 +40,7 @@ from ._layout import RepoEntry, scan_repositories
 from ._stamp import folder_stamp
 from .dependencies import config_members, cycle_of, folder_members, load_waves, needed_closure
 from .overrides import Override, parse_override
+from .remote import RemoteRepository
 
 log = logging.getLogger("tritonpy")
 
@@ -56,7 +57,7 @@ class ModelManager:
     def __init__(
         self,
         loader: ModelLoader,
-        repositories: Sequence[Path] = (),
+        repositories: Sequence[Path | RemoteRepository] = (),
         mode: str = "none",
         load_threads: int = 4,
         load_retries: int = 0,
@@ -96,7 +97,7 @@ class ModelManager:
         """Load what the mode loads at start: every model (``none``, ``poll``), or
         ``names`` (``explicit``; ``*`` is every model). Models load in parallel;
         those not started once ``skip()`` is true (the server is stopping) are left out."""
-        dirs = scan_repositories(self._repositories)
+        dirs = self._scan()
         members = {d.name: folder_members(d) for d in dirs}
         if self.mode == "explicit" and "*" not in names:
             by_name = {d.name: d for d in dirs}
@@ -306,8 +307,8 @@ class ModelManager:
         removed ones. A changed model that fails to load keeps its old versions
         serving, and is tried again only once its folder changes again."""
         try:
-            dirs = {d.name: d for d in scan_repositories(self._repositories)}
-        except FileNotFoundError as exc:
+            dirs = {d.name: d for d in self._scan()}
+        except OSError as exc:  # a root gone, or an object store that did not answer
             log.error("polling the model repository failed: %s", exc)
             return
         for name in sorted(set(self._records) - set(dirs)):
@@ -340,10 +341,16 @@ class ModelManager:
 
     # -- how a model changes ----------------------------------------------------------------
 
+    def _scan(self) -> list[RepoEntry]:
+        """The model folders of every root; remote roots are synced into their cache
+        folders first (``RemoteRepositoryError``, an ``OSError``, when a store fails)."""
+        roots = [r.sync() if isinstance(r, RemoteRepository) else r for r in self._repositories]
+        return scan_repositories(roots)
+
     def _find(self, name: str) -> RepoEntry:
         try:
-            dirs = scan_repositories(self._repositories)
-        except FileNotFoundError as exc:
+            dirs = self._scan()
+        except OSError as exc:
             raise TritonError.internal(
                 f"failed to load '{name}', failed to poll from model repository: {exc}"
             ) from None
@@ -553,8 +560,8 @@ class ModelManager:
         records = self._records
         index: list[dict[str, str]] = []
         try:
-            names = {d.name for d in scan_repositories(self._repositories)}
-        except FileNotFoundError:
+            names = {d.name for d in self._scan()}
+        except OSError:
             names = set()
         for name in sorted(names):
             if name not in records:
