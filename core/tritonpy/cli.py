@@ -477,7 +477,11 @@ def _list_backends(check: bool) -> int:
                 status = f"error: {exc}"
         rows.append((entry.name, entry.distribution, entry.version, status))
     if len(rows) == 1:
-        print("no backends installed (pip install tritonpy-backend-onnx, ...)")
+        print(
+            "no backends installed: pip install ./plugins/onnx (or ./plugins/python, ./plugins/fil, ...) "
+            "from a clone of tritonpy, or pip install --find-links DIR tritonpy-backend-onnx with the "
+            "wheels that ./dev wheels DIR builds"
+        )
         return 0
     print(format_table(rows))
     return 0

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+import pytest
 import tritonpy
+from tritonpy.runtime import backends
 from tritonpy_sdk import (
     BackendInfo,
     InferenceResponse,
@@ -35,14 +37,19 @@ def _index(repo: Path) -> dict[str, dict[str, str]]:
         return {e["name"]: e for e in server.repository_index()}
 
 
-def test_model_file_of_a_missing_backend_names_the_package(tmp_path: Path) -> None:
-    # tensorrt: a backend tritonpy names but the development environment does not install.
+def test_model_file_of_a_missing_backend_names_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A backend tritonpy would ship that is not installed (the development environment installs
+    # every real one).
+    monkeypatch.setitem(backends.KNOWN_FILES, "model.nosuch", "nosuch")
+    monkeypatch.setitem(backends.KNOWN_PACKAGES, "nosuch", "tritonpy-backend-nosuch")
     (tmp_path / "planned" / "1").mkdir(parents=True)
-    (tmp_path / "planned" / "1" / "model.plan").write_bytes(b"")
+    (tmp_path / "planned" / "1" / "model.nosuch").write_bytes(b"")
     entry = _index(tmp_path)["planned"]
     assert entry["state"] == "UNAVAILABLE"
-    assert "has a model.plan but backend 'tensorrt' is not installed" in entry["reason"]
-    assert "tritonpy-backend-tensorrt" in entry["reason"]
+    assert "has a model.nosuch but backend 'nosuch' is not installed" in entry["reason"]
+    assert "pip install ./plugins/nosuch" in entry["reason"]
 
 
 class Torchy(Plain):
