@@ -48,7 +48,17 @@ class ServerServices:
         levelno = _LEVELS.get(level, logging.INFO)
         if not self.logger.isEnabledFor(levelno):
             return
-        record = self.logger.makeRecord(self.logger.name, levelno, filename, line, "%s", (message,), None)
+        # tritonpy_source: the log's "where" field (Triton's ``file:line]``) instead of the logger name.
+        record = self.logger.makeRecord(
+            self.logger.name,
+            levelno,
+            filename,
+            line,
+            "%s",
+            (message,),
+            None,
+            extra={"tritonpy_source": f"{filename}:{line}"},
+        )
         self.logger.handle(record)
 
     def event_loop(self) -> asyncio.AbstractEventLoop | None:
