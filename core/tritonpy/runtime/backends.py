@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-from tritonpy_sdk import ENTRY_POINT_GROUP, Backend, ServerApi, TritonError
-from tritonpy_sdk.host import BackendHooks, PluginError, call_hook, validate_backend
+from tritonpy_sdk import Backend, ServerApi, TritonError
+from tritonpy_sdk.host import ENTRY_POINT_GROUP, BackendHooks, PluginError, call_hook, validate_backend
 
 from ..config import platform_backend
 

@@ -15,16 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import (
-    Backend,
-    DeviceMemory,
-    ErrorCode,
-    GpuSupport,
-    Model,
-    ModelInstance,
-    ResponseCache,
-    TritonError,
-)
+from tritonpy_sdk import Backend, DeviceMemory, ErrorCode, GpuSupport, Model, ModelInstance, TritonError
+from tritonpy_sdk.cache import ResponseCache
 from tritonpy_sdk.host import BackendHooks, ask_gpu_support, call_hook
 
 from .. import devices
