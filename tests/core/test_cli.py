@@ -24,5 +24,5 @@ def test_a_short_usage_is_printed_whole(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit):
         main([])
     err = capsys.readouterr().err
-    assert err.startswith("usage: tritonpy [-h] [--version] {serve,backends,new-backend}")
+    assert err.startswith("usage: tritonpy [-h] [--version] {serve,backends,ray,new-backend}")
     assert len(err.splitlines()) == 3
