@@ -320,3 +320,11 @@ def test_trace_extension_per_model_in_opentelemetry_mode() -> None:
             tracer.update({"trace_mode": "triton"})
     finally:
         tracer.flush()
+
+
+def test_without_the_sdk_the_mode_is_refused_with_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    with pytest.raises(TritonError, match=r"needs the OpenTelemetry SDK .*pip install 'tritonpy\[otel\]'"):
+        tritonpy.Server(model_repository=[], trace_config=["mode=opentelemetry"])
