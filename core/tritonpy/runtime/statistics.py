@@ -210,7 +210,7 @@ class ModelStatistics:
                 self.failures["BACKEND"] += 1
             observing = bool(self.observers)
         if observing:
-            observed = (
+            observed: tuple[tuple[str, float], ...] = (
                 ("request", total_ns / 1000),
                 ("queue", queue_ns / 1000),
                 ("compute_input", compute_input / 1000),
