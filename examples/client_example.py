@@ -1,13 +1,13 @@
 """Query the example repository with the unmodified Triton client.
 
-pip install "tritonclient[http]"                               # Triton's client, once
-tritonpy serve --model-repository examples/model_repository   # in one shell
-python examples/client_example.py                              # in another
+pip install "tritonclient[http]"                               # Triton's client, once (./dev serve has)
+tritonpy serve --model-repository examples/model_repository   # in one shell (or ./dev serve)
+python examples/client_example.py [URL]                        # in another (URL: localhost:8000)
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import numpy as np
 import tritonclient.http as httpclient
@@ -51,4 +51,6 @@ def main(url: str = "localhost:8000") -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url", nargs="?", default="localhost:8000", help="HTTP address of the server")
+    main(parser.parse_args().url)

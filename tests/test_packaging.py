@@ -189,3 +189,43 @@ def test_only_the_grpcio_transport_imports_grpc() -> None:
                 if imported.split(".")[0] == "grpc" or last.endswith("_pb2_grpc") or last == "aio":
                     offenders.append(f"{name}: {imported}")
     assert offenders == []
+
+
+def test_dev_serve_installs_the_backends_of_the_example_repository() -> None:
+    """``./dev serve`` installs only what serving needs: the backends the example repository's
+    models name must be among them (and the heavy frameworks of the other backends must not)."""
+    import re
+
+    script = (ROOT / "dev").read_text()
+    body = script[script.index("setup_serve() {") : script.index("\n}\n", script.index("setup_serve() {"))]
+    folders = set(re.findall(r"-e \./plugins/(\w+)", body))
+    provides: dict[str, str] = {}  # backend name -> plugin folder
+    for pyproject in (ROOT / "plugins").glob("*/pyproject.toml"):
+        # (a regular expression, not tomllib: that is Python 3.11+)
+        section = re.search(
+            r'\[project\.entry-points\."tritonpy\.backends"\]\n((?:\w+ = .*\n)+)', pyproject.read_text()
+        )
+        for line in section.group(1).splitlines() if section else []:
+            provides[line.split("=")[0].strip()] = pyproject.parent.name
+    platforms = {
+        "onnxruntime_onnx": "onnxruntime",
+        "pytorch_libtorch": "pytorch",
+        "tensorrt_plan": "tensorrt",
+    }
+    needed = set()
+    for config in (ROOT / "examples" / "model_repository").glob("*/config.pbtxt"):
+        text = config.read_text()
+        backend = re.search(r'^backend:\s*"(\w+)"', text, re.M)
+        platform = re.search(r'^platform:\s*"(\w+)"', text, re.M)
+        name = backend.group(1) if backend else platforms[platform.group(1)] if platform else None
+        assert name is not None, f"{config}: no backend or platform"
+        needed.add(provides[name])
+    assert needed <= folders, f"./dev serve does not install {sorted(needed - folders)}"
+    assert not {"torch", "fil", "tensorrt"} & folders
+    assert "-e ./sdk" in body and "-e . " in body
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """CI and the README agree: ``.ci/run`` calls ``./dev test``, the command the README gives."""
+    assert "./dev test" in (ROOT / ".ci" / "run").read_text()
+    assert "./dev test" in (ROOT / "README.md").read_text()

@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tritonpy_sdk import InferenceRequest, MetricRegistry, OnResponse
+from tritonpy_sdk import InferenceRequest, OnResponse
+from tritonpy_sdk.host import MetricRegistry
 
 if TYPE_CHECKING:
     from .server import Server

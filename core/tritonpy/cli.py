@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from ._version import __version__
 from .options import ServerOptions
@@ -109,8 +110,24 @@ def _cache_flags(args: argparse.Namespace) -> dict[str, dict[str, str]]:
     return result
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in a few lines: a short usage, the error, and where the rest is. argparse
+    would print the whole usage, ~60 lines for ``serve``, above the one line that matters."""
+
+    def error(self, message: str) -> NoReturn:
+        usage = self.format_usage()
+        if usage.count("\n") > 4:
+            required = [
+                f"{action.option_strings[0]} {action.metavar or action.dest.upper()}"
+                for action in self._actions
+                if action.required and action.option_strings
+            ]
+            usage = f"usage: {' '.join([self.prog, *required])} [options]\n"
+        self.exit(2, f"{usage}{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tritonpy", description="Triton-compatible inference server")
+    parser = _Parser(prog="tritonpy", description="Triton-compatible inference server")
     parser.add_argument("--version", action="version", version=f"tritonpy {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -121,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         required=True,
         dest="model_repository",
+        metavar="PATH",
         help="path of a model repository, or s3://, gs:// or as:// URI of one in object storage; "
         "repeat for several",
     )
@@ -518,7 +536,11 @@ def _list_backends(check: bool) -> int:
                 status = f"error: {exc}"
         rows.append((entry.name, entry.distribution, entry.version, status))
     if len(rows) == 1:
-        print("no backends installed (pip install tritonpy-backend-onnx, ...)")
+        print(
+            "no backends installed: pip install ./plugins/onnx (or ./plugins/python, ./plugins/fil, ...) "
+            "from a clone of tritonpy, or pip install --find-links DIR tritonpy-backend-onnx with the "
+            "wheels that ./dev wheels DIR builds"
+        )
         return 0
     print(format_table(rows))
     return 0

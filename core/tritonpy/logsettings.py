@@ -29,6 +29,11 @@ _LETTER = {
 }
 
 
+#: Loggers shown under another name: uvicorn writes its start-up and shutdown lines (and only its
+#: errors among them) to "uvicorn.error", which reads as an error in a log line.
+_SOURCES = {"uvicorn.error": "uvicorn"}
+
+
 @dataclass
 class LogState:
     log_file: str = ""
@@ -40,7 +45,8 @@ class LogState:
 
 
 class _TritonFormatter(logging.Formatter):
-    """Triton's line layout: ``I1122 12:05:52.519328 21883 module] message``."""
+    """Triton's line layout: ``I1122 12:05:52.519328 21883 module] message`` (``module`` is the
+    record's ``tritonpy_source`` when it has one)."""
 
     def __init__(self, state: LogState) -> None:
         super().__init__()
@@ -50,7 +56,9 @@ class _TritonFormatter(logging.Formatter):
         letter = _LETTER.get(record.levelno, "I")
         t = record.created
         micros = int((t - int(t)) * 1_000_000)
-        where = f"{record.name}"
+        # A record that names its source (a Python model's pb_utils.Logger: "simple/1/model.py:12")
+        # shows it where Triton's lines have their source file and line; others, the logger's name.
+        where = getattr(record, "tritonpy_source", None) or _SOURCES.get(record.name, record.name)
         message = record.getMessage()
         if record.exc_info:
             message += "\n" + self.formatException(record.exc_info)

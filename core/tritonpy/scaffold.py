@@ -46,6 +46,9 @@ ${package} = ["py.typed"]
 [tool.pytest.ini_options]
 pythonpath = ["src"]
 testpaths = ["tests"]
+# The tests are synchronous: pytest-asyncio, where installed, stays out (and quiet). Remove this
+# line to write async tests with it.
+addopts = "-p no:asyncio"
 """)
 
 _MODULE = Template('''\

@@ -58,15 +58,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tritonpy_sdk import (
-    RESPONSE_COMPLETE_FINAL,
-    InferenceRequest,
-    InferenceResponse,
-    MetricRegistry,
-    OnResponse,
-    ResponseCache,
-    TritonError,
-)
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, OnResponse, TritonError
+from tritonpy_sdk.cache import ResponseCache
+from tritonpy_sdk.host import MetricRegistry
 
 from ._version import __version__
 from .backend_api import BackendServerApi

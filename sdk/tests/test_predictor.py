@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from tritonpy_sdk import (
     BackendInfo,
+    DataType,
     ErrorCode,
     Model,
     PartialResult,
@@ -20,6 +21,7 @@ from tritonpy_sdk import (
     complete_max_batch_size,
     complete_output,
 )
+from tritonpy_sdk._autocomplete import config_type_name
 from tritonpy_sdk.host import PluginError, validate_backend
 from tritonpy_sdk.testing import BackendHarness
 
@@ -264,3 +266,24 @@ def test_a_predictor_class_is_a_backend_and_only_an_overridden_auto_complete_cou
         PluginError, match=r"backend 'bad': .*Bad.backend_info must be a tritonpy_sdk.BackendInfo"
     ):
         validate_backend("bad", Bad)
+
+
+class CompletingWithProtocolNames(Completing):
+    @classmethod
+    def auto_complete(cls, model: Model) -> None:
+        complete_input(model, "X", "FP32", [-1])
+        complete_output(model, "Y", DataType.FP32, [-1])
+        complete_output(model, "Z", "BYTES", [-1])
+
+
+def test_auto_complete_helpers_take_config_and_protocol_names(folder: Path) -> None:
+    with BackendHarness(CompletingWithProtocolNames, folder, config={"name": "m"}) as h:
+        types = [(t["name"], t["data_type"]) for t in h.model.config["input"] + h.model.config["output"]]
+    assert types == [("X", "TYPE_FP32"), ("Y", "TYPE_FP32"), ("Z", "TYPE_STRING")]
+
+
+def test_auto_complete_helpers_name_the_types_they_take() -> None:
+    with pytest.raises(ValueError) as exc:
+        config_type_name("FLOAT32")
+    assert "unknown data type 'FLOAT32'" in str(exc.value)
+    assert "TYPE_FP32" in str(exc.value) and "FP32" in str(exc.value) and "BYTES" in str(exc.value)

@@ -56,12 +56,18 @@ def test_broken_plugins_are_reported_and_do_not_stop_others(install_backend) -> 
     assert registry.backend_for_platform("good_platform") == "goodbk"
 
 
-def test_missing_backend_names_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every backend tritonpy ships is installed in the test environment: name one more.
-    monkeypatch.setitem(KNOWN_PACKAGES, "notshipped", "tritonpy-backend-notshipped")
+@pytest.fixture
+def shipped_not_installed(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A backend tritonpy ships (in its own folder under plugins/) that is not installed: the
+    development environment installs every real one."""
+    monkeypatch.setitem(KNOWN_PACKAGES, "nosuch", "tritonpy-backend-nosuch")
+    return "nosuch"
+
+
+def test_missing_backend_names_its_package(shipped_not_installed: str) -> None:
     registry = BackendRegistry()
-    with pytest.raises(TritonError, match="install the package 'tritonpy-backend-notshipped'"):
-        registry.hooks("notshipped")
+    with pytest.raises(TritonError, match="install the package 'tritonpy-backend-nosuch'"):
+        registry.hooks(shipped_not_installed)
 
 
 def test_backend_for_files(install_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -91,3 +97,31 @@ def test_two_backends_claiming_one_default_file_are_refused_by_name(
     assert "'goodbk' (model.good, from tp-test-good 1.0)" in message
     assert "'rivalbk' (model.good, from tp-test-rival 2.0)" in message
     assert "set 'backend' in its config.pbtxt" in message
+
+
+def test_missing_backend_says_how_to_install_it_while_not_on_pypi(shipped_not_installed: str) -> None:
+    with pytest.raises(TritonError) as missing:
+        BackendRegistry().hooks(shipped_not_installed)
+    assert "pip install ./plugins/nosuch from a clone of tritonpy" in missing.value.message
+    assert "pip install --find-links DIR tritonpy-backend-nosuch" in missing.value.message
+    assert "./dev wheels DIR" in missing.value.message
+
+
+def test_misspelled_backend_lists_the_installed_ones_and_the_closest_name(
+    install_backend,  # type: ignore[no-untyped-def]
+    shipped_not_installed: str,
+) -> None:
+    install_backend("goodbk", dist="tp-test-good", version="1.0", code=GOOD)
+    registry = BackendRegistry()
+    with pytest.raises(TritonError) as typo:
+        registry.hooks("goodbck")
+    assert "backend 'goodbck' is not installed; installed backends: " in typo.value.message
+    assert "goodbk" in typo.value.message.split("installed backends: ")[1]
+    assert typo.value.message.endswith("did you mean 'goodbk'?")
+    # the closest name may be a backend tritonpy ships that is not installed: how to install it
+    with pytest.raises(TritonError) as shipped:
+        registry.hooks("nosuhc")
+    assert "did you mean 'nosuch'? (install the package 'tritonpy-backend-nosuch'" in shipped.value.message
+    with pytest.raises(TritonError) as unrelated:
+        registry.hooks("zzzz")
+    assert "did you mean" not in unrelated.value.message

@@ -37,10 +37,13 @@ def test_without_a_runtime_everything_is_host_memory(caplog: pytest.LogCaptureFi
     manager = MemoryManager(None, 1 << 20, {0: 1 << 20})
     with caplog.at_level(logging.INFO, logger="tritonpy"):
         manager.describe()
+    assert not caplog.records  # nothing at the default level: every CPU-only start would say it
+    with caplog.at_level(logging.DEBUG, logger="tritonpy"):
+        manager.describe()
     assert not manager.pinned.enabled and manager.pinned.total_bytes == 1 << 20
     assert manager.device_pools == {} and not manager.cuda_shared_memory
     said = [r.getMessage() for r in caplog.records if "pinned memory pool" in r.getMessage()]
-    assert len(said) == 1 and "pageable" in said[0]
+    assert len(said) == 1 and "pageable" in said[0] and caplog.records[0].levelno == logging.DEBUG
 
 
 def test_with_a_runtime_each_gpu_gets_its_pool(caplog: pytest.LogCaptureFixture) -> None:

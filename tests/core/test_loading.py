@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy.runtime.backends import KNOWN_FILES, KNOWN_PACKAGES
+from tritonpy.runtime import backends
 from tritonpy_sdk import (
     BackendInfo,
     InferenceResponse,
@@ -40,15 +40,16 @@ def _index(repo: Path) -> dict[str, dict[str, str]]:
 def test_model_file_of_a_missing_backend_names_the_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every backend tritonpy ships is installed in the test environment: name one more.
-    monkeypatch.setitem(KNOWN_PACKAGES, "notshipped", "tritonpy-backend-notshipped")
-    monkeypatch.setitem(KNOWN_FILES, "model.notshipped", "notshipped")
+    # A backend tritonpy would ship that is not installed (the development environment installs
+    # every real one).
+    monkeypatch.setitem(backends.KNOWN_FILES, "model.nosuch", "nosuch")
+    monkeypatch.setitem(backends.KNOWN_PACKAGES, "nosuch", "tritonpy-backend-nosuch")
     (tmp_path / "planned" / "1").mkdir(parents=True)
-    (tmp_path / "planned" / "1" / "model.notshipped").write_bytes(b"")
+    (tmp_path / "planned" / "1" / "model.nosuch").write_bytes(b"")
     entry = _index(tmp_path)["planned"]
     assert entry["state"] == "UNAVAILABLE"
-    assert "has a model.notshipped but backend 'notshipped' is not installed" in entry["reason"]
-    assert "tritonpy-backend-notshipped" in entry["reason"]
+    assert "has a model.nosuch but backend 'nosuch' is not installed" in entry["reason"]
+    assert "pip install ./plugins/nosuch" in entry["reason"]
 
 
 class Torchy(Plain):

@@ -191,7 +191,8 @@ def test_custom_histogram_bounds_print_as_triton_prints_them() -> None:
     histogram (observed): C's ``%.16g``, not Python's ``repr``."""
     from tritonpy.metrics._custom import custom_families
     from tritonpy.metrics._exposition import render
-    from tritonpy_sdk import MetricKind, MetricRegistry
+    from tritonpy_sdk import MetricKind
+    from tritonpy_sdk.host import MetricRegistry
 
     registry = MetricRegistry()
     family = registry.family("custom_hist2", "h2", MetricKind.HISTOGRAM)

@@ -249,3 +249,17 @@ def test_broadcasts_are_applied_before_they_return_and_a_gone_core_is_unavailabl
     assert (caught.value.code, caught.value.message) == (ErrorCode.UNAVAILABLE, CORE_GONE)
     for c in clients:
         c.close()
+
+
+def test_inline_data_that_does_not_fit_its_shape_is_the_codecs_error() -> None:
+    async def main() -> None:
+        worker, core, _, _ = await _pair()
+        release = wire.Releaser(core, asyncio.get_running_loop())
+        with pytest.raises(TritonError, match="input byte size mismatch for input 'X'"):
+            wire._tensor_in(core, release, ("X", "INT32", (2,), -1, b"\x00" * 4))
+        fp16 = wire._tensor_in(core, release, ("B", "FP16", (2, 1), -1, b"\x00\x3c\x00\x40"))
+        assert fp16.data.tolist() == [[1.0], [2.0]]
+        worker.close()
+        core.close()
+
+    asyncio.run(main())

@@ -30,8 +30,8 @@ def blocks(page: str, language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
 
 
-def _run(code: str) -> str:
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def _run(code: str, cwd: Path = ROOT) -> str:
+    run = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, f"{code}\n---\n{run.stderr}"
     return run.stdout
 
@@ -78,3 +78,29 @@ def test_curl_inference_examples_work_as_pasted(server_factory, page: str) -> No
             answer = json.loads(response.read())
         if shown is not None:
             assert answer == json.loads(shown)
+
+
+def test_your_own_model_walkthrough_serves_its_three_models(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """docs/your_own_model.md from an empty folder: each file it shows under a bold path is
+    written there, each other Python block runs in order, then the client block queries the
+    repository they made."""
+    text = (ROOT / "docs" / "your_own_model.md").read_text()
+    shown = re.findall(r"^\*\*`([^`]+)`\*\*\n\n```\w*\n(.*?)^```", text, flags=re.S | re.M)
+    for path, content in shown:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(content)
+    files = {content for _, content in shown}
+    scripts = [code for code in blocks("docs/your_own_model.md", "python") if code not in files]
+    clients = [code for code in scripts if "localhost:8000" in code]
+    assert len(scripts) == 3 and len(clients) == 1
+    for code in scripts:
+        if code not in clients:
+            _run(code, cwd=tmp_path)
+    assert sorted(p.name for p in (tmp_path / "my_repository").iterdir()) == ["doubler", "fraud", "greeter"]
+    assert not (tmp_path / "my_repository" / "doubler" / "config.pbtxt").exists()
+    server = server_factory([tmp_path / "my_repository"])
+    out = _run(clients[0].replace("localhost:8000", server.url))
+    lines = out.splitlines()
+    assert lines[0] == "[[ 0.  2.  4.  6.]" and lines[1] == " [ 8. 10. 12. 14.]]", out
+    assert lines[2] == "[[b'hello triton']]", out
+    assert lines[3] == "[1 0]", out

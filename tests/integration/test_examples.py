@@ -34,6 +34,17 @@ def test_example_repository_and_client(server_factory) -> None:  # type: ignore[
     assert f"species: [b'{top1}' b'" in run.stdout, run.stdout
 
 
+def test_client_example_help_is_help() -> None:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "client_example.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: client_example.py [-h] [url]")
+
+
 #: Textbook flowers of each species (cm: sepal length, sepal width, petal length, petal width):
 #: rows 1, 51 and 146 of the iris data set.
 FLOWERS = {

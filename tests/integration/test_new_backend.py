@@ -57,6 +57,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tests = _run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=package)
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "4 passed" in tests.stdout
+    assert "warning" not in tests.stdout.lower(), tests.stdout  # pytest-asyncio's, for one
     site = work / "site"
     _pip_install(package, site)
     _pip_install(ROOT / "plugins" / "_template", site)

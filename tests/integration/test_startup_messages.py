@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 from tritonpy_serverprocess import free_port
 
 pytestmark = pytest.mark.integration
@@ -124,6 +126,22 @@ def test_access_log_at_verbose_level_1(server_factory) -> None:  # type: ignore[
     line = next(line for line in out.splitlines() if "/v2/models/simple/infer" in line)
     assert line.startswith("I") and "uvicorn.access] 127.0.0.1:" in line  # Triton's layout
     server.wait_for_output('"GET /metrics HTTP/1.1" 200')
+
+
+def test_grpc_calls_are_logged_at_verbose_level_1(server_factory) -> None:  # type: ignore[no-untyped-def]
+    server = server_factory([EXAMPLES], "--log-verbose", "1")
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
+    for inp in inputs:
+        inp.set_data_from_numpy(np.ones((1, 16), np.int32))
+    client.infer("simple", inputs)
+    with pytest.raises(InferenceServerException):
+        client.infer("no_such_model", inputs)
+    out = server.wait_for_output('"ModelInfer" NOT_FOUND')
+    line = next(line for line in out.splitlines() if '"ModelInfer" OK' in line)
+    assert line.startswith("I") and "tritonpy.grpc] ipv4:127.0.0.1:" in line  # Triton's layout
+    # uvicorn's start-up lines under its own name, not "uvicorn.error"
+    assert "uvicorn] Started server process" in out and "uvicorn.error" not in out
 
 
 def test_no_access_log_at_verbose_level_0(server_factory) -> None:  # type: ignore[no-untyped-def]

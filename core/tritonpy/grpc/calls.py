@@ -329,6 +329,7 @@ class Call:
             return
         self._started = True
         self.stream.send(len(body).to_bytes(5, "big") + body, TRAILERS_OK, RESPONSE_HEADERS)
+        self._access(StatusCode.OK)
 
     async def _run_streaming(self) -> None:
         stream = self.stream
@@ -359,6 +360,13 @@ class Call:
             stream.send(b"", TRAILERS_OK)
         else:
             stream.send_headers(RESPONSE_HEADERS + TRAILERS_OK, end_stream=True)
+        self._access(StatusCode.OK)
+
+    def _access(self, code: StatusCode) -> None:
+        """One line per answered call at a verbose level, as the HTTP front end's access log
+        (Triton logs each gRPC request at verbose level 1)."""
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug('%s - "%s" %s', self.context.peer(), self.method.name, code.name)
 
     def _done(self) -> None:
         if self._timer is not None:
@@ -403,6 +411,7 @@ class Call:
         self._finish(code, message)
 
     def _finish(self, code: StatusCode, message: str) -> None:
+        self._access(code)
         if not self.stream.open:
             return
         if self._started:

@@ -194,9 +194,7 @@ class NativeServer:
         if not known:
             assert encoding is not None
             algorithm = encoding.decode("latin-1")
-            refuse(
-                stream, StatusCode.UNIMPLEMENTED, f"Compression algorithm '{algorithm}' is not supported"
-            )
+            refuse(stream, StatusCode.UNIMPLEMENTED, f"Compression algorithm '{algorithm}' is not supported")
             return _IGNORED
         deadline = None
         if timeout is not None and (seconds := timeout_of(timeout)) is not None:

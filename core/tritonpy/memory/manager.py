@@ -57,7 +57,9 @@ class MemoryManager:
     def describe(self) -> None:
         """Say in the log what memory was chosen (the server does so when it starts)."""
         if self.runtime is None:
-            log.info(
+            # Verbose only: on a CPU-only host this is every start's news and nothing to act on
+            # (Triton even warns of it; a user with a GPU who expected the pool sees --log-verbose 1).
+            log.debug(
                 "no CUDA runtime (a GPU and tritonpy[cuda] are needed): pinned memory pool "
                 "(%d bytes) not available, host buffers are pageable; CUDA shared memory off",
                 self.pinned.total_bytes,

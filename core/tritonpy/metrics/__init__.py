@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tritonpy_sdk import MetricRegistry
+from tritonpy_sdk.host import MetricRegistry
 
 from ..runtime.model import LoadedVersion
 from ..runtime.statistics import LatencyWindow

@@ -1,8 +1,9 @@
-"""Families that backends and models define (``tritonpy_sdk.MetricRegistry``) as exposition families."""
+"""Families that backends and models define (``tritonpy_sdk.host.MetricRegistry``) as exposition families."""
 
 from __future__ import annotations
 
-from tritonpy_sdk import MetricKind, MetricRegistry
+from tritonpy_sdk import MetricKind
+from tritonpy_sdk.host import MetricRegistry
 
 from ._exposition import Family
 

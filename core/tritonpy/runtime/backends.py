@@ -8,14 +8,15 @@ the models that need it become UNAVAILABLE.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import threading
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-from tritonpy_sdk import ENTRY_POINT_GROUP, Backend, ServerApi, TritonError
-from tritonpy_sdk.host import BackendHooks, PluginError, call_hook, validate_backend
+from tritonpy_sdk import Backend, ServerApi, TritonError
+from tritonpy_sdk.host import ENTRY_POINT_GROUP, BackendHooks, PluginError, call_hook, validate_backend
 
 from ..config import platform_backend
 
@@ -30,6 +31,21 @@ KNOWN_PACKAGES = {
     "fil": "tritonpy-backend-fil",
     "python": "tritonpy-backend-python",
 }
+
+
+def install_hint(backend: str) -> str:
+    """How to install the package of a backend tritonpy ships, in words that work while the
+    packages are not on PyPI; empty for a backend tritonpy does not ship."""
+    package = KNOWN_PACKAGES.get(backend)
+    if package is None:
+        return ""
+    folder = package.removeprefix("tritonpy-backend-")  # each has its folder under plugins/
+    return (
+        f"install the package '{package}' (not on PyPI yet: pip install ./plugins/{folder} "
+        f"from a clone of tritonpy, or pip install --find-links DIR {package} with the wheels that "
+        "./dev wheels DIR builds)"
+    )
+
 
 #: Default model files of those backends, to name the package a repository needs.
 KNOWN_FILES = {
@@ -111,9 +127,7 @@ class BackendRegistry:
         if entry is None:
             entry = self._python_based(name)
         if entry is None:
-            package = KNOWN_PACKAGES.get(name)
-            hint = f": install the package '{package}'" if package else ""
-            raise TritonError.unavailable(f"backend '{name}' is not installed{hint}")
+            raise TritonError.unavailable(self._not_installed(name))
         with entry.lock:
             if entry.hooks is None and entry.error is None:
                 self._load(entry)
@@ -121,6 +135,21 @@ class BackendRegistry:
             raise TritonError.unavailable(entry.error)
         assert entry.hooks is not None
         return entry.hooks
+
+    def _not_installed(self, name: str) -> str:
+        """Why backend ``name`` cannot be used: how to install it, or for a name tritonpy does not
+        ship, the installed backends and the closest name (a misspelling)."""
+        hint = install_hint(name)
+        if hint:
+            return f"backend '{name}' is not installed: {hint}"
+        installed = sorted(self._entries)
+        message = f"backend '{name}' is not installed; installed backends: {', '.join(installed) or 'none'}"
+        close = difflib.get_close_matches(name, sorted(set(installed) | set(KNOWN_PACKAGES)), n=1, cutoff=0.6)
+        if close:
+            message += f"; did you mean '{close[0]}'?"
+            if close[0] not in self._entries:
+                message += f" ({install_hint(close[0])})"
+        return message
 
     def _python_based(self, name: str) -> BackendEntry | None:
         """A Python-based backend: ``<backend-directory>/<name>/model.py`` served by "python"."""
@@ -132,7 +161,7 @@ class BackendRegistry:
         if python is None:
             raise TritonError.unavailable(
                 f"backend '{name}' is a Python-based backend ({self._directory / name / 'model.py'}): "
-                f"install the package '{KNOWN_PACKAGES['python']}'"
+                f"{install_hint('python')}"
             )
         with self._lock:
             entry = self._entries.get(name)

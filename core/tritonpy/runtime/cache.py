@@ -16,15 +16,8 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 
 import numpy as np
-from tritonpy_sdk import (
-    CACHE_ENTRY_POINT_GROUP,
-    DataType,
-    InferenceRequest,
-    InferenceResponse,
-    ResponseCache,
-    TritonError,
-    serialize_bytes_tensor,
-)
+from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, TritonError, serialize_bytes_tensor
+from tritonpy_sdk.cache import CACHE_ENTRY_POINT_GROUP, ResponseCache
 
 
 def cache_key(request: InferenceRequest) -> bytes:

@@ -15,16 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import (
-    Backend,
-    DeviceMemory,
-    ErrorCode,
-    GpuSupport,
-    Model,
-    ModelInstance,
-    ResponseCache,
-    TritonError,
-)
+from tritonpy_sdk import Backend, DeviceMemory, ErrorCode, GpuSupport, Model, ModelInstance, TritonError
+from tritonpy_sdk.cache import ResponseCache
 from tritonpy_sdk.host import BackendHooks, ask_gpu_support, call_hook
 
 from .. import devices
@@ -51,7 +43,7 @@ from ..repository import RepoEntry, read_labels, select_versions, version_dirs
 from ..repository.overrides import Override
 from ..scheduler.ensemble import EnsembleScheduler, Submit
 from ..scheduler.ratelimiter import Need, RateLimiter
-from .backends import KNOWN_FILES, KNOWN_PACKAGES, BackendRegistry
+from .backends import KNOWN_FILES, BackendRegistry, install_hint
 from .ensemble_plan import ENSEMBLE_BACKEND, ENSEMBLE_HOOKS, MemberLookup, plan_ensemble
 from .model import LoadedVersion, ModelState, finalize_quietly
 from .spec import IOSpec
@@ -231,7 +223,7 @@ class ModelLoader:
                 if any((d / filename).exists() for d in dirs):
                     raise TritonError.unavailable(
                         f"model '{mdir.name}' has a {filename} but backend '{backend}' is not "
-                        f"installed: install the package '{KNOWN_PACKAGES[backend]}'"
+                        f"installed: {install_hint(backend)}"
                     )
             raise TritonError.invalid_arg(
                 f"unable to determine the backend of model '{mdir.name}': set 'backend' or "

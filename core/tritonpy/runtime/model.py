@@ -23,9 +23,9 @@ from tritonpy_sdk import (
     Model,
     ModelInstance,
     OnResponse,
-    ResponseCache,
     TritonError,
 )
+from tritonpy_sdk.cache import ResponseCache
 from tritonpy_sdk.host import BackendHooks, call_hook
 
 from ..config import ModelConfig

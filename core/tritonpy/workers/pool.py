@@ -340,8 +340,12 @@ class WorkerPool(Frontend):
             frame = wire.encode_answer(link, rid, flags, response)
         except (ValueError, BufferError, OSError):  # the worker died meanwhile: its arena is gone
             return
-        assert self._loop is not None
-        call_soon_threadsafe(self._loop, self._deliver, worker, rid, flags, frame)
+        loop = self._loop
+        assert loop is not None
+        if asyncio._get_running_loop() is loop:  # answered on the loop (a stub's answer): send now
+            self._deliver(worker, rid, flags, frame)
+        else:
+            call_soon_threadsafe(loop, self._deliver, worker, rid, flags, frame)
 
     def _deliver(self, worker: _Worker, rid: int, flags: int, frame: tuple[bytes, bytes]) -> None:
         if flags & RESPONSE_COMPLETE_FINAL:

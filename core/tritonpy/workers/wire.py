@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import marshal
+import math
 import threading
 import weakref
 from typing import Any
@@ -68,6 +69,12 @@ ARENA_MIN = 4096
 
 _KIND = tuple(bytes([k]) for k in range(5))
 _DATATYPES = {d.value: d for d in DataType}
+#: numpy dtype and item size of each fixed-size type, by protocol name.
+_FIXED = {
+    d.value: (np.dtype(d.numpy_dtype), np.dtype(d.numpy_dtype).itemsize)
+    for d in DataType
+    if d is not DataType.BYTES
+}
 _CODES = {c.name: c for c in ErrorCode}
 
 
@@ -96,19 +103,31 @@ class Releaser:
 
 def _tensor_out(link: Link, tensor: Tensor) -> tuple[Any, ...]:
     data = tensor.data  # a device tensor's data is its host copy
-    buf = array_to_buffer(data, tensor.datatype)
+    datatype = tensor.datatype
+    if datatype is not DataType.BYTES and data.nbytes < ARENA_MIN:
+        # Small and fixed-size (most requests): its bytes, inline. ``tobytes`` is one
+        # C call, where a buffer view of the array costs more to make and to marshal.
+        return (tensor.name, datatype.value, data.shape, -1, data.tobytes())
+    buf = array_to_buffer(data, datatype)
     nbytes = memoryview(buf).nbytes
     if nbytes >= ARENA_MIN:
         offset = link.put(buf)
         if offset is not None:
-            return (tensor.name, tensor.datatype.value, data.shape, offset, nbytes)
-    return (tensor.name, tensor.datatype.value, data.shape, -1, buf)
+            return (tensor.name, datatype.value, data.shape, offset, nbytes)
+    return (tensor.name, datatype.value, data.shape, -1, buf)
 
 
 def _tensor_in(link: Link, release: Releaser, item: tuple[Any, ...]) -> Tensor:
     name, dt, shape, offset, payload = item
     datatype = _DATATYPES[dt]
     if offset < 0:
+        fixed = _FIXED.get(dt)
+        if fixed is not None:
+            dtype, itemsize = fixed
+            count = len(payload) // itemsize
+            if count * itemsize == len(payload) and count == math.prod(shape):
+                return Tensor(name, np.frombuffer(payload, dtype, count).reshape(shape), datatype)
+        # BYTES, or data that does not fit its shape: the codec decodes it, or says why not.
         return Tensor(name, array_from_buffer(name, datatype, shape, payload), datatype)
     root = np.frombuffer(link.theirs(offset, payload), dtype=np.uint8)
     weakref.finalize(root, release, offset).atexit = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 import time
 import urllib.request
@@ -323,7 +324,10 @@ def test_custom_metrics_and_logging(served: Any, http: Any) -> None:
     assert 'counter_input_size_example_bucket{model="counter",le="4"} 2' in text
     assert 'counter_input_size_example_count{model="counter"} 3' in text
     out = served.wait_for_output("counter saw 20 values")
-    assert "counter initialized" in out
+    # Triton's layout, its source file and line where the logger's name would be, with the model
+    # and version in front: "I1127 11:09:04.924639 4242 counter/1/model.py:21] counter initialized"
+    assert re.search(r"^I\d{4} [\d:.]+ \d+ counter/1/model\.py:21\] counter initialized$", out, re.M)
+    assert re.search(r"^W\d{4} [\d:.]+ \d+ counter/1/model\.py:30\] counter saw 20 values$", out, re.M)
 
 
 @pytest.mark.parametrize("model", ["reqinfo", "reqinfo_inproc"])

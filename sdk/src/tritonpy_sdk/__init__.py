@@ -11,22 +11,26 @@ It is written in one of two styles:
   docstring of ``tritonpy_sdk._hookspecs``.
 
 What only a host of backends uses (the server, the test harness) lives in
-:mod:`tritonpy_sdk.host`.
+:mod:`tritonpy_sdk.host`; what a response-cache plugin implements, in
+:mod:`tritonpy_sdk.cache`. Their names that this namespace held before are
+still found here, with a DeprecationWarning naming the new place.
 """
+
+import warnings
+from typing import TYPE_CHECKING, Any
 
 from ._autocomplete import complete_input, complete_max_batch_size, complete_output
 from ._backend_info import BackendInfo, GpuSupport
 from ._batching import batch_sizes, gather_inputs, outputs_to_compute, scatter_output, scatter_responses
 from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
-from ._cache import CACHE_ENTRY_POINT_GROUP, CacheFactory, ResponseCache
 from ._datatype import DataType
 from ._device_array import DeviceArray
 from ._device_memory import DeviceMemory, gather_tensor
 from ._dlpack import KDLCPU, KDLCUDA
 from ._errors import ErrorCode, TritonError
-from ._hookspecs import PROJECT_NAME, hookimpl, hookspec
+from ._hookspecs import hookimpl
 from ._inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput
-from ._metrics import Metric, MetricFamily, MetricKind, MetricRegistry
+from ._metrics import Metric, MetricFamily, MetricKind
 from ._objects import Backend, ExecuteComplete, Model, ModelInstance
 from ._predictor import PartialResult, Predictor
 from ._ragged import batch_input_array, gather_ragged
@@ -35,15 +39,7 @@ from ._sequence import SEQUENCE_END, SEQUENCE_START, sequence_inputs, sequence_s
 from ._server_api import OnResponse, ServerApi
 from ._tensor import Tensor, as_bytes_array
 
-#: The entry-point group under which backend packages declare themselves.
-ENTRY_POINT_GROUP = "tritonpy.backends"
-
 __all__ = [
-    "CACHE_ENTRY_POINT_GROUP",
-    "ENTRY_POINT_GROUP",
-    "CacheFactory",
-    "ResponseCache",
-    "PROJECT_NAME",
     "Backend",
     "BackendInfo",
     "DataType",
@@ -59,7 +55,6 @@ __all__ = [
     "Metric",
     "MetricFamily",
     "MetricKind",
-    "MetricRegistry",
     "Model",
     "OnResponse",
     "RESPONSE_COMPLETE_FINAL",
@@ -85,7 +80,6 @@ __all__ = [
     "gather_ragged",
     "gather_tensor",
     "hookimpl",
-    "hookspec",
     "outputs_to_compute",
     "scatter_output",
     "scatter_responses",
@@ -93,3 +87,29 @@ __all__ = [
     "sequence_state_outputs",
     "serialize_bytes_tensor",
 ]
+
+#: Names that moved out of the backend author's namespace: where each lives now.
+_MOVED = {
+    "ENTRY_POINT_GROUP": "tritonpy_sdk.host",
+    "PROJECT_NAME": "tritonpy_sdk.host",
+    "hookspec": "tritonpy_sdk.host",
+    "MetricRegistry": "tritonpy_sdk.host",
+    "CACHE_ENTRY_POINT_GROUP": "tritonpy_sdk.cache",
+    "CacheFactory": "tritonpy_sdk.cache",
+    "ResponseCache": "tritonpy_sdk.cache",
+}
+
+if not TYPE_CHECKING:  # at run time only: type checkers see the moved names as gone
+
+    def __getattr__(name: str) -> Any:
+        where = _MOVED.get(name)
+        if where is None:
+            raise AttributeError(f"module 'tritonpy_sdk' has no attribute '{name}'")
+        warnings.warn(
+            f"tritonpy_sdk.{name} moved to {where}.{name}: import it from there",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        import importlib
+
+        return getattr(importlib.import_module(where), name)

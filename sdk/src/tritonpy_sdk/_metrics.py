@@ -21,6 +21,8 @@ _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 class MetricKind(enum.Enum):
+    """The kind of a ``MetricFamily``: a counter, a gauge or a histogram."""
+
     COUNTER = "counter"
     GAUGE = "gauge"
     HISTOGRAM = "histogram"

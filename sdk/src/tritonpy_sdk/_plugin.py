@@ -23,6 +23,9 @@ from ._objects import Backend, Model, ModelInstance
 from ._predictor import Predictor
 from ._predictor_hooks import predictor_plugin
 
+#: The entry-point group under which backend packages declare themselves.
+ENTRY_POINT_GROUP = "tritonpy.backends"
+
 HookFn = Callable[..., Any]
 
 

@@ -533,11 +533,17 @@ class Logger:
 
     @staticmethod
     def _where() -> tuple[str, int]:
+        """The caller's file and line, as Triton's log lines carry them (``model.py:12``); a file in
+        a version folder is named with its model and version (``simple/1/model.py``), which
+        Triton's line lacks and a log of many models needs."""
         frame = inspect.currentframe()
         caller = frame.f_back.f_back if frame and frame.f_back else None
         if caller is None:
             return "model.py", 0
-        return caller.f_code.co_filename.rsplit("/", 1)[-1], caller.f_lineno
+        parts = caller.f_code.co_filename.replace("\\", "/").rsplit("/", 3)
+        if len(parts) == 4 and parts[2].isdigit():  # <repository>/<model>/<version>/<file>
+            return "/".join(parts[1:]), caller.f_lineno
+        return parts[-1], caller.f_lineno
 
     @staticmethod
     def log(message: str, level: int = 0) -> None:

@@ -120,6 +120,7 @@ class InProcessInstance:
         self.runtime = runtime
         self._error_frames = error_frames
         self._outputs = outputs
+        self._args = args
         self.host = self._in_model(ModelHost, model_file)
         self._in_model(self.host.initialize, args)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -148,7 +149,19 @@ class InProcessInstance:
         for request, pb_request in zip(requests, pb_requests):
             if pb_request._release_flags & _RESCHEDULE:  # the core runs it again
                 request.reschedule()
+        if responses is None:
+            self._returned_none(requests)
         return responses
+
+    def _returned_none(self, requests: list[InferenceRequest]) -> None:
+        pending = sum(
+            1
+            for request in requests
+            if not request.rescheduled
+            and request.response_sender is not None
+            and not request.response_sender.closed
+        )
+        self.runtime.services.execute_returned_none(self._args, pending)
 
     def _in_model(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` with this model's server as the ``pb_utils`` runtime."""
@@ -179,6 +192,7 @@ class InProcessInstance:
         except Exception as exc:
             responses = [InferenceResponse.from_error(self._failed(exc)) for _ in requests]
         if responses is None:
+            self._returned_none(requests)
             return
         for request, response in zip(requests, responses):
             sender = request.response_sender

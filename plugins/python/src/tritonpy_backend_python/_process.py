@@ -475,6 +475,7 @@ class StubProcess:
             self._check_memory(msg)
             raise self._failed(msg["err"])
         if msg.get("r") is None:
+            self._services.execute_returned_none(self._args, sum(t in self._open for t in batch.tokens))
             return None
         return [None if desc is None else response_from_wire(link, desc) for desc in msg["r"]]
 
@@ -729,6 +730,8 @@ class StubProcess:
         if msg.get("err"):
             error = self._failed(msg["err"])
             self._check_memory(msg)
+        elif responses is None:
+            self._services.execute_returned_none(self._args, sum(t in self._open for t in batch.tokens))
         for index, token in enumerate(batch.tokens):
             request = self._open.get(token)
             if request is None:

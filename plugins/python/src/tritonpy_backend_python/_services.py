@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import threading
 from typing import Any
@@ -36,6 +37,30 @@ class ServerServices:
         self._families: dict[int, MetricFamily] = {}
         self._metrics: dict[int, Metric] = {}
         self._lock = threading.Lock()
+        #: Model versions whose execute returning None has been looked at (execute_returned_none).
+        self._warned_none: set[tuple[str, str]] = set()
+
+    def execute_returned_none(self, args: dict[str, str], pending: int) -> None:
+        """A model's ``execute`` returned None while ``pending`` of its requests have no final
+        response. Triton says nothing and the clients wait; this says it once per model
+        version, at warning level. Not for decoupled models, which answer that way by design."""
+        if pending == 0:
+            return
+        key = (args.get("model_name", "?"), args.get("model_version", "?"))
+        with self._lock:
+            if key in self._warned_none:
+                return
+            self._warned_none.add(key)
+            if _decoupled(args):
+                return
+        self.logger.warning(
+            "execute() of model '%s' version %s returned None while %d request(s) have no final "
+            "response: they will be answered only through their response senders (return a list "
+            "with one InferenceResponse per request; this is said once per model)",
+            key[0],
+            key[1],
+            pending,
+        )
 
     def submit(self, request: InferenceRequest, answer: OnResponse) -> None:
         """Run a model's BLS request; a request that cannot start is answered with its error."""
@@ -48,7 +73,17 @@ class ServerServices:
         levelno = _LEVELS.get(level, logging.INFO)
         if not self.logger.isEnabledFor(levelno):
             return
-        record = self.logger.makeRecord(self.logger.name, levelno, filename, line, "%s", (message,), None)
+        # tritonpy_source: the log's "where" field (Triton's ``file:line]``) instead of the logger name.
+        record = self.logger.makeRecord(
+            self.logger.name,
+            levelno,
+            filename,
+            line,
+            "%s",
+            (message,),
+            None,
+            extra={"tritonpy_source": f"{filename}:{line}"},
+        )
         self.logger.handle(record)
 
     def event_loop(self) -> asyncio.AbstractEventLoop | None:
@@ -122,3 +157,11 @@ def _bls_error(request: InferenceRequest, error: TritonError) -> TritonError:
             f"request. Model '{name}' is not ready."
         )
     return error
+
+
+def _decoupled(args: dict[str, str]) -> bool:
+    try:
+        config = json.loads(args.get("model_config", "{}"))
+    except ValueError:
+        return False
+    return bool(config.get("model_transaction_policy", {}).get("decoupled", False))
