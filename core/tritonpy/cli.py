@@ -338,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace-config",
         action="append",
         default=[],
-        help="level=TIMESTAMPS, rate=N, count=N, log-frequency=N, triton,file=PATH",
+        help="level=TIMESTAMPS, rate=N, count=N, log-frequency=N, mode=triton|opentelemetry, "
+        "triton,file=PATH, opentelemetry,url=URL, opentelemetry,resource=K=V, opentelemetry,bsp_*=N",
     )
     serve.add_argument(
         "--trace-file", default=None, help="(older flag) same as --trace-config triton,file=PATH"

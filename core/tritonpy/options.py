@@ -158,7 +158,8 @@ class ServerOptions:
     #: ``--metrics-config key=value`` settings (summary_latencies, histogram_latencies, ...).
     metrics_config: list[str] = field(default_factory=list)
     #: ``--trace-config``: ``level=TIMESTAMPS``, ``rate=N``, ``count=N``,
-    #: ``log-frequency=N``, ``triton,file=PATH``.
+    #: ``log-frequency=N``, ``mode=triton|opentelemetry``, ``triton,file=PATH``,
+    #: ``opentelemetry,url=URL`` (and ``resource=``, ``bsp_*=``; see ``trace.parse_flags``).
     trace_config: list[str] = field(default_factory=list)
     #: ``--cache-config <cache>,<key>=<value>``: the response cache (``local,size=N``).
     cache_config: dict[str, dict[str, str]] = field(default_factory=dict)

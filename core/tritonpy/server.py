@@ -80,7 +80,7 @@ from .runtime.loading import ModelLoader
 from .runtime.model import LoadedVersion, ModelState, VersionRetired
 from .runtime.spec import IOSpec
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
-from .trace import Tracer, state_from_flags
+from .trace import Tracer, parse_flags
 
 log = logging.getLogger("tritonpy")
 
@@ -139,8 +139,8 @@ class Server:
             )
         )
         try:
-            self.tracer = Tracer(state_from_flags(options.trace_config))
-        except ValueError as exc:
+            self.tracer = Tracer(*parse_flags(options.trace_config))
+        except (ValueError, RuntimeError) as exc:  # RuntimeError: the OpenTelemetry SDK is missing
             raise TritonError.invalid_arg(str(exc)) from None
         if options.pinned_memory_pool_byte_size < 0:
             raise TritonError.invalid_arg("--pinned-memory-pool-byte-size must be 0 or more bytes")
@@ -500,10 +500,11 @@ class Server:
         requested = request.model_version
         request.model_version = mv.version
         self._enter()
-        trace = self.tracer.sample(request.model_name, request.id)
+        trace = self.tracer.sample(request.model_name, request.id, request.trace_context, internal)
         if trace is not None:
             trace.model_version = mv.version
             trace.stamp("REQUEST_START", time.monotonic_ns())
+            request.trace_context = trace.context()  # what its steps and BLS requests carry
 
         def finished(response: InferenceResponse | None, flags: int) -> None:
             try:

@@ -4,7 +4,8 @@ Settings are global with per-model overrides: ``trace_level`` (OFF,
 TIMESTAMPS), ``trace_rate`` (trace one request in N), ``trace_count`` (stop
 after N traces; -1 = no limit), ``log_frequency`` (write the file every N
 traces, to ``<trace_file>.<k>``; 0 = at shutdown), ``trace_file`` (set at
-start only) and ``trace_mode`` (``triton``). Values travel as strings, as
+start only) and ``trace_mode`` (``triton``, or ``opentelemetry``: spans exported
+over OTLP/HTTP by ``otel.py``; set at start only). Values travel as strings, as
 Triton sends them.
 
 With TIMESTAMPS the core stamps each traced request at REQUEST_START,
@@ -26,9 +27,12 @@ from typing import Any
 
 from tritonpy_sdk import TritonError
 
+from .otel import OtelConfig, OtelExporter, Spans
+
 log = logging.getLogger(__name__)
 
 LEVELS = ("OFF", "TIMESTAMPS", "TENSORS")
+MODES = ("triton", "opentelemetry")
 _KEYS = ("trace_level", "trace_rate", "trace_count", "log_frequency", "trace_file", "trace_mode")
 
 
@@ -61,6 +65,15 @@ class Trace:
     request_id: str
     stamps: list[tuple[str, int]] = field(default_factory=list)
     model_version: int = 0
+    #: The open OpenTelemetry spans (mode ``opentelemetry``), else None.
+    spans: Spans | None = None
+    #: The trace id of the request that made this one (an ensemble step, BLS), else 0.
+    parent_id: int = 0
+
+    def context(self) -> str:
+        """What a request made by this one carries to join its trace: a W3C
+        ``traceparent`` (OpenTelemetry), else Triton's ``trace id`` as a string."""
+        return self.spans.context() if self.spans is not None else str(self.id)
 
     def stamp(self, name: str, ns: int) -> None:
         self.stamps.append((name, ns))
@@ -79,24 +92,40 @@ def _int(key: str, value: Any, minimum: int) -> int:
 
 
 def state_from_flags(items: list[str]) -> TraceState:
+    """The settings of ``--trace-config`` values (see ``parse_flags``)."""
+    return parse_flags(items)[0]
+
+
+def parse_flags(items: list[str]) -> tuple[TraceState, OtelConfig]:
     """``--trace-config`` values: ``level=TIMESTAMPS``, ``rate=N``, ``count=N``,
-    ``log-frequency=N``, ``mode=triton``, ``triton,file=PATH`` (or ``file=PATH``)."""
+    ``log-frequency=N``, ``mode=triton|opentelemetry``, ``triton,file=PATH`` (or
+    ``file=PATH``), ``opentelemetry,url=URL``, ``opentelemetry,resource=KEY=VALUE``,
+    ``opentelemetry,bsp_max_queue_size=N`` (and ``bsp_schedule_delay``,
+    ``bsp_max_export_batch_size``)."""
     state = TraceState()
+    otel = OtelConfig()
     for item in items:
-        scope, _, setting = item.rpartition(",")
+        scope, setting = "", item
+        for prefix in ("triton,", "opentelemetry,"):
+            if item.startswith(prefix):
+                scope, setting = prefix[:-1], item[len(prefix) :]
         key, sep, value = setting.partition("=")
-        if not sep or not key or scope not in ("", "triton"):
-            raise ValueError(f"--trace-config expects [triton,]key=value, got '{item}'")
-        key = key.strip().replace("-", "_")
+        if not sep or not key or "," in key:
+            raise ValueError(f"--trace-config expects [triton,|opentelemetry,]key=value, got '{item}'")
+        key = key.strip().replace("-", "_") if scope != "opentelemetry" else key.strip()
         try:
-            if key == "level":
+            if scope == "opentelemetry":
+                otel.set(key, value)
+            elif key == "level":
                 levels = [v.strip().upper() for v in value.split(",") if v.strip()] or ["OFF"]
                 bad = [v for v in levels if v not in LEVELS]
                 if bad:
                     raise ValueError(f"invalid trace level '{bad[0]}'")
                 state.trace_level = levels
             elif key == "rate":
-                state.trace_rate = max(1, int(value))
+                # 0: no request is sampled; with OpenTelemetry, only those that carry a
+                # traceparent are traced (as Triton's rate=0).
+                state.trace_rate = max(0, int(value))
             elif key == "count":
                 state.trace_count = int(value)
             elif key == "log_frequency":
@@ -104,21 +133,32 @@ def state_from_flags(items: list[str]) -> TraceState:
             elif key == "file":
                 state.trace_file = value
             elif key == "mode":
-                if value != "triton":
-                    raise ValueError(f"trace mode '{value}' is not supported; use 'triton'")
+                if value not in MODES:
+                    raise ValueError(
+                        f"trace mode '{value}' is not supported; use 'triton' or 'opentelemetry'"
+                    )
                 state.trace_mode = value
             else:
                 raise ValueError(f"unknown trace setting '{key}'")
         except ValueError as exc:
             raise ValueError(f"--trace-config {item}: {exc}") from None
-    return state
+    try:
+        otel.check()
+    except ValueError as exc:
+        raise ValueError(f"--trace-config: {exc}") from None
+    return state, otel
 
 
 class Tracer:
     """Trace settings and the traces of one server."""
 
-    def __init__(self, state: TraceState | None = None) -> None:
+    def __init__(self, state: TraceState | None = None, otel: OtelConfig | None = None) -> None:
+        """Raises ``RuntimeError`` (with the install line) when the mode is ``opentelemetry``
+        and the OpenTelemetry SDK is not installed."""
         self.global_state = state or TraceState()
+        self._exporter = (
+            OtelExporter(otel or OtelConfig()) if self.global_state.trace_mode == "opentelemetry" else None
+        )
         self._models: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._seen: dict[str, int] = {}
@@ -126,6 +166,8 @@ class Tracer:
         self._ids = itertools.count(1)
         self._records: list[dict[str, Any]] = []
         self._file_index = 0
+        #: Trace ids of open OpenTelemetry traces by their context (a child's parent_id).
+        self._open: dict[str, int] = {}
 
     # -- settings ------------------------------------------------------------------------
 
@@ -166,8 +208,11 @@ class Tracer:
                     )
                 parsed[key] = levels
             elif key == "trace_mode":
-                if value != "triton":
-                    raise TritonError.unsupported(f"trace mode '{value}' is not supported; use 'triton'")
+                if value != self.global_state.trace_mode:
+                    raise TritonError.unsupported(
+                        f"trace mode '{value}' cannot be set while serving; "
+                        f"the mode is '{self.global_state.trace_mode}' (--trace-config mode=...)"
+                    )
                 parsed[key] = value
             else:
                 first = value[0] if isinstance(value, list) and value else value
@@ -176,7 +221,12 @@ class Tracer:
                 )
         with self._lock:
             levels = parsed.get("trace_level")
-            if levels is not None and any(v != "OFF" for v in levels) and not self.global_state.trace_file:
+            if (
+                levels is not None
+                and any(v != "OFF" for v in levels)
+                and self._exporter is None
+                and not self.global_state.trace_file
+            ):
                 # Triton's check and words: traces need a file, and a file is set at start only.
                 raise TritonError.invalid_arg(
                     "Attempting to set invalid trace setting :trace file name is not given"
@@ -198,32 +248,69 @@ class Tracer:
 
     # -- tracing (hot path) ---------------------------------------------------------------
 
-    def sample(self, model: str, request_id: str) -> Trace | None:
-        """A trace for this request when tracing is on and its turn has come."""
+    def sample(self, model: str, request_id: str, parent: str = "", internal: bool = False) -> Trace | None:
+        """A trace for this request when tracing is on and its turn has come.
+
+        ``parent``: the context the request carries (a W3C ``traceparent`` from a
+        client, or the ``Trace.context()`` of the request that made it); ``internal``:
+        a request made by another one (an ensemble step, BLS). With OpenTelemetry a
+        request with a context is always traced, whatever the rate and count (as in
+        Triton), and an internal request only with one, as a child of its maker's span.
+        """
         state = self.global_state
         if not self._models and state.trace_level == ["OFF"]:
             return None  # the common case: one comparison, no lock
+        exporter = self._exporter
         with self._lock:
             state = self._effective(model)
             if "TIMESTAMPS" not in state.trace_level and "TENSORS" not in state.trace_level:
                 return None
-            if state.trace_count >= 0 and self._traced >= state.trace_count:
-                return None
-            seen = self._seen.get(model, 0) + 1
-            self._seen[model] = seen
-            if seen % state.trace_rate != 0:
-                return None
+            if exporter is None or not parent:
+                if exporter is not None and internal:
+                    return None  # its maker is not traced: no orphan spans
+                if state.trace_count >= 0 and self._traced >= state.trace_count:
+                    return None
+                seen = self._seen.get(model, 0) + 1
+                self._seen[model] = seen
+                if state.trace_rate == 0 or seen % state.trace_rate != 0:
+                    return None
             self._traced += 1
-            return Trace(next(self._ids), model, request_id)
+            trace = Trace(next(self._ids), model, request_id)
+        if exporter is not None:
+            trace.spans = exporter.start(model, parent, internal)
+            with self._lock:
+                if internal:
+                    trace.parent_id = self._open.get(parent, 0)
+                self._open[trace.context()] = trace.id
+        elif internal and parent.isdigit():
+            trace.parent_id = int(parent)
+        return trace
 
     def finish(self, trace: Trace) -> None:
-        record = {
+        if trace.spans is not None and self._exporter is not None:
+            with self._lock:
+                self._open.pop(trace.context(), None)
+            self._exporter.finish(
+                trace.spans,
+                trace.stamps,
+                {
+                    "triton.model_name": trace.model_name,
+                    "triton.model_version": trace.model_version,
+                    "triton.trace_id": trace.id,
+                    "triton.trace_parent_id": trace.parent_id,
+                    "triton.request_id": trace.request_id,
+                },
+            )
+            return
+        record: dict[str, Any] = {
             "id": trace.id,
             "model_name": trace.model_name,
             "model_version": trace.model_version,
             "request_id": trace.request_id,
             "timestamps": [{"name": name, "ns": ns} for name, ns in trace.stamps],
         }
+        if trace.parent_id:
+            record["parent_id"] = trace.parent_id
         with self._lock:
             self._records.append(record)
             frequency = self._effective(trace.model_name).log_frequency
@@ -231,7 +318,10 @@ class Tracer:
                 self._write_locked(numbered=True)
 
     def flush(self) -> None:
-        """Write what is left (at shutdown)."""
+        """Write what is left (at shutdown); OpenTelemetry: export what is queued, for a
+        bounded time."""
+        if self._exporter is not None:
+            self._exporter.shutdown()
         with self._lock:
             if self._records:
                 self._write_locked(numbered=self.global_state.log_frequency > 0)

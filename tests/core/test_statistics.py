@@ -122,9 +122,18 @@ def test_summaries_and_histograms_only_when_enabled(server: tritonpy.Server) -> 
     key = 'model="addsub",version="1"'
     assert s[f"nv_inference_request_summary_us_count{{{key}}}"] == 4
     assert f'nv_inference_request_summary_us{{{key},quantile="0.99"}}' in s
-    assert s[f'nv_inference_request_histogram_us_bucket{{{key},le="1000000000"}}'] == 4
-    assert s[f'nv_inference_request_histogram_us_bucket{{{key},le="+Inf"}}'] == 4
-    assert s[f"nv_inference_queue_histogram_us_count{{{key}}}"] == 4
+    assert s[f'tritonpy_inference_request_histogram_us_bucket{{{key},le="1000000000"}}'] == 4
+    assert s[f'tritonpy_inference_request_histogram_us_bucket{{{key},le="+Inf"}}'] == 4
+    assert s[f"tritonpy_inference_queue_histogram_us_count{{{key}}}"] == 4
+    # Triton's histogram: milliseconds to the first response, Triton's default buckets.
+    first = "nv_inference_first_response_histogram_ms"
+    text = metrics.render()
+    assert f"# HELP {first} Duration from request to first response in milliseconds" in text
+    assert f"# TYPE {first} histogram" in text
+    for le in ("100", "500", "2000", "5000", "+Inf"):
+        assert s[f'{first}_bucket{{{key},le="{le}"}}'] == 4
+    assert s[f"{first}_count{{{key}}}"] == 4
+    assert 0 < s[f"{first}_sum{{{key}}}"] < 4 * 100
 
 
 def test_metrics_read_the_current_models_at_every_scrape(server: tritonpy.Server) -> None:
@@ -203,3 +212,24 @@ def test_custom_histogram_bounds_print_as_triton_prints_them() -> None:
         "1.5e+300",
         "+Inf",
     ]
+
+
+def test_first_response_histogram_counts_each_request_once(tmp_path: Path) -> None:
+    """A decoupled model's request is observed at its first response, not at each one;
+    a model that answers through its sender, once, like any other."""
+    from tritonpy_testbackend import write_sender_models
+
+    write_sender_models(tmp_path)
+    server = tritonpy.Server(model_repository=[tmp_path])
+    server.backends.register("testbk", TestBackend())
+    with server:
+        metrics = Metrics(
+            server.loaded_versions(), MetricsConfig.parse(["histogram_latencies=true"]), cpu=False, gpu=False
+        )
+        a = np.ones((1, 4), np.int32)
+        for model in ("decoupled", "sender_one"):
+            for _ in range(2):
+                assert list(server.model(model).infer(inputs={"INPUT0": a, "INPUT1": a}))
+        s = _samples(metrics.render())
+    for model in ("decoupled", "sender_one"):
+        assert s[f'nv_inference_first_response_histogram_ms_count{{model="{model}",version="1"}}'] == 2

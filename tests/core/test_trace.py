@@ -53,7 +53,7 @@ def test_a_trace_level_needs_a_trace_file(model: str) -> None:
         ({"trace_level": ["LOUD"]}, "invalid trace level"),
         ({"trace_rate": "often"}, "unable to parse 'trace_rate'"),
         ({"trace_rate": "0"}, "'trace_rate' must be >= 1"),
-        ({"trace_mode": "opentelemetry"}, "not supported"),
+        ({"trace_mode": "opentelemetry"}, "cannot be set while serving"),
         ({"nonsense": "1"}, "unknown trace setting"),
     ],
 )

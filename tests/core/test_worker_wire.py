@@ -72,6 +72,7 @@ def test_a_request_crosses_with_every_field_and_its_tensors() -> None:
     async def main() -> None:
         worker, core, _, got = await _pair()
         sent = _request()
+        sent.trace_context = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         worker.send(*wire.encode_request(worker, 17, wire.STREAM, "no decoupled here", sent))
         await _until(lambda: bool(got))
         assert worker.mine.in_use > 0  # the big input went through the arena
@@ -80,6 +81,7 @@ def test_a_request_crosses_with_every_field_and_its_tensors() -> None:
         )
         assert (rid, mode, refusal) == (17, wire.STREAM, "no decoupled here")
         assert (request.model_name, request.model_version, request.id) == ("m", 3, "id-1")
+        assert request.trace_context == sent.trace_context  # a client's traceparent
         assert request.parameters == {"custom": "x", "n": 7, "f": 0.5, "b": True}
         assert (request.correlation_id, request.flags, request.priority, request.timeout_us) == (
             "corr-9",

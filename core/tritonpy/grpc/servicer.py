@@ -216,6 +216,7 @@ class InferenceServicer:
     @_unary
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         core_request, slots = request_from_proto(request, self.server.shared_memory)
+        core_request.trace_context = _traceparent(context)
         response = await self.server.infer_async(
             core_request, "ModelInfer RPC doesn't support models with decoupled transaction policy"
         )
@@ -231,6 +232,8 @@ class InferenceServicer:
         """
         metadata = dict(context.invocation_metadata() or ())
         grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
+        traceparent = metadata.get("traceparent")
+        traceparent = traceparent if isinstance(traceparent, str) else ""
         # Bounded both ways: at most ``inflight`` requests in the server (the next is read
         # from the client when one completes, so the transport's flow control holds the
         # client back), and responses wait in a queue of that size for the client to take
@@ -251,6 +254,7 @@ class InferenceServicer:
         async def one(msg: pb.ModelInferRequest) -> None:
             try:
                 core_request, slots = request_from_proto(msg, self.server.shared_memory)
+                core_request.trace_context = traceparent
             except TritonError as exc:
                 exc.__traceback__ = None  # its frames hold the message
                 await queue.put(failed(msg, exc))
@@ -393,3 +397,11 @@ class HealthServicer:
             else health_pb2.HealthCheckResponse.NOT_SERVING
         )
         return health_pb2.HealthCheckResponse(status=status)
+
+
+def _traceparent(context: Any) -> str:
+    """The W3C ``traceparent`` of the call's metadata (OpenTelemetry tracing), or ""."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "traceparent" and isinstance(value, str):
+            return value
+    return ""

@@ -51,6 +51,15 @@ class HttpInference:
         self.max_input = server.options.http_max_input_size
 
     def decode(self, model: str, version: str, chunks: list[bytes], headers: Mapping[str, str]) -> Decoded:
+        """The request of a body read as ``chunks`` (at least one) with ``headers``; a W3C
+        ``traceparent`` header becomes its trace context (OpenTelemetry tracing)."""
+        decoded = self._decode(model, version, chunks, headers)
+        traceparent = headers.get("traceparent")
+        if traceparent:
+            decoded[0].trace_context = traceparent
+        return decoded
+
+    def _decode(self, model: str, version: str, chunks: list[bytes], headers: Mapping[str, str]) -> Decoded:
         """The request of a body read as ``chunks`` (at least one) with ``headers``.
 
         A body that does not decode is reported as Triton does: an unknown model

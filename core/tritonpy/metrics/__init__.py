@@ -25,6 +25,11 @@ from ._system import CpuSampler, Nvml
 __all__ = ["Metrics", "MetricsConfig", "create_metrics_app"]
 
 STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+#: Triton's histogram (``histogram_latencies=true``): a request's first response, in
+#: milliseconds, with Triton's default buckets; the per-stage histograms in
+#: microseconds are tritonpy's own, named ``tritonpy_inference_<stage>_histogram_us``.
+FIRST_RESPONSE = "nv_inference_first_response_histogram_ms"
+FIRST_RESPONSE_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
 
 _COUNTERS = (
     ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", "success"),
@@ -146,12 +151,22 @@ class Metrics:
             if self.config.summary_latencies:
                 self._summaries[(key, stage)] = LatencyWindow(self.config.summary_max_age_ms / 1000)
             if self.config.histogram_latencies:
-                family = f"nv_inference_{stage}_histogram_us"
+                family = f"tritonpy_inference_{stage}_histogram_us"
                 self._histograms[(key, stage)] = _Histogram(
                     custom.get(family, self.config.histogram_buckets_us)
                 )
+        if self.config.histogram_latencies:
+            # Triton's own histogram, in milliseconds.
+            self._histograms[(key, "first_response")] = _Histogram(
+                custom.get(FIRST_RESPONSE, FIRST_RESPONSE_BUCKETS_MS)
+            )
 
         def observe(stage: str, us: float, key: int = key) -> None:
+            if stage == "first_response":
+                histogram = self._histograms.get((key, stage))
+                if histogram is not None:
+                    histogram.observe(us / 1000)
+                return
             window = self._summaries.get((key, stage))
             if window is not None:
                 window.observe(us)
@@ -297,12 +312,18 @@ class Metrics:
                         family.add({**labels, "quantile": _q(q)}, v)
                 out.append(family)
         if self.config.histogram_latencies:
-            for stage in STAGES:
-                family = Family(
-                    f"nv_inference_{stage}_histogram_us",
-                    f"Histogram of {stage} durations in microseconds",
-                    "histogram",
-                )
+            for stage, name, help_text in [
+                ("first_response", FIRST_RESPONSE, "Duration from request to first response in milliseconds"),
+                *(
+                    (
+                        stage,
+                        f"tritonpy_inference_{stage}_histogram_us",
+                        f"Histogram of {stage} durations in microseconds (tritonpy's; Triton has none)",
+                    )
+                    for stage in STAGES
+                ),
+            ]:
+                family = Family(name, help_text, "histogram")
                 for mv in self._versions:
                     h = self._histograms.get((id(mv), stage))
                     if h is None:

@@ -24,9 +24,10 @@ class MetricsConfig:
     - ``counter_latencies`` (default true): the ``*_duration_us`` counters;
     - ``summary_latencies`` (default false): ``*_summary_us`` summaries with
       ``summary_quantiles`` over the last ``summary_max_age_ms``;
-    - ``histogram_latencies`` (default false): ``*_histogram_us`` histograms with
-      ``histogram_buckets_us`` (a model's ``model_metrics`` may override the
-      buckets of a family).
+    - ``histogram_latencies`` (default false): Triton's
+      ``nv_inference_first_response_histogram_ms``, and tritonpy's own
+      ``tritonpy_inference_*_histogram_us`` histograms with ``histogram_buckets_us``
+      (a model's ``model_metrics`` may override the buckets of a family).
     """
 
     counter_latencies: bool = True

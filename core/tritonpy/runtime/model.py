@@ -118,6 +118,7 @@ class LoadedVersion:
 
     def __post_init__(self) -> None:
         self.decoupled = self.config.model_transaction_policy.decoupled
+        self.stats.single_response = not self.decoupled
         self.sequence = self.config.WhichOneof("scheduling_choice") == "sequence_batching"
         if self.scheduler_factory is not None:
             scheduler = self.scheduler_factory(self)

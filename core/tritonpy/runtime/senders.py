@@ -79,6 +79,7 @@ class SenderBatch:
         "_shut",
         "_closed_source",
         "_senders",
+        "_answered",
         "_where",
         "_lock",
         "_open",
@@ -125,6 +126,7 @@ class SenderBatch:
             self._last_final = self._start
             self._ok = [True] * count
             self._held = [None] * count
+            self._answered = [False] * count  # a first response went (decoupled)
             senders = self._senders = [None] * count
         return senders
 
@@ -166,6 +168,10 @@ class SenderBatch:
                 response = model.error_response(job, internal_error("invalid response", exc))
             if response.error is not None:
                 self._ok[index] = False
+            if self._decoupled and not self._answered[index]:
+                self._answered[index] = True
+                if model.stats.observers:  # the first-response histogram
+                    model.stats.first_response(time.monotonic_ns() - job.arrival_ns)
             if not self._decoupled:
                 if self._held[index] is not None:
                     # Triton refuses a second response of a non-decoupled model; the first stands.

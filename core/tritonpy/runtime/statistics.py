@@ -81,6 +81,10 @@ class ModelStatistics:
         self.pending = 0
         self.batches: dict[int, BatchStats] = {}
         self.observers: list[Observer] = []
+        #: Whether a request's first response is its only one (a model that is not
+        #: decoupled): then "first_response" is observed with the request's duration;
+        #: a decoupled model's senders call ``first_response`` instead.
+        self.single_response = True
 
     @property
     def last_inference_ms(self) -> int:
@@ -142,6 +146,8 @@ class ModelStatistics:
                     self.fail.add(total_ns)
                     self.failures[reason] += 1
                 if self.observers:
+                    if self.single_response:
+                        observed.append(("first_response", total_ns / 1000))
                     observed += [
                         ("request", total_ns / 1000),
                         ("queue", queue_ns / 1000),
@@ -204,16 +210,23 @@ class ModelStatistics:
                 self.failures["BACKEND"] += 1
             observing = bool(self.observers)
         if observing:
-            observed = (
+            observed: tuple[tuple[str, float], ...] = (
                 ("request", total_ns / 1000),
                 ("queue", queue_ns / 1000),
                 ("compute_input", compute_input / 1000),
                 ("compute_infer", compute_infer / 1000),
                 ("compute_output", compute_output / 1000),
             )
+            if self.single_response:
+                observed += (("first_response", total_ns / 1000),)
             for stage, us in observed:
                 for observer in self.observers:
                     observer(stage, us)
+
+    def first_response(self, ns: int) -> None:
+        """A decoupled model's request got its first response ``ns`` after it arrived."""
+        for observer in self.observers:
+            observer("first_response", ns / 1000)
 
     def record_cache_hit(self, arrival: int, lookup_ns: int) -> None:
         """A request answered from the response cache (no execution). As Triton

@@ -410,6 +410,7 @@ def _step_request(parent: InferenceRequest, step: Step, tensors: dict[str, Tenso
         flags=parent.flags,
         priority=parent.priority,
         timeout_us=parent.timeout_us,
+        trace_context=parent.trace_context,  # the step's span is a child of the ensemble's
     )
 
 

@@ -162,6 +162,7 @@ def encode_request(
             request.timeout_us,
             tuple(_tensor_out(link, t) for t in request.inputs.values()),
             tuple((o.name, o.parameters) for o in request.requested_outputs),
+            request.trace_context,
         ),
     )
 
@@ -170,7 +171,7 @@ def decode_request(
     link: Link, release: Releaser, frame: bytes
 ) -> tuple[int, int, str | None, InferenceRequest]:
     """``(rid, mode, refusal, request)`` of an ``INFER`` frame."""
-    (rid, mode, refusal, model, version, rid_text, params, corr, flags, prio, timeout, ins, outs) = (
+    (rid, mode, refusal, model, version, rid_text, params, corr, flags, prio, timeout, ins, outs, traced) = (
         marshal.loads(memoryview(frame)[1:])
     )
     inputs = {}
@@ -189,6 +190,7 @@ def decode_request(
         prio,
         timeout,
     )
+    request.trace_context = traced
     return rid, mode, refusal, request
 
 

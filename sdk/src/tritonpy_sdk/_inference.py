@@ -48,6 +48,11 @@ class InferenceRequest:
 
     #: The first dim of the inputs when the model batches, else 1 (set by the core).
     batch_size: int = 1
+    #: The trace this request belongs to, when it is traced: a W3C ``traceparent``
+    #: value (from a client's header, or set by the core on a traced request). A
+    #: backend that makes requests of its own (BLS) copies it onto them, so that
+    #: they join the calling request's trace; "" when there is none.
+    trace_context: str = field(default="", repr=False)
     #: ``response_sender`` once made (or set).
     _sender: ResponseSender | None = field(default=None, repr=False)
     #: Makes ``response_sender`` on first access (set by the core before ``execute``).

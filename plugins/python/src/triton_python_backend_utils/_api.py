@@ -229,13 +229,19 @@ class PreferredMemory:
 
 
 class InferenceTrace:
-    """A request's trace handle (``request.trace()``); pass it on to BLS requests."""
+    """A request's trace handle (``request.trace()``); pass it on to BLS requests
+    (``InferenceRequest(..., trace=request.trace())``) to make them part of its trace."""
 
     def __init__(self, context: str | None = None) -> None:
+        #: The W3C ``traceparent`` of the request's span; None when it is not traced.
         self._context = context
 
     def get_context(self) -> str | None:
-        return self._context
+        """The OpenTelemetry context as Triton gives it (JSON, ``{"traceparent": ...}``),
+        None when the request is not traced (or traced to a file, which has no context)."""
+        if not self._context or not self._context.startswith("00-"):
+            return None
+        return json.dumps({"traceparent": self._context})
 
 
 _NO_TRACE = InferenceTrace()

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from ._api import InferenceRequest, InferenceResponse, Tensor, TritonError, TritonModelException
+from ._api import (
+    InferenceRequest,
+    InferenceResponse,
+    InferenceTrace,
+    Tensor,
+    TritonError,
+    TritonModelException,
+)
 from ._dtypes import CODES, NAMES
 from ._wire import Link
 
@@ -58,6 +65,7 @@ def bls_request_to_wire(link: Link, request: InferenceRequest) -> dict[str, Any]
         "f": request.flags(),
         "to": request.timeout(),
         "p": request._parameters,
+        "tc": request.trace()._context or "",
     }
 
 
@@ -74,4 +82,6 @@ def request_from_wire(link: Link, desc: dict[str, Any], model_name: str, version
         parameters=desc["p"],
     )
     request._token = desc["t"]
+    if desc.get("tc"):  # traced: request.trace() hands it on to BLS requests
+        request._trace = InferenceTrace(desc["tc"])
     return request

@@ -82,6 +82,7 @@ def request_to_wire(
         "p": request.parameters,
         "i": [link.put(name, t.datatype.value, t.data) for name, t in request.inputs.items()],
         "r": _requested(request, all_outputs),
+        "tc": request.trace_context,
     }
 
 
@@ -110,6 +111,7 @@ def bls_request_from_wire(link: Link, desc: dict[str, Any]) -> InferenceRequest:
         correlation_id=desc["cid"],
         flags=desc["f"],
         timeout_us=desc["to"],
+        trace_context=desc.get("tc") or "",
     )
 
 
@@ -213,7 +215,7 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
     read from ``request`` when the model asks)."""
     received = _Received(request)
     requested = request.requested_outputs
-    return pb_utils.InferenceRequest._received(
+    pb_request = pb_utils.InferenceRequest._received(
         request.model_name,
         request.model_version,
         [
@@ -232,6 +234,9 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
         received,
         received,
     )
+    if request.trace_context:  # traced: request.trace() hands it on to BLS requests
+        pb_request._trace = pb_utils.InferenceTrace(request.trace_context)
+    return pb_request
 
 
 def bls_request_from_pb(request: pb_utils.InferenceRequest) -> InferenceRequest:
@@ -245,4 +250,5 @@ def bls_request_from_pb(request: pb_utils.InferenceRequest) -> InferenceRequest:
         correlation_id=request.correlation_id(),
         flags=request.flags(),
         timeout_us=request.timeout(),
+        trace_context=request.trace()._context or "",
     )
