@@ -19,7 +19,7 @@ pytest.importorskip("opentelemetry.sdk", reason="the otel extra")
 import tritonpy  # noqa: E402
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: E402
 from tritonpy_sdk import TritonError  # noqa: E402
-from tritonpy_serverprocess import free_port  # noqa: E402
+from tritonpy_serverprocess import ServerProcess, free_port  # noqa: E402
 from tritonpy_testservers import GrpcServer, LiveServer  # noqa: E402
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -236,6 +236,48 @@ def test_traceparent_over_http_and_grpc(traced: tuple[Any, Receiver, str, str]) 
         assert root.parent_span_id.hex() == span_id
         assert spans["double"][0].parent_span_id == root.span_id
         client.close()
+
+
+def test_traceparent_crosses_front_end_workers(tmp_path: Path) -> None:
+    """With ``--frontend-workers 2`` the client's context reaches the core's spans."""
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    receiver = Receiver()
+    server = ServerProcess(
+        [_repo(tmp_path / "repo")],
+        "--frontend-workers=2",
+        "--allow-metrics=false",
+        "--trace-config=mode=opentelemetry",
+        "--trace-config=level=TIMESTAMPS",
+        "--trace-config=rate=1",
+        f"--trace-config=opentelemetry,url={receiver.url}",
+        "--trace-config=opentelemetry,bsp_schedule_delay=20",
+        log=tmp_path / "server.log",
+    )
+    try:
+        clients = ((httpclient, server.url), (grpcclient, server.grpc_url))
+        for n, (module, url) in enumerate(clients):
+            client = module.InferenceServerClient(url)
+            tensor = module.InferInput("IN", [4], "FP32")
+            tensor.set_data_from_numpy(np.ones(4, np.float32))
+            trace_id, span_id = f"{TRACE_ID[:-1]}{n + 5}", f"{CLIENT_SPAN[:-1]}{n + 5}"
+            request_id = f"through-workers{n}"
+            client.infer(
+                "double",
+                [tensor],
+                request_id=request_id,
+                headers={"traceparent": f"00-{trace_id}-{span_id}-01"},
+            )
+            spans = _by_name(receiver.trace(request_id, 3))
+            root = spans["InferRequest"][0]
+            assert root.trace_id.hex() == trace_id, server.output()
+            assert root.parent_span_id.hex() == span_id
+            assert spans["double"][0].parent_span_id == root.span_id
+            client.close()
+    finally:
+        server.stop()
+        receiver.close()
 
 
 def test_an_ensemble_is_a_parent_span_with_a_child_per_step(traced: tuple[Any, Receiver, str, str]) -> None:
