@@ -262,7 +262,8 @@ class Link:
         dtype = _numpy_dtype(datatype)
         count = nbytes // dtype.itemsize if dtype.itemsize else 0
         if where == "i":
-            return np.frombuffer(a, dtype=dtype, count=count).reshape(shape)
+            array = np.frombuffer(a, dtype=dtype, count=count)
+            return array if shape == (count,) else array.reshape(shape)  # 1-D: already of its shape
         array = np.frombuffer(self.theirs.map, dtype=dtype, count=count, offset=a)
         weakref.finalize(array.base, self._releases.append, a)
         return array.reshape(shape)
