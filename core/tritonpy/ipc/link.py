@@ -187,6 +187,14 @@ class Link(asyncio.BufferedProtocol):
         """Send one frame made of ``parts``, with the releases pending on this side."""
         if self.closed or self.transport is None:
             raise ConnectionError("the link is closed")
+        if not self._releases:  # the common case: the header alone, from a prepared Struct
+            size = 2
+            for part in parts:
+                size += len(part) if type(part) is bytes else memoryview(part).nbytes
+            if size > _MAX_FRAME:
+                raise ValueError(f"a frame of {size} bytes is larger than 4 GiB: put its data in the arena")
+            self.transport.writelines((_HEAD.pack(size, 0), *parts))
+            return
         size = sum(memoryview(p).nbytes for p in parts)
         releases = self._releases
         if len(releases) > _MAX_RELEASES:

@@ -38,7 +38,12 @@ class InlineScheduler(Scheduler):
         self._queue: collections.deque[Job] = collections.deque()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        #: Threads in ``stop`` waiting on ``_changed`` (a release notifies only then:
+        #: ``Condition.notify_all`` costs several Python calls even with no waiter).
+        self._waiting = 0
         self._open = False
+        #: Each instance's release callback, made once (not a partial per request).
+        self._releases = {id(i): functools.partial(self._release, i) for i in instances}
         # Batches started on this thread while it is already starting one of this
         # model's (a backend that completes before returning): run by the outer
         # call in turn, so a long queue never becomes a deep recursion.
@@ -69,7 +74,7 @@ class InlineScheduler(Scheduler):
             while turns:
                 instance, job = turns.pop()
                 try:
-                    self._runner(instance, (job,), functools.partial(self._release, instance))
+                    self._runner(instance, (job,), self._releases[id(instance)])
                 except BaseException as exc:  # the runner answers jobs itself; never lose an instance
                     fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
                     self._release(instance)
@@ -83,7 +88,8 @@ class InlineScheduler(Scheduler):
                 job = self._queue.popleft()
             else:
                 self._free.append(instance)
-                self._changed.notify_all()
+                if self._waiting:
+                    self._changed.notify_all()
                 return
         self._drive(instance, job)
 
@@ -97,7 +103,11 @@ class InlineScheduler(Scheduler):
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
-                self._changed.wait(left)
+                self._waiting += 1
+                try:
+                    self._changed.wait(left)
+                finally:
+                    self._waiting -= 1
             stranded = list(self._queue)
             self._queue.clear()
         fail_unfinished(

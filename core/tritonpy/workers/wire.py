@@ -126,7 +126,8 @@ def _tensor_in(link: Link, release: Releaser, item: tuple[Any, ...]) -> Tensor:
             dtype, itemsize = fixed
             count = len(payload) // itemsize
             if count * itemsize == len(payload) and count == math.prod(shape):
-                return Tensor(name, np.frombuffer(payload, dtype, count).reshape(shape), datatype)
+                array = np.frombuffer(payload, dtype, count)  # 1-D: already of its shape
+                return Tensor(name, array if len(shape) == 1 else array.reshape(shape), datatype)
         # BYTES, or data that does not fit its shape: the codec decodes it, or says why not.
         return Tensor(name, array_from_buffer(name, datatype, shape, payload), datatype)
     root = np.frombuffer(link.theirs(offset, payload), dtype=np.uint8)

@@ -33,6 +33,10 @@ from ._dtypes import CODES, triton_to_numpy_type
 
 _SHORT = struct.Struct("!i")
 _LONG = struct.Struct("!Q")
+#: Messages up to this size are written with their length in one ``write``, as
+#: ``multiprocessing.Connection.send_bytes`` writes them (larger: it writes them).
+_SMALL_FRAME = 16384
+_write = os.write
 #: The most a ``FrameReader`` asks of the socket at once.
 _MAX_CHUNK = 4 << 20
 
@@ -168,12 +172,23 @@ class Link:
     # -- messages --------------------------------------------------------------------------
 
     def send(self, msg: dict[str, Any]) -> None:
-        releases = self._take_releases()
-        if releases:
-            msg["rel"] = releases
+        if self._releases:
+            releases = self._take_releases()
+            if releases:
+                msg["rel"] = releases
         data = pickle.dumps(msg, protocol=5)
         with self._send_lock:
-            self.conn.send_bytes(data)
+            if len(data) > _SMALL_FRAME:
+                self.conn.send_bytes(data)
+                return
+            # ``Connection.send_bytes`` of a small message, without its layers of
+            # checks and calls: the same frame (4-byte big-endian length, then the
+            # bytes) in one write. ``fileno()`` raises as ``send_bytes`` does once closed.
+            fd = self.conn.fileno()
+            frame = _SHORT.pack(len(data)) + data
+            sent = _write(fd, frame)
+            while sent < len(frame):
+                sent += _write(fd, memoryview(frame)[sent:])
 
     def recv(self) -> dict[str, Any]:
         return self.take_message(pickle.loads(self.conn.recv_bytes()))
@@ -213,7 +228,8 @@ class Link:
 
     def put(self, name: str, datatype: str, array: np.ndarray[Any, Any]) -> TensorDesc:
         """Describe ``array`` for the peer, copying its data into my arena (or inline)."""
-        shape = tuple(int(d) for d in array.shape)
+        # A numpy shape is a tuple of ints already (anything else is made one).
+        shape = array.shape if type(array) is np.ndarray else tuple(int(d) for d in array.shape)
         if datatype == "BYTES":
             items = elements(array)
             nbytes = encoded_size(items)
@@ -246,7 +262,8 @@ class Link:
         dtype = _numpy_dtype(datatype)
         count = nbytes // dtype.itemsize if dtype.itemsize else 0
         if where == "i":
-            return np.frombuffer(a, dtype=dtype, count=count).reshape(shape)
+            array = np.frombuffer(a, dtype=dtype, count=count)
+            return array if shape == (count,) else array.reshape(shape)  # 1-D: already of its shape
         array = np.frombuffer(self.theirs.map, dtype=dtype, count=count, offset=a)
         weakref.finalize(array.base, self._releases.append, a)
         return array.reshape(shape)

@@ -70,9 +70,22 @@ def _requested(request: InferenceRequest, all_outputs: list[str]) -> list[str]:
 # -- wire (stub processes) ---------------------------------------------------------------------
 
 
+#: A data type's protocol name by the member's ``id`` (reading ``.value`` of an
+#: ``Enum`` member runs Python code; a dict keyed by ``id`` answers in C), and the
+#: member by its name (``DataType(name)`` runs ``EnumMeta.__call__``).
+_NAME_OF = {id(d): d.value for d in DataType}
+_BY_NAME = {d.value: d for d in DataType}
+
+
+def _datatype(name: str) -> DataType:
+    """``DataType(name)``, looked up (an unknown name still raises as ``DataType`` does)."""
+    return _BY_NAME.get(name) or DataType(name)
+
+
 def request_to_wire(
     link: Link, request: InferenceRequest, token: int, all_outputs: list[str]
 ) -> dict[str, Any]:
+    put = link.put
     return {
         "t": token,
         "id": request.id,
@@ -80,7 +93,7 @@ def request_to_wire(
         "f": request.flags,
         "to": request.timeout_us,
         "p": request.parameters,
-        "i": [link.put(name, t.datatype.value, t.data) for name, t in request.inputs.items()],
+        "i": [put(name, _NAME_OF[id(t.datatype)], t.data) for name, t in request.inputs.items()],
         "r": _requested(request, all_outputs),
         "tc": request.trace_context,
     }
@@ -89,7 +102,8 @@ def request_to_wire(
 def response_from_wire(link: Link, desc: dict[str, Any]) -> InferenceResponse:
     if desc["e"] is not None:
         return InferenceResponse(error=error_from_pair(*desc["e"]), parameters=desc["p"])
-    outputs = {d[0]: Tensor(d[0], link.get(d), DataType(d[1])) for d in desc["o"]}
+    get = link.get
+    outputs = {d[0]: Tensor(d[0], get(d), _datatype(d[1])) for d in desc["o"]}
     return InferenceResponse(outputs, parameters=desc["p"])
 
 
@@ -104,7 +118,7 @@ def bls_request_from_wire(link: Link, desc: dict[str, Any]) -> InferenceRequest:
     return InferenceRequest(
         model_name=desc["m"],
         model_version=int(desc["v"]),
-        inputs={d[0]: Tensor(d[0], link.get(d), DataType(d[1])) for d in desc["i"]},
+        inputs={d[0]: Tensor(d[0], link.get(d), _datatype(d[1])) for d in desc["i"]},
         requested_outputs=[RequestedOutput(n) for n in desc["r"]],
         id=desc["id"],
         parameters=desc["p"],

@@ -436,28 +436,29 @@ class StubProcess:
         """Send a batch to the stub; its answer reaches ``complete`` (or the batch's event)."""
         link = self._link
         assert link is not None
-        tokens = [next(self._ids) for _ in requests]
-        batch_id = next(self._ids)
+        ids, outputs, opened = self._ids, self._outputs, self._open
+        tokens = [next(ids) for _ in requests]
+        batch_id = next(ids)
         batch = _Batch(tokens, complete)
         try:
             descs = [
-                request_to_wire(link, request, token, self._outputs)
-                for request, token in zip(requests, tokens)
+                request_to_wire(link, request, token, outputs) for request, token in zip(requests, tokens)
             ]
             # Registered before sending: a stub that dies from here on has the reader
             # answer them (``_died``).
             for request, token in zip(requests, tokens):
-                self._open[token] = request
+                opened[token] = request
             self._batches[batch_id] = batch
             link.send({"op": "exec", "b": batch_id, "reqs": descs})
         except OSError:
             # The stub is gone (the reader may have finished with it already).
             self._batches.pop(batch_id, None)
             for token in tokens:
-                self._open.pop(token, None)
+                opened.pop(token, None)
             raise self._unhealthy() from None
+        cancel = self._cancel
         for request, token in zip(requests, tokens):
-            request.on_cancel(functools.partial(self._cancel, token))
+            request.on_cancel(functools.partial(cancel, token))
         return link, batch
 
     def _outcome(
@@ -465,19 +466,23 @@ class StubProcess:
     ) -> list[InferenceResponse | None] | None:
         """The responses of a synchronous model's batch from the stub's answer, or its error;
         the requests the model released with RESCHEDULE are handed back to the core."""
-        self._hand_back(batch, msg)
-        if msg.get("r") is not None or msg.get("err"):
+        if msg.get("rs"):
+            self._hand_back(batch, msg)
+        descs = msg.get("r")
+        err = msg.get("err")
+        if descs is not None or err:
+            opened = self._open
             for token in batch.tokens:
-                self._open.pop(token, None)
+                opened.pop(token, None)
         if msg.get("dead"):
             raise self._unhealthy()
-        if msg.get("err"):
+        if err:
             self._check_memory(msg)
-            raise self._failed(msg["err"])
-        if msg.get("r") is None:
+            raise self._failed(err)
+        if descs is None:
             self._services.execute_returned_none(self._args, sum(t in self._open for t in batch.tokens))
             return None
-        return [None if desc is None else response_from_wire(link, desc) for desc in msg["r"]]
+        return [None if desc is None else response_from_wire(link, desc) for desc in descs]
 
     def _hand_back(self, batch: _Batch, msg: dict[str, Any]) -> list[InferenceRequest]:
         """The requests of ``batch`` the model released with RESCHEDULE, marked so

@@ -1,0 +1,201 @@
+"""The core process's CPU per inference on the ``--frontend-workers`` path, in one process.
+
+    .venv/bin/python bench/core_path.py                  # 1 and 8 in flight, 5 rounds of 4000
+    .venv/bin/python bench/core_path.py --profile 8      # cProfile of one round at 8 in flight
+
+Drives the core side of ``--frontend-workers N`` without sockets to a worker or
+any HTTP/gRPC: the Python ``add_sub`` model (plugins/python/tests/models/add_sub)
+in stub mode, served by ``tritonpy.Server`` on a uvloop loop (set as the
+server's ``event_loop``, as ``tritonpy serve`` does, so the stub's answers are
+read on it), and the real ``WorkerPool._frames`` → ``_infer`` →
+``wire.decode_request`` → ``Server.start_infer`` → the stub → ``_one`` →
+``wire.encode_answer`` → ``_deliver`` → ``Link.send``. The link's transport is a
+stand-in whose ``writelines`` takes the answer frame and queues the next request frame
+(``loop.call_soon``, as a link read would deliver it), so a fixed number of
+requests is in flight. Request frames are encoded before timing (the worker's
+work). Measured: ``resource.getrusage(RUSAGE_SELF)`` user + system of this
+process per request (the stub is another process: not counted), after a
+warm-up round; reported as best and median of the rounds. Nothing is asserted
+but one answer's values. Results and how to read them: bench/core_path.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cpu() -> tuple[float, float]:
+    """This process's CPU seconds so far: (user + system, system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_stime
+
+
+class _WorkerEnd:
+    """The transport under the core's link to the worker: takes each answer frame
+    (the link's header, then the frame) and hands it to ``on_answer``."""
+
+    def __init__(self) -> None:
+        self.on_answer: Any = None
+
+    def writelines(self, parts: Any) -> None:
+        self.on_answer(parts)
+
+
+async def run(args: argparse.Namespace) -> None:
+    import tritonpy
+
+    loop = asyncio.get_running_loop()
+    tmp = Path(tempfile.mkdtemp(prefix="core-path-"))
+    try:
+        repo = tmp / "models"
+        shutil.copytree(ROOT / "plugins" / "python" / "tests" / "models" / "add_sub", repo / "add_sub")
+        server = tritonpy.Server(model_repository=str(repo))
+        server.event_loop = loop
+        await loop.run_in_executor(None, server.start)
+        try:
+            await _measure(args, loop, server)
+        finally:
+            await loop.run_in_executor(None, server.stop)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _measure(args: argparse.Namespace, loop: asyncio.AbstractEventLoop, server: Any) -> None:
+    from tritonpy.ipc.link import Link
+    from tritonpy.workers import pool as pool_mod
+    from tritonpy.workers import wire
+    from tritonpy_sdk import DataType, InferenceRequest, RequestedOutput, Tensor
+
+    end = _WorkerEnd()
+    link = Link(lambda frames: None, None, None)  # type: ignore[arg-type]  # no arena: small tensors only
+    link.transport = end  # type: ignore[assignment]
+    pool = object.__new__(pool_mod.WorkerPool)
+    pool._server = server
+    pool._loop = loop
+    worker = pool_mod._Worker(0, None, loop.create_future())  # type: ignore[arg-type]
+    worker.link = link
+    worker.release = wire.Releaser(link, loop)
+
+    def frame(rid: int) -> bytes:
+        request = InferenceRequest(
+            "add_sub",
+            -1,
+            {
+                "INPUT0": Tensor("INPUT0", np.arange(4, dtype=np.float32), DataType.FP32),
+                "INPUT1": Tensor("INPUT1", np.ones(4, dtype=np.float32), DataType.FP32),
+            },
+            [RequestedOutput("OUTPUT0"), RequestedOutput("OUTPUT1")],
+        )
+        kind, body = wire.encode_request(link, rid, wire.SINGLE, "decoupled", request)  # type: ignore[arg-type]
+        return kind + body
+
+    # check one answer end to end
+    first = frame(1)
+    got: list[Any] = []
+    done = loop.create_future()
+
+    def check(parts: Any) -> None:
+        got.append(parts)
+        done.set_result(None)
+
+    end.on_answer = check
+    pool._frames(worker, [first])
+    await done
+    rid, flags, what, response = wire.decode_answer(link, worker.release, b"".join(got[0][1:]))  # type: ignore[arg-type]
+    assert what == wire.RESPONSE and response.error is None, response
+    np.testing.assert_array_equal(response.outputs["OUTPUT0"].data, np.arange(4) + 1)
+    np.testing.assert_array_equal(response.outputs["OUTPUT1"].data, np.arange(4) - 1)
+
+    def one_round(inflight: int, profile: bool) -> Any:
+        """Start ``inflight`` requests; each answer sends the next until all are answered."""
+        n = args.requests
+        frames = iter([frame(i) for i in range(n)])
+        finished = loop.create_future()
+        answered = 0
+
+        def on_answer(parts: Any) -> None:
+            nonlocal answered
+            answered += 1
+            f = next(frames, None)
+            if f is not None:
+                loop.call_soon(pool._frames, worker, [f])
+            elif answered == n:
+                finished.set_result(None)
+
+        async def timed() -> tuple[float, float]:
+            end.on_answer = on_answer
+            gc.collect()
+            profiler = None
+            if profile:
+                import cProfile
+
+                profiler = cProfile.Profile(time.process_time)
+                profiler.enable()
+            t0 = _cpu()
+            for _ in range(inflight):
+                pool._frames(worker, [next(frames)])
+            await finished
+            t1 = _cpu()
+            if profiler is not None:
+                import pstats
+
+                profiler.disable()
+                stats = pstats.Stats(profiler).sort_stats(args.sort)
+                stats.print_stats(args.top)
+                if args.callers:
+                    stats.print_callers(args.callers)
+            return (t1[0] - t0[0]) / n * 1e6, (t1[1] - t0[1]) / n * 1e6
+
+        return timed()
+
+    results: dict[int, list[tuple[float, float]]] = {}
+    for inflight in args.inflight:
+        results[inflight] = []
+        for rnd in range(args.rounds + 1):  # round 0 warms up
+            us = await one_round(inflight, args.profile == inflight and rnd == args.rounds)
+            if rnd:
+                results[inflight].append(us)
+    print(f"core CPU µs per request (getrusage self), {args.rounds} rounds of {args.requests}:")
+    for inflight, rounds in results.items():
+        us = [total for total, _ in rounds]
+        best = min(rounds)
+        median = sorted(us)[len(us) // 2]
+        every = " ".join(f"{u:.1f}" for u in us)
+        head = f"  in flight {inflight}: best {best[0]:.1f} (system {best[1]:.1f})"
+        print(f"{head}  median {median:.1f}  all {every}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--inflight", type=int, nargs="+", default=[1, 8])
+    parser.add_argument(
+        "--profile", type=int, default=0, help="cProfile (CPU time) the last round at this many in flight"
+    )
+    parser.add_argument("--sort", default="tottime")
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--callers", default="", help="with --profile: who calls the functions matching this")
+    args = parser.parse_args()
+    import uvloop
+
+    uvloop.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
