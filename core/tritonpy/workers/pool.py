@@ -212,6 +212,8 @@ class WorkerPool(Frontend):
             await asyncio.wait_for(asyncio.shield(worker.ready), START_TIMEOUT)
         except (asyncio.TimeoutError, ConnectionError, FrontendError) as exc:
             process.kill()
+            if worker.link is None:
+                mine.close()  # the link never took it over
             await loop.run_in_executor(None, _reap, process, 5.0)
             if isinstance(exc, FrontendError):
                 raise
