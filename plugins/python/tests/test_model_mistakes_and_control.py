@@ -111,10 +111,13 @@ def _x(text: str) -> list[httpclient.InferInput]:
 @pytest.mark.parametrize("model", ["forgetful", "forgetful_inproc"])
 def test_execute_returning_none_is_said_once_per_model(server: ServerProcess, model: str) -> None:
     client = httpclient.InferenceServerClient(server.url, network_timeout=1.0, concurrency=2)
-    pending = [client.async_infer(model, _x("a")) for _ in range(2)]
-    for request in pending:
-        with pytest.raises(Exception, match="(?i)timed? ?out"):  # no answer, as in Triton
-            request.get_result()
+    try:
+        pending = [client.async_infer(model, _x("a")) for _ in range(2)]
+        for request in pending:
+            with pytest.raises(Exception, match="(?i)timed? ?out"):  # no answer, as in Triton
+                request.get_result()
+    finally:
+        client.close()  # here: a client collected later, on another thread, trips gevent
     out = server.wait_for_output(f"execute() of model '{model}' version 1 returned None")
     lines = [line for line in out.splitlines() if f"model '{model}' version 1 returned None" in line]
     assert len(lines) == 1, out
@@ -141,8 +144,11 @@ def test_a_decoupled_model_returning_none_is_not_warned_about(server: ServerProc
 
 def test_a_python_model_loads_and_unloads_another_in_explicit_mode(server: ServerProcess) -> None:
     client = httpclient.InferenceServerClient(server.url)
-    assert not client.is_model_ready("target")
-    assert client.infer("controller", _x("load")).as_numpy("Y").tolist() == [True]
-    assert client.is_model_ready("target")
-    assert client.infer("controller", _x("unload")).as_numpy("Y").tolist() == [False]
-    assert not client.is_model_ready("target")
+    try:
+        assert not client.is_model_ready("target")
+        assert client.infer("controller", _x("load")).as_numpy("Y").tolist() == [True]
+        assert client.is_model_ready("target")
+        assert client.infer("controller", _x("unload")).as_numpy("Y").tolist() == [False]
+        assert not client.is_model_ready("target")
+    finally:
+        client.close()

@@ -90,11 +90,13 @@ def test_a_stopped_stub_does_not_stretch_the_exit_timeout(tmp_path: Path) -> Non
     def call() -> None:
         n = httpclient.InferInput("N", [1], "INT64")
         n.set_data_from_numpy(np.array([10], np.int64))
+        client = httpclient.InferenceServerClient(server.url, network_timeout=60)
         try:
-            client = httpclient.InferenceServerClient(server.url, network_timeout=60)
             result["answer"] = client.infer("busy", [n])
         except Exception as exc:  # the stub cannot answer: an error, not a hang
             result["error"] = exc
+        finally:
+            client.close()  # on this thread: collected on another, it trips gevent
 
     caller = threading.Thread(target=call)
     started = time.monotonic()
