@@ -9,10 +9,12 @@ to whoever waits: ``call_soon_threadsafe`` onto an event loop (the front ends,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncGenerator
 from typing import Any
 
-from tritonpy_sdk import InferenceResponse
+from tritonpy_sdk import InferenceRequest, InferenceResponse
 
 
 def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
@@ -66,3 +68,29 @@ def resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse)
     """Set ``fut``'s result on its loop (through ``call_soon_threadsafe``), unless it is done."""
     if not fut.done():  # the caller may have gone away (cancelled)
         fut.set_result(response)
+
+
+async def awaited_response(
+    fut: asyncio.Future[InferenceResponse], request: InferenceRequest
+) -> InferenceResponse:
+    """The one response ``fut`` gets for ``request``: its error raised; cancelling the
+    awaiting task cancels the request (``infer_async`` of the server and of a worker)."""
+    try:
+        response = await fut
+    except asyncio.CancelledError:
+        request.cancel()
+        raise
+    if response.error is not None:
+        raise response.error
+    return response
+
+
+async def responses(
+    calls: AsyncGenerator[tuple[InferenceResponse | None, int], None],
+) -> AsyncGenerator[InferenceResponse, None]:
+    """The responses of a ``stream_flags_async`` stream, without their flags (``stream_async``);
+    leaving early closes the stream, which cancels the request."""
+    async with contextlib.aclosing(calls):
+        async for response, _ in calls:
+            if response is not None:
+                yield response

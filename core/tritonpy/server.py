@@ -47,7 +47,6 @@ Backends see the server only through ``backend_api.BackendServerApi``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import queue
@@ -64,7 +63,7 @@ from tritonpy_sdk.host import MetricRegistry
 
 from ._version import __version__
 from .backend_api import BackendServerApi
-from .bridges import Answer, call_soon_threadsafe, resolve
+from .bridges import Answer, awaited_response, call_soon_threadsafe, resolve, responses
 from .config import ModelConfig
 from .handle import ModelHandle
 from .logsettings import LogSettings, LogState
@@ -582,14 +581,7 @@ class Server:
         self.start_infer(
             request, functools.partial(call_soon_threadsafe, loop, resolve, fut), decoupled_message
         )
-        try:
-            response = await fut
-        except asyncio.CancelledError:
-            request.cancel()
-            raise
-        if response.error is not None:
-            raise response.error
-        return response
+        return await awaited_response(fut, request)
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
@@ -601,15 +593,12 @@ class Server:
             raise response.error
         return response
 
-    async def stream_async(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
+    def stream_async(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Every response of ``request`` (any model), errors included, as they come.
 
         Leaving the loop early (or cancelling the task) cancels the request.
         """
-        async with contextlib.aclosing(self.stream_flags_async(request)) as calls:
-            async for response, _ in calls:
-                if response is not None:
-                    yield response
+        return responses(self.stream_flags_async(request))
 
     async def stream_flags_async(
         self, request: InferenceRequest

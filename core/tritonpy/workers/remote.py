@@ -22,7 +22,7 @@ from typing import Any
 
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
 
-from ..bridges import resolve
+from ..bridges import awaited_response, resolve, responses
 from ..config import ModelConfig
 from ..ipc.link import Link
 from ..logsettings import LogSettings
@@ -290,14 +290,7 @@ class RemoteServer:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[InferenceResponse] = loop.create_future()
         self.start_infer(request, functools.partial(resolve, fut), decoupled_message)
-        try:
-            response = await fut
-        except asyncio.CancelledError:
-            request.cancel()
-            raise
-        if response.error is not None:
-            raise response.error
-        return response
+        return await awaited_response(fut, request)
 
     async def stream_flags_async(
         self, request: InferenceRequest
@@ -316,8 +309,5 @@ class RemoteServer:
             if not finished:
                 request.cancel()
 
-    async def stream_async(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
-        async with contextlib.aclosing(self.stream_flags_async(request)) as calls:
-            async for response, _ in calls:
-                if response is not None:
-                    yield response
+    def stream_async(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
+        return responses(self.stream_flags_async(request))
