@@ -14,6 +14,7 @@ of it that a running request (or a device view of it) holds is gone.
 
 from __future__ import annotations
 
+import gc
 import logging
 import weakref
 from dataclasses import dataclass, field
@@ -133,11 +134,25 @@ def open_region(
         log.error("failed to open CUDA IPC handle: no GPU %d", device_id)
         raise TritonError.invalid_arg(REGISTER_FAILED)
     try:
-        mapping = IpcMapping(runtime, device_id, handle)
+        mapping = _open_mapping(runtime, device_id, handle)
     except Exception as exc:  # the runtime's error, logged as Triton logs it
         log.error("failed to open CUDA IPC handle: %s", exc)
         raise TritonError.invalid_arg(REGISTER_FAILED) from None
     return CudaRegion(name, device_id, byte_size, mapping, bytes(handle))
+
+
+def _open_mapping(runtime: Runtime, device_id: int, handle: bytes) -> IpcMapping:
+    """Open ``handle``. A client that freed a region and allocated a new one may get the
+    same device memory back; while this process still maps the old one (an unregistered
+    region's last views wait for the garbage collector), the driver refuses the new
+    handle as "already mapped": collect them and try once more."""
+    try:
+        return IpcMapping(runtime, device_id, handle)
+    except Exception as exc:
+        if "already mapped" not in str(exc):
+            raise
+    gc.collect()
+    return IpcMapping(runtime, device_id, handle)
 
 
 def _address_of(buffer: bytearray | memoryview) -> int:
