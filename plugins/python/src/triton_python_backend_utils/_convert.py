@@ -14,7 +14,7 @@ from ._api import (
     TritonModelException,
 )
 from ._dtypes import CODES, NAMES
-from ._wire import Link
+from ._wire import Link, RequestDesc, ResponseDesc
 
 
 def tensor_to_wire(link: Link, tensor: Tensor) -> Any:
@@ -32,26 +32,24 @@ def tensor_from_wire(link: Link, desc: Any) -> Tensor:
 
 def response_to_wire(
     link: Link, response: InferenceResponse, wanted: Collection[str] | None = None
-) -> dict[str, Any]:
+) -> ResponseDesc:
     """``response`` for the server; with ``wanted``, only those outputs (the request's
     requested outputs: Triton drops the others, before they cost a copy here)."""
     error = response.error()
     if error is not None:
-        return {"o": [], "e": (error.message(), error.code()), "p": response._parameters}
-    return {
-        "o": [
-            tensor_to_wire(link, t) for t in response.output_tensors() if wanted is None or t.name() in wanted
-        ],
-        "e": None,
-        "p": response._parameters,
-    }
+        return ([], (error.message(), error.code()), response._parameters)
+    outputs = [
+        tensor_to_wire(link, t) for t in response.output_tensors() if wanted is None or t.name() in wanted
+    ]
+    return (outputs, None, response._parameters)
 
 
-def response_from_wire(link: Link, desc: dict[str, Any]) -> InferenceResponse:
-    if desc["e"] is not None:
-        message, code = desc["e"]
-        return InferenceResponse(error=TritonError(message, code), parameters=desc["p"])
-    return InferenceResponse([tensor_from_wire(link, t) for t in desc["o"]], parameters=desc["p"])
+def response_from_wire(link: Link, desc: ResponseDesc) -> InferenceResponse:
+    outputs, error, parameters = desc
+    if error is not None:
+        message, code = error
+        return InferenceResponse(error=TritonError(message, code), parameters=parameters)
+    return InferenceResponse([tensor_from_wire(link, t) for t in outputs], parameters=parameters)
 
 
 def bls_request_to_wire(link: Link, request: InferenceRequest) -> dict[str, Any]:
@@ -69,19 +67,20 @@ def bls_request_to_wire(link: Link, request: InferenceRequest) -> dict[str, Any]
     }
 
 
-def request_from_wire(link: Link, desc: dict[str, Any], model_name: str, version: int) -> InferenceRequest:
+def request_from_wire(link: Link, desc: RequestDesc, model_name: str, version: int) -> InferenceRequest:
+    token, rid, correlation_id, flags, timeout, parameters, inputs, outputs, traced = desc
     request = InferenceRequest(
         model_name=model_name,
-        inputs=[tensor_from_wire(link, t) for t in desc["i"]],
-        requested_output_names=desc["r"],
-        request_id=desc["id"],
-        correlation_id=desc["cid"],
+        inputs=[tensor_from_wire(link, t) for t in inputs],
+        requested_output_names=outputs,
+        request_id=rid,
+        correlation_id=correlation_id,
         model_version=version,
-        flags=desc["f"],
-        timeout=desc["to"],
-        parameters=desc["p"],
+        flags=flags,
+        timeout=timeout,
+        parameters=parameters,
     )
-    request._token = desc["t"]
-    if desc.get("tc"):  # traced: request.trace() hands it on to BLS requests
-        request._trace = InferenceTrace(desc["tc"])
+    request._token = token
+    if traced:  # traced: request.trace() hands it on to BLS requests
+        request._trace = InferenceTrace(traced)
     return request

@@ -32,7 +32,7 @@ from ._bls import BlsInbox, ResponseIterator, first_response, first_response_asy
 from ._convert import bls_request_to_wire, request_from_wire, response_from_wire, response_to_wire
 from ._host import ModelHost, auto_complete, check_responses, error_text
 from ._reader import LinkReader
-from ._wire import Arena, Link
+from ._wire import Arena, Link, ResponseDesc
 
 _FINAL = TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
@@ -240,7 +240,7 @@ class Stub:
         requests = []
         for desc in msg["reqs"]:
             request = request_from_wire(self.link, desc, self.name, self.version)
-            token = desc["t"]
+            token = desc[0]
             request._sender = InferenceResponseSender(
                 lambda response, flags, token=token: self._send(token, response, flags), request
             )
@@ -265,7 +265,7 @@ class Stub:
                 self.requests.pop(requests[i]._token, None)
             return {"op": "done", "b": msg["b"], "r": None, "rs": again}
         responses = check_responses(result, requests)
-        descs: list[dict[str, Any] | None] = []
+        descs: list[ResponseDesc | None] = []
         try:
             for response, request in zip(responses, requests):
                 wanted = request.requested_output_names()
@@ -395,10 +395,10 @@ def _failed(batch: int, exc: BaseException) -> dict[str, Any]:
     return {"op": "done", "b": batch, "err": text, "mem": mem}
 
 
-def _free_outputs(link: Link, descs: list[dict[str, Any] | None] | None) -> None:
+def _free_outputs(link: Link, descs: list[ResponseDesc | None] | None) -> None:
     """Hand back the arena blocks of responses that will not be sent."""
     for desc in descs or ():
-        for tensor in desc["o"] if desc is not None else ():
+        for tensor in desc[0] if desc is not None else ():
             if tensor[3] == "s":
                 link.mine.free(tensor[4])
 

@@ -51,6 +51,13 @@ log = logging.getLogger("tritonpy.backend.python")
 #: A tensor on the wire: (name, datatype, shape, where, a, b) with where "i" (a = bytes) or
 #: "s" (a = offset, b = byte size in the sender's arena).
 TensorDesc = tuple[str, str, tuple[int, ...], str, Any, int]
+#: A request of an "exec" message: (token, id, correlation id, flags, timeout µs, parameters,
+#: input TensorDescs, requested output names, trace context). A tuple, not a dict: it is
+#: pickled on one side and unpickled on the other for every request, and a tuple's
+#: positions cost nothing to write or read where a dict's keys do.
+RequestDesc = tuple[int, str, Any, int, int, dict[str, Any], list[TensorDesc], list[str], str]
+#: A response: (output TensorDescs, error as (message, code) or None, parameters).
+ResponseDesc = tuple[list[TensorDesc], tuple[str, int] | None, dict[str, Any]]
 
 
 def shm_dir() -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils._api import GpuTensor
 from triton_python_backend_utils._dtypes import NAMES
-from triton_python_backend_utils._wire import Link
+from triton_python_backend_utils._wire import Link, RequestDesc, ResponseDesc
 from tritonpy_sdk import (
     DataType,
     DeviceArray,
@@ -82,36 +82,36 @@ def _datatype(name: str) -> DataType:
     return _BY_NAME.get(name) or DataType(name)
 
 
-def request_to_wire(
-    link: Link, request: InferenceRequest, token: int, all_outputs: list[str]
-) -> dict[str, Any]:
+def request_to_wire(link: Link, request: InferenceRequest, token: int, all_outputs: list[str]) -> RequestDesc:
     put = link.put
-    return {
-        "t": token,
-        "id": request.id,
-        "cid": request.correlation_id,
-        "f": request.flags,
-        "to": request.timeout_us,
-        "p": request.parameters,
-        "i": [put(name, _NAME_OF[id(t.datatype)], t.data) for name, t in request.inputs.items()],
-        "r": _requested(request, all_outputs),
-        "tc": request.trace_context,
-    }
+    return (
+        token,
+        request.id,
+        request.correlation_id,
+        request.flags,
+        request.timeout_us,
+        request.parameters,
+        [put(name, _NAME_OF[id(t.datatype)], t.data) for name, t in request.inputs.items()],
+        _requested(request, all_outputs),
+        request.trace_context,
+    )
 
 
-def response_from_wire(link: Link, desc: dict[str, Any]) -> InferenceResponse:
-    if desc["e"] is not None:
-        return InferenceResponse(error=error_from_pair(*desc["e"]), parameters=desc["p"])
+def response_from_wire(link: Link, desc: ResponseDesc) -> InferenceResponse:
+    outputs, error, parameters = desc
+    if error is not None:
+        return InferenceResponse(error=error_from_pair(*error), parameters=parameters)
     get = link.get
-    outputs = {d[0]: Tensor(d[0], get(d), _datatype(d[1])) for d in desc["o"]}
-    return InferenceResponse(outputs, parameters=desc["p"])
+    return InferenceResponse(
+        {d[0]: Tensor(d[0], get(d), _datatype(d[1])) for d in outputs}, parameters=parameters
+    )
 
 
-def response_to_wire(link: Link, response: InferenceResponse) -> dict[str, Any]:
+def response_to_wire(link: Link, response: InferenceResponse) -> ResponseDesc:
     if response.error is not None:
-        return {"o": [], "e": error_to_pair(response.error), "p": response.parameters}
+        return ([], error_to_pair(response.error), response.parameters)
     outputs = [link.put(name, t.datatype.value, t.data) for name, t in response.outputs.items()]
-    return {"o": outputs, "e": None, "p": response.parameters}
+    return (outputs, None, response.parameters)
 
 
 def bls_request_from_wire(link: Link, desc: dict[str, Any]) -> InferenceRequest:
