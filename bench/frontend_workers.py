@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpu_per_inference import ROOT, Sample, add_sub_repository, inferences, snapshot, table, us
+from cpu_per_inference import ROOT, Sample, _tree, add_sub_repository, inferences, snapshot, table, us
 
 WORKER = "tritonpy.workers.worker"
 ROLES = ("core", "workers", "stubs", "tree")
@@ -90,11 +90,33 @@ class Cell:
         return n / max(self.count, 1)
 
 
-def measure(pa: Path, target: Target, protocol: str, model: str, c: int, window: float) -> Cell:
+def _set_affinity(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` on ``cpus`` (threads made later inherit it from theirs)."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+        except OSError:  # a thread that ended meanwhile
+            pass
+
+
+def pin(pid: int, own: set[int], rest: set[int]) -> None:
+    """The server process ``pid`` (the core) on ``own``; its children (workers, stubs) on ``rest``."""
+    for p in _tree(pid):
+        _set_affinity(p, own if p == pid else rest)
+
+
+def measure(
+    pa: Path, target: Target, protocol: str, model: str, c: int, window: float, pinned: bool = False
+) -> Cell:
     """perf_analyzer at concurrency ``c`` for three windows spanning the measured one; /proc
-    snapshots of the target's tree ``window`` seconds apart, 3 s after the load starts."""
+    snapshots of the target's tree ``window`` seconds apart, 3 s after the load starts.
+    ``pinned``: the server process alone on CPU 0, its children and perf_analyzer on the others
+    (set again before each cell: a stub restarted meanwhile is a new process)."""
     url = target.http if protocol == "http" else target.grpc
     interval = int((window + 4.5) / 3 * 1000)
+    others = set(range(1, os.cpu_count() or 2)) or {0}
+    if pinned:
+        pin(target.pid, {0}, others)
     with tempfile.NamedTemporaryFile(suffix=".csv") as report:
         load = subprocess.Popen(
             [str(pa), "-m", model, "-u", url, "-i", protocol, "--concurrency-range", f"{c}:{c}"]
@@ -103,6 +125,8 @@ def measure(pa: Path, target: Target, protocol: str, model: str, c: int, window:
             stderr=subprocess.DEVNULL,
         )
         try:
+            if pinned:
+                _set_affinity(load.pid, others)
             time.sleep(3)
             n0, before, t0 = inferences(target.http, model), snapshot(target.pid), time.monotonic()
             time.sleep(window)
@@ -251,6 +275,12 @@ def main() -> None:
     parser.add_argument("--server-args", default="", help="more tritonpy serve flags, one string")
     parser.add_argument("--out", type=Path, help="a markdown file: the results replace its marked section")
     parser.add_argument("--threads", action="store_true", help="also print each cell's thread table")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="each server process alone on CPU 0, its children (workers, stubs) and perf_analyzer on "
+        "the other CPUs: the core's cost when it has a core of its own",
+    )
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "scripts")]
     from get_perf_analyzer import provision
@@ -282,7 +312,7 @@ def main() -> None:
                 for c in args.concurrency:
                     for target in order:
                         try:
-                            cell = measure(pa, target, protocol, model, c, args.window)
+                            cell = measure(pa, target, protocol, model, c, args.window, args.pin)
                         except OSError as exc:  # a server gone (a shared machine): report the rest
                             print(f"round {r + 1} {protocol} c={c} {target.name}: failed: {exc}", flush=True)
                             continue
@@ -310,6 +340,7 @@ def main() -> None:
         f"Run {time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} CPU(s), model `{model}` (Python backend, "
         f"stub mode), {args.window:g} s per cell, {args.rounds} rounds, servers: {', '.join(names)}"
         + (f", tritonpy with `{args.server_args}`" if args.server_args else "")
+        + (", pinned: each server process alone on CPU 0, its children and the load on the rest" * args.pin)
         + ". Median (min–max) over rounds; CPU in µs per inference (user + system); "
         "core wakes: voluntary context switches of the core process per inference.",
         "",
