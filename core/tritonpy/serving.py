@@ -141,7 +141,8 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         if frontend is not None:
             frontends.append(frontend)
 
-    waiting: set[asyncio.Task[object]] = {asyncio.create_task(stop.wait())}
+    signalled = asyncio.create_task(stop.wait())
+    waiting: set[asyncio.Task[object]] = {signalled}
     for n, frontend in enumerate(frontends):
         try:
             await frontend.start(server, loop)
@@ -155,7 +156,11 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         if frontend.restricted:
             log.debug("%s restricts %s", frontend.name, ", ".join(sorted(frontend.restricted)))
         waiting.add(asyncio.create_task(frontend.wait()))
-    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    # A front end that stopped serving by itself (front-end workers that cannot be
+    # started again): the server shuts down as after a signal, and exits with 1 so a
+    # supervisor (systemd, Kubernetes) sees a failure and starts it again.
+    code = 0 if signalled in done else 1
 
     # One deadline for the whole shutdown, from the signal on. First drain: the
     # front ends stay up and refuse new requests (UNAVAILABLE, not ready) while
@@ -175,7 +180,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
         task.cancel()
     await loop.run_in_executor(None, server.stop, _left(deadline))
     say("Server stopped")
-    return 0
+    return code
 
 
 def _factories(workers: int) -> list[tuple[str, FrontendFactory]]:

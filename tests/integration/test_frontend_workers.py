@@ -14,8 +14,10 @@ import functools
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -1104,6 +1106,79 @@ def test_workers_exit_quietly_when_the_core_dies_while_they_start(
         time.sleep(0.05)
     assert not [pid for pid in workers if running(pid)], server.output()
     assert "Traceback" not in server.output(), server.output()
+
+
+def test_a_hung_worker_is_killed_and_started_again(
+    server_factory: Factory, repo: Path, fw_env: dict[str, str]
+) -> None:
+    """A worker whose loop no longer turns (stopped here with SIGSTOP) answers no ``PING``:
+    past ``TRITONPY_FRONTEND_WORKER_TIMEOUT`` the core kills it and starts another, and
+    the server keeps serving throughout."""
+    server = _small_server(server_factory, repo, {**fw_env, "TRITONPY_FRONTEND_WORKER_TIMEOUT": "2"})
+    before = wait_workers(server)
+    hung = min(before)
+    os.kill(hung, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + PATIENCE
+        line = f"(pid {hung}) has not answered the core for"
+        while time.monotonic() < deadline and not (line in server.output() and not running(hung)):
+            time.sleep(0.1)
+        assert line in server.output(), server.output()
+        assert not running(hung)
+    finally:
+        if running(hung):
+            os.kill(hung, signal.SIGCONT)
+    after = wait_workers(server)
+    assert hung not in after and len(after & before) == 1, (before, after)
+    _served(server, 7)  # (a fresh connection may first reach the killed worker's backlog)
+    code = server.stop()
+    assert code == 0, server.output()
+
+
+def test_sigterm_while_a_worker_is_started_again_stops_everything(
+    server_factory: Factory, repo: Path, fw_env: dict[str, str]
+) -> None:
+    """SIGTERM right after a worker died (its replacement is starting, with no link to hear
+    the core's STOP yet): the server still stops cleanly, and no worker outlives it."""
+    server = _small_server(server_factory, repo, fw_env)
+    workers = wait_workers(server)
+    victim = min(workers)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline and not (worker_pids(server) - workers):
+        time.sleep(0.005)
+    started = worker_pids(server) - workers
+    assert started, server.output()
+    assert server.stop() == 0, server.output()
+    assert not [pid for pid in workers | started if running(pid)], server.output()
+
+
+def test_the_server_exits_with_1_when_a_worker_cannot_be_started_again(
+    server_factory: Factory, repo: Path, fw_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A worker killed after the server's TLS key was removed cannot serve when started
+    again: the pool gives up and the server stops, with status 1 (a supervisor sees a
+    failure), after draining as it does on SIGTERM."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost"]
+        + ["-keyout", "server.key", "-out", "server.pem"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    tls = ["--grpc-use-ssl=true", f"--grpc-server-cert={tmp_path / 'server.pem'}"]
+    server = _small_server(server_factory, repo, fw_env, *tls, f"--grpc-server-key={tmp_path / 'server.key'}")
+    workers = wait_workers(server)
+    (tmp_path / "server.key").unlink()
+    os.kill(min(workers), signal.SIGKILL)
+    assert server.proc.wait(PATIENCE * 2) == 1, server.output()
+    out = server.output()
+    assert "cannot be started again" in out, out
+    assert "Server stopped" in out, out
+    assert not any(running(pid) for pid in workers)
 
 
 # -- 9. SIGTERM drains ---------------------------------------------------------------------------------

@@ -15,10 +15,13 @@ on those sockets, and answers them:
   a shared-memory region registered through one worker serves requests on all.
 
 A worker that dies is started again on the same sockets (its clients' connections
-and its requests in flight fail; no other worker's do); if starting one fails
-five times in a row, the server stops. The workers end when this process
-tells them to (after it drained) or when it is gone: a worker never serves
-without its core.
+and its requests in flight fail; no other worker's do); so is one that hangs: a
+worker whose link has been quiet for ``HEARTBEAT_S`` is sent a ``PING``, and one
+that then stays silent past its deadline (``TRITONPY_FRONTEND_WORKER_TIMEOUT``,
+``HANG_TIMEOUT_S`` seconds unless set) is killed, and so started again. If
+starting one fails five times in a row, the server stops (with status 1). The
+workers end when this process tells them to (after it drained) or when it is
+gone: a worker never serves without its core.
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ log = logging.getLogger("tritonpy")
 START_TIMEOUT = 60.0
 #: Failed starts of workers in a row after which the pool gives up (and the server stops).
 MAX_FAILED_STARTS = 5
+#: Seconds of a quiet link after which the core asks a worker whether its loop still turns.
+HEARTBEAT_S = 5.0
+#: Seconds a worker may go without a frame (its answer to the ``PING`` included) before it
+#: is taken for hung, killed and started again; ``TRITONPY_FRONTEND_WORKER_TIMEOUT`` overrides.
+HANG_TIMEOUT_S = 30.0
+TIMEOUT_ENV = "TRITONPY_FRONTEND_WORKER_TIMEOUT"
 
 
 class _CannotServe(FrontendError):
@@ -71,6 +80,8 @@ class _Worker:
     release: wire.Releaser | None = None
     #: Requests in the core by their id on the link (to cancel them, or fail them if the worker dies).
     inflight: dict[int, InferenceRequest] = field(default_factory=dict)
+    #: When a frame last came from the worker (``time.monotonic``); the heartbeat reads it.
+    heard: float = field(default_factory=time.monotonic)
 
 
 class WorkerPool(Frontend):
@@ -81,6 +92,7 @@ class WorkerPool(Frontend):
     def __init__(self, server: Server, count: int) -> None:
         self._server = server
         self._count = count
+        self.hang_timeout = _hang_timeout()
         options = server.options
         self.restricted = {**server.http_restrictions, **server.grpc_restrictions}
         #: (service, address, port, socket), bound here, in the order single-process serving binds them.
@@ -158,11 +170,44 @@ class WorkerPool(Frontend):
             self._count,
             ", ".join(str(w.process.pid) for w in self._workers.values()),
         )
+        self._keep(self._heartbeat())
+
+    def _keep(self, coro: Any) -> None:
+        """Run ``coro`` as a task of the pool's (cancelled when it stops)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _heartbeat(self) -> None:
+        """Ping workers whose link went quiet; kill one silent past ``hang_timeout`` (its
+        link then closes, and ``_closed`` starts it again as it would after a crash)."""
+        interval = min(HEARTBEAT_S, self.hang_timeout / 3)
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for worker in list(self._workers.values()):
+                link = worker.link
+                if link is None or link.closed or not worker.ready.done() or self._stopping:
+                    continue
+                quiet = now - worker.heard
+                if quiet >= self.hang_timeout:
+                    log.error(
+                        "front-end worker %d (pid %d) has not answered the core for %.0f s; killing it",
+                        worker.index,
+                        worker.process.pid,
+                        quiet,
+                    )
+                    worker.heard = now  # once: its link closes when the process is gone
+                    worker.process.kill()
+                elif quiet >= interval:
+                    link.send(*wire.encode_ping())
 
     async def _start(self, index: int) -> None:
         """Start worker ``index``; one that dies or hangs before it serves is started again,
         up to ``MAX_FAILED_STARTS`` failures in a row; one that says it cannot serve is not."""
         while True:
+            if self._stopping:  # a restart that was waiting when the server began to stop
+                raise FrontendError(f"front-end worker {index} not started: the server is stopping")
             try:
                 await self._spawn(index)
                 self._failed_starts = 0
@@ -229,6 +274,10 @@ class WorkerPool(Frontend):
         for worker in self._workers.values():
             if worker.link is not None and not worker.link.closed:
                 worker.link.send(*wire.encode_stop(seconds))
+            elif worker.process.poll() is None:
+                # Being started again (no link yet, so no client yet): the STOP could not
+                # reach it, and it would serve on after this process stopped waiting.
+                worker.process.kill()
         loop = asyncio.get_running_loop()
         await asyncio.gather(
             *(loop.run_in_executor(None, _reap, w.process, seconds + 2.0) for w in self._workers.values())
@@ -255,9 +304,7 @@ class WorkerPool(Frontend):
             return
         if self._stopping or self._workers.get(worker.index) is not worker:
             return
-        task = asyncio.get_running_loop().create_task(self._restart(worker))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._keep(self._restart(worker))
 
     async def _restart(self, worker: _Worker) -> None:
         loop = asyncio.get_running_loop()
@@ -291,6 +338,7 @@ class WorkerPool(Frontend):
     # -- inference ---------------------------------------------------------------------------
 
     def _frames(self, worker: _Worker, frames: list[bytes]) -> None:
+        worker.heard = time.monotonic()
         for frame in frames:
             kind = frame[0]
             if kind == wire.INFER:
@@ -412,6 +460,20 @@ def _reap(process: subprocess.Popen[bytes], timeout: float) -> int | None:
         log.warning("front-end worker pid %d did not exit in time; killing it", process.pid)
         process.kill()
         return process.wait()
+
+
+def _hang_timeout() -> float:
+    """``HANG_TIMEOUT_S``, or the seconds ``TRITONPY_FRONTEND_WORKER_TIMEOUT`` gives (at least 1)."""
+    text = os.environ.get(TIMEOUT_ENV, "")
+    if not text:
+        return HANG_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise FrontendError(f"{TIMEOUT_ENV} must be a number of seconds, got '{text}'") from None
+    if not seconds >= 1.0:  # also NaN
+        raise FrontendError(f"{TIMEOUT_ENV} must be at least 1 second, got '{text}'")
+    return seconds
 
 
 def create(server: Server) -> WorkerPool | None:

@@ -157,6 +157,8 @@ class RemoteServer:
                 handler = pending.pop(rid, None) if flags & RESPONSE_COMPLETE_FINAL else pending.get(rid)
                 if handler is not None:
                     handler(flags, what, body)
+            elif kind == wire.PING:
+                link.send(*wire.encode_pong())
             elif kind == wire.STOP:
                 (seconds,) = wire.decode_fields(frame)
                 self._stop(self._now() + seconds)

@@ -15,9 +15,10 @@ output never sees its memory reused.
 
 Worker → core: ``INFER`` (a request and how to answer it), ``CANCEL`` (its
 client went away), ``READY`` (the worker serves), ``FAILED`` (it cannot serve:
-the one line a user reads). Core → worker: ``ANSWER`` (a
-response, its flags; or the refusal of a request that was never queued),
-``STOP`` (drain: stop serving within the seconds given).
+the one line a user reads), ``PONG`` (the answer to a ``PING``). Core → worker:
+``ANSWER`` (a response, its flags; or the refusal of a request that was never
+queued), ``STOP`` (drain: stop serving within the seconds given), ``PING`` (a
+worker whose link has been quiet for a while: is its loop still turning?).
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ INFER = 1
 CANCEL = 2
 READY = 3
 FAILED = 4
+PONG = 5
 #: Frame kinds, core → worker.
 ANSWER = 1
 STOP = 2
+PING = 3
 
 #: How the core answers an ``INFER``: one response (``Server.start_infer``), or
 #: every response with its flags (``Server.submit``).
@@ -67,7 +70,7 @@ REFUSED = 2
 #: Tensors of this many bytes and more go through the arena; smaller ones inline.
 ARENA_MIN = 4096
 
-_KIND = tuple(bytes([k]) for k in range(5))
+_KIND = tuple(bytes([k]) for k in range(6))
 _DATATYPES = {d.value: d for d in DataType}
 #: numpy dtype and item size of each fixed-size type, by protocol name.
 _FIXED = {
@@ -268,6 +271,14 @@ def encode_failed(message: str) -> tuple[bytes, bytes]:
 def encode_stop(seconds: float) -> tuple[bytes, bytes]:
     """``STOP``: stop serving within ``seconds`` (clients still connected get that long)."""
     return _dumps(STOP, (seconds,))
+
+
+def encode_ping() -> tuple[bytes, bytes]:
+    return _dumps(PING, ())
+
+
+def encode_pong() -> tuple[bytes, bytes]:
+    return _dumps(PONG, ())
 
 
 def decode_fields(frame: bytes) -> tuple[Any, ...]:
