@@ -152,9 +152,7 @@ def test_slices_are_bounds_checked_like_system_regions(
     memory.register_cuda("c", handle, 0, 64)
     message = "Invalid offset + byte size for shared memory region: 'c'"
     for params in (_params("c", 65), _params("c", 8, offset=60), _params("c", 0)):
-        error = _error(
-            lambda params=params: memory.input_tensor("IN", DataType.INT32, [2], params).data
-        )
+        error = _error(lambda params=params: memory.input_tensor("IN", DataType.INT32, [2], params).data)
         assert (error.code, error.message) == (ErrorCode.INVALID_ARG, message)
 
 

@@ -12,8 +12,7 @@ from tritonpy_sdk import DataType, InferenceRequest, Tensor, TritonError
 def _jobs(count: int) -> list[Job]:
     tensor = Tensor("IN", np.zeros(1, np.float32), DataType.FP32)
     return [
-        Job(InferenceRequest("m", 1, {"IN": tensor}), lambda *a: None, 0, None, None, 0)
-        for _ in range(count)
+        Job(InferenceRequest("m", 1, {"IN": tensor}), lambda *a: None, 0, None, None, 0) for _ in range(count)
     ]
 
 

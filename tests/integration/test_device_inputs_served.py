@@ -17,7 +17,7 @@ from tritonpy.memory import load_runtime
 
 pytestmark = [pytest.mark.integration, pytest.mark.gpu]
 
-MODEL = '''
+MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -31,7 +31,7 @@ class TritonPythonModel:
             same = pb_utils.Tensor.from_dlpack("OUTPUT0", tensor)
             responses.append(pb_utils.InferenceResponse([same, on_gpu]))
         return responses
-'''
+"""
 
 
 def _model(repo: Path, name: str, force_cpu: str) -> None:

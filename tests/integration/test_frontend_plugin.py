@@ -16,7 +16,7 @@ from tritonpy_serverprocess import ServerProcess, free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 #: One line in (a model name and 16 integers), one line out (OUTPUT0, or the error).
-LINE_FRONTEND = '''
+LINE_FRONTEND = """
 import asyncio
 import os
 import socket
@@ -70,7 +70,7 @@ class LineFrontend(Frontend):
 
 def create(server):
     return LineFrontend(server)
-'''
+"""
 
 
 def _install(site: Path) -> None:
