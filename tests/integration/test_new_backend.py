@@ -56,7 +56,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert (package / "src" / "tritonpy_backend_mybackend" / "py.typed").is_file()
     tests = _run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=package)
     assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert "4 passed" in tests.stdout
+    assert "7 passed" in tests.stdout
     assert "warning" not in tests.stdout.lower(), tests.stdout  # pytest-asyncio's, for one
     site = work / "site"
     _pip_install(package, site)
