@@ -68,6 +68,18 @@ def test_wheels_install_by_name_from_the_folder_alone(wheel_dir: Path, tmp_path:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().startswith(str(target)), run.stdout
+    # The backend package template is package data of the server's wheel.
+    scaffold = subprocess.run(
+        [sys.executable, "-m", "tritonpy", "new-backend", "mine", str(tmp_path / "mine")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        cwd=tmp_path,
+    )
+    assert scaffold.returncode == 0, scaffold.stderr
+    written = {p.relative_to(tmp_path / "mine").as_posix() for p in (tmp_path / "mine").rglob("*.*")}
+    assert {"pyproject.toml", "src/tritonpy_backend_mine/py.typed", "tests/test_mine.py"} <= written
 
 
 def _requires(meta: email.message.Message) -> set[str]:
@@ -89,7 +101,6 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
         "tritonpy-backend-torch",
         "tritonpy-backend-tensorrt",
         "tritonpy-backend-fil",
-        "tritonpy-backend-template",
     }
     assert _requires(wheels["tritonpy-sdk"]) == {"numpy", "pluggy"}
     core = _requires(wheels["tritonpy"])

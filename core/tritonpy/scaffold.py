@@ -1,175 +1,39 @@
 """``tritonpy new-backend NAME [DIR]``: write an installable backend package to start from.
 
 The package is a ``Predictor`` (the SDK's high-level layer) with its entry
-point, a test that runs it with ``tritonpy_sdk.testing.BackendHarness``, and
-a README. It depends on ``tritonpy-sdk`` only; ``tritonpy`` and ``pytest`` are
+point, tests that run it with ``tritonpy_sdk.testing.BackendHarness``, and a
+README. It depends on ``tritonpy-sdk`` only; ``tritonpy`` and ``pytest`` are
 its test extras.
+
+Its files are ``scaffold_template/`` beside this module (package data), the one
+place the layout of a backend package is written: each ``X.tmpl`` there becomes
+``X``, with ``${name}`` (the backend name), ``${dist}`` (it with dashes),
+``${package}`` (the import name), ``${cls}`` (the class) and ``${sdk}`` (the
+SDK version to require) replaced in its path and its text (``string.Template``;
+``$$`` is a literal ``$``). The tests scaffold a package, run its tests, lint
+it, install it with pip and serve it, so the template cannot rot.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from string import Template
 
 from ._version import __version__
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-
-_PYPROJECT = Template("""\
-[build-system]
-requires = ["setuptools>=77"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "tritonpy-backend-${dist}"
-version = "0.1.0"
-description = "A tritonpy backend: ${name}."
-readme = "README.md"
-requires-python = ">=3.10"
-dependencies = ["tritonpy-sdk>=${sdk}", "numpy>=1.24"]
-
-[project.optional-dependencies]
-test = ["tritonpy>=${sdk}", "pytest>=8"]
-
-# The entry-point name is the backend name: `backend: "${name}"` in config.pbtxt.
-[project.entry-points."tritonpy.backends"]
-${name} = "${package}:${cls}"
-
-[tool.setuptools.packages.find]
-where = ["src"]
-
-[tool.setuptools.package-data]
-${package} = ["py.typed"]
-
-[tool.pytest.ini_options]
-pythonpath = ["src"]
-testpaths = ["tests"]
-# The tests are synchronous: pytest-asyncio, where installed, stays out (and quiet). Remove this
-# line to write async tests with it.
-addopts = "-p no:asyncio"
-""")
-
-_MODULE = Template('''\
-"""The ${name} backend for tritonpy: ``OUTPUTn = INPUTn * scale``, the scale read from model.json.
-
-Replace ``load`` and ``predict`` with your framework's; the server validates
-requests against the config, batches them, counts statistics and encodes
-the outputs.
-"""
-
-from __future__ import annotations
-
-import json
-from typing import Any
-
-import numpy as np
-from tritonpy_sdk import BackendInfo, Model, Predictor, TritonError, complete_output
-
-Arrays = dict[str, np.ndarray[Any, Any]]
+#: The package template (package data of the wheel: the server is never imported from a zip).
+TEMPLATE = Path(__file__).resolve().parent / "scaffold_template"
+_SUFFIX = ".tmpl"
 
 
-class ${cls}(Predictor):
-    # The file in a version folder that holds a model (lets the server pick this
-    # backend for a model whose config names none: choose one no other backend claims).
-    backend_info = BackendInfo(default_model_filename="model.json", default_instance_kind="KIND_CPU")
-
-    @classmethod
-    def auto_complete(cls, model: Model) -> None:
-        # Optional, before validation: fill what the config leaves out (here each input
-        # INPUTn gets an output OUTPUTn alike). model.user_config is what the user wrote.
-        for i in model.config.get("input", []):
-            complete_output(model, i["name"].replace("INPUT", "OUTPUT", 1), i["data_type"], i["dims"])
-
-    def load(self) -> None:
-        # Once per instance (instance_group count x kind; self.kind, self.device_id).
-        try:
-            spec = json.loads(self.model_path.read_text())
-        except (OSError, ValueError) as exc:
-            raise TritonError.invalid_arg(f"cannot read model file {self.model_path}: {exc}") from None
-        self.scale = float(spec.get("scale", self.parameters.get("scale", 1)))
-
-    def predict(self, inputs: Arrays) -> Arrays:
-        # Batched arrays in (first dimension: the requests of a batch, concatenated),
-        # batched arrays out. Raise to fail the batch; return PartialResult to fail rows.
-        return {
-            name.replace("INPUT", "OUTPUT", 1): (x * self.scale).astype(x.dtype)
-            for name, x in inputs.items()
-        }
-''')
-
-_TEST = Template("""\
-from pathlib import Path
-
-import numpy as np
-import pytest
-from ${package} import ${cls}
-from tritonpy_sdk import TritonError
-from tritonpy_sdk.testing import BackendHarness
-
-CONFIG = {
-    "name": "m",
-    "max_batch_size": 8,
-    "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [3]}],
-}
-
-
-def _model(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "m" / "1").mkdir(parents=True)
-    (tmp_path / "m" / "1" / "model.json").write_text(text)
-    return tmp_path / "m"
-
-
-def test_predicts(tmp_path: Path) -> None:
-    with BackendHarness(${cls}, _model(tmp_path, '{"scale": 2}'), config=CONFIG) as h:
-        out = h.infer({"INPUT0": np.array([[1, 2, 3]], np.float32)})
-    np.testing.assert_array_equal(out["OUTPUT0"], [[2, 4, 6]])
-
-
-def test_auto_complete_adds_the_output(tmp_path: Path) -> None:
-    with BackendHarness(${cls}, _model(tmp_path, "{}"), config=CONFIG) as h:
-        assert [o["name"] for o in h.model.config["output"]] == ["OUTPUT0"]
-
-
-def test_a_batch_is_cut_back_per_request(tmp_path: Path) -> None:
-    with BackendHarness(${cls}, _model(tmp_path, '{"scale": 3}'), config=CONFIG) as h:
-        requests = [h.request({"INPUT0": np.full((n, 3), n, np.float32)}) for n in (1, 2)]
-        first, second = h.execute(requests)
-    assert first.outputs["OUTPUT0"].data.tolist() == [[3, 3, 3]]
-    assert second.outputs["OUTPUT0"].data.tolist() == [[6, 6, 6], [6, 6, 6]]
-
-
-def test_a_bad_model_file_fails_the_load(tmp_path: Path) -> None:
-    with pytest.raises(TritonError, match="cannot read model file"):
-        BackendHarness(${cls}, _model(tmp_path, "{nope"), config=CONFIG).start()
-""")
-
-_README = Template("""\
-# tritonpy-backend-${dist}
-
-A tritonpy backend, `backend: "${name}"`. It serves
-version folders holding a `model.json` such as `{"scale": 2.0}`:
-`OUTPUTn = INPUTn * scale`.
-
-```
-pip install -e .[test]      # the backend, and tritonpy + pytest for its tests
-pytest                      # runs it with tritonpy_sdk.testing.BackendHarness, no server
-tritonpy backends --check   # lists "${name}" once installed next to tritonpy
-```
-
-A model using it (`<repository>/<model>/config.pbtxt`; outputs are auto-completed):
-
-```
-backend: "${name}"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
-```
-
-Edit `load` and `predict` in `src/${package}/__init__.py` (see "Writing a
-backend" in the tritonpy documentation). The entry point in `pyproject.toml`
-names the class; its name is the `backend:` value.
-""")
+def template_files() -> Iterator[tuple[str, str]]:
+    """(path relative to the package, placeholders still in it; text) of each template file."""
+    for path in sorted(TEMPLATE.rglob(f"*{_SUFFIX}")):
+        yield path.relative_to(TEMPLATE).as_posix()[: -len(_SUFFIX)], path.read_text(encoding="utf-8")
 
 
 def class_name(name: str) -> str:
@@ -196,17 +60,14 @@ def new_backend(name: str, directory: Path | None = None) -> Path:
         "cls": class_name(name),
         "sdk": ".".join(__version__.split(".")[:2]),
     }
-    files = {
-        "pyproject.toml": _PYPROJECT,
-        "README.md": _README,
-        f"src/{package}/__init__.py": _MODULE,
-        f"tests/test_{name}.py": _TEST,
-    }
-    for relative, template in files.items():
+    rendered = [
+        (Template(relative).substitute(values), Template(text).substitute(values))
+        for relative, text in template_files()
+    ]
+    for relative, text in rendered:
         path = target / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(template.substitute(values), encoding="utf-8")
-    (target / "src" / package / "py.typed").write_text("", encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     return target
 
 

@@ -251,65 +251,6 @@ def test_strict_readiness(server_factory, slow_env, tmp_path: Path) -> None:  # 
     assert _status(f"http://{relaxed.url}/v2/health/ready") == 200
 
 
-@pytest.fixture(scope="module")
-def template_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """plugins/_template installed by pip, as a third party would install a backend."""
-    target = tmp_path_factory.mktemp("template-site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(ROOT / "plugins" / "_template"),
-        ],
-        check=True,
-        timeout=300,
-    )
-    return target
-
-
-def test_third_party_backend_package_is_discovered_and_serves(
-    server_factory,
-    template_site: Path,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
-) -> None:
-    env = {"PYTHONPATH": os.pathsep.join([str(template_site), os.environ.get("PYTHONPATH", "")])}
-    listing = subprocess.run(
-        [sys.executable, "-m", "tritonpy", "backends", "--check"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **env},
-        check=True,
-    ).stdout
-    line = next(row for row in listing.splitlines() if "| template" in row)
-    assert "tritonpy-backend-template" in line and "ok" in line
-
-    repo = tmp_path / "repo"
-    (repo / "scaled" / "1").mkdir(parents=True)
-    (repo / "scaled" / "1" / "model.json").write_text('{"scale": 3.0}')
-    (repo / "scaled" / "config.pbtxt").write_text(
-        """
-backend: "template"
-max_batch_size: 4
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
-"""
-    )
-    server = server_factory([repo], env=env)
-    client = httpclient.InferenceServerClient(server.url)
-    inp = httpclient.InferInput("INPUT0", [1, 3], "FP32")
-    inp.set_data_from_numpy(np.array([[1, 2, 3]], np.float32))
-    out = client.infer("scaled", [inp]).as_numpy("OUTPUT0")
-    np.testing.assert_array_equal(out, [[3, 6, 9]])
-
-
 @pytest.mark.parametrize("busy", ["HTTP", "GRPC"])
 def test_busy_port_is_a_one_line_error(tmp_path: Path, busy: str) -> None:
     import socket

@@ -1,6 +1,7 @@
 """A third party's backend, start to finish: ``tritonpy new-backend`` → its own tests pass →
-``pip install`` → served by a real server to tritonclient. Also: an async ``predict`` runs on
-the server's event loop, and two installed backends claiming one model file are refused."""
+``pip install`` → listed and checked by ``tritonpy backends`` → served by a real server to
+tritonclient. Also: an async ``predict`` runs on the server's event loop, and two installed
+backends claiming one model file are refused."""
 
 from __future__ import annotations
 
@@ -46,27 +47,36 @@ def _pip_install(package: Path, site: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def _scaffold(name: str, work: Path) -> Path:
+    package = work / name
+    made = _run(sys.executable, "-m", "tritonpy", "new-backend", name, str(package))
+    assert made.returncode == 0, made.stderr
+    return package
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The scaffolded package (its tests run first), the template and an async backend, installed."""
+    """Two scaffolded packages (the first one's tests run first) and an async backend, installed."""
     work = tmp_path_factory.mktemp("new-backend")
-    package = work / "mybackend"
-    made = _run(sys.executable, "-m", "tritonpy", "new-backend", "mybackend", str(package))
-    assert made.returncode == 0, made.stderr
+    package = _scaffold("mybackend", work)
     assert (package / "src" / "tritonpy_backend_mybackend" / "py.typed").is_file()
     tests = _run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=package)
     assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert "4 passed" in tests.stdout
+    assert "7 passed" in tests.stdout
     assert "warning" not in tests.stdout.lower(), tests.stdout  # pytest-asyncio's, for one
     site = work / "site"
     _pip_install(package, site)
-    _pip_install(ROOT / "plugins" / "_template", site)
+    _pip_install(_scaffold("other", work), site)  # claims model.json too
     (site / "tp_async_backend.py").write_text(ASYNC_BACKEND)
     info = site / "tp_async_backend-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tp-async-backend\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[tritonpy.backends]\nasyncbk = tp_async_backend:Echo\n")
     return site
+
+
+def _env(site: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
 
 
 def _repo(root: Path) -> Path:
@@ -99,15 +109,28 @@ def _repo(root: Path) -> Path:
         ]
         """,
     )
-    model("unclaimed", "model.json", '{"scale": 1}', None)  # mybackend's and template's file
+    model("unclaimed", "model.json", '{"scale": 1}', None)  # mybackend's and other's file
     return root
 
 
 @pytest.fixture(scope="module")
 def server(server_factory, site: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     repo = _repo(tmp_path_factory.mktemp("repo"))
-    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    return server_factory([repo], "--exit-on-error=false", "--strict-readiness=false", env=env)
+    return server_factory([repo], "--exit-on-error=false", "--strict-readiness=false", env=_env(site))
+
+
+def test_the_installed_packages_are_listed_and_check_out(site: Path) -> None:
+    listing = subprocess.run(
+        [sys.executable, "-m", "tritonpy", "backends", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **_env(site)},
+        check=True,
+    ).stdout
+    for name in ("mybackend", "other"):
+        line = next(row for row in listing.splitlines() if f"| {name} " in row)
+        assert f"tritonpy-backend-{name}" in line and "ok" in line, listing
 
 
 def test_the_scaffolded_backend_serves_with_auto_complete_batching_and_statistics(server) -> None:  # type: ignore[no-untyped-def]
@@ -142,5 +165,5 @@ def test_two_backends_claiming_a_model_file_leave_the_model_unavailable_naming_b
     (row,) = [r for r in client.get_model_repository_index() if r["name"] == "unclaimed"]
     assert row["state"] == "UNAVAILABLE"
     assert "'mybackend' (model.json, from tritonpy-backend-mybackend 0.1.0)" in row["reason"]
-    assert "'template' (model.json, from tritonpy-backend-template 0.1.0)" in row["reason"]
+    assert "'other' (model.json, from tritonpy-backend-other 0.1.0)" in row["reason"]
     assert "set 'backend' in its config.pbtxt to choose" in row["reason"]

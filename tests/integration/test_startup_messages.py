@@ -128,8 +128,11 @@ def test_access_log_at_verbose_level_1(server_factory) -> None:  # type: ignore[
     server.wait_for_output('"GET /metrics HTTP/1.1" 200')
 
 
-def test_grpc_calls_are_logged_at_verbose_level_1(server_factory) -> None:  # type: ignore[no-untyped-def]
-    server = server_factory([EXAMPLES], "--log-verbose", "1")
+@pytest.mark.parametrize("implementation", ["tritonpy", "grpcio"])
+def test_grpc_calls_are_logged_at_verbose_level_1(server_factory, implementation: str) -> None:  # type: ignore[no-untyped-def]
+    """One line per answered call, the same on both transports: the native one and grpc.aio."""
+    flags = ("--log-verbose", "1", "--grpc-implementation", implementation)
+    server = server_factory([EXAMPLES], *flags)
     client = grpcclient.InferenceServerClient(server.grpc_url)
     inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
     for inp in inputs:

@@ -11,11 +11,16 @@ handler's wrapper turns that into grpc's own abort with the same
 ``grpc.StatusCode``, so grpc.aio answers exactly as it would have. The RPCs the
 servicers do not define are left to the generated base classes (grpcio's
 UNIMPLEMENTED "Method not implemented!").
+
+The wrapper also writes the native transport's line per answered call at
+verbose level 1 (``calls.Call._access``): same logger, same layout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
 
@@ -31,6 +36,8 @@ from . import health_pb2, health_pb2_grpc
 from .restricted import rpc_requirements
 from .servicer import HealthServicer, InferenceServicer
 from .status import Aborted, StatusCode
+
+log = logging.getLogger("tritonpy.grpc")
 
 #: Our status codes as grpc's (the same names and numbers).
 GRPC_STATUS: dict[StatusCode, grpc.StatusCode] = {code: grpc.StatusCode[code.name] for code in StatusCode}
@@ -145,40 +152,78 @@ def on_grpcio(servicer: object, base: type, service: ServiceDescriptor) -> Any:
             continue
         handler = getattr(servicer, rpc.name)
         streaming = rpc.client_streaming or rpc.server_streaming
-        setattr(adapted, rpc.name, _streaming(handler) if streaming else _unary(handler))
+        wrap = _streaming if streaming else _unary
+        setattr(adapted, rpc.name, wrap(handler, rpc.name))
     return adapted
 
 
 def _unary(
-    handler: Callable[[Any, Any], Awaitable[Any]],
+    handler: Callable[[Any, Any], Awaitable[Any]], name: str
 ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await handler(request, Context(context))
+            response = await handler(request, Context(context))
         except Aborted as exc:
-            code, details = GRPC_STATUS[exc.code], exc.details
+            code, details = exc.code, exc.details
             exc.__traceback__ = None  # its frames can hold a large request
+        except BaseException as exc:
+            _access_failed(context, name, exc)
+            raise
+        else:
+            if log.isEnabledFor(logging.DEBUG):
+                _access(context, name, StatusCode.OK)
+            return response
         del request  # grpc's abort below must not keep the message alive
-        await context.abort(code, details)
+        if log.isEnabledFor(logging.DEBUG):
+            _access(context, name, code)
+        await context.abort(GRPC_STATUS[code], details)
 
     return call
 
 
 def _streaming(
-    handler: Callable[[Any, Any], AsyncIterator[Any]],
+    handler: Callable[[Any, Any], AsyncIterator[Any]], name: str
 ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
     async def call(requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
             async with contextlib.aclosing(handler(requests, Context(context))) as responses:  # type: ignore[type-var]
                 async for response in responses:
                     yield response
-            return
         except Aborted as exc:
-            code, details = GRPC_STATUS[exc.code], exc.details
+            code, details = exc.code, exc.details
             exc.__traceback__ = None
-        await context.abort(code, details)
+        except BaseException as exc:
+            _access_failed(context, name, exc)
+            raise
+        else:
+            if log.isEnabledFor(logging.DEBUG):
+                _access(context, name, StatusCode.OK)
+            return
+        if log.isEnabledFor(logging.DEBUG):
+            _access(context, name, code)
+        await context.abort(GRPC_STATUS[code], details)
 
     return call
+
+
+def _access(context: grpc.aio.ServicerContext, name: str, code: StatusCode) -> None:
+    """The native transport's line per answered call (``calls.Call._access``), at a verbose
+    level (the caller checks it, so that a call costs one level check when it is off)."""
+    log.debug('%s - "%s" %s', context.peer(), name, code.name)
+
+
+def _access_failed(context: grpc.aio.ServicerContext, name: str, exc: BaseException) -> None:
+    """The line for a handler that raised: grpc.aio answers an exception UNKNOWN; a
+    cancelled handler is logged, as on the native transport, only when its deadline
+    passed (a client that went away gets no answer, and no line)."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    if isinstance(exc, Exception):
+        _access(context, name, StatusCode.UNKNOWN)
+    elif isinstance(exc, asyncio.CancelledError):
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            _access(context, name, StatusCode.DEADLINE_EXCEEDED)
 
 
 # -- restricted API groups ----------------------------------------------------------------
