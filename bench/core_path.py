@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import resource
 import shutil
 import sys
@@ -144,11 +145,12 @@ async def _measure(args: argparse.Namespace, loop: asyncio.AbstractEventLoop, se
 
                 profiler = cProfile.Profile(time.process_time)
                 profiler.enable()
-            t0 = _cpu()
+            t0, s0 = _cpu(), _children_ticks()
             for _ in range(inflight):
                 pool._frames(worker, [next(frames)])
             await finished
-            t1 = _cpu()
+            t1, s1 = _cpu(), _children_ticks()
+            stub_us.setdefault(inflight, []).append((s1 - s0) / _TICKS / n * 1e6)
             if profiler is not None:
                 import pstats
 
@@ -162,6 +164,7 @@ async def _measure(args: argparse.Namespace, loop: asyncio.AbstractEventLoop, se
         return timed()
 
     results: dict[int, list[tuple[float, float]]] = {}
+    stub_us: dict[int, list[float]] = {}
     for inflight in args.inflight:
         results[inflight] = []
         for rnd in range(args.rounds + 1):  # round 0 warms up
@@ -176,6 +179,26 @@ async def _measure(args: argparse.Namespace, loop: asyncio.AbstractEventLoop, se
         every = " ".join(f"{u:.1f}" for u in us)
         head = f"  in flight {inflight}: best {best[0]:.1f} (system {best[1]:.1f})"
         print(f"{head}  median {median:.1f}  all {every}")
+    print("stub CPU µs per request (/proc, user + system, 10 ms ticks), the same rounds:")
+    for inflight, values in stub_us.items():
+        kept = sorted(values[1:])  # round 0 warmed up
+        print(f"  in flight {inflight}: best {kept[0]:.1f}  median {kept[len(kept) // 2]:.1f}")
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _children_ticks() -> int:
+    """User + system clock ticks of this process's children now (the model's stubs)."""
+    total = 0
+    for children in Path("/proc/self/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])
+    return total
 
 
 def main() -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ._api import (
     InferenceRequest,
     InferenceResponse,
+    InferenceResponseSender,
     InferenceTrace,
     Tensor,
     TritonError,
@@ -27,7 +28,15 @@ def tensor_to_wire(link: Link, tensor: Tensor) -> Any:
 
 
 def tensor_from_wire(link: Link, desc: Any) -> Tensor:
-    return Tensor(desc[0], link.get(desc), CODES[desc[1]])
+    # The server checked the data against its type: made without ``Tensor.__init__``'s checks.
+    tensor = _new_tensor(Tensor)
+    tensor._name = desc[0]
+    tensor._array = link.get(desc)
+    tensor._code = CODES[desc[1]]
+    return tensor
+
+
+_new_tensor = object.__new__
 
 
 def response_to_wire(
@@ -67,18 +76,28 @@ def bls_request_to_wire(link: Link, request: InferenceRequest) -> dict[str, Any]
     }
 
 
-def request_from_wire(link: Link, desc: RequestDesc, model_name: str, version: int) -> InferenceRequest:
+def request_from_wire(
+    link: Link,
+    desc: RequestDesc,
+    model_name: str,
+    version: int,
+    make_sender: Callable[[InferenceRequest], InferenceResponseSender | None] | None = None,
+) -> InferenceRequest:
+    """A request ``execute`` receives; ``make_sender(request)`` makes its response sender
+    when the model first asks for one (most never do)."""
     token, rid, correlation_id, flags, timeout, parameters, inputs, outputs, traced = desc
-    request = InferenceRequest(
-        model_name=model_name,
-        inputs=[tensor_from_wire(link, t) for t in inputs],
-        requested_output_names=outputs,
-        request_id=rid,
-        correlation_id=correlation_id,
-        model_version=version,
-        flags=flags,
-        timeout=timeout,
-        parameters=parameters,
+    request = InferenceRequest._received(
+        model_name,
+        version,
+        [tensor_from_wire(link, t) for t in inputs],
+        outputs,  # unpickled for this request: its own list
+        rid,
+        correlation_id,
+        flags,
+        timeout,
+        parameters,
+        None,
+        make_sender,
     )
     request._token = token
     if traced:  # traced: request.trace() hands it on to BLS requests

@@ -238,15 +238,23 @@ class Stub:
 
     def _requests(self, msg: dict[str, Any]) -> list[InferenceRequest]:
         requests = []
+        link, name, version, opened, make_sender = (
+            self.link,
+            self.name,
+            self.version,
+            self.requests,
+            self._make_sender,
+        )
         for desc in msg["reqs"]:
-            request = request_from_wire(self.link, desc, self.name, self.version)
-            token = desc[0]
-            request._sender = InferenceResponseSender(
-                lambda response, flags, token=token: self._send(token, response, flags), request
-            )
-            self.requests[token] = request
+            request = request_from_wire(link, desc, name, version, make_sender)
+            opened[desc[0]] = request
             requests.append(request)
         return requests
+
+    def _make_sender(self, request: InferenceRequest) -> InferenceResponseSender:
+        """The response sender of ``request``, made when its model first asks for it."""
+        token = request._token
+        return InferenceResponseSender(lambda response, flags: self._send(token, response, flags), request)
 
     def _send(self, token: int, response: InferenceResponse | None, flags: int) -> None:
         request = self.requests.get(token)
