@@ -61,6 +61,8 @@ def test_a_batch_is_staged_whole_or_in_pieces_of_whole_requests(
     monkeypatch.setattr(instance_module, "STAGE_PIECE_BYTES", piece)
     pool = PinnedPool(host_allocator(), 64 << 20)
     feeds = _feeds((2, 2, 1, 3, 4))
+    feeds[3] = np.asfortranarray(feeds[3])  # not C-contiguous: copied by numpy, not as bytes
+    feeds[4] = np.frombuffer(feeds[4].tobytes(), np.float32).reshape(4, ROW)  # read-only, as a body
     with BackendHarness(backend, _double(tmp_path / "m")) as h:
         state = h.instance.state
         requests = [h.request({"INPUT__0": x}) for x in feeds]
