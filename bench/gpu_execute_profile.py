@@ -14,6 +14,11 @@ Without a GPU it says so and exits 0. The backend, SDK and core are imported fro
 checkout (``--installed``: from the installed packages instead); the server finds the
 backend through the installed entry points, which name the same modules.
 
+0. **GIL probe** (no GPU needed, runs first): gathering 32 images (19 MiB) into one buffer with
+   ``np.concatenate`` (numpy gives the GIL up around each request's copy) and with the backend's
+   ``_copy_rows`` (memmove under the GIL), alone and beside 16 and 64 Python threads shaped like
+   in-process clients (60 µs of Python, then a 0.3 ms wait, over and over).
+
 One TorchScript resnet18 (torchvision's when it is installed, else the same network defined
 here; random weights), images 3×224×224 float32, saved once and loaded separately by each part:
 
@@ -169,22 +174,62 @@ class Stages:
         return f"{label:26s} wall {median_ms(self.walls):7.3f} | host: {host} | gpu: {gpu}"
 
 
+def gil_probe(copy_rows: Callable[[Any, Any], None], hw: int) -> None:
+    """The gather of 32 images, with and without giving the GIL up per request, among busy threads."""
+    x1 = np.random.default_rng(0).normal(size=(1, 3, hw, hw)).astype(np.float32)
+    arrays = [x1] * 32
+    out = np.empty((32, 3, hw, hw), np.float32)
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            t = time.perf_counter()
+            while time.perf_counter() - t < 60e-6:
+                pass
+            time.sleep(0.0003)
+
+    def timed(body: Callable[[], Any]) -> float:
+        return median_ms(loop(0.5, body, warm=2))
+
+    print(f"== 0. GIL probe: gather of 32 images ({out.nbytes >> 20} MiB), median ms")
+    for clients in (0, 16, 64):
+        stop.clear()
+        threads = [threading.Thread(target=client) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        try:
+            numpy_ms = timed(lambda: np.concatenate(arrays, axis=0, out=out))
+            held_ms = timed(lambda: copy_rows(out, arrays))
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        print(
+            f"  {clients:2d} busy threads: np.concatenate {numpy_ms:8.3f}   "
+            f"_copy_rows (GIL held) {held_ms:8.3f}"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=2.0, help="per measured loop (default 2)")
     ap.add_argument("--hw", type=int, default=224, help="image side (default 224)")
     ap.add_argument("--skip-profiler", action="store_true")
     ap.add_argument("--skip-served", action="store_true")
+    ap.add_argument("--skip-gil-probe", action="store_true")
     ap.add_argument("--installed", action="store_true", help="import tritonpy from the installed packages")
     args = ap.parse_args()
     if not args.installed:
         sys.path[:0] = [str(p) for p in TREE]
+    import tritonpy_backend_torch._instance as instance_module
+
+    if not args.skip_gil_probe:
+        gil_probe(instance_module._copy_rows, args.hw)
     if not torch.cuda.is_available():
         print(f"no CUDA device for torch {torch.__version__}: nothing to profile (this script needs a GPU)")
         return 0
     import tritonpy
     import tritonpy_backend_torch as backend
-    import tritonpy_backend_torch._instance as instance_module
     from tritonpy.memory import PinnedPool
     from tritonpy_backend_torch._params import apply_execution_switches
     from tritonpy_sdk import outputs_to_compute, scatter_responses
@@ -325,6 +370,25 @@ def main() -> int:
         ms = median_ms(loop(seconds, lambda: h.execute(requests32)))
         print(f"  execute b32 with STAGE_PIECE_BYTES={piece:<9d} median {ms:7.3f} ms")
     instance_module.STAGE_PIECE_BYTES = default_piece
+    busy_stop = threading.Event()
+
+    def busy() -> None:  # shaped like an in-process client: some Python, then a wait
+        while not busy_stop.is_set():
+            t = time.perf_counter()
+            while time.perf_counter() - t < 60e-6:
+                pass
+            time.sleep(0.0003)
+
+    busy_threads = [threading.Thread(target=busy) for _ in range(16)]
+    for t in busy_threads:
+        t.start()
+    try:
+        ms = median_ms(loop(seconds, lambda: h.execute(requests32)))
+    finally:
+        busy_stop.set()
+        for t in busy_threads:
+            t.join()
+    print(f"  execute b32 beside 16 busy Python threads median {ms:7.3f} ms")
     if pool is not None:
         buffer = pool.allocate((32, 3, hw, hw), np.float32)
         arrays32 = [x1] * 32
@@ -410,13 +474,23 @@ def main() -> int:
                 with lock:
                     lat.extend(mine)
 
+            wake: list[float] = []
+
+            def probe() -> None:
+                """How late a thread gets the GIL back after a 0.5 ms sleep (OS wake-up included)."""
+                while time.monotonic() < stop:
+                    t = time.perf_counter()
+                    time.sleep(0.0005)
+                    wake.append(time.perf_counter() - t - 0.0005)
+
             threads = [threading.Thread(target=client) for _ in range(conc)]
-            t0 = time.monotonic()
+            threads.append(threading.Thread(target=probe))
+            t0, cpu0 = time.monotonic(), time.process_time()
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
-            elapsed = time.monotonic() - t0
+            elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
             after = snapshot(server)
             s0, s1 = before["stats"], after["stats"]
             execs = s1["execution_count"] - s0["execution_count"]
@@ -442,6 +516,12 @@ def main() -> int:
             common = sorted(per_batch, key=lambda c: -c[1])[:4]
             shown = ", ".join(f"b{s} x{n}: {ms:.3f}" for s, n, ms in sorted(common))
             print(f"{'':34s} compute_infer ms per execution (most frequent batch sizes): {shown}")
+            wake.sort()
+            late = (wake[len(wake) // 2] * 1e6, wake[int(len(wake) * 0.9)] * 1e6) if wake else (0.0, 0.0)
+            print(
+                f"{'':34s} process CPU {cpu / elapsed:4.1f} cores, {cpu / max(1, len(lat)) * 1e6:6.1f} us "
+                f"per image; GIL probe late by p50 {late[0]:6.0f} us, p90 {late[1]:6.0f} us"
+            )
 
         with tritonpy.Server(model_repository=str(repo)) as server:
             model = server.model("resnet")
@@ -466,6 +546,11 @@ def main() -> int:
                 level(server, model, 64, "concurrency 64, switch interval 0.5ms")
             finally:
                 sys.setswitchinterval(interval)
+            instance_module.STAGE_PIECE_BYTES = 0
+            try:
+                level(server, model, 64, "concurrency 64, STAGE_PIECE_BYTES=0")
+            finally:
+                instance_module.STAGE_PIECE_BYTES = default_piece
         print(
             f"  compare: execute alone b1 {results['execute_b1']:.3f} ms, "
             f"b32 {results['execute_b32']:.3f} ms; direct b1 {results['direct_b1']:.3f} ms, "
