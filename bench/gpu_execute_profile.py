@@ -30,8 +30,9 @@ here; random weights), images 3×224×224 float32, saved once and loaded separat
    KIND_GPU, the core's pinned pool), on 1 request and on 32 requests of one image each (the
    batch the dynamic batcher forms); its stages timed one by one with the backend's own methods
    (gather + copies up queued, forward launched, copies down queued, the one sync) on the host
-   clock, and with CUDA events on the instance's stream; also with ``STAGE_PIECE_BYTES = 0``
-   (gather whole, then copy) against the default pieces;
+   clock, and with CUDA events on the instance's stream; also with ``STAGE_PIECE_BYTES`` 8 MiB
+   (gather and copy up in pieces that overlap) against the default (whole batch, one copy), and
+   beside 16 busy Python threads;
 3. **profiler**: ``torch.profiler`` (CPU and CUDA) over a few direct calls and executions at
    batch 32: the top operators by self CPU time and by device time;
 4. **mixed batch sizes**: the first and the second execution at each of a few new batch sizes
@@ -40,7 +41,9 @@ here; random weights), images 3×224×224 float32, saved once and loaded separat
    1 and 64 client threads of one image each (as gpu_bench.py): images/s, p50, the batches
    formed, and the model statistics' compute_infer per execution at batch 1 and 32, to set
    against part 2 (the same ``execute``, alone on a thread); at 64 also with the interpreter's
-   switch interval at 0.5 ms instead of 5 ms (does the worker thread wait for the GIL?).
+   switch interval at 0.5 ms instead of 5 ms (does the worker thread wait for the GIL?) and
+   with ``STAGE_PIECE_BYTES`` 8 MiB; per level the process's CPU and how late a probe thread
+   gets the GIL back after a 0.5 ms sleep.
 
 Host times are medians of many iterations in ms; "gpu" columns are CUDA event spans on the
 stream that did the work (a span includes the time the GPU waited for the host to enqueue).
@@ -65,6 +68,8 @@ from torch import Tensor, nn
 
 ROOT = Path(__file__).resolve().parents[1]
 TREE = [ROOT / "core", ROOT / "sdk" / "src", ROOT / "plugins" / "torch" / "src"]
+#: The staging piece size set against the backend's default (whole batches) in parts 2 and 5.
+PIECES = 8 << 20
 
 CONFIG = """
 platform: "pytorch_libtorch"
@@ -365,7 +370,7 @@ def main() -> int:
         print(stages.row(f"  execute b{batch} stages"))
     requests32 = [h.request({"INPUT__0": x1}) for _ in range(32)]
     default_piece = instance_module.STAGE_PIECE_BYTES
-    for piece in (0, default_piece):
+    for piece in sorted({0, PIECES, default_piece}):
         instance_module.STAGE_PIECE_BYTES = piece
         ms = median_ms(loop(seconds, lambda: h.execute(requests32)))
         print(f"  execute b32 with STAGE_PIECE_BYTES={piece:<9d} median {ms:7.3f} ms")
@@ -546,9 +551,10 @@ def main() -> int:
                 level(server, model, 64, "concurrency 64, switch interval 0.5ms")
             finally:
                 sys.setswitchinterval(interval)
-            instance_module.STAGE_PIECE_BYTES = 0
+            other = PIECES if default_piece != PIECES else 0
+            instance_module.STAGE_PIECE_BYTES = other
             try:
-                level(server, model, 64, "concurrency 64, STAGE_PIECE_BYTES=0")
+                level(server, model, 64, f"concurrency 64, STAGE_PIECE_BYTES={other >> 20}MiB")
             finally:
                 instance_module.STAGE_PIECE_BYTES = default_piece
         print(

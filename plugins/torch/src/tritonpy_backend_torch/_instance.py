@@ -9,9 +9,9 @@ On a GPU the execution does what calling the module directly does, plus the
 unavoidable gather and scatter, all on the instance's own CUDA stream:
 
 - each input is gathered once, into pinned host memory from the server's pool
-  (``instance.host_allocator``), and copied to the device asynchronously; a
-  large batch is gathered in pieces of about ``STAGE_PIECE_BYTES``, each
-  piece's copy to the device running while the next piece is gathered;
+  (``instance.host_allocator``), with the GIL held throughout (``_copy_rows``),
+  and copied to the device asynchronously (optionally in pieces of
+  ``STAGE_PIECE_BYTES``, each piece's copy running while the next is gathered);
 - each output is copied back asynchronously into pinned memory (torch's
   ``.to("cpu", non_blocking=True)``), and the stream is synchronised once,
   after the last copy (never the whole device); the staging buffers stay
@@ -53,10 +53,11 @@ Allocator = Callable[[tuple[int, ...], Any], np.ndarray[Any, Any]]
 
 #: A GPU batch of one input larger than this is gathered and copied to the device in pieces of
 #: about this many bytes (whole requests each), so that gathering a piece overlaps the copy of the
-#: one before; 0 gathers it whole, then copies it. Each piece costs one more release of the GIL
-#: (the copy's enqueue), so pieces are few: a batch of 32 224×224 RGB float images (19 MiB) goes
-#: in three.
-STAGE_PIECE_BYTES = 8 << 20
+#: one before; 0 (the default) gathers it whole, then copies it once. Pieces would hide most of
+#: the copy (~0.35 ms for 32 224×224 RGB float images at ~55 GB/s) but each costs one more
+#: release of the GIL, which a worker thread among busy Python threads may wait long to win back;
+#: bench/gpu_execute_profile.py measures both, alone and served at concurrency 64.
+STAGE_PIECE_BYTES = 0
 
 
 @dataclass(slots=True)
