@@ -169,10 +169,9 @@ def test_a_failing_gpu_forward_waits_for_its_copies_and_gives_the_buffers_back(t
     with BackendHarness(backend, tmp_path / "r", instance_kind="KIND_GPU") as h:
         h.instance.host_allocator = pool.allocate
         with pytest.raises(TritonError, match="only non-positive inputs"):
-            h.execute([h.request({"INPUT__0": np.ones((2, ROW), np.float32)})])
+            h.infer({"INPUT__0": np.ones((2, ROW), np.float32)})
         gc.collect()
         assert pool.used_bytes == 0
         x = -np.abs(_feeds((3,))[0])
-        (response,) = h.execute([h.request({"INPUT__0": x})])
-        np.testing.assert_array_equal(response.outputs["OUTPUT__0"].data, -x)
+        np.testing.assert_array_equal(h.infer({"INPUT__0": x})["OUTPUT__0"], -x)
     pool.close()
