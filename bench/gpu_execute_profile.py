@@ -43,7 +43,9 @@ here; random weights), images 3×224×224 float32, saved once and loaded separat
    against part 2 (the same ``execute``, alone on a thread); at 64 also with the interpreter's
    switch interval at 0.5 ms instead of 5 ms (does the worker thread wait for the GIL?) and
    with ``STAGE_PIECE_BYTES`` 8 MiB; per level the process's CPU and how late a probe thread
-   gets the GIL back after a 0.5 ms sleep.
+   gets the GIL back after a 0.5 ms sleep, and the interpreter's garbage collections (their
+   pauses stop every thread). The statistics are means, as in the issue; part 2 gives medians
+   and the mean.
 
 Host times are medians of many iterations in ms; "gpu" columns are CUDA event spans on the
 stream that did the work (a span includes the time the GPU waited for the host to enqueue).
@@ -52,6 +54,7 @@ stream that did the work (a span includes the time the GPU waited for the host t
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -362,10 +365,10 @@ def main() -> int:
         stop = time.perf_counter() + seconds / 2
         while time.perf_counter() < stop:
             stage_run(requests, stages)
+        mid, mean = results[f"execute_b{batch}"], statistics.fmean(walls) * 1e3
         print(
-            f"execute b{batch:<2d} median {results[f'execute_b{batch}']:7.3f} ms "
-            f"({batch / results[f'execute_b{batch}'] * 1e3:7.0f} img/s); "
-            f"÷ direct {results[f'direct_b{batch}'] / results[f'execute_b{batch}']:.2f}"
+            f"execute b{batch:<2d} median {mid:7.3f} ms, mean {mean:7.3f} ({batch / mid * 1e3:7.0f} img/s); "
+            f"direct median ÷ execute median {results[f'direct_b{batch}'] / mid:.2f}"
         )
         print(stages.row(f"  execute b{batch} stages"))
     requests32 = [h.request({"INPUT__0": x1}) for _ in range(32)]
@@ -464,8 +467,21 @@ def main() -> int:
             batches = {b["batch_size"]: dict(b["compute_infer"]) for b in st.get("batch_stats", [])}
             return {"stats": st, "batches": batches}
 
+        pauses: list[float] = []
+        started: list[float] = []
+
+        def on_gc(phase: str, info: dict[str, Any]) -> None:
+            """The interpreter's collections: every thread waits for them (the GIL is held)."""
+            if phase == "start":
+                started.append(time.perf_counter())
+            elif started:
+                pauses.append(time.perf_counter() - started.pop())
+
+        gc.callbacks.append(on_gc)
+
         def level(server: Any, model: Any, conc: int, label: str) -> None:
             before = snapshot(server)
+            pauses.clear()
             lat: list[float] = []
             lock = threading.Lock()
             stop = time.monotonic() + seconds * 2
@@ -525,7 +541,9 @@ def main() -> int:
             late = (wake[len(wake) // 2] * 1e6, wake[int(len(wake) * 0.9)] * 1e6) if wake else (0.0, 0.0)
             print(
                 f"{'':34s} process CPU {cpu / elapsed:4.1f} cores, {cpu / max(1, len(lat)) * 1e6:6.1f} us "
-                f"per image; GIL probe late by p50 {late[0]:6.0f} us, p90 {late[1]:6.0f} us"
+                f"per image; GIL probe late by p50 {late[0]:6.0f} us, p90 {late[1]:6.0f} us; "
+                f"gc: {len(pauses)} collections, {sum(pauses) * 1e3:.1f} ms, "
+                f"longest {max(pauses, default=0) * 1e3:.2f} ms"
             )
 
         with tritonpy.Server(model_repository=str(repo)) as server:
@@ -557,6 +575,7 @@ def main() -> int:
                 level(server, model, 64, f"concurrency 64, STAGE_PIECE_BYTES={other >> 20}MiB")
             finally:
                 instance_module.STAGE_PIECE_BYTES = default_piece
+        gc.callbacks.remove(on_gc)
         print(
             f"  compare: execute alone b1 {results['execute_b1']:.3f} ms, "
             f"b32 {results['execute_b32']:.3f} ms; direct b1 {results['direct_b1']:.3f} ms, "
