@@ -79,6 +79,16 @@ def test_a_batch_is_staged_whole_or_in_pieces_of_whole_requests(
         assert pool.used_bytes == 0
 
 
+def test_without_a_pinned_pool_a_batch_is_staged_in_pageable_memory(tmp_path: Path) -> None:
+    feeds = _feeds((1, 3))
+    with BackendHarness(backend, _double(tmp_path / "m")) as h:
+        state = h.instance.state
+        staged: list[Any] = []
+        value = state._to_device(state.inputs[0], [h.request({"INPUT__0": x}) for x in feeds], None, staged)
+        np.testing.assert_array_equal(value.numpy(), np.concatenate(feeds))
+        assert len(staged) == 1 and staged[0].shape == (4, ROW)
+
+
 def test_a_batch_with_mismatched_shapes_is_refused_before_staging(tmp_path: Path) -> None:
     pool = PinnedPool(host_allocator(), 64 << 20)
     with BackendHarness(backend, _double(tmp_path / "m")) as h:

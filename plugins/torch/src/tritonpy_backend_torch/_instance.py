@@ -259,18 +259,17 @@ class InstanceState:
         staged: list[Any],
     ) -> Any:
         """Input ``spec`` of the batch on the instance's GPU: gathered once into pinned host
-        memory and copied up asynchronously on the instance's stream (in pieces for a large
-        batch, each piece's copy overlapping the gathering of the next). ``staged`` keeps
-        the host buffers referenced until the stream is synchronised."""
+        memory (``_copy_rows``) and copied up asynchronously on the instance's stream (in
+        pieces when ``STAGE_PIECE_BYTES`` asks for them). ``staged`` keeps the host buffers
+        referenced until the stream is synchronised."""
         torch = self.torch
         device = self.program.device
         arrays = _input_arrays(requests, spec.name)
-        if pinned is None:  # no pinned pool (--pinned-memory-pool-byte-size 0): pageable, synchronous
-            array = arrays[0] if len(arrays) == 1 else gather_inputs(requests, spec.name)
-            return to_torch(torch, array, spec.bf16).to(device)
         first = arrays[0]
         shape = first.shape if len(arrays) == 1 else (sum(a.shape[0] for a in arrays), *first.shape[1:])
-        buffer = pinned(shape, first.dtype)  # pageable when the pool is spent: still correct
+        # Pageable without a pinned pool (--pinned-memory-pool-byte-size 0) or when it is spent:
+        # the copies are then synchronous for the host, and still correct.
+        buffer = pinned(shape, first.dtype) if pinned is not None else np.empty(shape, first.dtype)
         staged.append(buffer)
         host = to_torch(torch, buffer, spec.bf16)  # a view of the buffer, no copy
         piece = STAGE_PIECE_BYTES
@@ -391,8 +390,8 @@ def _copy_rows(target: np.ndarray[Any, Any], arrays: Sequence[np.ndarray[Any, An
     numpy releases the GIL around every copy of more than a few hundred elements, so gathering
     32 requests with ``np.concatenate`` gives the GIL up 32 times, and the worker thread must win
     it back each time against every other thread of the process (in-process callers, the front
-    end, the scheduler). With 16 busy Python threads that turned a 0.8 ms gather into ~30 ms on a
-    2-core host (bench/gpu.md). A memoryview slice assignment is a plain memmove under the GIL:
+    end, the scheduler). Beside 16 busy Python threads that turned a 1 ms gather of 32 images into
+    15-50 ms on a 2-core host (bench/gpu.md). A memoryview slice assignment is a memmove under the GIL:
     the gather runs through, and others run while this thread later waits on the GPU.
     """
     if len(arrays) == 1 and arrays[0].shape == target.shape:
