@@ -1,12 +1,26 @@
 """One model instance: its program on its device, and ``execute``.
 
 A batch of requests runs as one call: each input is gathered along the batch
-dimension (pinned host memory for GPU instances, then one asynchronous copy
-to the device), handed to torch without a copy (DLPack), and only the
-outputs some request asked for are read back, as numpy views of the result
-tensors where they are contiguous. A GPU instance takes device inputs: an input
-already on its GPU (a client's CUDA shared-memory region) is taken with
-``torch.from_dlpack`` in place, and a batch of them is gathered on the device.
+dimension, handed to torch without a copy (DLPack), and only the outputs some
+request asked for are read back, as numpy views of the result tensors where
+they are contiguous.
+
+On a GPU the execution does what calling the module directly does, plus the
+unavoidable gather and scatter, all on the instance's own CUDA stream:
+
+- each input is gathered once, into pinned host memory from the server's pool
+  (``instance.host_allocator``), with the GIL held throughout (``_copy_rows``),
+  and copied to the device asynchronously (optionally in pieces of
+  ``STAGE_PIECE_BYTES``, each piece's copy running while the next is gathered);
+- each output is copied back asynchronously into pinned memory (torch's
+  ``.to("cpu", non_blocking=True)``), and the stream is synchronised once,
+  after the last copy (never the whole device); the staging buffers stay
+  referenced until then, so the pool cannot hand them to another instance
+  while a copy still reads them, on the error path too;
+- an input already on the instance's GPU (a client's CUDA shared-memory region)
+  is taken with ``torch.from_dlpack`` in place; a batch of them is gathered on
+  the device by the core (a copy on the legacy default stream, which the
+  instance's stream waits for).
 """
 
 from __future__ import annotations
@@ -36,6 +50,14 @@ from ._programs import Program, torchscript_results
 from ._types import config_type, to_numpy, to_torch, torch_dtype
 
 Allocator = Callable[[tuple[int, ...], Any], np.ndarray[Any, Any]]
+
+#: A GPU batch of one input larger than this is gathered and copied to the device in pieces of
+#: about this many bytes (whole requests each), so that gathering a piece overlaps the copy of the
+#: one before; 0 (the default) gathers it whole, then copies it once. Pieces would hide most of
+#: the copy (~0.35 ms for 32 224×224 RGB float images at ~55 GB/s) but each costs one more
+#: release of the GIL, which a worker thread among busy Python threads may wait long to win back;
+#: bench/gpu_execute_profile.py measures both, alone and served at concurrency 64.
+STAGE_PIECE_BYTES = 0
 
 
 @dataclass(slots=True)
@@ -164,7 +186,26 @@ class InstanceState:
         allocator: Allocator | None,
         device_memory: DeviceMemory | None,
     ) -> dict[str, np.ndarray[Any, Any]]:
-        args = self._arguments(requests, allocator, device_memory)
+        #: Host buffers the stream's copies read: referenced until the stream is synchronised.
+        staged: list[Any] = []
+        synced = False
+        try:
+            args = self._arguments(requests, allocator, device_memory, staged)
+            results = self._forward(args)
+            host = self._outputs(results, wanted)
+            if self.on_gpu:
+                self.stream.synchronize()  # the one wait: copies up, forward, copies down
+            synced = True
+            return {name: self._to_array(self.outputs[name], value) for name, value in host.items()}
+        finally:
+            if self.on_gpu and not synced:
+                # A failure after copies were queued: let them finish before the staging
+                # buffers go back to the pool (and another instance writes into them).
+                self.stream.synchronize()
+            staged.clear()
+
+    def _forward(self, args: Any) -> list[Any] | dict[str, Any]:
+        """The program called on its arguments; its results as Triton reads them."""
         program = self.program
         try:
             result = program.call(args) if program.dict_input or program.flat_results else program.call(*args)
@@ -172,14 +213,14 @@ class InstanceState:
             raise
         except Exception as exc:  # the model's own failure: Triton's wording, never a crash
             raise TritonError.internal(f"PyTorch execute failure: {_first_line(exc)}") from None
-        results = result if program.flat_results else torchscript_results(self.torch, result)
-        return self._outputs(results, wanted)
+        return result if program.flat_results else torchscript_results(self.torch, result)
 
     def _arguments(
         self,
         requests: Sequence[InferenceRequest],
         allocator: Allocator | None,
         device_memory: DeviceMemory | None,
+        staged: list[Any],
     ) -> Any:
         torch = self.torch
         device = self.program.device
@@ -193,44 +234,87 @@ class InstanceState:
             value: Any
             if held is not None:  # in place: torch reads the memory where it lies
                 value = torch.from_dlpack(held)
+                if self.on_gpu and len(requests) > 1 and value.device.type == "cuda":
+                    # Gathered by the core with cudaMemcpy on the legacy default stream, which
+                    # returns before a device-to-device copy is done and which this instance's
+                    # (non-blocking) stream does not wait for by itself.
+                    self.stream.wait_stream(torch.cuda.default_stream(value.device))
                 if device is not None and value.device != device:
                     value = value.to(device)
+            elif self.on_gpu and not host_only and device is not None:
+                value = self._to_device(spec, requests, pinned, staged)
             else:
-                value = self._host_value(spec, requests, pinned)
+                value = self._host_value(spec, requests)
             if self.program.dict_input:
                 named[spec.name] = value
             else:
                 values[spec.position] = value
         return named if self.program.dict_input else values
 
-    def _host_value(
-        self, spec: InputSpec, requests: Sequence[InferenceRequest], pinned: Allocator | None
+    def _to_device(
+        self,
+        spec: InputSpec,
+        requests: Sequence[InferenceRequest],
+        pinned: Allocator | None,
+        staged: list[Any],
     ) -> Any:
-        """Input ``spec`` gathered in host memory (pinned for GPU instances), as torch takes it."""
+        """Input ``spec`` of the batch on the instance's GPU: gathered once into pinned host
+        memory (``_copy_rows``) and copied up asynchronously on the instance's stream (in
+        pieces when ``STAGE_PIECE_BYTES`` asks for them). ``staged`` keeps the host buffers
+        referenced until the stream is synchronised."""
+        torch = self.torch
+        device = self.program.device
+        arrays = _input_arrays(requests, spec.name)
+        first = arrays[0]
+        shape = first.shape if len(arrays) == 1 else (sum(a.shape[0] for a in arrays), *first.shape[1:])
+        # Pageable without a pinned pool (--pinned-memory-pool-byte-size 0) or when it is spent:
+        # the copies are then synchronous for the host, and still correct.
+        buffer = pinned(shape, first.dtype) if pinned is not None else np.empty(shape, first.dtype)
+        staged.append(buffer)
+        host = to_torch(torch, buffer, spec.bf16)  # a view of the buffer, no copy
+        piece = STAGE_PIECE_BYTES
+        if len(arrays) == 1 or not piece or buffer.nbytes <= piece:
+            _copy_rows(buffer, arrays)
+            return host.to(device, non_blocking=True)
+        value = torch.empty_like(host, device=device)
+        start = rows = size = 0
+        group: list[np.ndarray[Any, Any]] = []
+        for index, array in enumerate(arrays):
+            group.append(array)
+            rows += array.shape[0]
+            size += array.nbytes
+            if size >= piece or index == len(arrays) - 1:
+                end = start + rows
+                _copy_rows(buffer[start:end], group)
+                value[start:end].copy_(host[start:end], non_blocking=True)
+                start, rows, size = end, 0, 0
+                group = []
+        return value
+
+    def _host_value(self, spec: InputSpec, requests: Sequence[InferenceRequest]) -> Any:
+        """Input ``spec`` gathered in host memory, as torch takes it: every input of a CPU
+        instance, and on a GPU strings, batch inputs and ragged batches (small: copied up
+        synchronously from where they lie)."""
         torch = self.torch
         device = self.program.device
         if spec.batch_kind:
             array = batch_input_array(spec.batch_kind, requests, spec.batch_sources, spec.batch_dtype)
         elif len(requests) == 1:
             array = requests[0].inputs[spec.name].data
-            if pinned is not None and not spec.string:
-                staged = pinned(array.shape, array.dtype)
-                np.copyto(staged, array)
-                array = staged
         elif spec.ragged:
             array = gather_ragged(requests, spec.name)
         else:
-            array = gather_inputs(requests, spec.name, allocator=pinned)
+            array = gather_inputs(requests, spec.name)
         if spec.string:
             return [_text(v) for v in array.reshape(-1)]
         value = to_torch(torch, array, spec.bf16)
         if device is not None and value.device != device:
-            value = value.to(device, non_blocking=pinned is not None)
+            value = value.to(device)
         return value
 
-    def _outputs(
-        self, results: list[Any] | dict[str, Any], wanted: list[str]
-    ) -> dict[str, np.ndarray[Any, Any]]:
+    def _outputs(self, results: list[Any] | dict[str, Any], wanted: list[str]) -> dict[str, Any]:
+        """The ``wanted`` results on their way to the host (GPU results: copies queued on the
+        instance's stream, read only after it is synchronised)."""
         values = list(results.values()) if isinstance(results, dict) else results
         host: dict[str, Any] = {}
         for name in wanted:
@@ -245,9 +329,7 @@ class InstanceState:
                     f"doesn't exist. This model has {len(values)} outputs"
                 )
             host[name] = self._output(spec, value)
-        if self.on_gpu:
-            self.stream.synchronize()  # the device → host copies above were asynchronous
-        return {name: self._to_array(self.outputs[name], value) for name, value in host.items()}
+        return host
 
     def _output(self, spec: OutputSpec, value: Any) -> Any:
         torch = self.torch
@@ -261,10 +343,11 @@ class InstanceState:
             if value.dim() == 0:
                 raise TritonError.invalid_arg(f"output '{spec.name}' is a scalar which is not supported.")
             if value.device.type != "cpu":
-                # Pinned host memory, filled on the instance's stream; synchronised once for all outputs.
-                staged = torch.empty(value.shape, dtype=value.dtype, pin_memory=True)
-                staged.copy_(value, non_blocking=True)
-                return staged
+                if value.device != self.program.device:
+                    return value.cpu()  # another GPU's stream (KIND_MODEL): this one copy waits
+                # Into pinned memory (torch pins the target of a non-blocking copy to the host),
+                # queued on the instance's stream; read after the one synchronisation.
+                return value.to("cpu", non_blocking=True)
             return value
         if isinstance(value, list) and all(isinstance(s, str) for s in value):
             if not spec.string:
@@ -299,6 +382,57 @@ def _check_type(
         raise TritonError.internal(
             f"unsupported datatype {data_type} for {kind} '{name}' for model '{model}'"
         )
+
+
+def _copy_rows(target: np.ndarray[Any, Any], arrays: Sequence[np.ndarray[Any, Any]]) -> None:
+    """``arrays`` one after the other into ``target`` (C-contiguous, their rows), holding the GIL.
+
+    numpy releases the GIL around every copy of more than a few hundred elements, so gathering
+    32 requests with ``np.concatenate`` gives the GIL up 32 times, and the worker thread must win
+    it back each time against every other thread of the process (in-process callers, the front
+    end, the scheduler). Beside 16 busy Python threads that turned a 1 ms gather of 32 images into
+    15-50 ms on a 2-core host (bench/gpu.md). A memoryview slice assignment is a memmove under the GIL:
+    the gather runs through, and others run while this thread later waits on the GPU.
+    """
+    if len(arrays) == 1 and arrays[0].shape == target.shape:
+        rows: list[Any] = [Ellipsis]  # the whole target, 0-d included
+    else:
+        rows, start = [], 0
+        for a in arrays:
+            rows.append(slice(start, start + a.shape[0]))
+            start += a.shape[0]
+    try:
+        view = memoryview(target).cast("B")  # type: ignore[arg-type]  # ndarray has the buffer protocol
+    except (TypeError, ValueError, BufferError):
+        view = None
+    offset = 0
+    for a, where in zip(arrays, rows):
+        size = a.nbytes
+        if view is not None:
+            try:
+                view[offset : offset + size] = memoryview(a).cast("B")  # type: ignore[arg-type]
+                offset += size
+                continue
+            except (TypeError, ValueError, BufferError, NotImplementedError):
+                pass  # not C-contiguous, or a dtype the buffer protocol cannot describe
+        np.copyto(target[where], a)
+        offset += size
+
+
+def _input_arrays(requests: Sequence[InferenceRequest], name: str) -> list[np.ndarray[Any, Any]]:
+    """Input ``name`` of every request, checked as ``gather_inputs`` checks a batch."""
+    try:
+        arrays = [r.inputs[name].data for r in requests]
+    except KeyError:
+        raise TritonError.invalid_arg(f"input '{name}' is missing from a request in the batch") from None
+    first = arrays[0]
+    for a in arrays[1:]:
+        if a.shape[1:] != first.shape[1:] or a.dtype != first.dtype:
+            raise TritonError.internal(
+                f"cannot batch input '{name}': shapes {first.shape} and {a.shape} "
+                f"(or dtypes {first.dtype}, {a.dtype}) differ beyond the batch dimension"
+            )
+    return arrays
 
 
 def _device_input(
