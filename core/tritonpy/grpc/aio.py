@@ -170,12 +170,10 @@ def _unary(
             _access_failed(context, name, exc)
             raise
         else:
-            if log.isEnabledFor(logging.DEBUG):
-                _access(context, name, StatusCode.OK)
+            _answered(context, name, StatusCode.OK)
             return response
         del request  # grpc's abort below must not keep the message alive
-        if log.isEnabledFor(logging.DEBUG):
-            _access(context, name, code)
+        _answered(context, name, code)
         await context.abort(GRPC_STATUS[code], details)
 
     return call
@@ -196,19 +194,22 @@ def _streaming(
             _access_failed(context, name, exc)
             raise
         else:
-            if log.isEnabledFor(logging.DEBUG):
-                _access(context, name, StatusCode.OK)
+            _answered(context, name, StatusCode.OK)
             return
-        if log.isEnabledFor(logging.DEBUG):
-            _access(context, name, code)
+        _answered(context, name, code)
         await context.abort(GRPC_STATUS[code], details)
 
     return call
 
 
-def _access(context: grpc.aio.ServicerContext, name: str, code: StatusCode) -> None:
+def _answered(context: grpc.aio.ServicerContext, name: str, code: StatusCode) -> None:
     """The native transport's line per answered call (``calls.Call._access``), at a verbose
-    level (the caller checks it, so that a call costs one level check when it is off)."""
+    level: a call costs one level check when it is off."""
+    if log.isEnabledFor(logging.DEBUG):
+        _access(context, name, code)
+
+
+def _access(context: grpc.aio.ServicerContext, name: str, code: StatusCode) -> None:
     log.debug('%s - "%s" %s', context.peer(), name, code.name)
 
 
