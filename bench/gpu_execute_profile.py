@@ -16,7 +16,7 @@ backend through the installed entry points, which name the same modules.
 
 0. **GIL probe** (no GPU needed, runs first): gathering 32 images (19 MiB) into one buffer with
    ``np.concatenate`` (numpy gives the GIL up around each request's copy) and with the backend's
-   ``_copy_rows`` (memmove under the GIL), alone and beside 16 and 64 Python threads shaped like
+   ``tritonpy_sdk.copy_rows`` (memmove under the GIL), alone and beside 16 and 64 Python threads shaped like
    in-process clients (60 µs of Python, then a 0.3 ms wait, over and over).
 
 One TorchScript resnet18 (torchvision's when it is installed, else the same network defined
@@ -214,7 +214,7 @@ def gil_probe(copy_rows: Callable[[Any, Any], None], hw: int) -> None:
                 t.join()
         print(
             f"  {clients:2d} busy threads: np.concatenate {numpy_ms:8.3f}   "
-            f"_copy_rows (GIL held) {held_ms:8.3f}"
+            f"copy_rows (GIL held) {held_ms:8.3f}"
         )
 
 
@@ -230,9 +230,10 @@ def main() -> int:
     if not args.installed:
         sys.path[:0] = [str(p) for p in TREE]
     import tritonpy_backend_torch._instance as instance_module
+    import tritonpy_sdk
 
     if not args.skip_gil_probe:
-        gil_probe(instance_module._copy_rows, args.hw)
+        gil_probe(tritonpy_sdk.copy_rows, args.hw)
     if not torch.cuda.is_available():
         print(f"no CUDA device for torch {torch.__version__}: nothing to profile (this script needs a GPU)")
         return 0

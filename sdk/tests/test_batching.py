@@ -6,6 +6,8 @@ from tritonpy_sdk import (
     RequestedOutput,
     Tensor,
     TritonError,
+    batch_arrays,
+    copy_rows,
     gather_inputs,
     outputs_to_compute,
     scatter_output,
@@ -77,3 +79,42 @@ def test_outputs_to_compute_is_the_union_requested_or_all() -> None:
     assert outputs_to_compute([a, b], ["A", "B", "C"]) == ["A", "B"]
     b.requested_outputs = []
     assert outputs_to_compute([a, b], ["A", "B", "C"]) == ["A", "B", "C"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3),  # contiguous
+        lambda n: np.arange(n * 12, dtype=np.int64).reshape(n, 2, 6)[:, :, ::2],  # strided
+        lambda n: np.array([[b"a" * (i + 1)] for i in range(n)], dtype=np.object_),  # BYTES
+        lambda n: np.ones((n, 4), dtype=np.bool_),
+    ],
+    ids=["contiguous", "strided", "object", "bool"],
+)
+def test_copy_rows_matches_concatenate(make) -> None:  # type: ignore[no-untyped-def]
+    arrays = [make(1), make(2), make(3)]
+    expected = np.concatenate(arrays, axis=0)
+    target = np.empty(expected.shape, expected.dtype)
+    copy_rows(target, arrays)
+    np.testing.assert_array_equal(target, expected)
+    read_only = [a.copy() for a in arrays]
+    for a in read_only:
+        a.flags.writeable = False
+    gathered = gather_inputs([_request(a) for a in read_only], "X")
+    np.testing.assert_array_equal(gathered, expected)
+
+
+def test_copy_rows_of_one_array_fills_the_target_even_without_a_batch_axis() -> None:
+    scalar = np.array(7.5, dtype=np.float64)
+    target = np.empty((), np.float64)
+    copy_rows(target, [scalar])
+    assert target == 7.5
+
+
+def test_batch_arrays_checks_the_batch() -> None:
+    a, b = np.ones((1, 3), np.float32), np.ones((2, 3), np.float32)
+    assert [x.shape for x in batch_arrays([_request(a), _request(b)], "X")] == [(1, 3), (2, 3)]
+    with pytest.raises(TritonError, match="cannot batch input 'X'"):
+        batch_arrays([_request(a), _request(np.ones((1, 4), np.float32))], "X")
+    with pytest.raises(TritonError, match="input 'Y' is missing"):
+        batch_arrays([_request(a)], "Y")

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from ._autocomplete import complete_input, complete_max_batch_size, complete_output
 from ._backend_info import BackendInfo, GpuSupport
-from ._batching import batch_sizes, gather_inputs, outputs_to_compute, scatter_output, scatter_responses
+from ._batching import (
+    batch_arrays,
+    batch_sizes,
+    copy_rows,
+    gather_inputs,
+    outputs_to_compute,
+    scatter_output,
+    scatter_responses,
+)
 from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
 from ._datatype import DataType
 from ._device_array import DeviceArray
@@ -70,11 +78,13 @@ __all__ = [
     "Tensor",
     "TritonError",
     "as_bytes_array",
+    "batch_arrays",
     "batch_input_array",
     "batch_sizes",
     "complete_input",
     "complete_max_batch_size",
     "complete_output",
+    "copy_rows",
     "deserialize_bytes_tensor",
     "gather_inputs",
     "gather_ragged",

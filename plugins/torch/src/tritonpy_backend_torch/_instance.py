@@ -9,7 +9,7 @@ On a GPU the execution does what calling the module directly does, plus the
 unavoidable gather and scatter, all on the instance's own CUDA stream:
 
 - each input is gathered once, into pinned host memory from the server's pool
-  (``instance.host_allocator``), with the GIL held throughout (``_copy_rows``),
+  (``instance.host_allocator``), with the GIL held throughout (``copy_rows``),
   and copied to the device asynchronously (optionally in pieces of
   ``STAGE_PIECE_BYTES``, each piece's copy running while the next is gathered);
 - each output is copied back asynchronously into pinned memory (torch's
@@ -37,7 +37,9 @@ from tritonpy_sdk import (
     InferenceRequest,
     InferenceResponse,
     TritonError,
+    batch_arrays,
     batch_input_array,
+    copy_rows,
     gather_inputs,
     gather_ragged,
     gather_tensor,
@@ -259,12 +261,12 @@ class InstanceState:
         staged: list[Any],
     ) -> Any:
         """Input ``spec`` of the batch on the instance's GPU: gathered once into pinned host
-        memory (``_copy_rows``) and copied up asynchronously on the instance's stream (in
+        memory (``copy_rows``) and copied up asynchronously on the instance's stream (in
         pieces when ``STAGE_PIECE_BYTES`` asks for them). ``staged`` keeps the host buffers
         referenced until the stream is synchronised."""
         torch = self.torch
         device = self.program.device
-        arrays = _input_arrays(requests, spec.name)
+        arrays = batch_arrays(requests, spec.name)
         first = arrays[0]
         shape = first.shape if len(arrays) == 1 else (sum(a.shape[0] for a in arrays), *first.shape[1:])
         # Pageable without a pinned pool (--pinned-memory-pool-byte-size 0) or when it is spent:
@@ -274,7 +276,7 @@ class InstanceState:
         host = to_torch(torch, buffer, spec.bf16)  # a view of the buffer, no copy
         piece = STAGE_PIECE_BYTES
         if len(arrays) == 1 or not piece or buffer.nbytes <= piece:
-            _copy_rows(buffer, arrays)
+            copy_rows(buffer, arrays)
             return host.to(device, non_blocking=True)
         value = torch.empty_like(host, device=device)
         start = rows = size = 0
@@ -285,7 +287,7 @@ class InstanceState:
             size += array.nbytes
             if size >= piece or index == len(arrays) - 1:
                 end = start + rows
-                _copy_rows(buffer[start:end], group)
+                copy_rows(buffer[start:end], group)
                 value[start:end].copy_(host[start:end], non_blocking=True)
                 start, rows, size = end, 0, 0
                 group = []
@@ -382,57 +384,6 @@ def _check_type(
         raise TritonError.internal(
             f"unsupported datatype {data_type} for {kind} '{name}' for model '{model}'"
         )
-
-
-def _copy_rows(target: np.ndarray[Any, Any], arrays: Sequence[np.ndarray[Any, Any]]) -> None:
-    """``arrays`` one after the other into ``target`` (C-contiguous, their rows), holding the GIL.
-
-    numpy releases the GIL around every copy of more than a few hundred elements, so gathering
-    32 requests with ``np.concatenate`` gives the GIL up 32 times, and the worker thread must win
-    it back each time against every other thread of the process (in-process callers, the front
-    end, the scheduler). Beside 16 busy Python threads that turned a 1 ms gather of 32 images into
-    15-50 ms on a 2-core host (bench/gpu.md). A memoryview slice assignment is a memmove under the GIL:
-    the gather runs through, and others run while this thread later waits on the GPU.
-    """
-    if len(arrays) == 1 and arrays[0].shape == target.shape:
-        rows: list[Any] = [Ellipsis]  # the whole target, 0-d included
-    else:
-        rows, start = [], 0
-        for a in arrays:
-            rows.append(slice(start, start + a.shape[0]))
-            start += a.shape[0]
-    try:
-        view = memoryview(target).cast("B")  # type: ignore[arg-type]  # ndarray has the buffer protocol
-    except (TypeError, ValueError, BufferError):
-        view = None
-    offset = 0
-    for a, where in zip(arrays, rows):
-        size = a.nbytes
-        if view is not None:
-            try:
-                view[offset : offset + size] = memoryview(a).cast("B")  # type: ignore[arg-type]
-                offset += size
-                continue
-            except (TypeError, ValueError, BufferError, NotImplementedError):
-                pass  # not C-contiguous, or a dtype the buffer protocol cannot describe
-        np.copyto(target[where], a)
-        offset += size
-
-
-def _input_arrays(requests: Sequence[InferenceRequest], name: str) -> list[np.ndarray[Any, Any]]:
-    """Input ``name`` of every request, checked as ``gather_inputs`` checks a batch."""
-    try:
-        arrays = [r.inputs[name].data for r in requests]
-    except KeyError:
-        raise TritonError.invalid_arg(f"input '{name}' is missing from a request in the batch") from None
-    first = arrays[0]
-    for a in arrays[1:]:
-        if a.shape[1:] != first.shape[1:] or a.dtype != first.dtype:
-            raise TritonError.internal(
-                f"cannot batch input '{name}': shapes {first.shape} and {a.shape} "
-                f"(or dtypes {first.dtype}, {a.dtype}) differ beyond the batch dimension"
-            )
-    return arrays
 
 
 def _device_input(
