@@ -555,12 +555,7 @@ class Server:
         when an instance is free (no hand-off to a worker thread and back)."""
         mv = self._admit(request)
         if mv.decoupled:
-            if decoupled_message is not None:
-                raise TritonError.unsupported(decoupled_message)
-            raise TritonError.invalid_arg(
-                f"model '{request.model_name}' is decoupled (it may send any number of responses); "
-                f"use {stream_call} or ModelHandle.infer() to receive them"
-            )
+            raise _decoupled_refusal(request, decoupled_message, stream_call)
 
         def done(response: InferenceResponse | None, flags: int) -> None:
             if response is not None:
@@ -585,9 +580,13 @@ class Server:
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
+        # ``start_infer`` spelt out, its callback the answer's own.
+        mv = self._admit(request)
+        if mv.decoupled:
+            raise _decoupled_refusal(request, None, "stream()")
         answer = Answer()
         # Without a timeout this thread may run the request itself: it waits anyway.
-        self.start_infer(request, answer.set, stream_call="stream()", here=timeout is None)
+        self._submit(mv, request, answer.done, False, timeout is None)
         response = answer.wait(timeout)
         if response.error is not None:
             raise response.error
@@ -645,6 +644,17 @@ class Server:
         finally:
             if not finished:
                 request.cancel()
+
+
+def _decoupled_refusal(request: InferenceRequest, message: str | None, stream_call: str) -> TritonError:
+    """A one-response call's refusal of a decoupled model: UNSUPPORTED with a front end's
+    ``message`` when given, else INVALID_ARG pointing to ``stream_call``."""
+    if message is not None:
+        return TritonError.unsupported(message)
+    return TritonError.invalid_arg(
+        f"model '{request.model_name}' is decoupled (it may send any number of responses); "
+        f"use {stream_call} or ModelHandle.infer() to receive them"
+    )
 
 
 #: How often a request is sent on to what serves after the version it found was replaced.

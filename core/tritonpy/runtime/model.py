@@ -249,7 +249,31 @@ class LoadedVersion:
         answer gets an error (jobs answered through senders keep theirs).
         """
         try:
-            self._run(instance, jobs)
+            start = time.monotonic_ns()
+            if len(jobs) == 1 and not self.sequence:  # ``_begin`` of the common case, inlined
+                job = jobs[0]
+                if job.queued:
+                    self.stats.dequeued(1)
+                if job.request._cancelled:
+                    jobs = self._drop_cancelled(jobs, start)
+                    if not jobs:
+                        return
+                requests = [job.request]
+            else:
+                jobs = self._begin(jobs, start)
+                if not jobs:
+                    return
+                requests = [j.request for j in jobs]
+            senders = SenderBatch(self, jobs, start, self.decoupled)
+            senders.infer_start = time.monotonic_ns()
+            try:
+                if self.device_tensors:
+                    place_inputs(instance, requests)
+                responses = self.hooks.execute(instance, requests)
+            except Exception as exc:  # a backend bug must not kill the worker or the server
+                self._finish(instance, jobs, requests, senders, start, None, exc)
+            else:
+                self._finish(instance, jobs, requests, senders, start, responses, None)
         except Exception as exc:
             message = report(log, f"running a batch of model '{self.name}' failed", exc)
             fail_unfinished(jobs, TritonError.internal(message))
@@ -318,23 +342,6 @@ class LoadedVersion:
                 return self._drop_cancelled(jobs, start)
         return jobs
 
-    def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
-        start = time.monotonic_ns()
-        jobs = self._begin(jobs, start)
-        if not jobs:
-            return
-        requests = [jobs[0].request] if len(jobs) == 1 else [j.request for j in jobs]
-        senders = SenderBatch(self, jobs, start, self.decoupled)
-        senders.infer_start = time.monotonic_ns()
-        try:
-            if self.device_tensors:
-                place_inputs(instance, requests)
-            responses = self.hooks.execute(instance, requests)
-        except Exception as exc:  # a backend bug must not kill the worker or the server
-            self._finish(instance, jobs, requests, senders, start, None, exc)
-        else:
-            self._finish(instance, jobs, requests, senders, start, responses, None)
-
     def _finish(
         self,
         instance: ModelInstance,
@@ -348,7 +355,12 @@ class LoadedVersion:
         """What the backend's execution gave: record it and answer every job
         (``requests`` are the jobs' requests, as the backend got them); jobs the
         backend handed back (``request.reschedule()``) go back to the scheduler."""
-        back = _handed_back(requests) if error is None else ()
+        if error is not None:
+            back: Sequence[int] = ()
+        elif len(requests) == 1:  # ``_handed_back`` of the common case, inlined
+            back = _FIRST if requests[0]._rescheduled else ()
+        else:
+            back = _handed_back(requests)
         if error is None:
             if responses is None:
                 if back:
