@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import logging
 import pickle
 import pstats
 import shutil
@@ -214,12 +215,23 @@ def _protocol_chain(server: Any, loop: asyncio.AbstractEventLoop) -> Callable[[i
     import uvicorn
     from tritonpy.http import create_app
     from tritonpy.http.protocol import direct_frontend, http_protocol
+    from tritonpy.http.uvicorn_server import UVICORN_LOGGING
     from uvicorn.server import ServerState
 
     app = create_app(server)
     direct = direct_frontend(app, server.options)
     assert direct is not None
-    config = uvicorn.Config(app, http=http_protocol(server.options, direct=direct), lifespan="off")
+    # As the HTTP front end makes it (``http/frontend.py``), logging at verbose level 0: no
+    # access log, so inference requests take the protocol's direct path, as served (uvicorn's
+    # own logging set-up would turn the access log on and send each one through ASGI).
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    config = uvicorn.Config(
+        app,
+        http=http_protocol(server.options, direct=direct),
+        **UVICORN_LOGGING,
+        proxy_headers=False,
+        lifespan="off",
+    )
     config.load()
     protocol_class: Any = config.http_protocol_class
     protocol = protocol_class(config, ServerState(), {}, loop)

@@ -607,7 +607,7 @@ def _version_of(record: LoadRecord | None, name: str, version: int | str | None)
     """The lookup of ``ModelManager.get_version`` in one snapshot of a model's record."""
     if record is None:
         raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
-    v = parse_version(version, name)
+    v = version if type(version) is int else parse_version(version, name)
     if v <= 0:  # the latest ready version (the common case: one loop, no list)
         latest: LoadedVersion | None = None
         for candidate in record.versions.values():

@@ -115,8 +115,13 @@ class LoadedVersion:
     _run_here: Callable[[Job], bool] | None = field(init=False, default=None)
     #: The scheduler's ``reschedule`` when it takes jobs back (``can_reschedule``), else None.
     _reschedule: Callable[[Job], None] | None = field(init=False, default=None)
+    #: The backend's ``execute``, bound once (``BackendHooks.execute_function``).
+    _execute: Callable[
+        [ModelInstance, Sequence[InferenceRequest]], Sequence[InferenceResponse | None] | None
+    ] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._execute = self.hooks.execute_function()
         self.decoupled = self.config.model_transaction_policy.decoupled
         self.stats.single_response = not self.decoupled
         self.sequence = self.config.WhichOneof("scheduling_choice") == "sequence_batching"
@@ -269,7 +274,7 @@ class LoadedVersion:
             try:
                 if self.device_tensors:
                     place_inputs(instance, requests)
-                responses = self.hooks.execute(instance, requests)
+                responses = self._execute(instance, requests)
             except Exception as exc:  # a backend bug must not kill the worker or the server
                 self._finish(instance, jobs, requests, senders, start, None, exc)
             else:
