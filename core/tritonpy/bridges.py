@@ -58,8 +58,13 @@ class Answer:
     def done(self, response: InferenceResponse | None, flags: int) -> None:
         """``set`` as an ``OnResponse`` callback of a model that is not decoupled (its
         one call carries the response)."""
-        if response is not None:
-            self.set(response)
+        if response is not None:  # ``set``, inlined: it runs once per in-process call
+            if self._response is not None:
+                raise RuntimeError("the response of this request was already set")
+            self._response = response
+            waiter = self._waiter
+            if waiter is not None:
+                waiter.release()
 
     def wait(self, timeout: float | None) -> InferenceResponse:
         """The response; ``TimeoutError`` when none came within ``timeout`` s (None: no limit)."""

@@ -444,15 +444,16 @@ class Server:
             raise TritonError.unavailable("Server is stopping" if self._started else "Server is not started")
         return self.manager.get_version(request.model_name, request.model_version)  # as get_version
 
-    def _enter(self) -> None:
-        self._inflight.append(None)
-
     def _leave(self) -> None:
         inflight = self._inflight
         inflight.pop()
         if not inflight and self._idle_waiters:
-            with self._idle:
-                self._idle.notify_all()
+            self._leave_notify()
+
+    def _leave_notify(self) -> None:
+        """Wake ``wait_idle``: the last request in flight left."""
+        with self._idle:
+            self._idle.notify_all()
 
     def drain(self) -> None:
         """Refuse new requests from clients (UNAVAILABLE "Server is stopping") and
@@ -498,7 +499,7 @@ class Server:
         caller blocks for the answer, so it may run the request itself (``LoadedVersion.submit``)."""
         requested = request.model_version
         request.model_version = mv.version
-        self._enter()
+        self._inflight.append(None)  # ``_enter``, inlined
         trace = self.tracer.sample(request.model_name, request.id, request.trace_context, internal)
         if trace is not None:
             trace.model_version = mv.version
@@ -510,7 +511,10 @@ class Server:
                 done(response, flags)
             finally:
                 if flags & RESPONSE_COMPLETE_FINAL:
-                    self._leave()
+                    inflight = self._inflight  # ``_leave``, inlined (once per request)
+                    inflight.pop()
+                    if not inflight and self._idle_waiters:
+                        self._leave_notify()
                     if trace is not None:
                         trace.stamp("REQUEST_END", time.monotonic_ns())
                         self.tracer.finish(trace)

@@ -40,6 +40,8 @@ class IOSpec:
     inputs: dict[str, TensorSpec]
     outputs: dict[str, TensorSpec]
     required_inputs: frozenset[str]
+    #: Whether some output has a ``reshape`` (undone on every response when it has).
+    reshaped_outputs: bool
 
     @property
     def batching(self) -> bool:
@@ -57,6 +59,7 @@ class IOSpec:
             inputs=inputs,
             outputs=outputs,
             required_inputs=frozenset(n for n, t in inputs.items() if not t.optional),
+            reshaped_outputs=any(t.reshape is not None for t in outputs.values()),
         )
 
 

@@ -159,8 +159,8 @@ class InProcessInstance:
                 and not (pb_request := pb_requests[0])._release_flags & _RESCHEDULE
             ):
                 # ``_responses`` of one request answered (what ``check_responses`` accepts
-                # without a question), inlined.
-                responses = [response_from_pb(response, pb_request._requested)]
+                # without a question), inlined; not handed back, so nothing more to do.
+                return [response_from_pb(response, pb_request._requested)]
             else:
                 responses = self._responses(result, pb_requests)
         except Exception as exc:
