@@ -360,6 +360,37 @@ class LoadedVersion:
         """What the backend's execution gave: record it and answer every job
         (``requests`` are the jobs' requests, as the backend got them); jobs the
         backend handed back (``request.reschedule()``) go back to the scheduler."""
+        if (
+            error is None
+            and responses is not None
+            and len(responses) == 1
+            and len(jobs) == 1
+            and responses[0] is not None
+            and not requests[0]._rescheduled
+            and not self.sequence
+        ):
+            # One request answered (the common case): what the rest of this method does
+            # for it, without the loops and the branches for batches, errors, requests
+            # handed back and null requests.
+            job = jobs[0]
+            infer_end = time.monotonic_ns()
+            try:
+                out = finish_response(self.spec, self.labels, job.request, responses[0])
+            except Exception as exc:  # as below: this request's response is bad
+                if not isinstance(exc, TritonError):
+                    where = f"the response of model '{self.name}' could not be prepared"
+                    exc = TritonError.internal(report(log, where, exc))
+                out = self.error_response(job, exc)
+            senders.close()
+            times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
+            self.stats.record_one(times, job.arrival_ns, requests[0].batch_size, out.error is None)
+            if self.cache is not None:
+                self.cache_response(job, out)
+            if job.trace is not None:
+                for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
+                    job.trace.stamp(name, ns)
+            job.answer(out, RESPONSE_COMPLETE_FINAL)
+            return
         if error is not None:
             back: Sequence[int] = ()
         elif len(requests) == 1:  # ``_handed_back`` of the common case, inlined
