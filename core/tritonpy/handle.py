@@ -125,4 +125,7 @@ class ModelHandle:
         """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
         request = self.create_request(inputs, **kwargs)
         response = self._server.infer(request)
-        return {name: t.data for name, t in response.outputs.items()}
+        outputs = {}
+        for name, tensor in response.outputs.items():  # a loop: no comprehension's frame
+            outputs[name] = tensor.data
+        return outputs

@@ -500,7 +500,10 @@ class Server:
         requested = request.model_version
         request.model_version = mv.version
         self._inflight.append(None)  # ``_enter``, inlined
-        trace = self.tracer.sample(request.model_name, request.id, request.trace_context, internal)
+        tracer = self.tracer
+        trace = None
+        if not tracer.off:  # ``sample``'s own first check, read here without its call
+            trace = tracer.sample(request.model_name, request.id, request.trace_context, internal)
         if trace is not None:
             trace.model_version = mv.version
             trace.stamp("REQUEST_START", time.monotonic_ns())
