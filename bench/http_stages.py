@@ -12,7 +12,9 @@ of the loop thread is divided by the inferences: the loop's share of an
 inference without httptools' parsing and the client's socket ("chain"). The
 same again through uvicorn's httptools protocol as served, on a connection
 without a socket whose every answer sends the next request ("protocol"): the
-difference is the HTTP/1.1 parsing and uvicorn's per-request objects. Then each stage
+difference is the HTTP/1.1 parsing and uvicorn's per-request objects. The protocol once
+more with every request answered at once (no model, no stub): what the HTTP layer costs
+the loop per request on its own. Then each stage
 alone, many times over: decoding the body, the stub message (descriptors and
 pickling), the stub answer (unpickling and the response), encoding the response
 and its head.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import logging
 import pickle
 import pstats
 import shutil
@@ -131,6 +134,14 @@ def main() -> None:
         rounds = [served(args.n) for _ in range(3)]
         each = ", ".join(f"{r:.1f}" for r in rounds)
         print(f"protocol (the chain through the HTTP protocol): {min(rounds):.1f} µs (rounds {each})")
+        instant = _protocol_chain(_AnsweredAtOnce(server), loop)
+        instant(500)
+        rounds = [instant(args.n * 4) for _ in range(3)]
+        each = ", ".join(f"{r:.1f}" for r in rounds)
+        print(
+            f"protocol answered at once (no model, no stub: parsing, decoding, encoding, "
+            f"the response head and the loop's turns): {min(rounds):.1f} µs (rounds {each})"
+        )
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()
@@ -209,17 +220,47 @@ REQUEST = (
 )
 
 
+class _AnsweredAtOnce:
+    """The server as the HTTP front end sees it, except that ``start_infer`` answers each
+    request at once with add_sub's outputs: what the protocol costs without a model."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        self._outputs = np.arange(4, dtype=np.float32)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+    def start_infer(self, request: Any, on_response: Callable[[Any], None], *args: Any, **kw: Any) -> None:
+        from tritonpy_sdk import InferenceResponse, Tensor
+
+        datatype = request.inputs["INPUT0"].datatype
+        outputs = {k: Tensor(k, self._outputs, datatype) for k in ("OUTPUT0", "OUTPUT1")}
+        on_response(InferenceResponse(outputs, model_name=request.model_name, model_version=1))
+
+
 def _protocol_chain(server: Any, loop: asyncio.AbstractEventLoop) -> Callable[[int], float]:
     """µs of the loop thread per inference through the httptools protocol, as served."""
     import uvicorn
     from tritonpy.http import create_app
     from tritonpy.http.protocol import direct_frontend, http_protocol
+    from tritonpy.http.uvicorn_server import UVICORN_LOGGING
     from uvicorn.server import ServerState
 
     app = create_app(server)
     direct = direct_frontend(app, server.options)
     assert direct is not None
-    config = uvicorn.Config(app, http=http_protocol(server.options, direct=direct), lifespan="off")
+    # As the HTTP front end makes it (``http/frontend.py``), logging at verbose level 0: no
+    # access log, so inference requests take the protocol's direct path, as served (uvicorn's
+    # own logging set-up would turn the access log on and send each one through ASGI).
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    config = uvicorn.Config(
+        app,
+        http=http_protocol(server.options, direct=direct),
+        **UVICORN_LOGGING,
+        proxy_headers=False,
+        lifespan="off",
+    )
     config.load()
     protocol_class: Any = config.http_protocol_class
     protocol = protocol_class(config, ServerState(), {}, loop)

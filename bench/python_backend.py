@@ -3,6 +3,7 @@
     python bench/python_backend.py            # prints a markdown table, writes bench/python_backend.md
     python bench/python_backend.py --write-repo DIR     # only write the model repository
     python bench/python_backend.py --peer HOST:PORT     # also measure a peer serving that repository
+    python bench/python_backend.py --cpu-only           # only add_sub's CPU per call, direct vs in_process
 
 Three ways to run the same Triton-style model, in one run:
   direct      — ``TritonPythonModel.execute`` called in this process with pb_utils objects
@@ -10,7 +11,9 @@ Three ways to run the same Triton-style model, in one run:
   in_process  — served by tritonpy with ``EXECUTION_MODE: in_process`` (no IPC);
   stub        — served by tritonpy in a stub process (the default): shared memory + a socket.
 For a 4-element add/sub and a 4 MiB identity (which crosses through shared memory).
-Reported: calls/s and p50 per path, the stub's added p50 over in-process, and ratios.
+Reported: calls/s and p50 per path, the stub's added p50 over in-process, and ratios;
+then ``add_sub``'s CPU time of the calling thread (``time.thread_time``) per call, direct
+and in_process ``predict`` in alternating rounds: steadier than calls/s on a shared machine.
 
 Then the same ``add_sub`` over gRPC with perf_analyzer at concurrency 1 and 4:
 tritonpy's stub, and with ``--peer`` the same repository served by another
@@ -123,6 +126,34 @@ def direct(model_file: Path, inputs: dict[str, np.ndarray], outputs: list[str]) 
     return call
 
 
+def cpu_per_call(server: Any, repo: Path, rounds: int, calls: int) -> str:
+    """``add_sub``: µs of this thread's CPU per call, direct and in_process ``predict``
+    in alternating rounds; medians and bests, and direct ÷ predict of each."""
+    inputs = {"INPUT0": np.ones(4, np.float32), "INPUT1": np.arange(4, dtype=np.float32)}
+    handle = server.model("add_sub_inproc")
+    paths = {
+        "direct": direct(repo / "add_sub" / "1" / "model.py", inputs, ["OUTPUT0", "OUTPUT1"]),
+        "predict": lambda: handle.predict(inputs),
+    }
+    spent: dict[str, list[float]] = {name: [] for name in paths}
+    for call in paths.values():
+        for _ in range(2000):
+            call()
+    for _ in range(rounds):
+        for name, call in paths.items():
+            t = time.thread_time()
+            for _ in range(calls):
+                call()
+            spent[name].append((time.thread_time() - t) / calls * 1e6)
+    d, p = spent["direct"], spent["predict"]
+    dm, pm = statistics.median(d), statistics.median(p)
+    return (
+        f"CPU per call (`time.thread_time`, {rounds} alternating rounds of {calls} calls): direct "
+        f"{dm:.1f} µs (best {min(d):.1f}), in_process `predict` {pm:.1f} µs (best {min(p):.1f}); "
+        f"direct ÷ predict {dm / pm:.2f} (medians), {min(d) / min(p):.2f} (bests)."
+    )
+
+
 def served(repo: Path, peer: str | None, peer_name: str, requests: int) -> list[str]:
     """``add_sub`` over gRPC with perf_analyzer: tritonpy's stub, and the peer when given."""
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "scripts")]
@@ -162,11 +193,25 @@ def main() -> None:
     parser.add_argument("--peer", metavar="HOST:PORT", help="gRPC address of a peer serving --write-repo")
     parser.add_argument("--peer-name", default="peer", help="what the peer is, for the table")
     parser.add_argument("--requests", type=int, default=2000, help="requests per perf_analyzer window")
+    parser.add_argument("--cpu-only", action="store_true", help="only add_sub's CPU per call; writes nothing")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds of the CPU per call")
+    parser.add_argument("--calls", type=int, default=20000, help="calls per round of the CPU per call")
     args = parser.parse_args()
     if args.write_repo:
         print(repository(Path(args.write_repo)))
         return
     import tritonpy
+
+    if args.cpu_only:
+        tmp = Path(tempfile.mkdtemp())
+        try:
+            repo = repository(tmp)
+            only = {"model_control_mode": "explicit", "load_model": ["add_sub_inproc"]}
+            with tritonpy.Server(model_repository=repo, **only) as server:
+                print(cpu_per_call(server, repo, args.rounds, args.calls))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
 
     cases = {
         "add_sub": (
@@ -200,6 +245,7 @@ def main() -> None:
                         f"| {name} | {path} | {r['per_s']:.0f} | {r['p50_us']:.0f} | {ratio:.2f} | {extra} |"
                     )
                     lines.append(row)
+            lines += ["", cpu_per_call(server, repo, args.rounds, args.calls)]
             forward, inputs = server.model("bls_add_sub"), cases["add_sub"][0]
             bls = _time(lambda: forward.predict(inputs), args.seconds)
             lines += [

@@ -31,35 +31,53 @@ def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -
 
 
 class Answer:
-    """The one response ``Server.infer`` waits for: a lock held until it comes.
+    """The one response ``Server.infer`` waits for.
 
-    Cheaper than a ``concurrent.futures.Future`` (no condition, no callbacks),
-    and when the request ran on the caller's thread (``run_here``) the response
-    is already there when ``wait`` is called: nothing waits at all.
+    Cheaper than a ``concurrent.futures.Future`` (no condition, no callbacks). When
+    the request ran on the caller's thread (``run_here``) the response is there when
+    ``wait`` is called: no lock is ever made. Otherwise ``wait`` makes one, publishes
+    it and looks again before it blocks; ``set`` stores the response before it looks
+    for that lock, so one of the two always sees the other (no lost wake-up).
     """
 
-    __slots__ = ("_lock", "_response")
+    __slots__ = ("_waiter", "_response")
 
     def __init__(self) -> None:
         self._response: InferenceResponse | None = None
-        self._lock = threading.Lock()
-        self._lock.acquire()
+        self._waiter: threading.Lock | None = None
 
     def set(self, response: InferenceResponse) -> None:
         """From the answering thread, once (a second call raises, as ``Future.set_result``)."""
         if self._response is not None:
             raise RuntimeError("the response of this request was already set")
         self._response = response
-        self._lock.release()
+        waiter = self._waiter
+        if waiter is not None:
+            waiter.release()
+
+    def done(self, response: InferenceResponse | None, flags: int) -> None:
+        """``set`` as an ``OnResponse`` callback of a model that is not decoupled (its
+        one call carries the response)."""
+        if response is not None:  # ``set``, inlined: it runs once per in-process call
+            if self._response is not None:
+                raise RuntimeError("the response of this request was already set")
+            self._response = response
+            waiter = self._waiter
+            if waiter is not None:
+                waiter.release()
 
     def wait(self, timeout: float | None) -> InferenceResponse:
         """The response; ``TimeoutError`` when none came within ``timeout`` s (None: no limit)."""
         response = self._response
         if response is None:
-            # Set between the check and here: the lock is released already, and taken at once.
-            if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
-                raise TimeoutError()
-            response = self._response
+            waiter = threading.Lock()
+            waiter.acquire()
+            self._waiter = waiter
+            response = self._response  # set before the waiter was seen: it is here now
+            if response is None:
+                if not waiter.acquire(timeout=-1 if timeout is None else timeout):
+                    raise TimeoutError()
+                response = self._response
         assert response is not None
         return response
 

@@ -20,10 +20,11 @@ from tritonpy_sdk import (
     InferenceResponse,
     ParameterValue,
     RequestedOutput,
+    Tensor,
     TritonError,
 )
 
-from .inputs import input_tensor
+from .inputs import NUMERIC, input_tensor
 
 if TYPE_CHECKING:
     from .server import Server
@@ -64,15 +65,23 @@ class ModelHandle:
         request_id: str = "",
     ) -> InferenceRequest:
         """Build a request from numpy arrays (see ``input_tensor`` for what else is taken)."""
-        declared = self._declared
-        tensors = {n: input_tensor(self.name, n, v, declared) for n, v in (inputs or {}).items()}
+        tensors: dict[str, Tensor] = {}
+        for name, value in (inputs or {}).items():
+            # A plain numeric array (the common case) is taken as it is, without a call
+            # of ``input_tensor`` (which would take it the same way).
+            datatype = NUMERIC.get(value.dtype) if type(value) is np.ndarray else None
+            tensors[name] = (
+                Tensor(name, value, datatype)
+                if datatype is not None
+                else input_tensor(self.name, name, value, self._declared)
+            )
         return InferenceRequest(
-            model_name=self.name,
-            model_version=self.version,
-            inputs=tensors,
-            requested_outputs=[RequestedOutput(n) for n in requested_output_names or []],
-            id=request_id,
-            parameters=dict(parameters or {}),
+            self.name,
+            self.version,
+            tensors,
+            [RequestedOutput(n) for n in requested_output_names] if requested_output_names else [],
+            request_id,
+            dict(parameters) if parameters else {},
         )
 
     def infer(
@@ -116,4 +125,7 @@ class ModelHandle:
         """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
         request = self.create_request(inputs, **kwargs)
         response = self._server.infer(request)
-        return {name: t.data for name, t in response.outputs.items()}
+        outputs = {}
+        for name, tensor in response.outputs.items():  # a loop: no comprehension's frame
+            outputs[name] = tensor.data
+        return outputs

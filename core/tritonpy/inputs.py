@@ -15,7 +15,7 @@ import numpy as np
 from tritonpy_sdk import DataType, Tensor, TritonError
 
 #: Numeric numpy dtype → its data type, as ``DataType.from_numpy`` maps it.
-_NUMERIC = {
+NUMERIC = {
     dtype: DataType.from_numpy(dtype)
     for dtype in (d.numpy_dtype for d in DataType if d is not DataType.BYTES)
     if dtype.kind not in "OSU"
@@ -42,7 +42,7 @@ def input_tensor(
         # The common case, without ``from_numpy``'s conversions: a plain numeric array is
         # taken as it is (``np.asarray`` would return it unchanged; only BYTES arrays and
         # ndarray subclasses get converted, and those go the long way below).
-        datatype = _NUMERIC.get(value.dtype)
+        datatype = NUMERIC.get(value.dtype)
         if datatype is not None:
             return Tensor(name, value, datatype)
     if isinstance(value, Tensor):

@@ -444,15 +444,16 @@ class Server:
             raise TritonError.unavailable("Server is stopping" if self._started else "Server is not started")
         return self.manager.get_version(request.model_name, request.model_version)  # as get_version
 
-    def _enter(self) -> None:
-        self._inflight.append(None)
-
     def _leave(self) -> None:
         inflight = self._inflight
         inflight.pop()
         if not inflight and self._idle_waiters:
-            with self._idle:
-                self._idle.notify_all()
+            self._leave_notify()
+
+    def _leave_notify(self) -> None:
+        """Wake ``wait_idle``: the last request in flight left."""
+        with self._idle:
+            self._idle.notify_all()
 
     def drain(self) -> None:
         """Refuse new requests from clients (UNAVAILABLE "Server is stopping") and
@@ -498,8 +499,11 @@ class Server:
         caller blocks for the answer, so it may run the request itself (``LoadedVersion.submit``)."""
         requested = request.model_version
         request.model_version = mv.version
-        self._enter()
-        trace = self.tracer.sample(request.model_name, request.id, request.trace_context, internal)
+        self._inflight.append(None)  # ``_enter``, inlined
+        tracer = self.tracer
+        trace = None
+        if not tracer.off:  # ``sample``'s own first check, read here without its call
+            trace = tracer.sample(request.model_name, request.id, request.trace_context, internal)
         if trace is not None:
             trace.model_version = mv.version
             trace.stamp("REQUEST_START", time.monotonic_ns())
@@ -510,7 +514,10 @@ class Server:
                 done(response, flags)
             finally:
                 if flags & RESPONSE_COMPLETE_FINAL:
-                    self._leave()
+                    inflight = self._inflight  # ``_leave``, inlined (once per request)
+                    inflight.pop()
+                    if not inflight and self._idle_waiters:
+                        self._leave_notify()
                     if trace is not None:
                         trace.stamp("REQUEST_END", time.monotonic_ns())
                         self.tracer.finish(trace)
@@ -555,12 +562,7 @@ class Server:
         when an instance is free (no hand-off to a worker thread and back)."""
         mv = self._admit(request)
         if mv.decoupled:
-            if decoupled_message is not None:
-                raise TritonError.unsupported(decoupled_message)
-            raise TritonError.invalid_arg(
-                f"model '{request.model_name}' is decoupled (it may send any number of responses); "
-                f"use {stream_call} or ModelHandle.infer() to receive them"
-            )
+            raise _decoupled_refusal(request, decoupled_message, stream_call)
 
         def done(response: InferenceResponse | None, flags: int) -> None:
             if response is not None:
@@ -585,9 +587,13 @@ class Server:
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
+        # ``start_infer`` spelt out, its callback the answer's own.
+        mv = self._admit(request)
+        if mv.decoupled:
+            raise _decoupled_refusal(request, None, "stream()")
         answer = Answer()
         # Without a timeout this thread may run the request itself: it waits anyway.
-        self.start_infer(request, answer.set, stream_call="stream()", here=timeout is None)
+        self._submit(mv, request, answer.done, False, timeout is None)
         response = answer.wait(timeout)
         if response.error is not None:
             raise response.error
@@ -645,6 +651,17 @@ class Server:
         finally:
             if not finished:
                 request.cancel()
+
+
+def _decoupled_refusal(request: InferenceRequest, message: str | None, stream_call: str) -> TritonError:
+    """A one-response call's refusal of a decoupled model: UNSUPPORTED with a front end's
+    ``message`` when given, else INVALID_ARG pointing to ``stream_call``."""
+    if message is not None:
+        return TritonError.unsupported(message)
+    return TritonError.invalid_arg(
+        f"model '{request.model_name}' is decoupled (it may send any number of responses); "
+        f"use {stream_call} or ModelHandle.infer() to receive them"
+    )
 
 
 #: How often a request is sent on to what serves after the version it found was replaced.

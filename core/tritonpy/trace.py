@@ -168,6 +168,12 @@ class Tracer:
         self._file_index = 0
         #: Trace ids of open OpenTelemetry traces by their context (a child's parent_id).
         self._open: dict[str, int] = {}
+        #: Whether no request can be traced (level OFF, no model overrides): the request
+        #: path reads it instead of calling ``sample``; ``update`` keeps it.
+        self.off = self._all_off()
+
+    def _all_off(self) -> bool:
+        return not self._models and self.global_state.trace_level == ["OFF"]
 
     # -- settings ------------------------------------------------------------------------
 
@@ -244,6 +250,7 @@ class Tracer:
                     setattr(self.global_state, key, value)
                 if "trace_count" in parsed:
                     self._traced = 0
+            self.off = self._all_off()
             return self._effective(model).as_strings()
 
     # -- tracing (hot path) ---------------------------------------------------------------
@@ -257,9 +264,8 @@ class Tracer:
         request with a context is always traced, whatever the rate and count (as in
         Triton), and an internal request only with one, as a child of its maker's span.
         """
-        state = self.global_state
-        if not self._models and state.trace_level == ["OFF"]:
-            return None  # the common case: one comparison, no lock
+        if self.off:
+            return None  # the common case: one read, no lock
         exporter = self._exporter
         with self._lock:
             state = self._effective(model)

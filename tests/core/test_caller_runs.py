@@ -30,9 +30,17 @@ class Recorder(CpuBackend):
         #: Makes the request a model's execute sends to itself.
         self.inner: Callable[[float], InferenceRequest] | None = None
 
+        #: Set by a test: an execute of X = -2 waits for it (the instance stays busy).
+        self.gate: threading.Event | None = None
+        #: Set by the execute of X = -2 once it holds its instance.
+        self.holding = threading.Event()
+
     @hookimpl
     def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
         self.threads.append(threading.current_thread().name)
+        if float(requests[0].inputs["X"].data[0]) == -2 and self.gate is not None:
+            self.holding.set()
+            assert self.gate.wait(30)
         if float(requests[0].inputs["X"].data[0]) == -1:
             assert self.server is not None and self.inner is not None
             # Queued from inside an execute (a timeout: no running here): another instance runs it.
@@ -109,3 +117,32 @@ def test_a_request_made_inside_a_callers_execute_runs_on_another_instance(tmp_pa
         for t in callers:
             t.join(30)
         assert sorted(results) == [float(v) for v in range(8)]
+
+
+def test_a_blocking_call_while_the_instance_is_busy_waits_for_its_worker(tmp_path: Path) -> None:
+    """One instance, held by another caller: the second call is queued, and its
+    answer comes from the worker thread to the caller waiting for it."""
+    backend = Recorder()
+    backend.gate = threading.Event()
+    with _serve(_repo(tmp_path, 1), backend) as server:
+        handle = server.model("m")
+        first: list[np.ndarray] = []
+        holder = threading.Thread(
+            target=lambda: first.append(handle.predict({"X": np.array([-2], np.float32)})["Y"])
+        )
+        holder.start()
+        assert backend.holding.wait(30)
+        second: list[np.ndarray] = []
+        waiter = threading.Thread(
+            target=lambda: second.append(handle.predict({"X": np.array([7], np.float32)})["Y"])
+        )
+        waiter.start()
+        stats = server.get_version("m").stats
+        while stats.pending == 0 and waiter.is_alive():
+            threading.Event().wait(0.005)  # until the second call is queued behind the first
+        backend.gate.set()
+        holder.join(30)
+        waiter.join(30)
+        np.testing.assert_array_equal(first[0], [-2])
+        np.testing.assert_array_equal(second[0], [7])
+        assert backend.threads[1] == "tritonpy-m_0_0"

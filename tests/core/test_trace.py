@@ -70,6 +70,23 @@ def test_sampling_rate_and_count() -> None:
     assert sampled == [False, False, True, False, False, True] + [False] * 6
 
 
+def test_tracing_turned_on_and_off_while_serving_is_seen_by_sampling() -> None:
+    """``Tracer.off`` (what the request path reads instead of calling ``sample``)
+    follows every update: global levels and per-model overrides."""
+    tracer = Tracer(state_from_flags(["triton,file=/x/t.json"]))
+    assert tracer.off and tracer.sample("m", "1") is None
+    tracer.update({"trace_level": ["TIMESTAMPS"], "trace_rate": "1"}, model="m")
+    assert not tracer.off
+    assert tracer.sample("m", "2") is not None and tracer.sample("other", "3") is None
+    tracer.update({"trace_level": None, "trace_rate": None}, model="m")  # the override cleared
+    assert not tracer.off  # a model's (empty) override is still there: sample decides
+    assert tracer.sample("m", "4") is None
+    tracer.update({"trace_level": ["TIMESTAMPS"], "trace_rate": "1"})
+    assert tracer.sample("other", "5") is not None
+    tracer.update({"trace_level": ["OFF"]})
+    assert tracer.sample("other", "6") is None
+
+
 def test_flag_parsing() -> None:
     state = state_from_flags(["level=TIMESTAMPS", "rate=1", "log-frequency=2", "triton,file=/x/t.json"])
     assert (state.trace_level, state.trace_rate, state.log_frequency, state.trace_file) == (

@@ -114,6 +114,30 @@ def test_finish_response_filters_and_undoes_output_reshape() -> None:
     assert (out.model_name, out.model_version) == ("m", 1)
 
 
+def test_finish_response_without_requested_outputs_keeps_all_and_undoes_reshape() -> None:
+    resp = InferenceResponse(
+        {
+            "Y": Tensor.from_numpy("Y", np.zeros((3, 2, 2), np.float32)),
+            "Z": Tensor.from_numpy("Z", np.zeros((3, 3), np.float32)),
+            "extra": Tensor.from_numpy("extra", np.zeros(2, np.float32)),
+        }
+    )
+    out = finish_response(SPEC, {}, _req(**_ok()), resp)
+    assert list(out.outputs) == ["Y", "Z", "extra"]
+    assert out.outputs["Y"].shape == (3, 4)  # a config with an output reshape: still undone
+
+
+def test_finish_response_of_a_config_without_output_reshape_names_the_response() -> None:
+    spec = IOSpec.from_config({**CONFIG, "output": [{"name": "Z", "data_type": "TYPE_FP32", "dims": [3]}]}, 2)
+    assert not spec.reshaped_outputs and SPEC.reshaped_outputs
+    z = np.zeros((3, 3), np.float32)
+    req = _req(**_ok())
+    req.id = "r1"
+    out = finish_response(spec, {}, req, InferenceResponse({"Z": Tensor.from_numpy("Z", z)}))
+    assert (out.model_name, out.model_version, out.id) == ("m", 2, "r1")
+    assert list(out.outputs) == ["Z"] and out.outputs["Z"].data is z
+
+
 def test_classification_top_k_with_labels() -> None:
     t = Tensor.from_numpy("Z", np.array([[0.1, 0.7, 0.2], [0.5, 0.1, 0.4]], np.float32))
     out = classify(t, 2, ["cat", "dog", "bird"])

@@ -53,7 +53,7 @@ def encode_head(
     keep_alive: bool,
 ) -> tuple[list[Any], int]:
     """The head of an answer whose body is ``parts``, as parts to join, and the body's length."""
-    length = sum(len(p) for p in parts)
+    length = sum(map(len, parts))  # no generator's frame per part
     head: list[Any] = [_status_line(status)]
     for name, value in default_headers:
         head += (name, b": ", value, b"\r\n")

@@ -312,8 +312,9 @@ def encode_response(
     for name, tensor in response.outputs.items():
         placement = binary_flags.get(name, binary_output)
         if placement is True:
-            buf = array_to_buffer(tensor.data, tensor.datatype)
-            entries.append(_binary_entry(name, tensor.datatype.value, tensor.shape, len(buf)))
+            data = tensor.data
+            buf = array_to_buffer(data, tensor.datatype)
+            entries.append(_binary_entry(name, tensor.datatype, data.shape, len(buf)))
             if len(buf):
                 parts.append(buf)
             continue
@@ -355,14 +356,16 @@ def _remember(key: Any, fragment: bytes) -> bytes:
     return fragment
 
 
-def _binary_entry(name: str, datatype: str, shape: tuple[int, ...], size: int) -> bytes:
+def _binary_entry(name: str, datatype: DataType, shape: tuple[int, ...], size: int) -> bytes:
     """The JSON of a binary output: the same for every response of a model with these shapes."""
-    key = (name, datatype, shape, size)
+    # The data type by its member's ``id`` (members live as long as their class): hashing
+    # an ``Enum`` member, or reading its ``value``, runs Python code.
+    key = (name, id(datatype), shape, size)
     fragment = _FRAGMENTS.get(key)
     if fragment is None:
         entry = {
             "name": name,
-            "datatype": datatype,
+            "datatype": datatype.value,
             "shape": list(shape),
             "parameters": {"binary_data_size": size},
         }

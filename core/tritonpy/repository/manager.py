@@ -603,15 +603,19 @@ def _folder_members(record: LoadRecord) -> list[str]:
     return list(dict.fromkeys(m for mv in versions for m in config_members(mv.config)))
 
 
+_READY = ModelState.READY
+
+
 def _version_of(record: LoadRecord | None, name: str, version: int | str | None) -> LoadedVersion:
     """The lookup of ``ModelManager.get_version`` in one snapshot of a model's record."""
     if record is None:
         raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
-    v = parse_version(version, name)
+    v = version if type(version) is int else parse_version(version, name)
     if v <= 0:  # the latest ready version (the common case: one loop, no list)
         latest: LoadedVersion | None = None
         for candidate in record.versions.values():
-            if candidate.ready and (latest is None or candidate.version > latest.version):
+            # ``candidate.ready``, read without the property's call
+            if candidate.state is _READY and (latest is None or candidate.version > latest.version):
                 latest = candidate
         if latest is None:
             raise TritonError.not_found(f"Request for unknown model: '{name}' has no available versions")

@@ -115,8 +115,13 @@ class LoadedVersion:
     _run_here: Callable[[Job], bool] | None = field(init=False, default=None)
     #: The scheduler's ``reschedule`` when it takes jobs back (``can_reschedule``), else None.
     _reschedule: Callable[[Job], None] | None = field(init=False, default=None)
+    #: The backend's ``execute``, bound once (``BackendHooks.execute_function``).
+    _execute: Callable[
+        [ModelInstance, Sequence[InferenceRequest]], Sequence[InferenceResponse | None] | None
+    ] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._execute = self.hooks.execute_function()
         self.decoupled = self.config.model_transaction_policy.decoupled
         self.stats.single_response = not self.decoupled
         self.sequence = self.config.WhichOneof("scheduling_choice") == "sequence_batching"
@@ -249,7 +254,31 @@ class LoadedVersion:
         answer gets an error (jobs answered through senders keep theirs).
         """
         try:
-            self._run(instance, jobs)
+            start = time.monotonic_ns()
+            if len(jobs) == 1 and not self.sequence:  # ``_begin`` of the common case, inlined
+                job = jobs[0]
+                if job.queued:
+                    self.stats.dequeued(1)
+                if job.request._cancelled:
+                    jobs = self._drop_cancelled(jobs, start)
+                    if not jobs:
+                        return
+                requests = [job.request]
+            else:
+                jobs = self._begin(jobs, start)
+                if not jobs:
+                    return
+                requests = [j.request for j in jobs]
+            senders = SenderBatch(self, jobs, start, self.decoupled)
+            senders.infer_start = time.monotonic_ns()
+            try:
+                if self.device_tensors:
+                    place_inputs(instance, requests)
+                responses = self._execute(instance, requests)
+            except Exception as exc:  # a backend bug must not kill the worker or the server
+                self._finish(instance, jobs, requests, senders, start, None, exc)
+            else:
+                self._finish(instance, jobs, requests, senders, start, responses, None)
         except Exception as exc:
             message = report(log, f"running a batch of model '{self.name}' failed", exc)
             fail_unfinished(jobs, TritonError.internal(message))
@@ -318,23 +347,6 @@ class LoadedVersion:
                 return self._drop_cancelled(jobs, start)
         return jobs
 
-    def _run(self, instance: ModelInstance, jobs: Sequence[Job]) -> None:
-        start = time.monotonic_ns()
-        jobs = self._begin(jobs, start)
-        if not jobs:
-            return
-        requests = [jobs[0].request] if len(jobs) == 1 else [j.request for j in jobs]
-        senders = SenderBatch(self, jobs, start, self.decoupled)
-        senders.infer_start = time.monotonic_ns()
-        try:
-            if self.device_tensors:
-                place_inputs(instance, requests)
-            responses = self.hooks.execute(instance, requests)
-        except Exception as exc:  # a backend bug must not kill the worker or the server
-            self._finish(instance, jobs, requests, senders, start, None, exc)
-        else:
-            self._finish(instance, jobs, requests, senders, start, responses, None)
-
     def _finish(
         self,
         instance: ModelInstance,
@@ -348,7 +360,43 @@ class LoadedVersion:
         """What the backend's execution gave: record it and answer every job
         (``requests`` are the jobs' requests, as the backend got them); jobs the
         backend handed back (``request.reschedule()``) go back to the scheduler."""
-        back = _handed_back(requests) if error is None else ()
+        if (
+            error is None
+            and responses is not None
+            and len(responses) == 1
+            and len(jobs) == 1
+            and responses[0] is not None
+            and not requests[0]._rescheduled
+            and not self.sequence
+        ):
+            # One request answered (the common case): what the rest of this method does
+            # for it, without the loops and the branches for batches, errors, requests
+            # handed back and null requests.
+            job = jobs[0]
+            infer_end = time.monotonic_ns()
+            try:
+                out = finish_response(self.spec, self.labels, job.request, responses[0])
+            except Exception as exc:  # as below: this request's response is bad
+                if not isinstance(exc, TritonError):
+                    where = f"the response of model '{self.name}' could not be prepared"
+                    exc = TritonError.internal(report(log, where, exc))
+                out = self.error_response(job, exc)
+            senders.close()
+            times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
+            self.stats.record_one(times, job.arrival_ns, requests[0].batch_size, out.error is None)
+            if self.cache is not None:
+                self.cache_response(job, out)
+            if job.trace is not None:
+                for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
+                    job.trace.stamp(name, ns)
+            job.answer(out, RESPONSE_COMPLETE_FINAL)
+            return
+        if error is not None:
+            back: Sequence[int] = ()
+        elif len(requests) == 1:  # ``_handed_back`` of the common case, inlined
+            back = _FIRST if requests[0]._rescheduled else ()
+        else:
+            back = _handed_back(requests)
         if error is None:
             if responses is None:
                 if back:

@@ -29,6 +29,8 @@ def finish_response(
         return response
     produced = response.outputs
     wanted = request.requested_outputs or None
+    if wanted is None and not spec.reshaped_outputs:
+        return response  # every output as produced: nothing to drop, undo or classify
     outputs: dict[str, Tensor] = {}
     names = [o.name for o in wanted] if wanted is not None else produced  # not changed below
     for name in names:

@@ -110,9 +110,14 @@ class SenderBatch:
         self._senders: list[ResponseSender | None] | None = None
         self._where: dict[int, int] | None = None  # id(request) -> index, when more than one
         source = self._sender_for
+        if len(jobs) == 1:  # the common case, without the loop
+            request = jobs[0].request
+            request._sender = None  # a request run again gets a new sender
+            request._sender_source = source
+            return
         for job in jobs:
             request = job.request
-            request._sender = None  # a request run again gets a new sender
+            request._sender = None
             request._sender_source = source
 
     def _live(self) -> list[ResponseSender | None]:
@@ -255,10 +260,14 @@ class SenderBatch:
             self._shut = True
             senders = self._senders
         closed = self._closed_source
-        for job in self._jobs:
-            # Made or not, the request is done with this batch: a sender never made is
-            # a closed one if it is ever read.
-            job.request._sender_source = closed
+        jobs = self._jobs
+        if len(jobs) == 1:  # the common case, without the loop
+            jobs[0].request._sender_source = closed
+        else:
+            for job in jobs:
+                # Made or not, the request is done with this batch: a sender never made
+                # is a closed one if it is ever read.
+                job.request._sender_source = closed
         if senders is not None:
             for sender in senders:  # made before ``_shut``, by a backend that then returned
                 if sender is not None:

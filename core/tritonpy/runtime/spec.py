@@ -40,10 +40,11 @@ class IOSpec:
     inputs: dict[str, TensorSpec]
     outputs: dict[str, TensorSpec]
     required_inputs: frozenset[str]
-
-    @property
-    def batching(self) -> bool:
-        return self.max_batch_size > 0
+    #: Whether some output has a ``reshape`` (undone on every response when it has).
+    reshaped_outputs: bool
+    #: ``max_batch_size > 0``: inputs and outputs carry a batch dimension (a field, not
+    #: a property: validation reads it for every request).
+    batching: bool
 
     @classmethod
     def from_config(cls, config: dict[str, Any], version: int) -> IOSpec:
@@ -57,6 +58,8 @@ class IOSpec:
             inputs=inputs,
             outputs=outputs,
             required_inputs=frozenset(n for n, t in inputs.items() if not t.optional),
+            reshaped_outputs=any(t.reshape is not None for t in outputs.values()),
+            batching=int(config.get("max_batch_size", 0)) > 0,
         )
 
 

@@ -101,7 +101,10 @@ class DefaultScheduler(Scheduler):
                 try:
                     if not self._open:
                         return False
-                    self._run(instance, job)
+                    try:  # ``_run``, spelt out on the caller's path
+                        self._runner(instance, (job,))
+                    except BaseException as exc:
+                        fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
                     return True
                 finally:
                     lock.release()

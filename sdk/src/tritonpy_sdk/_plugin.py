@@ -82,6 +82,15 @@ class BackendHooks:
         kwargs = {"instance": instance, "requests": requests}
         return self._execute(**{k: kwargs[k] for k in self._execute_args})  # type: ignore[no-any-return]
 
+    def execute_function(
+        self,
+    ) -> Callable[[ModelInstance, Sequence[InferenceRequest]], Sequence[InferenceResponse | None] | None]:
+        """``execute`` as one function to bind once: the backend's own when it takes
+        ``(instance, requests)`` in that order (no call in between), else ``execute``."""
+        if self._execute_args == ("instance", "requests"):
+            return self._execute
+        return self.execute
+
 
 def validate_backend(name: str, plugin: object) -> BackendHooks:
     """Check ``plugin`` against the hook specifications and bind its hooks.

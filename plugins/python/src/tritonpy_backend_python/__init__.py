@@ -268,7 +268,8 @@ def instance_initialize(instance: ModelInstance) -> None:
 @hookimpl
 def execute(instance: ModelInstance, requests: list[InferenceRequest]) -> list[InferenceResponse] | None:
     runner: Any = instance.state
-    return runner.execute(list(requests))  # type: ignore[no-any-return]
+    # The core hands a list of its own (copied only when it is not one).
+    return runner.execute(requests if type(requests) is list else list(requests))  # type: ignore[no-any-return]
 
 
 @hookimpl

@@ -140,6 +140,10 @@ _PB_CODES = {datatype: code for code, datatype in _DATATYPES.items()}
 _PB_CODE_OF = {id(datatype): code for datatype, code in _PB_CODES.items()}
 
 
+_PbTensor = pb_utils.Tensor
+_new_pb_tensor = object.__new__
+
+
 def tensor_to_pb(tensor: Tensor) -> pb_utils.Tensor:
     device = tensor.device
     if device is not None and tensor.is_device:  # a GPU tensor, handed over in place
@@ -229,15 +233,20 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
     read from ``request`` when the model asks)."""
     received = _Received(request)
     requested = request.requested_outputs
+    inputs = []
+    for t in request.inputs.values():  # a loop, not a comprehension: no frame of its own
+        if t.device is None:
+            # ``pb_utils.Tensor(name, data, code)`` without its checks: the core's host
+            # tensors hold numpy arrays of their data type (BYTES as object arrays).
+            tensor = _new_pb_tensor(_PbTensor)
+            tensor._name, tensor._array, tensor._code = t.name, t.data, _PB_CODE_OF[id(t.datatype)]
+            inputs.append(tensor)
+        else:
+            inputs.append(tensor_to_pb(t))  # a GPU input, for an instance that takes them
     pb_request = pb_utils.InferenceRequest._received(
         request.model_name,
         request.model_version,
-        [
-            pb_utils.Tensor(t.name, t.data, _PB_CODE_OF[id(t.datatype)])
-            if t.device is None
-            else tensor_to_pb(t)  # a GPU input, for an instance that takes them
-            for t in request.inputs.values()
-        ],
+        inputs,
         # _requested(request, all_outputs), a list the model may change as its own:
         [o.name for o in requested] if requested else list(all_outputs),
         request.id,

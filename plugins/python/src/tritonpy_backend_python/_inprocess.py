@@ -29,6 +29,8 @@ from ._convert import bls_request_from_pb, execute_error, request_to_pb, respons
 from ._services import ServerServices
 
 _FINAL = RESPONSE_COMPLETE_FINAL
+#: The ``pb_utils`` runtime of the running code (``_runtime.enter``/``leave`` without their calls).
+_ENTERED = _runtime._entered
 _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 T = TypeVar("T")
 _ASYNC_RESCHEDULE = TritonError.unsupported(
@@ -130,20 +132,37 @@ class InProcessInstance:
 
     def execute(self, requests: list[InferenceRequest]) -> list[InferenceResponse | None] | None:
         outputs = self._outputs
-        pb_requests = [request_to_pb(request, outputs) for request in requests]
+        if len(requests) == 1:  # the common case (no batching), without a comprehension
+            pb_requests = [request_to_pb(requests[0], outputs)]
+        else:
+            pb_requests = [request_to_pb(request, outputs) for request in requests]
         if self._loop is not None:
             # The task runs in a copy of this context: with the runtime entered.
             execution = self.host.execute(pb_requests)
             future = self._in_model(asyncio.run_coroutine_threadsafe, execution, self._loop)
             future.add_done_callback(lambda f: self._async_done(f, requests, pb_requests))
             return None
+        responses: list[InferenceResponse | None] | None
         try:
-            token = _runtime.enter(self.runtime)  # _in_model, spelt out on the hot path
+            token = _ENTERED.set(self.runtime)  # _in_model, spelt out on the hot path
             try:
                 result = self.host.execute(pb_requests)
             finally:
-                _runtime.leave(token)
-            responses = None if result is None else self._responses(result, pb_requests)
+                _ENTERED.reset(token)
+            if result is None:
+                responses = None
+            elif (
+                type(result) is list
+                and len(result) == 1
+                and len(pb_requests) == 1
+                and type(response := result[0]) is pb_utils.InferenceResponse
+                and not (pb_request := pb_requests[0])._release_flags & _RESCHEDULE
+            ):
+                # ``_responses`` of one request answered (what ``check_responses`` accepts
+                # without a question), inlined; not handed back, so nothing more to do.
+                return [response_from_pb(response, pb_request._requested)]
+            else:
+                responses = self._responses(result, pb_requests)
         except Exception as exc:
             raise self._failed(exc) from None
         for request, pb_request in zip(requests, pb_requests):
