@@ -36,7 +36,7 @@ class Answer:
     Cheaper than a ``concurrent.futures.Future`` (no condition, no callbacks). When
     the request ran on the caller's thread (``run_here``) the response is there when
     ``wait`` is called: no lock is ever made. Otherwise ``wait`` makes one, publishes
-    it and looks again before it blocks; ``set`` stores the response before it looks
+    it and looks again before it blocks; ``done`` stores the response before it looks
     for that lock, so one of the two always sees the other (no lost wake-up).
     """
 
@@ -46,19 +46,11 @@ class Answer:
         self._response: InferenceResponse | None = None
         self._waiter: threading.Lock | None = None
 
-    def set(self, response: InferenceResponse) -> None:
-        """From the answering thread, once (a second call raises, as ``Future.set_result``)."""
-        if self._response is not None:
-            raise RuntimeError("the response of this request was already set")
-        self._response = response
-        waiter = self._waiter
-        if waiter is not None:
-            waiter.release()
-
     def done(self, response: InferenceResponse | None, flags: int) -> None:
-        """``set`` as an ``OnResponse`` callback of a model that is not decoupled (its
-        one call carries the response)."""
-        if response is not None:  # ``set``, inlined: it runs once per in-process call
+        """The ``OnResponse`` callback of a model that is not decoupled (its one call
+        carries the response), from the answering thread, once (a second response
+        raises, as ``Future.set_result`` does)."""
+        if response is not None:
             if self._response is not None:
                 raise RuntimeError("the response of this request was already set")
             self._response = response

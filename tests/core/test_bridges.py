@@ -23,7 +23,7 @@ def test_an_answer_set_from_another_thread_wakes_the_waiter() -> None:
 
     def later() -> None:
         waiting.wait(10)
-        answer.set(response)
+        answer.done(response, RESPONSE_COMPLETE_FINAL)
 
     thread = threading.Thread(target=later)
     thread.start()
@@ -38,7 +38,7 @@ def test_many_answers_across_threads_lose_no_wakeup() -> None:
 
     def setter() -> None:
         for answer in answers:
-            answer.set(InferenceResponse(id="x"))
+            answer.done(InferenceResponse(id="x"), RESPONSE_COMPLETE_FINAL)
 
     thread = threading.Thread(target=setter)
     thread.start()
@@ -51,9 +51,9 @@ def test_no_answer_times_out_and_a_second_set_raises() -> None:
     answer = Answer()
     with pytest.raises(TimeoutError):
         answer.wait(0.01)
-    answer.set(InferenceResponse())
+    answer.done(InferenceResponse(), RESPONSE_COMPLETE_FINAL)
     with pytest.raises(RuntimeError):
-        answer.set(InferenceResponse())
+        answer.done(InferenceResponse(), RESPONSE_COMPLETE_FINAL)
 
 
 def test_done_without_a_response_sets_nothing() -> None:
