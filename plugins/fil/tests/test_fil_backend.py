@@ -672,6 +672,32 @@ def test_xgboost_nthread_follows_the_batch(
         assert nthread() == max(int(cpu_nthread), 0)
 
 
+def test_gtil_through_the_c_api_matches_treelite(xgb_models: dict[str, Any]) -> None:
+    # What the backend's GTIL path returns is what treelite.gtil.predict returns: float32
+    # (XGBoost) and float64 (scikit-learn) models, any thread count; a narrower input goes
+    # through Treelite's own wrapper (which pads it with missing values).
+    from tritonpy_backend_fil._gtil import Gtil
+
+    x, _, y3, _ = data()
+    rf = RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0).fit(np.nan_to_num(x), y3)
+    models = [
+        treelite.frontend.from_xgboost(booster(xgb_models["multi"])),
+        treelite.frontend.from_xgboost(booster(xgb_models["regression"])),
+        treelite.sklearn.import_model(rf),
+    ]
+    for model in models:
+        gtil = Gtil(treelite, model)
+        assert gtil.direct
+        for nthread in (1, _forest.openmp_threads()):
+            for rows in (X[:1], X):
+                expected = treelite.gtil.predict(model, rows, nthread=1)
+                got = gtil.predict(rows, nthread)
+                assert got.shape == expected.shape and got.dtype == expected.dtype
+                np.testing.assert_array_equal(got, expected)
+        narrow = X[:4, : FEATURES - 1]
+        np.testing.assert_array_equal(gtil.predict(narrow, 1), treelite.gtil.predict(model, narrow))
+
+
 def test_cpu_nthread_beyond_openmp_threads_is_capped_for_treelite(
     tmp_path: Path, xgb_models: dict[str, Any]
 ) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 from tritonpy_sdk import TritonError
 
+from ._gtil import Gtil
 from ._params import Options
 
 #: The extra of this package that brings each library.
@@ -244,7 +245,7 @@ class XGBoostForest:
         self._gpu = gpu_device is not None
         if tl is not None and gpu_device is None:
             try:
-                self._small = tl.frontend.from_xgboost(booster)
+                self._small = Gtil(tl, tl.frontend.from_xgboost(booster))
             except Exception:  # a model Treelite cannot convert: XGBoost serves every batch
                 self._small = None
 
@@ -256,7 +257,7 @@ class XGBoostForest:
     def predict(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         rows = x.shape[0]
         if self._small is not None and rows <= SMALL_BATCH:
-            small = self._tl.gtil.predict(self._small, np.ascontiguousarray(x), nthread=self._threads(rows))
+            small = self._small.predict(x, self._threads(rows))
             return np.asarray(small, dtype=np.float32).reshape(rows, -1)
         kind = "margin" if self._softmax else "value"
         if self._gpu:
@@ -312,8 +313,7 @@ class TreeliteForest:
     library = "treelite"
 
     def __init__(self, tl: Any, model: Any, options: Options) -> None:
-        self._tl = tl
-        self._model = model
+        self._gtil = Gtil(tl, model)
         header = model.get_header_accessor()
         if int(header.get_field("num_target")[0]) > 1:
             raise TritonError.unsupported("multi-target models are not supported by FIL")
@@ -322,7 +322,7 @@ class TreeliteForest:
         self._threads = Threads.create(options.cpu_nthread, int(model.num_tree), openmp_threads())
 
     def predict(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        out = self._tl.gtil.predict(self._model, np.ascontiguousarray(x), nthread=self._threads(x.shape[0]))
+        out = self._gtil.predict(x, self._threads(x.shape[0]))
         return np.asarray(out, dtype=np.float32).reshape(x.shape[0], -1)
 
     def shap(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
