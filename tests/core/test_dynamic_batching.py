@@ -136,6 +136,21 @@ def test_queued_requests_form_max_size_batches(make) -> None:  # type: ignore[no
     ]
 
 
+def test_requests_one_at_a_time_are_each_served(make) -> None:  # type: ignore[no-untyped-def]
+    # An instance that goes idle with nothing queued does not wake the batcher; the next
+    # request does (no wake-up is lost between them).
+    h = make(batching="max_queue_delay_microseconds: 100")
+    for rid in _ids(5):
+        h.send(rid)
+        h.wait_for(rid)
+    assert h.backend.batches == [[rid] for rid in _ids(5)]
+    h.hold()
+    h.send("queued")
+    h.backend.release.set()
+    h.wait_for("hold", "queued")
+    assert h.backend.batches[-2:] == [["hold"], ["queued"]]
+
+
 def test_largest_preferred_batch_size_is_sent(make) -> None:  # type: ignore[no-untyped-def]
     h = make(batching="preferred_batch_size: [ 2, 3 ]")
     h.hold()

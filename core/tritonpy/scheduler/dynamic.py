@@ -425,4 +425,7 @@ class DynamicBatcher(Scheduler):
                 if self._limiter is not None:
                     self._limiter.release(self._needs[index])
                 self._idle.append(index)
-                self._cond.notify()
+                # The batcher waits for an idle instance only with requests queued (or for the
+                # limiter); with none, the next enqueue wakes it: no wake-up for nothing.
+                if self._limiter is not None or any(self._levels.values()):
+                    self._cond.notify()
