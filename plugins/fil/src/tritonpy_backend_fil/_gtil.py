@@ -97,8 +97,11 @@ class Gtil:
             )
 
     def __del__(self) -> None:
-        lib, configs = self._lib, getattr(self, "_configs", {})
+        lib, configs = getattr(self, "_lib", None), getattr(self, "_configs", {})
         if lib is not None:
-            for config in configs.values():
-                lib.TreeliteGTILDeleteConfig(config)
+            try:
+                for config in configs.values():
+                    lib.TreeliteGTILDeleteConfig(config)
+            except Exception:  # the library is going away with the interpreter
+                pass
             configs.clear()
