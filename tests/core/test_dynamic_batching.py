@@ -3,6 +3,7 @@ requests, release, and look at the batches formed. No timing is asserted."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -134,6 +135,21 @@ def test_queued_requests_form_max_size_batches(make) -> None:  # type: ignore[no
         (2, 1),
         (4, 1),
     ]
+
+
+def test_requests_one_at_a_time_are_each_served(make) -> None:  # type: ignore[no-untyped-def]
+    # An instance that goes idle with nothing queued does not wake the batcher; the next
+    # request does (no wake-up is lost between them).
+    h = make(batching="max_queue_delay_microseconds: 100")
+    for rid in _ids(5):
+        h.send(rid)
+        h.wait_for(rid)
+    assert h.backend.batches == [[rid] for rid in _ids(5)]
+    h.hold()
+    h.send("queued")
+    h.backend.release.set()
+    h.wait_for("hold", "queued")
+    assert h.backend.batches[-2:] == [["hold"], ["queued"]]
 
 
 def test_largest_preferred_batch_size_is_sent(make) -> None:  # type: ignore[no-untyped-def]
@@ -304,3 +320,25 @@ def test_preserve_ordering_across_instances(make) -> None:  # type: ignore[no-un
     gate.set()
     h.wait_for("first", "second")
     assert h.order == ["first", "second"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timer slack is Linux's")
+def test_the_batcher_thread_asks_for_precise_timeouts() -> None:
+    # The batcher's timed waits are the queue delay: its thread's timer slack is 1 µs, not
+    # Linux's default 50 µs (read back in the thread that set it).
+    import ctypes
+
+    from tritonpy.scheduler.dynamic import precise_timeouts
+
+    got: list[object] = []
+
+    def probe() -> None:
+        libc = ctypes.CDLL(None)
+        before = libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK
+        got.extend([before, precise_timeouts(), libc.prctl(30, 0, 0, 0, 0)])
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    assert got[1:] == [True, 1000]
+    assert got[0] != 1000  # the default it replaced

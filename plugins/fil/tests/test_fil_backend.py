@@ -616,3 +616,102 @@ def test_prediction_releases_the_gil(tmp_path: Path, model_type: str) -> None:
     # Released, the counter runs at millions of increments a second; a C call holding the
     # GIL lets it in only at the interpreter's switch interval (about 0.2 million a second).
     assert rate > 1e6, f"{forest.library} held the GIL while predicting ({rate:.0f} increments/s)"
+
+
+def test_threads_follow_the_batch_within_cpu_nthread() -> None:
+    # One row is never split; a batch gets a thread per WORK_PER_THREAD tree evaluations, at
+    # most cpu_nthread (or every core this process may use when that is <= 0).
+    threads = _forest.Threads.create(cpu_nthread=4, trees=512)
+    assert threads.limit == 4
+    per_thread = _forest.WORK_PER_THREAD // 512
+    assert [threads(n) for n in (1, per_thread - 1, per_thread, 2 * per_thread, 100 * per_thread)] == [
+        1,
+        1,
+        1,
+        2,
+        4,
+    ]
+    # A forest so large that each row is worth a thread: still one row per thread at most.
+    huge = _forest.Threads.create(cpu_nthread=8, trees=100 * _forest.WORK_PER_THREAD)
+    assert [huge(n) for n in (1, 3, 50)] == [1, 3, 8]
+    every = _forest.Threads.create(cpu_nthread=-1, trees=10**6)
+    assert every.limit == _forest.available_cores() >= 1
+    assert every(10**6) == every.limit
+
+
+@pytest.mark.parametrize("cpu_nthread", ["-1", "3"])
+def test_xgboost_nthread_follows_the_batch(
+    tmp_path: Path, xgb_models: dict[str, Any], cpu_nthread: str
+) -> None:
+    # One block of rows (XGBoost's unit of parallel work) runs with nthread 1; a larger batch
+    # with cpu_nthread (XGBoost's default, 0, when that is -1). Every size predicts the same.
+    import json
+
+    multi = xgb_models["multi"]
+    folder = write_model(
+        tmp_path,
+        "m",
+        "xgboost_json",
+        _save_xgb(multi, "xgboost_json"),
+        is_classifier="true",
+        predict_proba="true",
+        cpu_nthread=cpu_nthread,
+    )
+    x = data(300, seed=2)[0]
+    with _harness(folder) as h:
+        xgb_booster = h.instance.state.forest._booster
+
+        def nthread() -> int:
+            return int(json.loads(xgb_booster.save_config())["learner"]["generic_param"]["nthread"])
+
+        for rows, expected in ((1, 1), (9, 1), (64, 1), (65, max(int(cpu_nthread), 0)), (30, 1), (300, None)):
+            got = h.infer({"input__0": x[:rows]})["output__0"]
+            np.testing.assert_allclose(got, multi.predict_proba(x[:rows]), rtol=1e-6, atol=1e-6)
+            if expected is not None:
+                assert nthread() == expected, rows
+        assert nthread() == max(int(cpu_nthread), 0)
+
+
+def test_gtil_through_the_c_api_matches_treelite(xgb_models: dict[str, Any]) -> None:
+    # What the backend's GTIL path returns is what treelite.gtil.predict returns: float32
+    # (XGBoost) and float64 (scikit-learn) models, any thread count; a narrower input goes
+    # through Treelite's own wrapper (which pads it with missing values).
+    from tritonpy_backend_fil._gtil import Gtil
+
+    x, _, y3, _ = data()
+    rf = RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0).fit(np.nan_to_num(x), y3)
+    models = [
+        treelite.frontend.from_xgboost(booster(xgb_models["multi"])),
+        treelite.frontend.from_xgboost(booster(xgb_models["regression"])),
+        treelite.sklearn.import_model(rf),
+    ]
+    for model in models:
+        gtil = Gtil(treelite, model)
+        assert gtil.direct
+        for nthread in (1, _forest.openmp_threads()):
+            for rows in (X[:1], X):
+                expected = treelite.gtil.predict(model, rows, nthread=1)
+                got = gtil.predict(rows, nthread)
+                assert got.shape == expected.shape and got.dtype == expected.dtype
+                np.testing.assert_array_equal(got, expected)
+        narrow = X[:4, : FEATURES - 1]
+        np.testing.assert_array_equal(gtil.predict(narrow, 1), treelite.gtil.predict(model, narrow))
+
+
+def test_cpu_nthread_beyond_openmp_threads_is_capped_for_treelite(
+    tmp_path: Path, xgb_models: dict[str, Any]
+) -> None:
+    # Treelite refuses more threads than OpenMP has; a config asking for more still serves.
+    multi = xgb_models["multi"]
+    folder = write_model(
+        tmp_path,
+        "tl",
+        "treelite_checkpoint",
+        lambda p: treelite.frontend.from_xgboost(booster(multi)).serialize(str(p)),
+        is_classifier="true",
+        predict_proba="true",
+        cpu_nthread=str(_forest.openmp_threads() + 1),
+    )
+    trees = booster(multi).num_boosted_rounds() * 3
+    x = data(_forest.WORK_PER_THREAD * (_forest.openmp_threads() + 1) // trees + 1, seed=3)[0]
+    np.testing.assert_allclose(_infer(folder, x)["output__0"], multi.predict_proba(x), rtol=1e-5, atol=1e-6)

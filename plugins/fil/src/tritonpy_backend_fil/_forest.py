@@ -17,22 +17,74 @@ convention, which FIL follows). ``shap`` gives SHAP values in margin space,
 ``(n, num_classes * (num_features + 1))``, the bias last for each class.
 The libraries are called through ctypes, which releases the GIL: instances
 run in parallel.
+
+Threads: ``cpu_nthread`` (every core this process may run on when <= 0) is
+the most one prediction uses. Every library here splits a batch by rows, so
+a batch gets only the threads its rows can keep busy (``Threads``): one row,
+or a batch too small to be worth a parallel region, runs on the calling
+thread. An OpenMP team started for one row does no useful work on its other
+threads, yet they spin after it ends, taking cores from the server's own
+threads (on a 2-core host that cost about 2 ms of CPU per one-row request).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 from tritonpy_sdk import TritonError
 
+from ._gtil import Gtil
 from ._params import Options
 
 #: The extra of this package that brings each library.
 EXTRAS = {"xgboost": "xgboost", "lightgbm": "lightgbm", "treelite": "treelite"}
+
+
+def available_cores() -> int:
+    """The CPUs this process may run on: what "every core" means (OpenMP's default too)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
+def openmp_threads() -> int:
+    """The most threads Treelite lets a prediction have: what OpenMP gives a parallel region
+    (``omp_get_max_threads``), ``OMP_NUM_THREADS`` when set, else every core."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else available_cores()
+
+
+#: Tree evaluations (rows x trees) one more thread must get to be worth a parallel region:
+#: about 0.1 to 0.3 ms of work, well above what starting and joining a team costs.
+WORK_PER_THREAD = 4096
+
+#: XGBoost's CPU predictor splits a batch into blocks of this many rows, one block per thread.
+XGBOOST_BLOCK_ROWS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Threads:
+    """How many threads a prediction of some rows uses: at most ``limit`` (``cpu_nthread``,
+    or every core), at most one per row, and one more per ``WORK_PER_THREAD`` tree evaluations."""
+
+    limit: int
+    trees: int
+
+    @classmethod
+    def create(cls, cpu_nthread: int, trees: int, most: int | None = None) -> Threads:
+        """``most``: a cap the library enforces (Treelite refuses more than OpenMP's threads)."""
+        limit = cpu_nthread if cpu_nthread > 0 else available_cores()
+        return cls(max(1, min(limit, most or limit)), max(1, trees))
+
+    def __call__(self, rows: int) -> int:
+        return max(1, min(self.limit, rows, rows * self.trees // WORK_PER_THREAD))
 
 
 class Forest(Protocol):
@@ -166,9 +218,15 @@ class XGBoostForest:
         self.num_classes = num_class if num_class > 1 else 1
         # multi:softmax predicts class indices; FIL gives probabilities (softmax of the margins).
         self._softmax = learner["objective"]["name"] == "multi:softmax"
+        #: Threads of the GTIL path (batches of up to SMALL_BATCH rows).
+        self._threads = Threads.create(
+            options.cpu_nthread, _xgboost_trees(learner["gradient_booster"]), openmp_threads()
+        )
+        self._nthread = options.cpu_nthread if options.cpu_nthread > 0 else -1
+        #: The booster's nthread for a batch larger than one block: cpu_nthread, or XGBoost's
+        #: default (0: every core, within the container's CPU quota).
+        self._many = max(options.cpu_nthread, 0)
         settings: dict[str, Any] = {}
-        if options.cpu_nthread > 0:
-            settings["nthread"] = options.cpu_nthread
         if gpu_device is not None:
             if not xgb.build_info().get("USE_CUDA"):
                 raise TritonError.unavailable(
@@ -176,23 +234,31 @@ class XGBoostForest:
                     "install the full build (pip install xgboost) instead of xgboost-cpu"
                 )
             settings["device"] = f"cuda:{gpu_device}"
-        if settings:
-            booster.set_param(settings)
+        #: The nthread set on the booster now (set again only when it changes: XGBoost then
+        #: reconfigures, about 0.2 ms).
+        self._booster_nthread = 1 if gpu_device is None else self._many
+        settings["nthread"] = self._booster_nthread
+        booster.set_param(settings)
         self._booster = booster
-        self._nthread = options.cpu_nthread if options.cpu_nthread > 0 else -1
         self._small: Any = None
         self._tl = tl
         self._gpu = gpu_device is not None
         if tl is not None and gpu_device is None:
             try:
-                self._small = tl.frontend.from_xgboost(booster)
+                self._small = Gtil(tl, tl.frontend.from_xgboost(booster))
             except Exception:  # a model Treelite cannot convert: XGBoost serves every batch
                 self._small = None
 
+    def _use_threads(self, nthread: int) -> None:
+        if nthread != self._booster_nthread:
+            self._booster.set_param({"nthread": nthread})
+            self._booster_nthread = nthread
+
     def predict(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        if self._small is not None and x.shape[0] <= SMALL_BATCH:
-            small = self._tl.gtil.predict(self._small, np.ascontiguousarray(x), nthread=self._nthread)
-            return np.asarray(small, dtype=np.float32).reshape(x.shape[0], -1)
+        rows = x.shape[0]
+        if self._small is not None and rows <= SMALL_BATCH:
+            small = self._small.predict(x, self._threads(rows))
+            return np.asarray(small, dtype=np.float32).reshape(rows, -1)
         kind = "margin" if self._softmax else "value"
         if self._gpu:
             # Host data for a CUDA booster: through a DMatrix (inplace_predict would warn of
@@ -200,14 +266,25 @@ class XGBoostForest:
             dmatrix = self._xgb.DMatrix(x, missing=np.nan, nthread=self._nthread)
             out = self._booster.predict(dmatrix, output_margin=self._softmax, strict_shape=True)
         else:
+            # One block of rows runs on one thread whatever nthread says: no team for it.
+            self._use_threads(1 if rows <= XGBOOST_BLOCK_ROWS else self._many)
             out = self._booster.inplace_predict(x, predict_type=kind, strict_shape=True)
-        out = np.asarray(out, dtype=np.float32).reshape(x.shape[0], -1)
+        out = np.asarray(out, dtype=np.float32).reshape(rows, -1)
         return _softmax(out) if self._softmax else out
 
     def shap(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        if not self._gpu:
+            self._use_threads(1 if x.shape[0] <= 1 else self._many)  # SHAP splits by rows
         dmatrix = self._xgb.DMatrix(x, missing=np.nan, nthread=self._nthread)
         contribs = self._booster.predict(dmatrix, pred_contribs=True)
         return np.asarray(contribs, dtype=np.float32).reshape(x.shape[0], -1)
+
+
+def _xgboost_trees(booster_config: dict[str, Any]) -> int:
+    """The trees of an XGBoost model from its ``gradient_booster`` config (dart nests gbtree's);
+    1 for a linear booster."""
+    gbtree = booster_config.get("gbtree", booster_config)
+    return int(gbtree.get("gbtree_model_param", {}).get("num_trees", "1"))
 
 
 class LightGBMForest:
@@ -219,16 +296,14 @@ class LightGBMForest:
         self._booster = lgb.Booster(model_file=str(path))
         self.num_features = int(self._booster.num_feature())
         self.num_classes = int(self._booster.num_model_per_iteration())
-        self._kwargs: dict[str, Any] = {}
-        if options.cpu_nthread > 0:
-            self._kwargs["num_threads"] = options.cpu_nthread
+        self._threads = Threads.create(options.cpu_nthread, int(self._booster.num_trees()))
 
     def predict(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        out = self._booster.predict(x, **self._kwargs)
+        out = self._booster.predict(x, num_threads=self._threads(x.shape[0]))
         return np.asarray(out, dtype=np.float32).reshape(x.shape[0], -1)
 
     def shap(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        out = self._booster.predict(x, pred_contrib=True, **self._kwargs)
+        out = self._booster.predict(x, pred_contrib=True, num_threads=min(self._threads.limit, x.shape[0]))
         return np.asarray(out, dtype=np.float32).reshape(x.shape[0], -1)
 
 
@@ -238,17 +313,16 @@ class TreeliteForest:
     library = "treelite"
 
     def __init__(self, tl: Any, model: Any, options: Options) -> None:
-        self._tl = tl
-        self._model = model
+        self._gtil = Gtil(tl, model)
         header = model.get_header_accessor()
         if int(header.get_field("num_target")[0]) > 1:
             raise TritonError.unsupported("multi-target models are not supported by FIL")
         self.num_features = int(header.get_field("num_feature")[0])
         self.num_classes = int(header.get_field("num_class")[0])
-        self._nthread = options.cpu_nthread if options.cpu_nthread > 0 else -1
+        self._threads = Threads.create(options.cpu_nthread, int(model.num_tree), openmp_threads())
 
     def predict(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        out = self._tl.gtil.predict(self._model, np.ascontiguousarray(x), nthread=self._nthread)
+        out = self._gtil.predict(x, self._threads(x.shape[0]))
         return np.asarray(out, dtype=np.float32).reshape(x.shape[0], -1)
 
     def shap(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
