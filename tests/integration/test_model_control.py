@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,25 @@ def server(server_factory, repo: Path):  # type: ignore[no-untyped-def]
     return server_factory([repo], "--model-control-mode=explicit", "--load-model=scaled")
 
 
+@pytest.fixture
+def client_of(server) -> Iterator[Callable[[Any], Any]]:  # type: ignore[no-untyped-def]
+    """``client_of(httpclient or grpcclient)``: a client of ``server``, closed after the test
+    on this thread. An HTTP client left to the garbage collector may be collected on another
+    test's client thread, where its gevent hub is missing, and fail that test."""
+    made: list[Any] = []
+
+    def make(module: Any, **kwargs: Any) -> Any:
+        client = module.InferenceServerClient(
+            server.url if module is httpclient else server.grpc_url, **kwargs
+        )
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
 def _x(module: Any) -> list[Any]:
     x = module.InferInput("X", [4], "FP32")
     x.set_data_from_numpy(np.arange(4, dtype=np.float32))
@@ -91,9 +111,9 @@ def _simple_inputs(module: Any) -> list[Any]:
 
 
 @pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
-def test_nvidia_model_control_sequence(server, module: Any) -> None:  # type: ignore[no-untyped-def]
+def test_nvidia_model_control_sequence(client_of, module: Any) -> None:  # type: ignore[no-untyped-def]
     """The steps of NVIDIA's simple_{http,grpc}_model_control.py examples."""
-    client = module.InferenceServerClient(server.url if module is httpclient else server.grpc_url)
+    client = client_of(module)
     index = client.get_model_repository_index()
     names = [m["name"] for m in index] if module is httpclient else [m.name for m in index.models]
     assert sorted(set(names)) == ["p1", "p2", "p3", "p4", "p5", "scaled", "simple"]
@@ -121,9 +141,9 @@ def test_nvidia_model_control_sequence(server, module: Any) -> None:  # type: ig
 
 @pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
 def test_file_overrides_change_behaviour_and_stay_inside(
-    server, module: Any, repo: Path, tmp_path: Path
+    client_of, module: Any, repo: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    client = module.InferenceServerClient(server.url if module is httpclient else server.grpc_url)
+    client = client_of(module)
     config = json.dumps(SCALED_CONFIG)
     client.load_model("p1", config=config, files={"file:1/model.py": SCALED.format(k=7).encode()})
     assert float(client.infer("p1", _x(module)).as_numpy("Y")[1]) == 7.0
@@ -141,14 +161,14 @@ def test_file_overrides_change_behaviour_and_stay_inside(
     client.unload_model("p1")
 
 
-def test_index_states_and_unload_over_http(server) -> None:  # type: ignore[no-untyped-def]
-    client = httpclient.InferenceServerClient(server.url)
+def test_index_states_and_unload_over_http(client_of) -> None:  # type: ignore[no-untyped-def]
+    client = client_of(httpclient)
     client.load_model("p2")
     assert {"name": "p2", "version": "1", "state": "READY"} in client.get_model_repository_index()
     client.unload_model("p2", unload_dependents=True)
     with pytest.raises(InferenceServerException, match="'p2' has no available versions"):
         client.infer("p2", _x(httpclient))
-    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    grpc = client_of(grpcclient)
     for _ in range(500):
         rows = [m for m in grpc.get_model_repository_index().models if m.name == "p2"]
         if rows and rows[0].state == "UNAVAILABLE":
@@ -207,7 +227,7 @@ def test_reloads_under_8_clients_fail_no_request(server) -> None:  # type: ignor
     assert "Traceback" not in server.output()
 
 
-def test_a_config_that_does_not_parse_is_a_repository_failure(server, repo: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_config_that_does_not_parse_is_a_repository_failure(server, client_of, repo: Path) -> None:  # type: ignore[no-untyped-def]
     """As Triton 2.51 answers (observed): a repository ``config.pbtxt`` that does not
     parse fails the load with 500 / INTERNAL "failed to load 'm', failed to poll from
     model repository" (the client made no mistake), over HTTP and gRPC."""
@@ -225,30 +245,30 @@ def test_a_config_that_does_not_parse_is_a_repository_failure(server, repo: Path
         assert message.startswith("failed to load 'broken', failed to poll from model repository: ")
         assert "failed to read text proto from" in message
         with pytest.raises(InferenceServerException) as raised:
-            grpcclient.InferenceServerClient(server.grpc_url).load_model("broken")
+            client_of(grpcclient).load_model("broken")
         assert raised.value.status() == "StatusCode.INTERNAL"
         assert raised.value.message().startswith(
             "failed to load 'broken', failed to poll from model repository"
         )
         with pytest.raises(InferenceServerException) as raised:  # a client's mistake stays 400
-            httpclient.InferenceServerClient(server.url).load_model("broken", config="{not json")
+            client_of(httpclient).load_model("broken", config="{not json")
         assert raised.value.status() == "400"
     finally:
         shutil.rmtree(broken)
 
 
-def test_the_index_lists_the_repository_folders_only(server) -> None:  # type: ignore[no-untyped-def]
+def test_the_index_lists_the_repository_folders_only(server, client_of) -> None:  # type: ignore[no-untyped-def]
     """As Triton 2.51 lists them (observed): a model loaded from a load request's
     files under a name no repository folder has serves, but is not in the index."""
     import httpx
 
-    client = httpclient.InferenceServerClient(server.url)
+    client = client_of(httpclient)
     config = json.dumps(SCALED_CONFIG)
     client.load_model("outside", config=config, files={"file:1/model.py": SCALED.format(k=3).encode()})
     try:
         assert float(client.infer("outside", _x(httpclient)).as_numpy("Y")[1]) == 3.0
         assert "outside" not in [m["name"] for m in client.get_model_repository_index()]
-        ready = grpcclient.InferenceServerClient(server.grpc_url).get_model_repository_index(as_json=True)
+        ready = client_of(grpcclient).get_model_repository_index(as_json=True)
         assert "outside" not in [m["name"] for m in ready["models"]]
         answer = httpx.post(f"http://{server.url}/v2/repository/index", json={"ready": True})
         assert "outside" not in [m["name"] for m in answer.json()]
