@@ -62,9 +62,7 @@ def gather_inputs(
     ``copy_rows``. All requests must carry the input with equal non-batch shapes
     and dtypes (``batch_arrays``).
     """
-    if not requests:
-        raise TritonError.internal("gather_inputs called with no requests")
-    arrays = batch_arrays(requests, name)
+    arrays = batch_arrays(requests, name)  # (an empty batch is an error there)
     if len(arrays) == 1:
         return arrays[0]
     first = arrays[0]
@@ -88,31 +86,27 @@ def copy_rows(target: np.ndarray[Any, Any], arrays: Sequence[np.ndarray[Any, Any
     another dtype than ``target`` and arrays the buffer protocol cannot describe as bytes
     (not C-contiguous) are copied by numpy instead.
     """
-    if len(arrays) == 1 and arrays[0].shape == target.shape:
-        rows: list[Any] = [Ellipsis]  # the whole target, 0-d included
-    else:
-        rows, start = [], 0
-        for a in arrays:
-            rows.append(slice(start, start + a.shape[0]))
-            start += a.shape[0]
     view: memoryview | None = None
     if not target.dtype.hasobject:  # object arrays hold references: never copied as bytes
         try:
             view = memoryview(target).cast("B")  # type: ignore[arg-type]
         except (TypeError, ValueError, BufferError):
             view = None
-    offset = 0
-    for a, where in zip(arrays, rows):
+    whole = len(arrays) == 1 and arrays[0].shape == target.shape  # 0-d included
+    offset = row = 0
+    for a in arrays:
         size = a.nbytes
+        moved = False
         if view is not None and a.dtype == target.dtype:
             try:
                 view[offset : offset + size] = memoryview(a).cast("B")  # type: ignore[arg-type]
-                offset += size
-                continue
+                moved = True
             except (TypeError, ValueError, BufferError, NotImplementedError):
                 pass  # not C-contiguous, or a dtype the buffer protocol cannot describe
-        np.copyto(target[where], a)
+        if not moved:
+            np.copyto(target if whole else target[row : row + a.shape[0]], a)
         offset += size
+        row += a.shape[0] if a.ndim else 1
 
 
 def scatter_output(array: np.ndarray[Any, Any], sizes: Sequence[int]) -> list[np.ndarray[Any, Any]]:

@@ -28,15 +28,7 @@ def tensor_to_wire(link: Link, tensor: Tensor) -> Any:
 
 
 def tensor_from_wire(link: Link, desc: Any) -> Tensor:
-    # The server checked the data against its type: made without ``Tensor.__init__``'s checks.
-    tensor = _new_tensor(Tensor)
-    tensor._name = desc[0]
-    tensor._array = link.get(desc)
-    tensor._code = CODES[desc[1]]
-    return tensor
-
-
-_new_tensor = object.__new__
+    return Tensor._checked(desc[0], link.get(desc), CODES[desc[1]])
 
 
 def response_to_wire(

@@ -140,8 +140,7 @@ _PB_CODES = {datatype: code for code, datatype in _DATATYPES.items()}
 _PB_CODE_OF = {id(datatype): code for datatype, code in _PB_CODES.items()}
 
 
-_PbTensor = pb_utils.Tensor
-_new_pb_tensor = object.__new__
+_checked_pb_tensor = pb_utils.Tensor._checked
 
 
 def tensor_to_pb(tensor: Tensor) -> pb_utils.Tensor:
@@ -236,11 +235,8 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
     inputs = []
     for t in request.inputs.values():  # a loop, not a comprehension: no frame of its own
         if t.device is None:
-            # ``pb_utils.Tensor(name, data, code)`` without its checks: the core's host
-            # tensors hold numpy arrays of their data type (BYTES as object arrays).
-            tensor = _new_pb_tensor(_PbTensor)
-            tensor._name, tensor._array, tensor._code = t.name, t.data, _PB_CODE_OF[id(t.datatype)]
-            inputs.append(tensor)
+            # The core's host tensors hold numpy arrays of their data type.
+            inputs.append(_checked_pb_tensor(t.name, t.data, _PB_CODE_OF[id(t.datatype)]))
         else:
             inputs.append(tensor_to_pb(t))  # a GPU input, for an instance that takes them
     pb_request = pb_utils.InferenceRequest._received(
