@@ -27,12 +27,10 @@ here; random weights), images 3×224×224 float32, saved once and loaded separat
    from a pinned copy of ``xb`` with non-blocking copies and one stream sync (the floor for a
    served path that must gather anyway);
 2. **execute**: the backend's ``execute`` without a server (``tritonpy_sdk.testing.BackendHarness``,
-   KIND_GPU, the core's pinned pool), on 1 request and on 32 requests of one image each (the
+   KIND_GPU), on 1 request and on 32 requests of one image each (the
    batch the dynamic batcher forms); its stages timed one by one with the backend's own methods
    (gather + copies up queued, forward launched, copies down queued, the one sync) on the host
-   clock, and with CUDA events on the instance's stream; also with ``STAGE_PIECE_BYTES`` 8 MiB
-   (gather and copy up in pieces that overlap) against the default (whole batch, one copy), and
-   beside 16 busy Python threads;
+   clock, and with CUDA events on the instance's stream; and beside 16 busy Python threads;
 3. **profiler**: ``torch.profiler`` (CPU and CUDA) over a few direct calls and executions at
    batch 32: the top operators by self CPU time and by device time;
 4. **mixed batch sizes**: the first and the second execution at each of a few new batch sizes
@@ -41,10 +39,9 @@ here; random weights), images 3×224×224 float32, saved once and loaded separat
    1 and 64 client threads of one image each (as gpu_bench.py): images/s, p50, the batches
    formed, and the model statistics' compute_infer per execution at batch 1 and 32, to set
    against part 2 (the same ``execute``, alone on a thread); at 64 also with the interpreter's
-   switch interval at 0.5 ms instead of 5 ms (does the worker thread wait for the GIL?) and
-   with ``STAGE_PIECE_BYTES`` 8 MiB; per level the process's CPU and how late a probe thread
-   gets the GIL back after a 0.5 ms sleep, and the interpreter's garbage collections (their
-   pauses stop every thread). The statistics are means, as in the issue; part 2 gives medians
+   switch interval at 0.5 ms instead of 5 ms (does the worker thread wait for the GIL?); per
+   level the process's CPU and how late a probe thread gets the GIL back after a 0.5 ms sleep,
+   and the interpreter's garbage collections (their pauses stop every thread). The statistics are means, as in the issue; part 2 gives medians
    and the mean.
 
 Host times are medians of many iterations in ms; "gpu" columns are CUDA event spans on the
@@ -71,8 +68,6 @@ from torch import Tensor, nn
 
 ROOT = Path(__file__).resolve().parents[1]
 TREE = [ROOT / "core", ROOT / "sdk" / "src", ROOT / "plugins" / "torch" / "src"]
-#: The staging piece size set against the backend's default (whole batches) in parts 2 and 5.
-PIECES = 8 << 20
 
 CONFIG = """
 platform: "pytorch_libtorch"
@@ -229,7 +224,6 @@ def main() -> int:
     args = ap.parse_args()
     if not args.installed:
         sys.path[:0] = [str(p) for p in TREE]
-    import tritonpy_backend_torch._instance as instance_module
     import tritonpy_sdk
 
     if not args.skip_gil_probe:
@@ -259,7 +253,7 @@ def main() -> int:
         f"cpus {os.cpu_count()}, torch threads {torch.get_num_threads()}, switch interval "
         f"{sys.getswitchinterval() * 1e3:.1f} ms; pinned pool: {'yes' if pool is not None else 'NO'}"
     )
-    print(f"backend from {backend.__file__}; STAGE_PIECE_BYTES {instance_module.STAGE_PIECE_BYTES}")
+    print(f"backend from {backend.__file__}")
     cudnn = torch.backends.cudnn
     print(f"cudnn.benchmark {cudnn.benchmark}, cudnn.allow_tf32 {cudnn.allow_tf32}")
     results: dict[str, float] = {}
@@ -323,11 +317,9 @@ def main() -> int:
     torch.cuda.synchronize()
 
     # -- 2. the backend's execute, alone ---------------------------------------------------------
-    print("\n== 2. the backend's execute without a server (KIND_GPU, pinned pool)")
+    print("\n== 2. the backend's execute without a server (KIND_GPU)")
     h = BackendHarness(backend, repo / "resnet", instance_kind="KIND_GPU").start()
-    h.instance.host_allocator = pool.allocate if pool is not None else None
     state = h.instance.state
-    allocator = h.instance.host_allocator
     print(f"instance stream {state.stream}, device {state.program.device}, options {state.options}")
 
     def stage_run(requests: list[Any], stages: Stages) -> None:
@@ -341,7 +333,7 @@ def main() -> int:
                 m.append(time.perf_counter())
                 ev[0].record()
                 staged: list[Any] = []
-                arguments = state._arguments(requests, allocator, None, staged)
+                arguments = state._arguments(requests, None, staged)
                 ev[1].record()
                 m.append(time.perf_counter())
                 out = state._forward(arguments)
@@ -374,12 +366,6 @@ def main() -> int:
         )
         print(stages.row(f"  execute b{batch} stages"))
     requests32 = [h.request({"INPUT__0": x1}) for _ in range(32)]
-    default_piece = instance_module.STAGE_PIECE_BYTES
-    for piece in sorted({0, PIECES, default_piece}):
-        instance_module.STAGE_PIECE_BYTES = piece
-        ms = median_ms(loop(seconds, lambda: h.execute(requests32)))
-        print(f"  execute b32 with STAGE_PIECE_BYTES={piece:<9d} median {ms:7.3f} ms")
-    instance_module.STAGE_PIECE_BYTES = default_piece
     busy_stop = threading.Event()
 
     def busy() -> None:  # shaped like an in-process client: some Python, then a wait
@@ -571,12 +557,6 @@ def main() -> int:
                 level(server, model, 64, "concurrency 64, switch interval 0.5ms")
             finally:
                 sys.setswitchinterval(interval)
-            other = PIECES if default_piece != PIECES else 0
-            instance_module.STAGE_PIECE_BYTES = other
-            try:
-                level(server, model, 64, f"concurrency 64, STAGE_PIECE_BYTES={other >> 20}MiB")
-            finally:
-                instance_module.STAGE_PIECE_BYTES = default_piece
         gc.callbacks.remove(on_gc)
         print(
             f"  compare: execute alone b1 {results['execute_b1']:.3f} ms, "

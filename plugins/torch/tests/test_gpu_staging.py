@@ -1,13 +1,12 @@
-"""A GPU instance's inputs and outputs on their way through host memory: gathered into the
-server's pinned pool (in pieces for a large batch), copied up and back asynchronously on the
-instance's stream, and the staging buffers held until that stream is synchronised.
+"""A GPU instance's inputs and outputs on their way between host and device: each request's
+rows copied straight into one device tensor (one call), results copied back asynchronously
+into pinned memory on the instance's stream, every source held until that stream is synchronised.
 
-The gathering itself is checked on any host with the pool's logic over pageable memory (the
-device copy is then a CPU copy); the rest needs a GPU and is marked ``gpu``."""
+The copy step itself is checked on any host with the CPU as the 'device'; the rest needs a GPU
+and is marked ``gpu``."""
 
 from __future__ import annotations
 
-import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,8 @@ import numpy as np
 import pytest
 import torch
 import tritonpy_backend_torch as backend
-import tritonpy_backend_torch._instance as instance_module
 from torch import Tensor, nn
 from torch_testmodels import Raises, config, io, save_script
-from tritonpy.memory import PinnedPool, host_allocator
 from tritonpy_sdk import TritonError
 from tritonpy_sdk.testing import BackendHarness
 
@@ -52,76 +49,57 @@ def _feeds(sizes: tuple[int, ...], seed: int = 0) -> list[np.ndarray[Any, Any]]:
     return [rng.normal(size=(n, ROW)).astype(np.float32) for n in sizes]
 
 
-@pytest.mark.parametrize("piece", [0, 3 * ROW * 4, 1 << 30])
-def test_a_batch_is_staged_whole_or_in_pieces_of_whole_requests(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
+@pytest.mark.parametrize("foreach", [True, False], ids=["foreach_copy", "copy_per_request"])
+def test_a_batch_is_copied_row_exact_from_each_request_into_one_tensor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, foreach: bool
 ) -> None:
-    """The staging step alone, on this host: the core's pool logic over pageable memory, and a
-    CPU 'device' (the copies up are CPU copies). Pieces of 3 rows split the batch 2+2 | 1+3 | 4."""
-    monkeypatch.setattr(instance_module, "STAGE_PIECE_BYTES", piece)
-    pool = PinnedPool(host_allocator(), 64 << 20)
+    """The copy step alone, on this host (the 'device' is the CPU): each request's rows land
+    in order, whatever their memory layout, and every source stays referenced for the sync.
+    Without ``torch._foreach_copy_`` (older torch) one copy per request does the same."""
+    if not foreach:
+        monkeypatch.delattr(torch, "_foreach_copy_", raising=False)
     feeds = _feeds((2, 2, 1, 3, 4))
-    feeds[3] = np.asfortranarray(feeds[3])  # not C-contiguous: copied by numpy, not as bytes
+    feeds[3] = np.asfortranarray(feeds[3])  # not C-contiguous
     feeds[4] = np.frombuffer(feeds[4].tobytes(), np.float32).reshape(4, ROW)  # read-only, as a body
     with BackendHarness(backend, _double(tmp_path / "m")) as h:
         state = h.instance.state
         requests = [h.request({"INPUT__0": x}) for x in feeds]
         staged: list[Any] = []
-        value = state._to_device(state.inputs[0], requests, pool.allocate, staged)
+        value = state._to_device(state.inputs[0], requests, staged)
         assert value.shape == (12, ROW)
         np.testing.assert_array_equal(value.numpy(), np.concatenate(feeds))
-        # One buffer for the whole batch, held (and counted as in use) until released.
-        assert len(staged) == 1 and staged[0].shape == (12, ROW)
-        assert pool.used_bytes >= 12 * ROW * 4
-        del value
+        assert len(staged) == len(feeds)
         staged.clear()
-        gc.collect()
-        assert pool.used_bytes == 0
+        (one,) = [h.request({"INPUT__0": feeds[1]})]
+        np.testing.assert_array_equal(state._to_device(state.inputs[0], [one], staged).numpy(), feeds[1])
+        assert len(staged) == 1
 
 
-def test_without_a_pinned_pool_a_batch_is_staged_in_pageable_memory(tmp_path: Path) -> None:
-    feeds = _feeds((1, 3))
-    with BackendHarness(backend, _double(tmp_path / "m")) as h:
-        state = h.instance.state
-        staged: list[Any] = []
-        value = state._to_device(state.inputs[0], [h.request({"INPUT__0": x}) for x in feeds], None, staged)
-        np.testing.assert_array_equal(value.numpy(), np.concatenate(feeds))
-        assert len(staged) == 1 and staged[0].shape == (4, ROW)
-
-
-def test_a_batch_with_mismatched_shapes_is_refused_before_staging(tmp_path: Path) -> None:
-    pool = PinnedPool(host_allocator(), 64 << 20)
+def test_a_batch_with_mismatched_shapes_is_refused_before_any_copy(tmp_path: Path) -> None:
     with BackendHarness(backend, _double(tmp_path / "m")) as h:
         state = h.instance.state
         requests = [h.request({"INPUT__0": x}) for x in _feeds((1, 2))]
         requests[1].inputs["INPUT__0"].data = np.zeros((2, ROW // 2), np.float32)
+        staged: list[Any] = []
         with pytest.raises(TritonError, match="cannot batch input 'INPUT__0'"):
-            state._to_device(state.inputs[0], requests, pool.allocate, [])
-    assert pool.used_bytes == 0
+            state._to_device(state.inputs[0], requests, staged)
+        assert staged == []
 
 
 # -- on a GPU --------------------------------------------------------------------------------------
 
 
-def _gpu_pool() -> PinnedPool:
+def _needs_gpu() -> None:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device for torch")
-    pool = PinnedPool.create()
-    if pool is None:
-        pytest.skip("no GPU with cuda-python (pip install tritonpy[cuda])")
-    return pool
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("piece", [0, 3 * ROW * 4])
-def test_kind_gpu_batches_staged_in_pieces_come_back_exact_in_pinned_memory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
-) -> None:
-    pool = _gpu_pool()
-    monkeypatch.setattr(instance_module, "STAGE_PIECE_BYTES", piece)
+def test_kind_gpu_batches_come_back_exact_in_pinned_memory(tmp_path: Path) -> None:
+    _needs_gpu()
     feeds = _feeds((1, 3, 2, 5, 1))
+    feeds[2] = np.asfortranarray(feeds[2])
     with BackendHarness(backend, _double(tmp_path / "m"), instance_kind="KIND_GPU") as h:
-        h.instance.host_allocator = pool.allocate
         assert h.instance.state.program.device == torch.device("cuda", 0)
         responses = h.execute([h.request({"INPUT__0": x}) for x in feeds])
         for x, response in zip(feeds, responses):
@@ -131,23 +109,17 @@ def test_kind_gpu_batches_staged_in_pieces_come_back_exact_in_pinned_memory(
             assert torch.from_numpy(out).is_pinned()
         (single,) = h.execute([h.request({"INPUT__0": feeds[3]})])
         np.testing.assert_array_equal(single.outputs["OUTPUT__0"].data, feeds[3] * 2)
-    del responses, single
-    gc.collect()
-    assert pool.used_bytes == 0  # every staging buffer went back
-    pool.close()
 
 
 @pytest.mark.gpu
 def test_two_gpu_instances_sharing_the_pinned_pool_each_read_their_own_inputs(tmp_path: Path) -> None:
-    """Staging buffers go back to the shared pool only after the copies that read them: two
-    instances executing at once, batches of 8 MiB, never see each other's rows."""
-    pool = _gpu_pool()
+    """Two instances executing at once on one GPU, batches of 8 MiB, never see each other's rows."""
+    _needs_gpu()
     folder = _double(tmp_path / "m")
     harnesses = [BackendHarness(backend, folder, instance_kind="KIND_GPU").start() for _ in range(2)]
     errors: list[str] = []
 
     def drive(h: BackendHarness, seed: int) -> None:
-        h.instance.host_allocator = pool.allocate
         for round_ in range(40):
             feeds = _feeds((256, 256, 512, 1024), seed=seed * 1000 + round_)
             for x, response in zip(feeds, h.execute([h.request({"INPUT__0": x}) for x in feeds])):
@@ -165,23 +137,18 @@ def test_two_gpu_instances_sharing_the_pinned_pool_each_read_their_own_inputs(tm
         for h in harnesses:
             h.close()
     assert errors == []
-    pool.close()
 
 
 @pytest.mark.gpu
-def test_a_failing_gpu_forward_waits_for_its_copies_and_gives_the_buffers_back(tmp_path: Path) -> None:
-    pool = _gpu_pool()
+def test_a_failing_gpu_forward_answers_and_the_next_execution_is_exact(tmp_path: Path) -> None:
+    _needs_gpu()
     save_script(
         Raises(),
         tmp_path / "r",
         config([io("INPUT__0", "TYPE_FP32", [ROW])], [io("OUTPUT__0", "TYPE_FP32", [ROW])], 8),
     )
     with BackendHarness(backend, tmp_path / "r", instance_kind="KIND_GPU") as h:
-        h.instance.host_allocator = pool.allocate
         with pytest.raises(TritonError, match="only non-positive inputs"):
             h.infer({"INPUT__0": np.ones((2, ROW), np.float32)})
-        gc.collect()
-        assert pool.used_bytes == 0
         x = -np.abs(_feeds((3,))[0])
         np.testing.assert_array_equal(h.infer({"INPUT__0": x})["OUTPUT__0"], -x)
-    pool.close()

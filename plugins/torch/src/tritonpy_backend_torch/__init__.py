@@ -206,7 +206,7 @@ def _program(torch: Any, model: Model, state: ModelState, instance: ModelInstanc
 @hookimpl
 def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
     state: InstanceState = instance.state
-    return state.execute(requests, instance.host_allocator, instance.device_memory)
+    return state.execute(requests, instance.device_memory)
 
 
 @hookimpl

@@ -6,17 +6,17 @@ request asked for are read back, as numpy views of the result tensors where
 they are contiguous.
 
 On a GPU the execution does what calling the module directly does, plus the
-unavoidable gather and scatter, all on the instance's own CUDA stream:
+unavoidable batching and scatter, all on the instance's own CUDA stream:
 
-- each input is gathered once, into pinned host memory from the server's pool
-  (``instance.host_allocator``), with the GIL held throughout (``copy_rows``),
-  and copied to the device asynchronously (optionally in pieces of
-  ``STAGE_PIECE_BYTES``, each piece's copy running while the next is gathered);
+- each request's rows of an input are copied from where they lie (request
+  bodies, shared memory: pageable host memory) straight into one device tensor,
+  in one call that gives the GIL up once; there is no host gather, so no Python
+  thread of the server waits for one (bench/gpu.md measured pinned staging
+  gathered under the GIL, and torch.cat, against it);
 - each output is copied back asynchronously into pinned memory (torch's
   ``.to("cpu", non_blocking=True)``), and the stream is synchronised once,
-  after the last copy (never the whole device); the staging buffers stay
-  referenced until then, so the pool cannot hand them to another instance
-  while a copy still reads them, on the error path too;
+  after the last copy (never the whole device); every source of a copy stays
+  referenced until then, on the error path too;
 - an input already on the instance's GPU (a client's CUDA shared-memory region)
   is taken with ``torch.from_dlpack`` in place; a batch of them is gathered on
   the device by the core (a copy on the legacy default stream, which the
@@ -25,7 +25,7 @@ unavoidable gather and scatter, all on the instance's own CUDA stream:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,6 @@ from tritonpy_sdk import (
     TritonError,
     batch_arrays,
     batch_input_array,
-    copy_rows,
     gather_inputs,
     gather_ragged,
     gather_tensor,
@@ -50,16 +49,6 @@ from tritonpy_sdk import (
 from ._params import Options, apply_execution_switches
 from ._programs import Program, torchscript_results
 from ._types import config_type, to_numpy, to_torch, torch_dtype
-
-Allocator = Callable[[tuple[int, ...], Any], np.ndarray[Any, Any]]
-
-#: A GPU batch of one input larger than this is gathered and copied to the device in pieces of
-#: about this many bytes (whole requests each), so that gathering a piece overlaps the copy of the
-#: one before; 0 (the default) gathers it whole, then copies it once. Pieces would hide most of
-#: the copy (~0.35 ms for 32 224×224 RGB float images at ~55 GB/s) but each costs one more
-#: release of the GIL, which a worker thread among busy Python threads may wait long to win back;
-#: bench/gpu_execute_profile.py measures both, alone and served at concurrency 64.
-STAGE_PIECE_BYTES = 0
 
 
 @dataclass(slots=True)
@@ -163,20 +152,19 @@ class InstanceState:
     def execute(
         self,
         requests: Sequence[InferenceRequest],
-        allocator: Allocator | None = None,
         device_memory: DeviceMemory | None = None,
     ) -> list[InferenceResponse]:
         if len(requests) > 1 and not self.batching:
-            return [self.execute([r], allocator, device_memory)[0] for r in requests]
+            return [self.execute([r], device_memory)[0] for r in requests]
         torch = self.torch
         wanted = outputs_to_compute(requests, self.output_names)
         apply_execution_switches(torch, self.options)
         with torch.inference_mode(self.options.inference_mode), torch.no_grad():
             if self.stream is not None:
                 with torch.cuda.stream(self.stream):
-                    arrays = self._run(requests, wanted, allocator, device_memory)
+                    arrays = self._run(requests, wanted, device_memory)
             else:
-                arrays = self._run(requests, wanted, allocator, device_memory)
+                arrays = self._run(requests, wanted, device_memory)
         if self.options.cache_cleaning and self.on_gpu:
             torch.cuda.empty_cache()
         return scatter_responses(requests, arrays, self.output_types)
@@ -185,14 +173,13 @@ class InstanceState:
         self,
         requests: Sequence[InferenceRequest],
         wanted: list[str],
-        allocator: Allocator | None,
         device_memory: DeviceMemory | None,
     ) -> dict[str, np.ndarray[Any, Any]]:
-        #: Host buffers the stream's copies read: referenced until the stream is synchronised.
+        #: Host memory the stream's copies read: referenced until the stream is synchronised.
         staged: list[Any] = []
         synced = False
         try:
-            args = self._arguments(requests, allocator, device_memory, staged)
+            args = self._arguments(requests, device_memory, staged)
             results = self._forward(args)
             host = self._outputs(results, wanted)
             if self.on_gpu:
@@ -201,8 +188,8 @@ class InstanceState:
             return {name: self._to_array(self.outputs[name], value) for name, value in host.items()}
         finally:
             if self.on_gpu and not synced:
-                # A failure after copies were queued: let them finish before the staging
-                # buffers go back to the pool (and another instance writes into them).
+                # A failure after copies were queued: let them finish before their sources
+                # are released (and their memory reused).
                 self.stream.synchronize()
             staged.clear()
 
@@ -220,13 +207,11 @@ class InstanceState:
     def _arguments(
         self,
         requests: Sequence[InferenceRequest],
-        allocator: Allocator | None,
         device_memory: DeviceMemory | None,
         staged: list[Any],
     ) -> Any:
         torch = self.torch
         device = self.program.device
-        pinned = allocator if self.on_gpu else None
         values: list[Any] = [None] * self.program.arity
         named: dict[str, Any] = {}
         for spec in self.inputs:
@@ -244,7 +229,7 @@ class InstanceState:
                 if device is not None and value.device != device:
                     value = value.to(device)
             elif self.on_gpu and not host_only and device is not None:
-                value = self._to_device(spec, requests, pinned, staged)
+                value = self._to_device(spec, requests, staged)
             else:
                 value = self._host_value(spec, requests)
             if self.program.dict_input:
@@ -253,44 +238,35 @@ class InstanceState:
                 values[spec.position] = value
         return named if self.program.dict_input else values
 
-    def _to_device(
-        self,
-        spec: InputSpec,
-        requests: Sequence[InferenceRequest],
-        pinned: Allocator | None,
-        staged: list[Any],
-    ) -> Any:
-        """Input ``spec`` of the batch on the instance's GPU: gathered once into pinned host
-        memory (``copy_rows``) and copied up asynchronously on the instance's stream (in
-        pieces when ``STAGE_PIECE_BYTES`` asks for them). ``staged`` keeps the host buffers
-        referenced until the stream is synchronised."""
+    def _to_device(self, spec: InputSpec, requests: Sequence[InferenceRequest], staged: list[Any]) -> Any:
+        """Input ``spec`` of the batch on the instance's GPU: each request's rows copied from
+        where they lie into one device tensor, queued on the instance's stream in one call
+        that gives the GIL up once (``torch._foreach_copy_``). No host gather: from pageable
+        memory (request bodies, system shared memory) the driver stages each copy and returns
+        when its source has been read, as the direct call's ``.to(device)`` does; a source in
+        pinned memory is read asynchronously, so ``staged`` keeps every source referenced
+        until the stream is synchronised."""
         torch = self.torch
         device = self.program.device
-        arrays = batch_arrays(requests, spec.name)
-        first = arrays[0]
-        shape = first.shape if len(arrays) == 1 else (sum(a.shape[0] for a in arrays), *first.shape[1:])
-        # Pageable without a pinned pool (--pinned-memory-pool-byte-size 0) or when it is spent:
-        # the copies are then synchronous for the host, and still correct.
-        buffer = pinned(shape, first.dtype) if pinned is not None else np.empty(shape, first.dtype)
-        staged.append(buffer)
-        host = to_torch(torch, buffer, spec.bf16)  # a view of the buffer, no copy
-        piece = STAGE_PIECE_BYTES
-        if len(arrays) == 1 or not piece or buffer.nbytes <= piece:
-            copy_rows(buffer, arrays)
-            return host.to(device, non_blocking=True)
-        value = torch.empty_like(host, device=device)
-        start = rows = size = 0
-        group: list[np.ndarray[Any, Any]] = []
-        for index, array in enumerate(arrays):
-            group.append(array)
-            rows += array.shape[0]
-            size += array.nbytes
-            if size >= piece or index == len(arrays) - 1:
-                end = start + rows
-                copy_rows(buffer[start:end], group)
-                value[start:end].copy_(host[start:end], non_blocking=True)
-                start, rows, size = end, 0, 0
-                group = []
+        sources = [to_torch(torch, a, spec.bf16) for a in batch_arrays(requests, spec.name)]
+        staged.extend(sources)
+        if len(sources) == 1:
+            return sources[0].to(device, non_blocking=True)
+        first = sources[0]
+        rows = sum(s.shape[0] for s in sources)
+        value = torch.empty((rows, *first.shape[1:]), dtype=first.dtype, device=device)
+        targets = []
+        start = 0
+        for source in sources:
+            end = start + source.shape[0]
+            targets.append(value[start:end])
+            start = end
+        copy_all = getattr(torch, "_foreach_copy_", None)
+        if copy_all is not None:
+            copy_all(targets, sources, non_blocking=True)
+        else:  # torch without it: one call (and one GIL release) per request
+            for target, source in zip(targets, sources):
+                target.copy_(source, non_blocking=True)
         return value
 
     def _host_value(self, spec: InputSpec, requests: Sequence[InferenceRequest]) -> Any:
