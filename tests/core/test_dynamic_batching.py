@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -150,6 +151,60 @@ def test_requests_one_at_a_time_are_each_served(make) -> None:  # type: ignore[n
     h.backend.release.set()
     h.wait_for("hold", "queued")
     assert h.backend.batches[-2:] == [["hold"], ["queued"]]
+
+
+# A delay no test waits out: these batches can only leave because an arrival ended the wait
+# (arrivals that change nothing do not wake the batcher; these must).
+LONG_DELAY = "max_queue_delay_microseconds: 600000000"
+
+
+def settle() -> None:
+    """Give the batcher time to go back to its wait: an arrival must then wake it (without
+    this pause it may still be awake and see the arrival by itself; nothing is timed)."""
+    time.sleep(0.05)
+
+
+def test_an_arrival_that_fills_the_batch_sends_it_without_waiting_out_the_delay(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching=LONG_DELAY)
+    for rid in _ids(3):
+        h.send(rid)
+        settle()
+    h.send("r3", batch=1)
+    h.wait_for(*_ids(4))
+    assert h.backend.batches == [_ids(4)]
+    h.send("big", batch=3)  # a lone request is not sent early ...
+    settle()
+    h.send("over", batch=2)  # ... until one arrives that would overflow its batch
+    h.wait_for("big")
+    assert h.backend.batches[1] == ["big"]
+    settle()
+    h.send("fill", batch=2)
+    h.wait_for("over", "fill")
+    assert h.backend.batches[2] == ["over", "fill"]
+
+
+def test_an_arrival_of_another_shape_sends_the_waiting_batch(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching=LONG_DELAY, max_batch=3)
+    h.send("w2", width=2)
+    settle()
+    h.send("w3a", width=3)
+    h.wait_for("w2")
+    settle()
+    h.send("w3b", width=3)
+    settle()
+    h.send("w3c", width=3)
+    h.wait_for("w3a", "w3b", "w3c")
+    assert h.backend.batches == [["w2"], ["w3a", "w3b", "w3c"]]
+
+
+def test_a_request_queued_while_every_instance_is_busy_leaves_when_one_comes_back(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching="max_queue_delay_microseconds: 100")
+    h.hold()
+    h.send("a")
+    h.send("b")
+    h.backend.release.set()
+    h.wait_for("hold", "a", "b")
+    assert h.batches_after_hold() == [["a", "b"]]
 
 
 def test_largest_preferred_batch_size_is_sent(make) -> None:  # type: ignore[no-untyped-def]

@@ -189,6 +189,18 @@ class DynamicBatcher(Scheduler):
             queue.SimpleQueue() for _ in self._instances
         ]
         self._ordered = _Ordered() if config.preserve_ordering else None
+        #: Rows queued in every level (``_Entry.size`` summed).
+        self._rows = 0
+        #: Whether an arrival wakes the batcher only when it changes the batcher's decision
+        #: (``enqueue``): one queue, no queue timeouts, no limiter, a delay.
+        policies = (config.default_policy, *config.level_policies.values())
+        self._preferred = frozenset(config.preferred_batch_sizes)
+        self._quiet = (
+            limiter is None
+            and levels == 1
+            and config.max_queue_delay_ns > 0
+            and not any(p.default_timeout_us for p in policies)
+        )
         self._open = False
         self._threads: list[threading.Thread] = []
 
@@ -266,7 +278,23 @@ class DynamicBatcher(Scheduler):
                     f"[request id: {job.request.id or '<id_unknown>'}] Exceeds maximum queue size"
                 )
             pending.append(entry)
-            self._cond.notify()
+            self._rows += entry.size
+            # In quiet mode the batcher sleeps until the oldest request's delay is up, or until
+            # an instance comes back (its worker wakes it); an arrival changes that only when
+            # it opens the queue or ends the wait early: the batch is full or of a preferred
+            # size (the queue's earlier sums are none: the batcher would have sent them), or
+            # it cannot take this request.
+            # Every other arrival waking it would cost a thread switch per request.
+            if not self._quiet or (
+                self._idle
+                and (
+                    len(pending) == 1
+                    or self._rows >= self.config.max_batch_size
+                    or self._rows in self._preferred
+                    or entry.shape_key != pending[0].shape_key
+                )
+            ):
+                self._cond.notify()
 
     # -- batch formation (the batcher thread) ----------------------------------------------
 
@@ -354,6 +382,7 @@ class DynamicBatcher(Scheduler):
                 if e.deadline_ns and not e.delayed and e.deadline_ns <= now:
                     if self.config.policy(level).reject_on_timeout:
                         rejected.append(e)
+                        self._rows -= e.size
                     else:
                         e.delayed = True
                         delayed.append(e)
@@ -413,6 +442,7 @@ class DynamicBatcher(Scheduler):
         return None, due - now
 
     def _remove(self, batch: list[_Entry]) -> list[_Entry]:
+        self._rows -= sum(e.size for e in batch)
         chosen = {id(e) for e in batch}
         for level, entries in self._levels.items():
             if any(id(e) in chosen for e in entries):
