@@ -106,15 +106,27 @@ class CudaRuntime:
         self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
 
     def copy_to_device(self, device: int, dst: int, src: int, nbytes: int) -> None:
+        """Host to device, done when this returns (see ``_copied``)."""
         self._on(device)
         kind = self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice
         self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
+        self._copied()
 
     def copy_on_device(self, device: int, dst: int, src: int, nbytes: int) -> None:
-        """Device to device (``src`` may be another GPU's memory: unified addressing)."""
+        """Device to device (``src`` may be another GPU's memory: unified addressing), done
+        when this returns (see ``_copied``)."""
         self._on(device)
         kind = self._rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
         self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
+        self._copied()
+
+    def _copied(self) -> None:
+        """Wait for the copy just queued on the legacy default stream. ``cudaMemcpy`` into
+        device memory may return before the data is there (device to device it does not wait
+        at all; from pageable host memory it returns once the driver has staged the source),
+        and what reads it next may be another process (a client's CUDA shared-memory region)
+        or another stream, which nothing orders after this one."""
+        self._check(self._rt.cudaStreamSynchronize(0))
 
 
 @functools.cache

@@ -222,9 +222,8 @@ class InstanceState:
             if held is not None:  # in place: torch reads the memory where it lies
                 value = torch.from_dlpack(held)
                 if self.on_gpu and len(requests) > 1 and value.device.type == "cuda":
-                    # Gathered by the core with cudaMemcpy on the legacy default stream, which
-                    # returns before a device-to-device copy is done and which this instance's
-                    # (non-blocking) stream does not wait for by itself.
+                    # Gathered by the core on the legacy default stream (which the core waits
+                    # for; this keeps the order should a device-memory manager not).
                     self.stream.wait_stream(torch.cuda.default_stream(value.device))
                 if device is not None and value.device != device:
                     value = value.to(device)
