@@ -111,10 +111,16 @@ class CudaRuntime:
         self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
 
     def copy_on_device(self, device: int, dst: int, src: int, nbytes: int) -> None:
-        """Device to device (``src`` may be another GPU's memory: unified addressing)."""
+        """Device to device (``src`` may be another GPU's memory: unified addressing);
+        done when this returns."""
         self._on(device)
         kind = self._rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
         self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
+        # cudaMemcpy returns before a device-to-device copy is done. Wait for it (on the
+        # legacy default stream it ran on): the source may be a backend's output, whose
+        # memory its framework reuses as soon as it is released, and the destination a
+        # client's CUDA shared-memory region, which the client reads once it has the answer.
+        self._check(self._rt.cudaStreamSynchronize(0))
 
 
 @functools.cache
