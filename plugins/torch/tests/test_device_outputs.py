@@ -10,7 +10,6 @@ Served over HTTP and gRPC into CUDA shared memory: test_device_outputs_served.py
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ import pytest
 import torch
 import tritonpy
 import tritonpy_backend_torch as backend
-from torch import Tensor, nn
-from torch_testmodels import Words, config, io, save_script
+from torch_testmodels import OUT, Words, config, double_and_halve, io, save_script
 from tritonpy_sdk import KDLCPU, InferenceRequest, RequestedOutput
 from tritonpy_sdk import Tensor as SdkTensor
 from tritonpy_sdk.testing import BackendHarness
@@ -29,30 +27,6 @@ pytestmark = [
     pytest.mark.filterwarnings(r"ignore:`torch\.jit\.script` is deprecated:DeprecationWarning"),
     pytest.mark.filterwarnings(r"ignore:`torch\.jit\.load` is deprecated:DeprecationWarning"),
 ]
-
-OUT = "OUTPUT__0"
-
-
-class DoubleAndHalve(nn.Module):
-    """Two outputs, exact in float32: rows mixed up between requests would show."""
-
-    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return x * 2.0, x * 0.5
-
-
-def _model(folder: Path, kind: str = "", max_batch: int = 8, extra: str = "") -> Path:
-    group = f"instance_group [ {{ kind: {kind} count: 1 }} ]\n" if kind else ""
-    save_script(
-        DoubleAndHalve(),
-        folder,
-        config(
-            [io("INPUT__0", "TYPE_FP32", [4])],
-            [io(OUT, "TYPE_FP32", [4]), io("OUTPUT__1", "TYPE_FP32", [4])],
-            max_batch,
-            group + extra,
-        ),
-    )
-    return folder
 
 
 def _feeds(sizes: tuple[int, ...]) -> list[np.ndarray[Any, Any]]:
@@ -73,7 +47,7 @@ def _asking(request: InferenceRequest, *outputs: RequestedOutput) -> InferenceRe
 
 
 def test_a_cpu_instance_answers_on_the_host_whatever_is_wanted(tmp_path: Path) -> None:
-    with BackendHarness(backend, _model(tmp_path / "m")) as h:
+    with BackendHarness(backend, double_and_halve(tmp_path / "m")) as h:
         state = h.instance.state
         assert state.gpu is None and not h.instance.device_inputs
         (x,) = _feeds((2,))
@@ -95,7 +69,10 @@ def test_the_decision_per_batch_on_a_gpu_instance(tmp_path: Path) -> None:
             [io("UPPER__0", "TYPE_STRING", [-1]), io("LENGTHS__1", "TYPE_INT64", [-1])],
         ),
     )
-    with BackendHarness(backend, _model(tmp_path / "m")) as h, BackendHarness(backend, tmp_path / "w") as hw:
+    with (
+        BackendHarness(backend, double_and_halve(tmp_path / "m")) as h,
+        BackendHarness(backend, tmp_path / "w") as hw,
+    ):
         state = h.instance.state
         state.gpu = 0  # what a KIND_GPU instance on GPU 0 has (the rest of the test needs no GPU)
         want0 = _asking(
@@ -123,7 +100,7 @@ def test_a_mixed_batch_gets_rows_of_the_result_in_place_or_on_the_host(tmp_path:
     """The whole hand-out on a CPU instance standing in for GPU 0: the result tensor is kept
     (its memory stands in for the GPU's), and each request that wants it there gets its rows
     of it in place; the others get host rows; OUTPUT__1 goes to the host for everyone."""
-    with BackendHarness(backend, _model(tmp_path / "m")) as h:
+    with BackendHarness(backend, double_and_halve(tmp_path / "m")) as h:
         state = h.instance.state
         state.gpu = 0
         feeds = _feeds((2, 1, 3))
@@ -158,7 +135,7 @@ def _need_gpu() -> None:
 @pytest.mark.gpu
 def test_kind_gpu_outputs_stay_on_the_gpu_for_a_batch_that_wants_them_there(tmp_path: Path) -> None:
     _need_gpu()
-    with BackendHarness(backend, _model(tmp_path / "m"), instance_kind="KIND_GPU") as h:
+    with BackendHarness(backend, double_and_halve(tmp_path / "m"), instance_kind="KIND_GPU") as h:
         state = h.instance.state
         assert state.gpu == 0, f"a KIND_GPU instance's GPU is torch's index 0, got {state.gpu!r}"
         feeds = _feeds((1, 3, 2))
@@ -180,13 +157,11 @@ def test_kind_gpu_outputs_stay_on_the_gpu_for_a_batch_that_wants_them_there(tmp_
             np.testing.assert_array_equal(tensor.data, x * 2)
             np.testing.assert_array_equal(response.outputs["OUTPUT__1"].data, x * 0.5)
         assert state.device_outputs == 2
-        del responses, tensor, on_gpu
-        gc.collect()
 
 
 def _gpu_repository(root: Path) -> Path:
-    _model(root / "first", "KIND_GPU")
-    _model(root / "second", "KIND_GPU")
+    double_and_halve(root / "first", "KIND_GPU")
+    double_and_halve(root / "second", "KIND_GPU")
     (root / "pipe" / "1").mkdir(parents=True)
     (root / "pipe" / "config.pbtxt").write_text(
         'name: "pipe"\nplatform: "ensemble"\nmax_batch_size: 8\n'

@@ -16,7 +16,7 @@ import pytest
 import torch
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from test_device_outputs import OUT, _model
+from torch_testmodels import OUT, double_and_halve
 from tritonpy.memory import load_runtime
 from tritonpy_serverprocess import ServerProcess
 
@@ -43,9 +43,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     if load_runtime() is None:
         pytest.skip("no GPU with cuda-python (pip install tritonpy[cuda])")
     repo = tmp_path_factory.mktemp("device_outputs_repo")
-    _model(repo / "gpu_http", "KIND_GPU")
-    _model(repo / "gpu_grpc", "KIND_GPU")
-    _model(repo / "gpu_batched", "KIND_GPU", extra=BATCHING)
+    double_and_halve(repo / "gpu_http", "KIND_GPU")
+    double_and_halve(repo / "gpu_grpc", "KIND_GPU")
+    double_and_halve(repo / "gpu_batched", "KIND_GPU", extra=BATCHING)
     log = tmp_path_factory.mktemp("logs") / "server.log"
     proc = ServerProcess([repo], log=log)
     yield proc
