@@ -27,7 +27,7 @@ from tritonpy.runtime.ensemble_plan import with_readers
 from tritonpy.runtime.responses import finish_response
 from tritonpy.runtime.spec import IOSpec
 from tritonpy.scheduler.ensemble import Step, step_outputs
-from tritonpy_ensembles import StepBackend, step, write_ensemble, write_step_model
+from tritonpy_ensembles import StepBackend, write_pipe
 from tritonpy_hostcuda import HostRuntime
 from tritonpy_sdk import (
     Backend,
@@ -180,16 +180,7 @@ class Wants(StepBackend):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[tritonpy.Server, Wants]]:
     repo = tmp_path_factory.mktemp("repo")
-    write_step_model(repo, "pre", add="1")
-    write_step_model(repo, "post", add="100")
-    F = "TYPE_FP32"
-    write_ensemble(
-        repo,
-        "pipe",
-        [step("pre", {"X": "IN"}, {"Y": "MID"}), step("post", {"X": "MID"}, {"Y": "OUT"})],
-        {"IN": F},
-        {"OUT": F, "MID": F},
-    )
+    write_pipe(repo)
     backend = Wants()
     server = tritonpy.Server(model_repository=repo)
     server.backends.register("stepbk", backend)
