@@ -331,10 +331,11 @@ class InstanceSession:
     ) -> dict[str, DeviceOutput]:
         """The ``wanted`` outputs to bind on the instance's GPU: those every request of
         the batch wants there (``InferenceRequest.output_device``). A mixed batch gets
-        the output in host memory, for every request (one binding per output)."""
+        the output in host memory, for every request (one binding per output); so do
+        strings and BF16 (DLPack carries no BF16 that every reader takes)."""
         on_device: dict[str, DeviceOutput] = {}
         for name in wanted:
-            if name in self.string_outputs:
+            if name in self.string_outputs or self.output_types[name] is DataType.BF16:
                 continue
             if wanted_on_device(requests, name, self.device_id) == len(requests):
                 dtype = self.output_types[name].numpy_dtype
