@@ -115,3 +115,17 @@ def write_ensemble(
         f"input [ {ins} ]\noutput [ {outs} ]\n"
         f"ensemble_scheduling {{ step [ {', '.join(steps)} ] }}\n{extra}"
     )
+
+
+def write_pipe(repo: Path) -> None:
+    """``pipe``: ``pre`` (Y = X + 1) then ``post`` (Y = X + 100); its tensor MID is an
+    output of its own and the next step's input."""
+    write_step_model(repo, "pre", add="1")
+    write_step_model(repo, "post", add="100")
+    write_ensemble(
+        repo,
+        "pipe",
+        [step("pre", {"X": "IN"}, {"Y": "MID"}), step("post", {"X": "MID"}, {"Y": "OUT"})],
+        {"IN": "TYPE_FP32"},
+        {"OUT": "TYPE_FP32", "MID": "TYPE_FP32"},
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy_ensembles import StepBackend, step, write_ensemble, write_step_model
+from tritonpy_ensembles import StepBackend, step, write_ensemble, write_pipe, write_step_model
 from tritonpy_sdk import ErrorCode, InferenceResponse, TritonError
 from tritonpy_testbackend import CANCELLED, WAITING, TestBackend, write_model, write_sender_models
 
@@ -21,16 +21,7 @@ X = np.array([[1.0, 2.0, 3.0]], np.float32)
 
 
 def write_repository(repo: Path) -> None:
-    write_step_model(repo, "pre", add="1")
-    write_step_model(repo, "post", add="100")
-    # MID is an output of its own and the next step's input.
-    write_ensemble(
-        repo,
-        "pipe",
-        [step("pre", {"X": "IN"}, {"Y": "MID"}), step("post", {"X": "MID"}, {"Y": "OUT"})],
-        {"IN": F},
-        {"OUT": F, "MID": F},
-    )
+    write_pipe(repo)
     write_step_model(repo, "a", add="1")
     write_step_model(repo, "b", add="10", sleep="0.3")
     write_step_model(repo, "c", add="20", sleep="0.3")

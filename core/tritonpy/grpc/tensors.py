@@ -147,13 +147,15 @@ def request_from_proto(
     outputs: list[RequestedOutput] = []
     for o in msg.outputs:
         params = parameters_from_proto(o.parameters)
+        device: int | None = None
         if params and REGION in params:
             if slots is None:
                 slots = {}
-            slots[o.name] = _memory(memory).output_slot(o.name, params)
+            slot = slots[o.name] = _memory(memory).output_slot(o.name, params)
+            device = slot.device_id  # a CUDA region's GPU: the backend may produce it there
             for key in SHARED_MEMORY_KEYS:
                 params.pop(key, None)
-        outputs.append(RequestedOutput(o.name, params))
+        outputs.append(RequestedOutput(o.name, params, device))
     request = InferenceRequest(
         model_name=msg.model_name,
         model_version=model_version,

@@ -155,13 +155,16 @@ def decode_request(
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise _bad("each requested output must be an object with a 'name' string")
         out_params = dict(_parameters(entry, f"output '{entry['name']}'"))
+        device: int | None = None
         if out_params and REGION in out_params:
-            binary_flags[entry["name"]] = _shared(memory).output_slot(entry["name"], out_params)
+            slot = _shared(memory).output_slot(entry["name"], out_params)
+            binary_flags[entry["name"]] = slot
+            device = slot.device_id  # a CUDA region's GPU: the backend may produce it there
             for key in (*SHARED_MEMORY_KEYS, "binary_data"):
                 out_params.pop(key, None)
         elif "binary_data" in out_params:
             binary_flags[entry["name"]] = _flag(out_params.pop("binary_data"), "binary_data")
-        outputs.append(RequestedOutput(entry["name"], out_params))
+        outputs.append(RequestedOutput(entry["name"], out_params, device))
     request_id = doc.get("id", "")
     if not isinstance(request_id, str):
         raise _bad("the request 'id' must be a string")

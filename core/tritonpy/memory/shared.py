@@ -81,6 +81,13 @@ class OutputSlot:
     view: memoryview | DeviceSpan
     runtime: Runtime | None = None
 
+    @property
+    def device_id(self) -> int | None:
+        """The GPU of the slot's CUDA region, where the output is best produced
+        (``RequestedOutput.device_id``); None for a system region."""
+        view = self.view
+        return view.mapping.device if isinstance(view, DeviceSpan) else None
+
     def write(self, data: np.ndarray[Any, Any], datatype: DataType) -> None:
         """Copy the output into the slot (Triton's error if it does not fit)."""
         buf = array_to_buffer(data, datatype)

@@ -12,7 +12,7 @@ flow was checked before (``config/_ensemble.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tritonpy_sdk import Backend, BackendInfo, InferenceRequest, ModelInstance, TritonError, hookimpl
 from tritonpy_sdk.host import validate_backend
@@ -20,6 +20,7 @@ from tritonpy_sdk.host import validate_backend
 from ..config import ModelConfig
 from ..config._validate import ENSEMBLE_PLATFORM
 from ..config.model_config_pb2 import DataType
+from ..memory.placement import input_device
 from ..repository.dependencies import config_members
 from ..scheduler.ensemble import Step
 from .model import LoadedVersion
@@ -60,6 +61,7 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
         dims = io.reshape.shape if io.HasField("reshape") else io.dims
         tensors.setdefault(io.name, _TensorNode(name, batching, io.data_type, tuple(dims)))
     steps: list[Step] = []
+    devices: dict[int, int | None] = {}  # step index: the GPU its member takes inputs on
     decoupled = False
     for index, step in enumerate(config.ensemble_scheduling.step):
         state = states[step.model_name]
@@ -75,6 +77,7 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
         _check_mapping(
             name, step.model_name, member.config, dict(step.input_map), dict(step.output_map), tensors
         )
+        devices[index] = input_device(member.instances)
         steps.append(
             Step(
                 index=index,
@@ -84,7 +87,24 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
                 outputs=tuple(step.output_map.items()),
             )
         )
-    return EnsemblePlan(tuple(steps), decoupled)
+    return EnsemblePlan(with_readers(steps, devices), decoupled)
+
+
+def with_readers(steps: Sequence[Step], devices: dict[int, int | None]) -> tuple[Step, ...]:
+    """``steps`` with their ``readers``: for each output, the GPU (from ``devices``,
+    by step index; None: host memory) on which each step that reads its tensor
+    takes its inputs; ``device_readers`` when one of them is a GPU (else its
+    requests are made as they always were, unless the client wants an output on one)."""
+    takes: dict[str, list[int | None]] = {}
+    for step in steps:
+        for _, tensor in step.inputs:
+            takes.setdefault(tensor, []).append(devices.get(step.index))
+    placed: list[Step] = []
+    for step in steps:
+        readers = tuple(tuple(takes.get(tensor, ())) for _, tensor in step.outputs)
+        on_gpu = any(d is not None for r in readers for d in r)
+        placed.append(replace(step, readers=readers, device_readers=on_gpu))
+    return tuple(placed)
 
 
 def _member_version(ensemble: str, member: str, version: int, state: MemberState) -> LoadedVersion:

@@ -53,15 +53,17 @@ def finish_response(
 
 
 def _undo_reshape(spec: IOSpec, dims: tuple[int, ...], reshape: tuple[int, ...], tensor: Tensor) -> Tensor:
-    data = tensor.data
-    actual = data.shape[1:] if spec.batching else data.shape
+    held = tensor.shape  # a device tensor's without copying it
+    actual = held[1:] if spec.batching else held
     target = fill_variable_dims(dims, reshape, actual)
-    shape = (data.shape[0], *target) if spec.batching else target
+    shape = (held[0], *target) if spec.batching else target
     try:
-        return Tensor(tensor.name, data.reshape(shape), tensor.datatype)
+        if tensor.device is not None and tensor.is_device:  # stays where it lies
+            return Tensor.on_device(tensor.name, tensor.device.reshape(shape), tensor.datatype)
+        return Tensor(tensor.name, tensor.data.reshape(shape), tensor.datatype)
     except ValueError:
         raise TritonError.internal(
-            f"output '{tensor.name}' of shape {list(data.shape)} cannot be reshaped to "
+            f"output '{tensor.name}' of shape {list(held)} cannot be reshaped to "
             f"{list(shape)} as its config's dims say"
         ) from None
 

@@ -74,6 +74,12 @@ class Step:
     inputs: tuple[tuple[str, str], ...]
     #: ``(member output, ensemble tensor)`` pairs.
     outputs: tuple[tuple[str, str], ...]
+    #: For each of ``outputs``, where each later step that reads its tensor takes its
+    #: inputs: a GPU id (every instance of that member takes device inputs there) or
+    #: None (host memory). Empty: not known (a step made without a plan).
+    readers: tuple[tuple[int | None, ...], ...] = ()
+    #: Whether some reader in ``readers`` takes its inputs on a GPU.
+    device_readers: bool = False
 
 
 class EnsembleModel(Protocol):
@@ -194,6 +200,10 @@ class _Run:
         self.job = job
         request = job.request
         self.wanted = tuple(o.name for o in request.requested_outputs) or scheduler.outputs
+        #: The ensemble outputs the client wants on a GPU (a CUDA shared-memory region), by name.
+        self.on_device: dict[str, int] | None = {
+            o.name: o.device_id for o in request.requested_outputs if o.device_id is not None
+        } or None
         self.steps = scheduler.pruned(frozenset(self.wanted))
         self.lock = threading.Lock()
         self.pending = 0
@@ -290,7 +300,7 @@ class _Run:
             if step.index in scope.fired or not all(t in tensors for _, t in step.inputs):
                 continue
             scope.fired.add(step.index)
-            call = _Call(scope, step, _step_request(request, step, tensors))
+            call = _Call(scope, step, _step_request(request, step, tensors, self.wanted, self.on_device))
             calls.append(call)
             self.in_flight.add(call)
         self.pending += len(calls)
@@ -396,14 +406,21 @@ def _sequence_parameters(request: InferenceRequest) -> dict[str, ParameterValue]
     }
 
 
-def _step_request(parent: InferenceRequest, step: Step, tensors: dict[str, Tensor]) -> InferenceRequest:
-    """The member request of ``step``: its inputs renamed (same arrays), and the
-    parent's id, parameters, priority, timeout and sequence settings."""
+def _step_request(
+    parent: InferenceRequest,
+    step: Step,
+    tensors: dict[str, Tensor],
+    wanted: Sequence[str] = (),
+    on_device: dict[str, int] | None = None,
+) -> InferenceRequest:
+    """The member request of ``step``: its inputs renamed (same arrays), its outputs
+    asked for where their readers want them (``step_outputs``), and the parent's
+    id, parameters, priority, timeout and sequence settings."""
     return InferenceRequest(
         model_name=step.model_name,
         model_version=step.model_version,
         inputs={member: tensors[tensor].renamed(member) for member, tensor in step.inputs},
-        requested_outputs=[RequestedOutput(member) for member, _ in step.outputs],
+        requested_outputs=step_outputs(step, wanted, on_device),
         id=parent.id,
         parameters=dict(parent.parameters),
         correlation_id=parent.correlation_id,
@@ -412,6 +429,28 @@ def _step_request(parent: InferenceRequest, step: Step, tensors: dict[str, Tenso
         timeout_us=parent.timeout_us,
         trace_context=parent.trace_context,  # the step's span is a child of the ensemble's
     )
+
+
+def step_outputs(
+    step: Step, wanted: Sequence[str], on_device: dict[str, int] | None
+) -> list[RequestedOutput]:
+    """The outputs of ``step``'s member request, each with the GPU on which every one
+    of its readers takes it (``RequestedOutput.device_id``): the later steps that read
+    it (``Step.readers``) and, when it is one of the ensemble's outputs the client
+    wants (``wanted``), the client (its CUDA shared-memory region's GPU in
+    ``on_device``, or host memory). None wherever one reader takes host memory or
+    two readers want different GPUs, and for a tensor nobody reads."""
+    if not step.device_readers and on_device is None:  # the common case: nobody reads on a device
+        return [RequestedOutput(member) for member, _ in step.outputs]
+    outputs: list[RequestedOutput] = []
+    for index, (member, tensor) in enumerate(step.outputs):
+        devices: tuple[int | None, ...] = step.readers[index] if step.readers else ()
+        if tensor in wanted:
+            devices = (*devices, on_device.get(tensor) if on_device else None)
+        first = devices[0] if devices else None
+        device = first if first is not None and all(d == first for d in devices) else None
+        outputs.append(RequestedOutput(member, device_id=device))
+    return outputs
 
 
 def _step_error(ensemble: str, error: TritonError) -> TritonError:

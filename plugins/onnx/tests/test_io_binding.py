@@ -1,6 +1,7 @@
 """The IOBinding path of the ONNX backend (what CUDA sessions run): on the CPU with
-real onnxruntime for host inputs and host memory read by pointer, and, marked
-``gpu``, with CUDA inputs used in place by the CUDAExecutionProvider."""
+real onnxruntime for host inputs and host memory read by pointer, and outputs left
+in their OrtValues (bound to "cpu", standing in for "cuda"); marked ``gpu``, with
+CUDA inputs used in place and outputs left on the GPU by the CUDAExecutionProvider."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import onnxruntime as ort
 import pytest
 import tritonpy_backend_onnx as backend
 from onnx import TensorProto, helper
-from tritonpy_backend_onnx._binding import run_bound
-from tritonpy_sdk import KDLCPU, KDLCUDA, DataType, DeviceArray, Tensor
+from tritonpy_backend_onnx._binding import DeviceOutput, run_bound
+from tritonpy_sdk import KDLCPU, KDLCUDA, DataType, DeviceArray, RequestedOutput, Tensor
 from tritonpy_sdk.testing import BackendHarness
 
 
@@ -156,3 +157,83 @@ def test_cuda_inputs_are_used_in_place_and_batched_in_the_pool(tmp_path: Path) -
         gc.collect()
         assert manager.device_pools[0].pool.used_bytes <= used  # the gathered batch went back
     manager.close()
+
+
+# -- outputs left where ORT wrote them -------------------------------------------------------
+
+
+def test_run_bound_leaves_outputs_on_device_in_their_ortvalues(tmp_path: Path) -> None:
+    """``"cpu"`` stands in for ``"cuda"``: the same binding, get_outputs and DeviceArray."""
+    path = _add_sub(tmp_path / "m", ["N", 3])
+    session = ort.InferenceSession(str(path / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.ones((2, 3), np.float32)
+    on_device = {"SUM": DeviceOutput("cpu", 0, np.dtype(np.float32))}
+    total, diff = run_bound(session, ort.RunOptions(), {"A": a, "B": b}, ["SUM", "DIFF"], on_device)
+    assert isinstance(total, DeviceArray) and isinstance(diff, np.ndarray)
+    assert (total.shape, total.dtype, total.device_type) == ((2, 3), np.float32, KDLCPU)
+    assert isinstance(total.owner, ort.OrtValue) and total.address == total.owner.data_ptr()
+    np.testing.assert_array_equal(total.to_host(), a + b)
+    np.testing.assert_array_equal(np.from_dlpack(total), a + b)  # read in place
+    np.testing.assert_array_equal(diff, a - b)
+
+
+def _wanting(request: Any, *outputs: RequestedOutput) -> Any:
+    request.requested_outputs = list(outputs)
+    return request
+
+
+def test_the_backend_hands_out_a_batchs_output_on_device_only_when_all_want_it(tmp_path: Path) -> None:
+    with BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), config={"name": "m"}) as h:
+        _binding(h)
+        state = h.instance.state
+        state.output_device = "cpu"  # host memory stands in for GPU 0's
+        rng = np.random.default_rng(4)
+        feeds = [rng.normal(size=(n, 3)).astype(np.float32) for n in (2, 1)]
+        wants = [RequestedOutput("SUM", device_id=0), RequestedOutput("DIFF")]
+        requests = [_wanting(h.request({"A": x, "B": x}), *wants) for x in feeds]
+        assert set(state.on_device(requests, ["SUM", "DIFF"])) == {"SUM"}
+        responses = h.execute(requests)
+        first, second = (r.outputs["SUM"].device for r in responses)
+        assert first is not None and second is not None, "SUM is handed out where ORT wrote it"
+        assert second.address == first.address + 2 * 3 * 4  # rows of one OrtValue, in place
+        for x, response in zip(feeds, responses):
+            np.testing.assert_array_equal(response.outputs["SUM"].data, x + x)
+            assert response.outputs["DIFF"].device is None
+            np.testing.assert_array_equal(response.outputs["DIFF"].data, x - x)
+        assert state.device_outputs == 2
+        # A mixed batch: the host for every request (one binding per output).
+        mixed = [
+            _wanting(h.request({"A": feeds[0], "B": feeds[0]}), *wants),
+            _wanting(h.request({"A": feeds[1], "B": feeds[1]}), RequestedOutput("SUM")),
+        ]
+        assert state.on_device(mixed, ["SUM", "DIFF"]) == {}
+        assert all(r.outputs["SUM"].device is None for r in h.execute(mixed))
+        other_gpu = [_wanting(h.request({"A": feeds[0], "B": feeds[0]}), RequestedOutput("SUM", device_id=1))]
+        assert state.on_device(other_gpu, ["SUM"]) == {}
+
+
+@pytest.mark.gpu
+def test_cuda_outputs_wanted_on_the_gpu_stay_there(tmp_path: Path) -> None:
+    """Not yet run: no onnxruntime CUDA provider where tritonpy's GPU tests have run."""
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("no CUDAExecutionProvider in this onnxruntime build")
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch (reads the outputs on the GPU)")
+    path = _add_sub(tmp_path / "m", ["N", 3])
+    with BackendHarness(backend, path, config={"name": "m"}, instance_kind="KIND_GPU") as h:
+        state = h.instance.state
+        assert state.io_binding and state.output_device == "cuda" and state.device_id == 0
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        wants = [RequestedOutput("SUM", device_id=0), RequestedOutput("DIFF")]
+        (response,) = h.execute([_wanting(h.request({"A": a, "B": np.ones_like(a)}), *wants)])
+        total = response.outputs["SUM"]
+        assert total.is_device and total.device_id == 0, f"SUM: {total!r}"
+        on_gpu = torch.from_dlpack(total)
+        assert on_gpu.device == torch.device("cuda", 0)
+        np.testing.assert_array_equal(on_gpu.cpu().numpy(), a + 1)
+        assert not response.outputs["DIFF"].is_device
+        np.testing.assert_array_equal(response.outputs["DIFF"].data, a - 1)
+        assert state.device_outputs == 1

@@ -127,3 +127,31 @@ class RaggedSums(nn.Module):
     def forward(self, x: Tensor, counts: Tensor) -> Tensor:
         sizes: list[int] = counts.to(torch.int64).reshape(-1).tolist()
         return torch.stack([c.sum() for c in torch.split(x.reshape(-1), sizes)]).reshape(-1, 1)
+
+
+#: The output of ``DoubleAndHalve`` that device-output tests ask for on the GPU.
+OUT = "OUTPUT__0"
+
+
+class DoubleAndHalve(nn.Module):
+    """Two outputs, exact in float32: rows mixed up between requests would show."""
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return x * 2.0, x * 0.5
+
+
+def double_and_halve(folder: Path, kind: str = "", max_batch: int = 8, extra: str = "") -> Path:
+    """``DoubleAndHalve`` scripted into ``folder``: INPUT__0 FP32 [4] in, OUTPUT__0 (x2) and
+    OUTPUT__1 (x0.5) out; one instance of ``kind`` when given; ``extra`` config text."""
+    group = f"instance_group [ {{ kind: {kind} count: 1 }} ]\n" if kind else ""
+    save_script(
+        DoubleAndHalve(),
+        folder,
+        config(
+            [io("INPUT__0", "TYPE_FP32", [4])],
+            [io(OUT, "TYPE_FP32", [4]), io("OUTPUT__1", "TYPE_FP32", [4])],
+            max_batch,
+            group + extra,
+        ),
+    )
+    return folder

@@ -33,7 +33,13 @@ from ._batching import (
 from ._bytes import deserialize_bytes_tensor, serialize_bytes_tensor
 from ._datatype import DataType
 from ._device_array import DeviceArray
-from ._device_memory import DeviceMemory, gather_tensor
+from ._device_memory import (
+    DeviceMemory,
+    gather_tensor,
+    scatter_device,
+    scatter_device_outputs,
+    wanted_on_device,
+)
 from ._dlpack import KDLCPU, KDLCUDA
 from ._errors import ErrorCode, TritonError
 from ._hookspecs import hookimpl
@@ -91,11 +97,14 @@ __all__ = [
     "gather_tensor",
     "hookimpl",
     "outputs_to_compute",
+    "scatter_device",
+    "scatter_device_outputs",
     "scatter_output",
     "scatter_responses",
     "sequence_inputs",
     "sequence_state_outputs",
     "serialize_bytes_tensor",
+    "wanted_on_device",
 ]
 
 #: Names that moved out of the backend author's namespace: where each lives now.

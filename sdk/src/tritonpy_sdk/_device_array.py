@@ -110,6 +110,27 @@ class DeviceArray:
             device_type=self.device_type,
         )
 
+    def rows(self, start: int, count: int) -> DeviceArray:
+        """Rows ``start`` to ``start + count`` along axis 0, in place (the same
+        memory, kept alive by this array); ``to_host`` copies this array's host
+        copy's rows."""
+        if not self.shape or start < 0 or count < 0 or start + count > self.shape[0]:
+            raise ValueError(
+                f"rows {start}:{start + count} are not rows of an array of shape {list(self.shape)}"
+            )
+        tail = self.shape[1:]
+        row_bytes = int(np.prod(tail, dtype=np.int64)) * self.dtype.itemsize
+        source = self
+        return DeviceArray(
+            self.address + start * row_bytes,
+            (count, *tail),
+            self.dtype,
+            device_id=self.device_id,
+            owner=self,
+            to_host=lambda: source.to_host()[start : start + count],
+            device_type=self.device_type,
+        )
+
     def __dlpack_device__(self) -> tuple[int, int]:
         return (self.device_type, self.device_id)
 

@@ -5,17 +5,23 @@ GPU instance when it has a CUDA runtime: buffers from the GPU's memory pool
 (``--cuda-memory-pool-byte-size``; a plain device allocation when the pool is
 spent) and device-to-device copies. ``gather_tensor`` uses it to batch
 device-resident inputs without a trip through host memory.
+
+The way back: ``scatter_device_outputs`` hands each request its rows of a
+batched output that lies on a GPU, in place, when the request's consumer wants
+it there (``InferenceRequest.output_device``), and ``wanted_on_device`` says how
+many requests of a batch do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ._batching import Allocator, gather_inputs
+from ._datatype import DataType
 from ._device_array import DeviceArray
 from ._errors import TritonError
-from ._inference import InferenceRequest
+from ._inference import InferenceRequest, InferenceResponse
 from ._tensor import Tensor
 
 
@@ -88,3 +94,61 @@ def gather_device(name: str, arrays: Sequence[DeviceArray], memory: DeviceMemory
         offset += a.nbytes
     assert offset == out.nbytes, "the gathered buffer holds every row"
     return out
+
+
+def wanted_on_device(requests: Sequence[InferenceRequest], name: str, device_id: int) -> int:
+    """How many of ``requests`` want output ``name`` on GPU ``device_id``
+    (``InferenceRequest.output_device``): 0, the batch's output goes to the host as
+    always; ``len(requests)``, it may stay on the device for all of them; between,
+    the batch is mixed."""
+    count = 0
+    for request in requests:
+        for out in request.requested_outputs:
+            if out.name == name:
+                if out.device_id == device_id:
+                    count += 1
+                break
+    return count
+
+
+def scatter_device(array: DeviceArray, sizes: Sequence[int]) -> list[DeviceArray]:
+    """Split a batched device array along axis 0 into arrays of ``sizes`` rows each,
+    in place (``DeviceArray.rows``)."""
+    if len(sizes) == 1:
+        return [array]
+    expected = sum(sizes)
+    if not array.shape or array.shape[0] != expected:
+        raise TritonError.internal(
+            f"batched output has shape {list(array.shape)}; expected first dimension {expected}"
+        )
+    parts: list[DeviceArray] = []
+    start = 0
+    for n in sizes:
+        parts.append(array.rows(start, n))
+        start += n
+    return parts
+
+
+def scatter_device_outputs(
+    requests: Sequence[InferenceRequest],
+    responses: Sequence[InferenceResponse],
+    arrays: Mapping[str, DeviceArray],
+    datatypes: Mapping[str, DataType],
+) -> int:
+    """Give each request whose consumer wants output ``name`` on the GPU where
+    ``arrays[name]`` (the batch's output) lies its rows of it, in place, as a
+    device tensor in its response (``responses`` in the order of ``requests``, as
+    ``scatter_responses`` made them); other requests keep what their responses
+    hold (their host rows, for a mixed batch). The arrays must be ready to read
+    on any stream (synchronise the one that wrote them first): the core copies
+    them on its own. Returns how many device tensors were handed out."""
+    given = 0
+    sizes = [r.batch_size for r in requests]
+    for name, array in arrays.items():
+        parts = scatter_device(array, sizes)
+        datatype = datatypes[name]
+        for request, response, part in zip(requests, responses, parts):
+            if request.output_device(name) == array.device_id:
+                response.outputs[name] = Tensor.on_device(name, part, datatype)
+                given += 1
+    return given

@@ -18,10 +18,21 @@ ParameterValue = bool | int | float | str
 
 @dataclass(slots=True)
 class RequestedOutput:
-    """An output the client asked for, with its per-output parameters."""
+    """An output the client asked for, with its per-output parameters.
+
+    ``device_id`` is the GPU on which the output's consumer takes it, set by the
+    core: the GPU of the client's CUDA shared-memory region the output is
+    written to, or, inside an ensemble, the GPU on which every step that reads
+    it takes device inputs. None (the default): host memory is as good as any.
+    A backend may then return the output as a device tensor on that GPU
+    (``Tensor.on_device``; ``scatter_device_outputs``), which the core copies
+    device to device instead of through the host; any other tensor is still
+    correct. See ``InferenceRequest.output_device``.
+    """
 
     name: str
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    device_id: int | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -117,6 +128,15 @@ class InferenceRequest:
     def rescheduled(self) -> bool:
         """Whether the backend called ``reschedule()`` in the current execution."""
         return self._rescheduled
+
+    def output_device(self, name: str) -> int | None:
+        """The GPU on which the consumer of output ``name`` wants it (Triton's
+        preferred output memory type GPU), or None for host memory: see
+        ``RequestedOutput.device_id``. None too when the request names no outputs."""
+        for out in self.requested_outputs:
+            if out.name == name:
+                return out.device_id
+        return None
 
     def output_requested(self, name: str) -> bool:
         """Whether the client wants output ``name`` (all outputs when it named none)."""

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from tritonpy_sdk import (
     DataType,
+    DeviceArray,
     DeviceMemory,
     InferenceRequest,
     InferenceResponse,
@@ -20,11 +21,13 @@ from tritonpy_sdk import (
     gather_ragged,
     gather_tensor,
     outputs_to_compute,
+    scatter_device_outputs,
     scatter_responses,
+    wanted_on_device,
 )
 
 from ._autocomplete import check_config, graph_tensors
-from ._binding import Feed, run_bound
+from ._binding import DeviceOutput, Feed, run_bound
 from ._types import config_type
 
 
@@ -181,6 +184,12 @@ class InstanceSession:
     #: CUDA sessions without string tensors, which take device inputs in place;
     #: the others use ``run``.
     io_binding: bool = False
+    #: The instance's GPU (KIND_GPU), where bound outputs may stay (``device_outputs``).
+    device_id: int = 0
+    #: ORT's name of that device: ``"cuda"`` (``"cpu"`` only in tests, standing in for it).
+    output_device: str = "cuda"
+    #: How many output tensors this instance handed out on its GPU (never through the host).
+    device_outputs: int = 0
 
     @classmethod
     def create(
@@ -239,6 +248,7 @@ class InstanceSession:
             # a model with strings runs through run(), its inputs copied to the host.
             io_binding=instance.kind == "KIND_GPU"
             and not any(t == "tensor(string)" for _, t, _ in (*all_in, *graph_out)),
+            device_id=instance.device_id,
             batch_inputs=tuple(
                 (
                     target,
@@ -287,22 +297,50 @@ class InstanceSession:
         for target, kind, sources, dtype in self.batch_inputs:
             feeds[target] = batch_input_array(kind, requests, sources, dtype)
         wanted = outputs_to_compute(requests, self.output_names)
+        on_device = self.on_device(requests, wanted) if self.io_binding else None
         try:
             if self.io_binding:
-                results = run_bound(self.session, self.run_options, feeds, wanted)
+                results = run_bound(self.session, self.run_options, feeds, wanted, on_device)
             else:
                 results = self.session.run(wanted, feeds, self.run_options)
         except self.invalid_argument as exc:
             raise TritonError.invalid_arg(f"onnxruntime: {exc}") from None
         except Exception as exc:  # any other ORT failure is the model's, not the client's
             raise TritonError.internal(f"onnxruntime: {exc}") from None
-        arrays = dict(zip(wanted, results))
+        arrays: dict[str, np.ndarray[Any, Any]] = {}
+        held: dict[str, DeviceArray] = {}  # the outputs left on the GPU
+        for name, value in zip(wanted, results):
+            if isinstance(value, DeviceArray):
+                held[name] = value
+            else:
+                arrays[name] = value
         for name, shape in self.scalar_outputs:
             if name in arrays:
                 arrays[name] = arrays[name].reshape(shape)
+            elif name in held:
+                held[name] = held[name].reshape(shape)
         for name in self.string_outputs.intersection(arrays):
             arrays[name] = _to_bytes(arrays[name])
-        return scatter_responses(requests, arrays, self.output_types)
+        responses = scatter_responses(requests, arrays, self.output_types)
+        if held:
+            self.device_outputs += scatter_device_outputs(requests, responses, held, self.output_types)
+        return responses
+
+    def on_device(
+        self, requests: Sequence[InferenceRequest], wanted: Sequence[str]
+    ) -> dict[str, DeviceOutput]:
+        """The ``wanted`` outputs to bind on the instance's GPU: those every request of
+        the batch wants there (``InferenceRequest.output_device``). A mixed batch gets
+        the output in host memory, for every request (one binding per output); so do
+        strings and BF16 (DLPack carries no BF16 that every reader takes)."""
+        on_device: dict[str, DeviceOutput] = {}
+        for name in wanted:
+            if name in self.string_outputs or self.output_types[name] is DataType.BF16:
+                continue
+            if wanted_on_device(requests, name, self.device_id) == len(requests):
+                dtype = self.output_types[name].numpy_dtype
+                on_device[name] = DeviceOutput(self.output_device, self.device_id, dtype)
+        return on_device
 
 
 def _check_same_inputs(requests: Sequence[InferenceRequest]) -> None:

@@ -246,7 +246,7 @@ class Instance:
         for name in wanted:
             array = graph.outputs[name]
             if self.batching and array.shape and array.shape[0] != batch:  # a padded graph: our rows
-                array = _rows(array, 0, batch)
+                array = array.rows(0, batch)
             outputs[name] = array
         return outputs
 
@@ -274,7 +274,7 @@ class Instance:
         for rows in sizes[: len(requests)]:
             outputs = {}
             for name, array in arrays.items():
-                part = _rows(array, start, rows) if self.batching and len(requests) > 1 else array
+                part = array.rows(start, rows) if self.batching and len(requests) > 1 else array
                 outputs[name] = Tensor.on_device(name, part, self.output_types[name])
             responses.append(InferenceResponse(outputs))
             start += rows
@@ -345,20 +345,6 @@ def _context(engine: Any, index: int, stream: Any, cuda: Cuda, event: Any, where
 def _out_of(profile: ProfileShapes, name: str, shape: tuple[int, ...]) -> bool:
     low, high = profile.min(name), profile.max(name)
     return len(shape) != len(high) or any(not lo <= d <= hi for d, lo, hi in zip(shape, low, high))
-
-
-def _rows(array: DeviceArray, start: int, rows: int) -> DeviceArray:
-    """Rows ``start`` to ``start + rows`` of a device array, in place."""
-    tail = array.shape[1:]
-    row_bytes = int(np.prod(tail, dtype=np.int64)) * array.dtype.itemsize
-    return DeviceArray(
-        array.address + start * row_bytes,
-        (rows, *tail),
-        array.dtype,
-        device_id=array.device_id,
-        owner=array,
-        to_host=lambda: array.to_host()[start : start + rows],
-    )
 
 
 def _same_tails(requests: Sequence[InferenceRequest]) -> bool:

@@ -147,7 +147,9 @@ def instance_initialize(instance: ModelInstance) -> None:
     state: ModelState = model.state
     device = _device(torch, instance)
     program = _program(torch, model, state, instance, device)
-    instance.state = InstanceState.create(torch, model.name, model.config, program, state.options)
+    instance.state = InstanceState.create(
+        torch, model.name, model.config, program, state.options, model.backend.logger
+    )
     # On a GPU, inputs already there are taken in place (torch.from_dlpack), batches gathered there.
     instance.device_inputs = instance.state.on_gpu
 

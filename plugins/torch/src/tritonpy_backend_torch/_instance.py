@@ -20,11 +20,21 @@ unavoidable batching and scatter, all on the instance's own CUDA stream:
 - an input already on the instance's GPU (a client's CUDA shared-memory region)
   is taken with ``torch.from_dlpack`` in place; a batch of them is gathered on
   the device by the core (a copy on the legacy default stream, which the
-  instance's stream waits for).
+  instance's stream waits for);
+- an output that every request of the batch wants on the instance's GPU
+  (``InferenceRequest.output_device``: a client's CUDA shared-memory region, a
+  later ensemble step that takes device inputs there) is never copied to the
+  host: each request gets its rows of the result tensor in place, as a device
+  tensor that keeps the torch tensor alive (``scatter_device_outputs``), handed
+  out after the stream is synchronised (the core copies it on another stream).
+  In a mixed batch the result is copied to the host as usual as well, and each
+  request gets it where its consumer wants it. Strings and BF16 always go to the
+  host (DLPack carries no BF16 that every reader takes).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +53,9 @@ from tritonpy_sdk import (
     gather_ragged,
     gather_tensor,
     outputs_to_compute,
+    scatter_device_outputs,
     scatter_responses,
+    wanted_on_device,
 )
 
 from ._params import Options, apply_execution_switches
@@ -86,17 +98,37 @@ class InstanceState:
     outputs: dict[str, OutputSpec]
     on_gpu: bool
     stream: Any = None
+    #: How many output tensors this instance handed out on its GPU (never through the host).
+    device_outputs: int = 0
+    #: Where the first output of each name handed out on the GPU is said (once: not per batch).
+    log: logging.Logger | None = None
+    #: The outputs said so far.
+    said_on_device: set[str] = field(default_factory=set)
     #: Each output's data type, and the outputs in config order (derived from ``outputs``).
     output_types: dict[str, DataType] = field(init=False)
     output_names: tuple[str, ...] = field(init=False)
 
+    #: The GPU of a GPU instance (torch's device index), else None: where outputs may stay.
+    gpu: int | None = field(init=False)
+
     def __post_init__(self) -> None:
         self.output_types = {name: spec.datatype for name, spec in self.outputs.items()}
         self.output_names = tuple(self.outputs)
+        device = self.program.device
+        self.gpu = None
+        if self.on_gpu:
+            index = getattr(device, "index", None)
+            self.gpu = int(index) if index is not None else int(self.torch.cuda.current_device())
 
     @classmethod
     def create(
-        cls, torch: Any, model_name: str, config: dict[str, Any], program: Program, options: Options
+        cls,
+        torch: Any,
+        model_name: str,
+        config: dict[str, Any],
+        program: Program,
+        options: Options,
+        log: logging.Logger | None = None,
     ) -> InstanceState:
         batching = int(config.get("max_batch_size", 0) or 0) > 0
         inputs: list[InputSpec] = []
@@ -145,7 +177,7 @@ class InstanceState:
         device = program.device
         on_gpu = device is not None and str(device).startswith("cuda")
         stream = torch.cuda.Stream(device=device) if on_gpu else None
-        return cls(torch, model_name, program, options, batching, inputs, outputs, on_gpu, stream)
+        return cls(torch, model_name, program, options, batching, inputs, outputs, on_gpu, stream, log=log)
 
     # -- execute ---------------------------------------------------------------------------------
 
@@ -162,36 +194,85 @@ class InstanceState:
         with torch.inference_mode(self.options.inference_mode), torch.no_grad():
             if self.stream is not None:
                 with torch.cuda.stream(self.stream):
-                    arrays = self._run(requests, wanted, device_memory)
+                    arrays, held = self._run(requests, wanted, device_memory)
             else:
-                arrays = self._run(requests, wanted, device_memory)
+                arrays, held = self._run(requests, wanted, device_memory)
         if self.options.cache_cleaning and self.on_gpu:
             torch.cuda.empty_cache()
-        return scatter_responses(requests, arrays, self.output_types)
+        responses = scatter_responses(requests, arrays, self.output_types)
+        if held:
+            self.device_outputs += scatter_device_outputs(requests, responses, held, self.output_types)
+            if not self.said_on_device.issuperset(held):
+                self._say_on_device(held)
+        return responses
+
+    def _say_on_device(self, held: dict[str, DeviceArray]) -> None:
+        for name in sorted(set(held) - self.said_on_device):
+            self.said_on_device.add(name)
+            if self.log is not None:
+                self.log.info(
+                    "model '%s': output '%s' stays on GPU %d for the consumers that want it there "
+                    "(not copied to the host)",
+                    self.model_name,
+                    name,
+                    held[name].device_id,
+                )
+
+    def stays_on_device(self, requests: Sequence[InferenceRequest], name: str) -> tuple[bool, bool]:
+        """``(keep, host)`` for output ``name`` of a batch: whether to keep the result on
+        the instance's GPU (some request wants it there), and whether to copy it to the
+        host too (some request does not). A CPU instance, and strings and BF16, always
+        ``(False, True)``."""
+        gpu = self.gpu
+        if gpu is None:
+            return False, True
+        spec = self.outputs[name]
+        if spec.string or spec.datatype is DataType.BF16:
+            return False, True
+        count = wanted_on_device(requests, name, gpu)
+        return count > 0, count < len(requests)
 
     def _run(
         self,
         requests: Sequence[InferenceRequest],
         wanted: list[str],
         device_memory: DeviceMemory | None,
-    ) -> dict[str, np.ndarray[Any, Any]]:
+    ) -> tuple[dict[str, np.ndarray[Any, Any]], dict[str, DeviceArray]]:
+        """The batch's ``wanted`` outputs: in host memory, and on the instance's GPU
+        (those some request wants there: ``stays_on_device``)."""
         #: Host memory the stream's copies read: referenced until the stream is synchronised.
         staged: list[Any] = []
         synced = False
         try:
             args = self._arguments(requests, device_memory, staged)
             results = self._forward(args)
-            host = self._outputs(results, wanted)
+            host, kept = self._outputs(results, wanted, requests)
             if self.on_gpu:
                 self.stream.synchronize()  # the one wait: copies up, forward, copies down
             synced = True
-            return {name: self._to_array(self.outputs[name], value) for name, value in host.items()}
+            arrays = {name: self._to_array(self.outputs[name], value) for name, value in host.items()}
+            return arrays, self._device_arrays(kept, arrays)
         finally:
             if self.on_gpu and not synced:
                 # A failure after copies were queued: let them finish before their sources
                 # are released (and their memory reused).
                 self.stream.synchronize()
             staged.clear()
+
+    def _device_arrays(
+        self, kept: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]
+    ) -> dict[str, DeviceArray]:
+        """The tensors ``kept`` on the GPU as ``DeviceArray``s, once the stream is
+        synchronised (ready on every stream; the torch tensor stays alive as the
+        array's owner). One DLPack cannot carry goes to ``arrays`` (the host) instead."""
+        held: dict[str, DeviceArray] = {}
+        for name, value in kept.items():
+            try:
+                held[name] = DeviceArray.from_dlpack(value)
+            except (BufferError, ValueError):
+                if name not in arrays:
+                    arrays[name] = self._to_array(self.outputs[name], value.cpu())
+        return held
 
     def _forward(self, args: Any) -> list[Any] | dict[str, Any]:
         """The program called on its arguments; its results as Triton reads them."""
@@ -289,11 +370,15 @@ class InstanceState:
             value = value.to(device)
         return value
 
-    def _outputs(self, results: list[Any] | dict[str, Any], wanted: list[str]) -> dict[str, Any]:
+    def _outputs(
+        self, results: list[Any] | dict[str, Any], wanted: list[str], requests: Sequence[InferenceRequest]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The ``wanted`` results on their way to the host (GPU results: copies queued on the
-        instance's stream, read only after it is synchronised)."""
+        instance's stream, read only after it is synchronised), and those kept on the
+        instance's GPU (contiguous torch tensors) for the requests that want them there."""
         values = list(results.values()) if isinstance(results, dict) else results
         host: dict[str, Any] = {}
+        kept: dict[str, Any] = {}
         for name in wanted:
             spec = self.outputs[name]
             if isinstance(results, dict) and name in results:
@@ -305,8 +390,25 @@ class InstanceState:
                     f"The output {name} in the model configuration refers to an output index which "
                     f"doesn't exist. This model has {len(values)} outputs"
                 )
+            if self.gpu is not None:
+                keep, to_host = self.stays_on_device(requests, name)
+                if keep and self._on_own_gpu(spec, value):
+                    kept[name] = value.contiguous()  # (on the instance's stream: ordered)
+                    if not to_host:
+                        continue
             host[name] = self._output(spec, value)
-        return host
+        return host, kept
+
+    def _on_own_gpu(self, spec: OutputSpec, value: Any) -> bool:
+        """Whether ``value`` is a tensor of the configured type on the instance's GPU
+        (anything else takes the host path, which checks it and says what is wrong)."""
+        torch = self.torch
+        return (
+            isinstance(value, torch.Tensor)
+            and value.device == self.program.device
+            and value.dim() > 0
+            and config_type(value.dtype) == spec.config_type
+        )
 
     def _output(self, spec: OutputSpec, value: Any) -> Any:
         torch = self.torch
