@@ -107,7 +107,6 @@ class InstanceState:
     #: Each output's data type, and the outputs in config order (derived from ``outputs``).
     output_types: dict[str, DataType] = field(init=False)
     output_names: tuple[str, ...] = field(init=False)
-
     #: The GPU of a GPU instance (torch's device index), else None: where outputs may stay.
     gpu: int | None = field(init=False)
 
