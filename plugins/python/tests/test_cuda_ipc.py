@@ -59,7 +59,7 @@ class HostCuda:
     def ipc_close(self, device: int, address: int) -> None:
         self.closed.append(address)
 
-    def copy(self, device: int, dst: int, src: int, nbytes: int) -> None:
+    def copy(self, device: int, dst: int, src: int, nbytes: int, wait_device: bool = True) -> None:
         ctypes.memmove(dst, src, nbytes)
 
     def copy_to_host(self, device: int, dst: int, src: int, nbytes: int) -> None:

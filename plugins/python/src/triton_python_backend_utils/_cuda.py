@@ -94,12 +94,14 @@ class Cuda:
         with self._on(device):
             self._check(self._rt.cudaIpcCloseMemHandle(address))
 
-    def copy(self, device: int, dst: int, src: int, nbytes: int) -> None:
-        """Device to device, finished when this returns: first everything queued on
-        the device (the model's kernels, on any stream), then the copy itself (a
-        device-to-device ``cudaMemcpy`` does not wait for its end on its own)."""
+    def copy(self, device: int, dst: int, src: int, nbytes: int, wait_device: bool = True) -> None:
+        """Device to device, finished when this returns: with ``wait_device``, first
+        everything queued on the device (a model's kernels, on any stream: the stub's
+        outputs), then the copy itself (a device-to-device ``cudaMemcpy`` does not
+        wait for its end on its own)."""
         with self._on(device):
-            self._check(self._rt.cudaDeviceSynchronize())
+            if wait_device:
+                self._check(self._rt.cudaDeviceSynchronize())
             kind = self._rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
             self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
             self._check(self._rt.cudaDeviceSynchronize())

@@ -75,10 +75,14 @@ class _Held:
 class DeviceLink:
     """The device arenas of one side of a ``Link`` (``link.device``), and the peer's."""
 
-    def __init__(self, link: Link, cuda: Cuda, arena_bytes: int) -> None:
+    def __init__(self, link: Link, cuda: Cuda, arena_bytes: int, wait_device: bool = True) -> None:
         self.link = link
         self.cuda = cuda
         self.arena_bytes = arena_bytes
+        #: Whether a copy first waits for all work on the device: in the stub, where a
+        #: model's kernels may still be writing its output on a stream of its own; the
+        #: server's sources are complete (its copies are synchronous).
+        self.wait_device = wait_device
         #: My arena per GPU; None where it could not be made (tensors then go by host).
         self._mine: dict[int, DeviceArena | None] = {}
         #: The peer's arenas I opened: (device, handle) → where it is mapped here.
@@ -102,7 +106,7 @@ class DeviceLink:
                 return None
             try:
                 if nbytes:
-                    self.cuda.copy(device, arena.address + offset, address, nbytes)
+                    self.cuda.copy(device, arena.address + offset, address, nbytes, self.wait_device)
             except CudaError as exc:
                 arena.free(offset)
                 log.warning("a GPU tensor crosses as host data: copying it failed: %s", exc)

@@ -132,7 +132,7 @@ def tensor_from_wire(link: Link, desc: TensorDesc, memory: DeviceMemory | None) 
         if memory is not None:
             array = memory.allocate(place[0], shape, dtype)
             if nbytes:
-                device.cuda.copy(place[0], array.address, device.address(place), nbytes)
+                device.cuda.copy(place[0], array.address, device.address(place), nbytes, wait_device=False)
             return Tensor.on_device(name, array, _datatype(datatype))
         host = np.empty(shape, dtype)
         device.to_host(place, nbytes, host.ctypes.data)

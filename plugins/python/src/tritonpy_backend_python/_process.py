@@ -307,7 +307,7 @@ class StubProcess:
         self.gpu = bool(reply.get("gpu")) and cuda is not None
         if self.gpu:
             assert cuda is not None
-            link.device = DeviceLink(link, cuda, gpu_bytes)
+            link.device = DeviceLink(link, cuda, gpu_bytes, wait_device=False)
         self._start_mb = self._measure_start()
         self._alive = True
 
@@ -630,7 +630,7 @@ class StubProcess:
         # Descriptors are closed when the last thread lets go of ``link`` and ``sock``
         # (a close here could pull the descriptor from under a thread sending on it).
         if generation == self._generation:
-            self._died()
+            self._died(link)
 
     def _watch(
         self, loop: asyncio.AbstractEventLoop, link: Link, sock: socket.socket, generation: int
@@ -658,7 +658,9 @@ class StubProcess:
             reader.sock.close()
             if generation == self._generation:
                 # Waiting for the process and restarting it block: not on the loop.
-                threading.Thread(target=self._died, name=f"stub-{self.name}-ended", daemon=True).start()
+                threading.Thread(
+                    target=self._died, args=(link,), name=f"stub-{self.name}-ended", daemon=True
+                ).start()
             return
         for msg in messages:
             link.take_message(msg)
@@ -790,17 +792,16 @@ class StubProcess:
         self._bls[call] = request
         self._services.submit(request, answer)
 
-    def _died(self) -> None:
+    def _died(self, link: Link | None = None) -> None:
         proc = self._proc
         code = proc.wait() if proc is not None else None
         if proc is not None:
             _LEFT_PROCS.discard(proc)
         was_alive = self._alive
         self._alive = False
-        link = self._link
         if link is not None and link.device is not None:
-            # The stub has exited: nothing maps our device arenas any more, and closing
-            # its arenas here comes before a restarted stub's (new ones) are opened.
+            # The stub (``link``'s) has exited: nothing maps our device arenas any more,
+            # and its arenas are closed here before a restarted stub's are opened.
             link.device.close()
         if was_alive and not self._stopping and not self._recycled:
             log.error("the stub of '%s' exited (%s); its requests fail and it restarts", self.name, code)
