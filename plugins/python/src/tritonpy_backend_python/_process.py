@@ -290,7 +290,11 @@ class StubProcess:
     def _spawn(self) -> None:
         link = self._launch()
         try:
-            cuda = _cuda.load() if self._settings.cuda_ipc_bytes > 0 else None
+            # Only a KIND_GPU instance (it has the core's device memory) has use for CUDA
+            # IPC: elsewhere a GPU output would be copied to the host anyway, which the
+            # stub does itself, and the stub need not load cuda-python.
+            wanted = self._settings.cuda_ipc_bytes > 0 and self.device_memory is not None
+            cuda = _cuda.load() if wanted else None
             gpu_bytes = self._settings.cuda_ipc_bytes if cuda is not None else 0
             link.send({"op": "init", "file": str(self._file), "args": self._args, "gpu": gpu_bytes})
             reply = self._wait_control("initialize", self._settings.start_timeout_s)
