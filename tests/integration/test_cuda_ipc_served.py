@@ -152,7 +152,9 @@ def test_many_requests_in_a_row_with_regions_freed_and_made_again(server: Any) -
     client = httpclient.InferenceServerClient(server.url)
     try:
         for i in range(60):
-            _infer_from_region(client, "gpu_in", f"row{i}", np.full(N, i, dtype=np.float32) + np.arange(N))
+            _infer_from_region(
+                client, "gpu_in", f"row{i}", np.full(N, i, dtype=np.float32) + np.arange(N, dtype=np.float32)
+            )
     finally:
         client.close()
 
@@ -167,8 +169,10 @@ def test_many_requests_at_once_share_one_region(server: Any) -> None:
     setup = httpclient.InferenceServerClient(server.url)
     errors: list[str] = []
     try:
-        for c in range(clients):
-            cudashm.set_shared_memory_region(region, [np.full(N, c, dtype=np.float32)], offset=c * size)
+        # tritonclient writes a region from its start: every client's rows in one write
+        cudashm.set_shared_memory_region(
+            region, [np.concatenate([np.full(N, c, np.float32) for c in range(clients)])]
+        )
         setup.register_cuda_shared_memory("many_in", cudashm.get_raw_handle(region), 0, size * clients)
 
         def run(c: int) -> None:
