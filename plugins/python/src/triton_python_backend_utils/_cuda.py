@@ -98,13 +98,14 @@ class Cuda:
         """Device to device, finished when this returns: with ``wait_device``, first
         everything queued on the device (a model's kernels, on any stream: the stub's
         outputs), then the copy itself (a device-to-device ``cudaMemcpy`` does not
-        wait for its end on its own)."""
+        wait for its end on its own): the legacy default stream it ran on is waited
+        for, not the whole device (the server's other models keep their streams)."""
         with self._on(device):
             if wait_device:
                 self._check(self._rt.cudaDeviceSynchronize())
             kind = self._rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
             self._check(self._rt.cudaMemcpy(dst, src, nbytes, kind))
-            self._check(self._rt.cudaDeviceSynchronize())
+            self._check(self._rt.cudaStreamSynchronize(0))
 
     def copy_to_host(self, device: int, dst: int, src: int, nbytes: int) -> None:
         with self._on(device):
