@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
+import numpy as np
+
 from ._api import (
+    GpuTensor,
     InferenceRequest,
     InferenceResponse,
     InferenceResponseSender,
@@ -14,21 +17,61 @@ from ._api import (
     TritonError,
     TritonModelException,
 )
+from ._device import DeviceLink
 from ._dtypes import CODES, NAMES
-from ._wire import Link, RequestDesc, ResponseDesc
+from ._gpu_memory import GpuView, gpu_source
+from ._wire import Link, RequestDesc, ResponseDesc, TensorDesc, _numpy_dtype
 
 
 def tensor_to_wire(link: Link, tensor: Tensor) -> Any:
     datatype = NAMES.get(tensor.triton_dtype())
     if datatype is None:
         raise TritonModelException(f"tensor '{tensor.name()}' has no valid data type")
-    # A GPU tensor crosses to the server as host data (no CUDA IPC between the processes).
-    array = tensor.as_numpy() if tensor.is_cpu() else tensor.to_host()  # type: ignore[attr-defined]
+    if tensor.is_cpu():
+        array = tensor.as_numpy()
+    else:
+        # A GPU tensor crosses through CUDA IPC when the link has it; else as host data.
+        device = link.device
+        if device is not None:
+            desc = gpu_tensor_to_wire(device, tensor.name(), datatype, tensor)
+            if desc is not None:
+                return desc
+        array = tensor.to_host()  # type: ignore[attr-defined]
     return link.put(tensor.name(), datatype, array)
 
 
 def tensor_from_wire(link: Link, desc: Any) -> Tensor:
+    if desc[3] == "g":
+        return gpu_tensor_from_wire(link, desc)
     return Tensor._checked(desc[0], link.get(desc), CODES[desc[1]])
+
+
+def gpu_tensor_to_wire(device: DeviceLink, name: str, datatype: str, tensor: Any) -> TensorDesc | None:
+    """A GPU tensor (``GpuTensor``: a torch CUDA tensor, or a GPU input passed on)
+    copied into the link's device arena; None when it cannot go that way."""
+    source = gpu_source(tensor._device)
+    if source is None:
+        return None  # e.g. a tensor that is not C-contiguous: by host
+    device_id, address, shape, nbytes = source
+    return device.put(name, datatype, device_id, address, shape, nbytes)
+
+
+def gpu_tensor_from_wire(link: Link, desc: Any) -> Tensor:
+    """The ``pb_utils.Tensor`` (``is_cpu()`` false) over a GPU tensor the server sent:
+    a view of its device arena, handed back when the model's last use of it is gone."""
+    name, datatype, shape, _, place, nbytes = desc
+    device = link.device
+    if device is None:
+        raise TritonModelException(f"tensor '{name}' is on the GPU, and this stub has no CUDA IPC")
+    dtype = _numpy_dtype(datatype)
+
+    def to_host() -> np.ndarray[Any, Any]:
+        out = np.empty(shape, dtype)
+        device.to_host(place, nbytes, out.ctypes.data)
+        return out
+
+    view = GpuView(device.address(place), shape, dtype, place[0], device.holder(place), to_host)
+    return GpuTensor(name, view, CODES[datatype])
 
 
 def response_to_wire(

@@ -212,12 +212,15 @@ class Stub:
         try:
             self.name = msg["args"]["model_name"]
             self.version = int(msg["args"]["model_version"])
+            gpu = _device_link(self.link, int(msg.get("gpu") or 0))
             self.host = ModelHost(msg["file"])
             self.host.initialize(msg["args"])
         except BaseException as exc:
             self.link.send({"op": "ready", "error": error_text(exc)})
             return
-        self.link.send({"op": "ready", "async": self.host.is_async, "is_ready": self.host.has_is_ready})
+        self.link.send(
+            {"op": "ready", "async": self.host.is_async, "is_ready": self.host.has_is_ready, "gpu": gpu}
+        )
 
     def _ready(self, msg: dict[str, Any]) -> None:
         """Answer a readiness check with the model's ``is_ready()``."""
@@ -374,6 +377,26 @@ class Stub:
         self._done(reply, requests)
 
 
+def _device_link(link: Link, arena_bytes: int) -> bool:
+    """Whether GPU tensors cross this link through CUDA IPC: the server offers it
+    (``arena_bytes`` > 0: it has a GPU and cuda-python) and this stub can take it
+    (cuda-python here too, the GPU visible). Loaded before the model's
+    ``initialize``, whose code may change the current device."""
+    if arena_bytes <= 0:
+        return False
+    try:
+        from ._cuda import load
+        from ._device import DeviceLink
+
+        cuda = load()
+    except Exception:  # an environment without them: host data, as without a GPU
+        return False
+    if cuda is None:
+        return False
+    link.device = DeviceLink(link, cuda, arena_bytes)
+    return True
+
+
 #: An error's text when there is no memory left to format the error itself.
 _NO_MEMORY = "MemoryError: out of memory (no memory left to describe the error)"
 
@@ -409,6 +432,9 @@ def _free_outputs(link: Link, descs: list[ResponseDesc | None] | None) -> None:
         for tensor in desc[0] if desc is not None else ():
             if tensor[3] == "s":
                 link.mine.free(tensor[4])
+            elif tensor[3] == "g" and link.device is not None:
+                device, _, offset = tensor[4]
+                link.device.free((device, offset))
 
 
 def _unreadable(exc: BaseException) -> None:

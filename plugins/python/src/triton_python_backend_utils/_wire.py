@@ -24,12 +24,15 @@ import struct
 import threading
 import weakref
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._bytes import deserialize_bytes_tensor, elements, encode_into, encoded_size
 from ._dtypes import CODES, triton_to_numpy_type
+
+if TYPE_CHECKING:
+    from ._device import DeviceLink
 
 _SHORT = struct.Struct("!i")
 _LONG = struct.Struct("!Q")
@@ -48,8 +51,9 @@ _RESERVE_STEP = 4 << 20
 
 log = logging.getLogger("tritonpy.backend.python")
 
-#: A tensor on the wire: (name, datatype, shape, where, a, b) with where "i" (a = bytes) or
-#: "s" (a = offset, b = byte size in the sender's arena).
+#: A tensor on the wire: (name, datatype, shape, where, a, b) with where "i" (a = bytes),
+#: "s" (a = offset, b = byte size in the sender's arena) or "g" (GPU memory: a = (device,
+#: IPC handle of the sender's device arena on it, offset), b = byte size; ``_device``).
 TensorDesc = tuple[str, str, tuple[int, ...], str, Any, int]
 #: A request of an "exec" message: (token, id, correlation id, flags, timeout µs, parameters,
 #: input TensorDescs, requested output names, trace context). A tuple, not a dict: it is
@@ -64,28 +68,15 @@ def shm_dir() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") else os.environ.get("TMPDIR", "/tmp")
 
 
-class Arena:
-    """A shared-memory file mapped by both processes; its writer allocates blocks in it.
+class Blocks:
+    """Blocks of a buffer of ``size`` bytes, allocated and freed by offset (first fit,
+    ``_ALIGN``-aligned, freed neighbours merged). Thread-safe."""
 
-    The file is sparse: pages cost memory only once written. Before a block is
-    first written its pages are reserved (``posix_fallocate``), so a full
-    ``/dev/shm`` (64 MiB in a default Docker container) makes that tensor travel
-    inline instead of killing the writer with SIGBUS.
-    """
-
-    def __init__(self, path: str, size: int, create: bool) -> None:
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        self._fd = os.open(path, flags, 0o600)
-        if create:
-            os.ftruncate(self._fd, size)
-        self.size = os.fstat(self._fd).st_size
-        self.map = mmap.mmap(self._fd, self.size)
-        self.path = path
-        self._free: list[tuple[int, int]] = [(0, self.size)]  # (offset, size), sorted by offset
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._free: list[tuple[int, int]] = [(0, size)]  # (offset, size), sorted by offset
         self._used: dict[int, int] = {}
         self._lock = threading.Lock()
-        self._reserved = 0  # bytes from the start whose pages are reserved
-        self._warned = False
 
     def alloc(self, nbytes: int) -> int | None:
         """A block of at least ``nbytes``, or None (no room, or no memory behind it)."""
@@ -102,6 +93,51 @@ class Arena:
                     self._used[offset] = need
                     return offset
         return None
+
+    def free(self, offset: int) -> None:
+        with self._lock:
+            size = self._used.pop(offset, None)
+            if size is None:
+                return
+            i = bisect.bisect_left(self._free, (offset, 0))
+            if i < len(self._free) and offset + size == self._free[i][0]:
+                size += self._free[i][1]
+                del self._free[i]
+            if i > 0 and self._free[i - 1][0] + self._free[i - 1][1] == offset:
+                offset, size = self._free[i - 1][0], self._free[i - 1][1] + size
+                del self._free[i - 1]
+                i -= 1
+            self._free.insert(i, (offset, size))
+
+    @property
+    def in_use(self) -> int:
+        with self._lock:
+            return sum(self._used.values())
+
+    def _reserve(self, end: int) -> bool:
+        """Whether the bytes up to ``end`` can be written (always, unless a subclass says no)."""
+        return True
+
+
+class Arena(Blocks):
+    """A shared-memory file mapped by both processes; its writer allocates blocks in it.
+
+    The file is sparse: pages cost memory only once written. Before a block is
+    first written its pages are reserved (``posix_fallocate``), so a full
+    ``/dev/shm`` (64 MiB in a default Docker container) makes that tensor travel
+    inline instead of killing the writer with SIGBUS.
+    """
+
+    def __init__(self, path: str, size: int, create: bool) -> None:
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self._fd = os.open(path, flags, 0o600)
+        if create:
+            os.ftruncate(self._fd, size)
+        super().__init__(os.fstat(self._fd).st_size)
+        self.map = mmap.mmap(self._fd, self.size)
+        self.path = path
+        self._reserved = 0  # bytes from the start whose pages are reserved
+        self._warned = False
 
     def _reserve(self, end: int) -> bool:
         """Make sure the pages up to ``end`` exist (in steps of ``_RESERVE_STEP``)."""
@@ -139,26 +175,6 @@ class Arena:
                 pass
             self._fd = -1
 
-    def free(self, offset: int) -> None:
-        with self._lock:
-            size = self._used.pop(offset, None)
-            if size is None:
-                return
-            i = bisect.bisect_left(self._free, (offset, 0))
-            if i < len(self._free) and offset + size == self._free[i][0]:
-                size += self._free[i][1]
-                del self._free[i]
-            if i > 0 and self._free[i - 1][0] + self._free[i - 1][1] == offset:
-                offset, size = self._free[i - 1][0], self._free[i - 1][1] + size
-                del self._free[i - 1]
-                i -= 1
-            self._free.insert(i, (offset, size))
-
-    @property
-    def in_use(self) -> int:
-        with self._lock:
-            return sum(self._used.values())
-
 
 @functools.cache
 def _numpy_dtype(datatype: str) -> np.dtype[Any]:
@@ -174,7 +190,12 @@ class Link:
         self.mine = mine  # I write here; the peer reads
         self.theirs = theirs  # the peer writes here; I read
         self._send_lock = threading.Lock()
-        self._releases: collections.deque[int] = collections.deque()
+        #: Blocks of the peer's arena I am done with: an offset for its shared-memory
+        #: arena, ``(device, offset)`` for its device arena (``_device.DeviceLink``).
+        self._releases: collections.deque[int | tuple[int, int]] = collections.deque()
+        #: GPU tensors' arenas and the peer's (``_device.DeviceLink``), made when the
+        #: first GPU tensor crosses; None until then.
+        self.device: DeviceLink | None = None
 
     # -- messages --------------------------------------------------------------------------
 
@@ -219,10 +240,17 @@ class Link:
     def take_message(self, msg: dict[str, Any]) -> dict[str, Any]:
         """A message read by other means (a ``FrameReader``), its releases applied."""
         for offset in msg.pop("rel", ()):
-            self.mine.free(offset)
+            if type(offset) is int:
+                self.mine.free(offset)
+            elif self.device is not None:  # a block of my device arena
+                self.device.free(offset)
         return msg
 
-    def _take_releases(self) -> list[int]:
+    def release(self, block: int | tuple[int, int]) -> None:
+        """Hand a block of the peer's back to it (with my next message)."""
+        self._releases.append(block)
+
+    def _take_releases(self) -> list[int | tuple[int, int]]:
         out = []
         pop = self._releases.popleft
         while True:

@@ -16,7 +16,10 @@ Backend settings (``--backend-config=python,<key>=<value>``):
 mapped lazily), ``stub-timeout-seconds`` (start-up, default 120) and
 ``error-frames`` (``false``: a model's exception — in ``execute``, or in
 ``initialize`` as a load error — reaches clients without its frames, which go to
-the log; default ``true``, Triton's format).
+the log; default ``true``, Triton's format) and ``cuda-ipc-byte-size`` (each
+stub's and the server's device arena per GPU for GPU tensors crossing through
+CUDA IPC, default 64 MiB, allocated at the first GPU tensor; 0: GPU tensors cross
+as host data).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class _BackendState:
     shm_bytes: int
     start_timeout_s: float
     error_frames: bool = True
+    cuda_ipc_bytes: int = 64 << 20
 
 
 @dataclass
@@ -111,6 +115,7 @@ def initialize(backend: Backend) -> None:
         shm_bytes=max(1 << 20, _int_setting(backend.config, "shm-default-byte-size", 64 << 20)),
         start_timeout_s=float(_int_setting(backend.config, "stub-timeout-seconds", 120)),
         error_frames=_bool_setting(backend.config, "error-frames", True),
+        cuda_ipc_bytes=max(0, _int_setting(backend.config, "cuda-ipc-byte-size", 64 << 20)),
     )
 
 
@@ -165,6 +170,7 @@ def _settings(model: Model, state: _BackendState) -> tuple[bool, StubSettings]:
         execute_timeout_s=number("EXECUTE_TIMEOUT_SECONDS"),
         memory_limit_mb=int(number("STUB_MEMORY_LIMIT_MB")),
         error_frames=state.error_frames,
+        cuda_ipc_bytes=state.cuda_ipc_bytes,
     )
     return mode == "in_process", settings
 
@@ -209,10 +215,11 @@ FORCE_CPU_ONLY_INPUT_TENSORS = "FORCE_CPU_ONLY_INPUT_TENSORS"
 
 
 def takes_gpu_inputs(instance: ModelInstance) -> bool:
-    """Whether an in-process instance gets GPU inputs in place (``pb_utils.Tensor``
-    with ``is_cpu()`` false): a KIND_GPU instance of a model whose parameter
+    """Whether an instance gets GPU inputs as GPU tensors (``pb_utils.Tensor`` with
+    ``is_cpu()`` false): a KIND_GPU instance of a model whose parameter
     ``FORCE_CPU_ONLY_INPUT_TENSORS`` is ``no`` (Triton's default, ``yes``, copies
-    every input to the CPU)."""
+    every input to the CPU). In process they are handed over in place; a stub
+    process takes them through CUDA IPC when it can (``uses_cuda_ipc``)."""
     value = instance.model.parameters.get(FORCE_CPU_ONLY_INPUT_TENSORS, "yes")
     return instance.kind == "KIND_GPU" and value.strip().lower() in ("no", "false", "0", "off")
 
@@ -258,11 +265,19 @@ def instance_initialize(instance: ModelInstance) -> None:
             ) from None
         instance.device_inputs = takes_gpu_inputs(instance)
         return
-    # A stub process gets host inputs always: its tensors cross through system shared memory.
     stub = StubProcess(instance.name, mstate.file, _args(instance), outputs, mstate.settings, services)
+    stub.device_memory = instance.device_memory
     stub.start()
     instance.state = stub
     instance.nowait = stub.nowait
+    instance.device_inputs = uses_cuda_ipc(instance, stub.gpu)
+
+
+def uses_cuda_ipc(instance: ModelInstance, link_has_it: bool) -> bool:
+    """Whether a stub instance takes GPU inputs through CUDA IPC: it takes GPU inputs
+    (``takes_gpu_inputs``) and its link has CUDA IPC (a GPU and cuda-python on both
+    sides, ``cuda-ipc-byte-size`` not 0). Otherwise its inputs cross as host data."""
+    return link_has_it and takes_gpu_inputs(instance)
 
 
 @hookimpl

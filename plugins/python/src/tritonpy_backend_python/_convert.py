@@ -6,13 +6,16 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
+import numpy as np
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils._api import GpuTensor
+from triton_python_backend_utils._cuda import CudaError
 from triton_python_backend_utils._dtypes import NAMES
-from triton_python_backend_utils._wire import Link, RequestDesc, ResponseDesc
+from triton_python_backend_utils._wire import Link, RequestDesc, ResponseDesc, TensorDesc, _numpy_dtype
 from tritonpy_sdk import (
     DataType,
     DeviceArray,
+    DeviceMemory,
     ErrorCode,
     InferenceRequest,
     InferenceResponse,
@@ -91,19 +94,68 @@ def request_to_wire(link: Link, request: InferenceRequest, token: int, all_outpu
         request.flags,
         request.timeout_us,
         request.parameters,
-        [put(name, _NAME_OF[id(t.datatype)], t.data) for name, t in request.inputs.items()],
+        [
+            put(name, _NAME_OF[id(t.datatype)], t.data) if t.device is None else _device_input(link, name, t)
+            for name, t in request.inputs.items()
+        ],
         _requested(request, all_outputs),
         request.trace_context,
     )
 
 
-def response_from_wire(link: Link, desc: ResponseDesc) -> InferenceResponse:
+def _device_input(link: Link, name: str, tensor: Tensor) -> TensorDesc:
+    """An input with a ``DeviceArray``: through CUDA IPC when it lies on a GPU and the
+    link has it (the core hands device inputs only to instances that take them), else
+    as host data."""
+    array = tensor.device
+    datatype = _NAME_OF[id(tensor.datatype)]
+    device = link.device
+    if device is not None and array is not None and tensor.is_device:
+        desc = device.put(name, datatype, array.device_id, array.address, array.shape, array.nbytes)
+        if desc is not None:
+            return desc
+    return link.put(name, datatype, tensor.data)
+
+
+def tensor_from_wire(link: Link, desc: TensorDesc, memory: DeviceMemory | None) -> Tensor:
+    """A tensor the stub sent. One on the GPU (``"g"``) is copied out of the stub's
+    device arena at once, into ``memory`` (the instance's device memory) or, without
+    it, to the host; its block goes back to the stub with the next message."""
+    name, datatype, shape, where, place, nbytes = desc
+    if where != "g":
+        return Tensor(name, link.get(desc), _datatype(datatype))
+    device = link.device
+    if device is None:  # the server offered no CUDA IPC: the stub never sends this
+        raise TritonError.internal(f"tensor '{name}' came from the stub on the GPU without CUDA IPC")
+    dtype = _numpy_dtype(datatype)
+    try:
+        if memory is not None:
+            array = memory.allocate(place[0], shape, dtype)
+            if nbytes:
+                device.cuda.copy(place[0], array.address, device.address(place), nbytes, wait_device=False)
+            return Tensor.on_device(name, array, _datatype(datatype))
+        host = np.empty(shape, dtype)
+        device.to_host(place, nbytes, host.ctypes.data)
+        return Tensor(name, host, _datatype(datatype))
+    except CudaError as exc:
+        raise TritonError.internal(f"cannot copy tensor '{name}' from the stub's GPU memory: {exc}") from None
+    finally:
+        device.release(place)
+
+
+def response_from_wire(
+    link: Link, desc: ResponseDesc, memory: DeviceMemory | None = None
+) -> InferenceResponse:
     outputs, error, parameters = desc
     if error is not None:
         return InferenceResponse(error=error_from_pair(*error), parameters=parameters)
     get = link.get
     return InferenceResponse(
-        {d[0]: Tensor(d[0], get(d), _datatype(d[1])) for d in outputs}, parameters=parameters
+        {
+            d[0]: Tensor(d[0], get(d), _datatype(d[1])) if d[3] != "g" else tensor_from_wire(link, d, memory)
+            for d in outputs
+        },
+        parameters=parameters,
     )
 
 
@@ -114,11 +166,13 @@ def response_to_wire(link: Link, response: InferenceResponse) -> ResponseDesc:
     return (outputs, None, response.parameters)
 
 
-def bls_request_from_wire(link: Link, desc: dict[str, Any]) -> InferenceRequest:
+def bls_request_from_wire(
+    link: Link, desc: dict[str, Any], memory: DeviceMemory | None = None
+) -> InferenceRequest:
     return InferenceRequest(
         model_name=desc["m"],
         model_version=int(desc["v"]),
-        inputs={d[0]: Tensor(d[0], link.get(d), _datatype(d[1])) for d in desc["i"]},
+        inputs={d[0]: tensor_from_wire(link, d, memory) for d in desc["i"]},
         requested_outputs=[RequestedOutput(n) for n in desc["r"]],
         id=desc["id"],
         parameters=desc["p"],

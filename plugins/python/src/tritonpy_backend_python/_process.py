@@ -26,9 +26,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from triton_python_backend_utils import _cuda
+from triton_python_backend_utils._device import DeviceLink
 from triton_python_backend_utils._wire import Arena, FrameReader, Link, shm_dir
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
+    DeviceMemory,
     ExecuteComplete,
     InferenceRequest,
     InferenceResponse,
@@ -123,6 +126,9 @@ class StubSettings:
     memory_limit_mb: int = 0
     #: Whether a model's exception reaches the client with its frames (Triton's format).
     error_frames: bool = True
+    #: Bytes of each side's device arena per GPU for GPU tensors (CUDA IPC); 0: none
+    #: (GPU tensors cross as host data). Used only with a GPU and cuda-python.
+    cuda_ipc_bytes: int = 64 << 20
 
 
 class _Batch:
@@ -195,6 +201,10 @@ class StubProcess:
         self._start_mb: int | None = None
         #: Set once the current stub's death has been handled (its requests answered).
         self._gone = threading.Event()
+        #: The instance's device memory (the core's, KIND_GPU): GPU outputs are copied there.
+        self.device_memory: DeviceMemory | None = None
+        #: Whether GPU tensors cross to and from the current stub through CUDA IPC.
+        self.gpu = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -280,7 +290,13 @@ class StubProcess:
     def _spawn(self) -> None:
         link = self._launch()
         try:
-            link.send({"op": "init", "file": str(self._file), "args": self._args})
+            # Only a KIND_GPU instance (it has the core's device memory) has use for CUDA
+            # IPC: elsewhere a GPU output would be copied to the host anyway, which the
+            # stub does itself, and the stub need not load cuda-python.
+            wanted = self._settings.cuda_ipc_bytes > 0 and self.device_memory is not None
+            cuda = _cuda.load() if wanted else None
+            gpu_bytes = self._settings.cuda_ipc_bytes if cuda is not None else 0
+            link.send({"op": "init", "file": str(self._file), "args": self._args, "gpu": gpu_bytes})
             reply = self._wait_control("initialize", self._settings.start_timeout_s)
         finally:
             _STARTING.discard(self._proc)
@@ -291,6 +307,11 @@ class StubProcess:
             raise TritonError.internal(self._client_text(reply["error"], "initialize"))
         self.is_async = bool(reply.get("async"))
         self.has_is_ready = bool(reply.get("is_ready"))
+        # The stub maps the GPU tensors we send, and sends us its own, when it says so.
+        self.gpu = bool(reply.get("gpu")) and cuda is not None
+        if self.gpu:
+            assert cuda is not None
+            link.device = DeviceLink(link, cuda, gpu_bytes, wait_device=False)
         self._start_mb = self._measure_start()
         self._alive = True
 
@@ -482,7 +503,8 @@ class StubProcess:
         if descs is None:
             self._services.execute_returned_none(self._args, sum(t in self._open for t in batch.tokens))
             return None
-        return [None if desc is None else response_from_wire(link, desc) for desc in descs]
+        memory = self.device_memory
+        return [None if desc is None else response_from_wire(link, desc, memory) for desc in descs]
 
     def _hand_back(self, batch: _Batch, msg: dict[str, Any]) -> list[InferenceRequest]:
         """The requests of ``batch`` the model released with RESCHEDULE, marked so
@@ -612,7 +634,7 @@ class StubProcess:
         # Descriptors are closed when the last thread lets go of ``link`` and ``sock``
         # (a close here could pull the descriptor from under a thread sending on it).
         if generation == self._generation:
-            self._died()
+            self._died(link)
 
     def _watch(
         self, loop: asyncio.AbstractEventLoop, link: Link, sock: socket.socket, generation: int
@@ -640,7 +662,9 @@ class StubProcess:
             reader.sock.close()
             if generation == self._generation:
                 # Waiting for the process and restarting it block: not on the loop.
-                threading.Thread(target=self._died, name=f"stub-{self.name}-ended", daemon=True).start()
+                threading.Thread(
+                    target=self._died, args=(link,), name=f"stub-{self.name}-ended", daemon=True
+                ).start()
             return
         for msg in messages:
             link.take_message(msg)
@@ -698,7 +722,7 @@ class StubProcess:
             return
         if flags & RESPONSE_COMPLETE_FINAL:
             self._open.pop(token, None)
-        response = response_from_wire(link, msg["r"]) if msg["r"] is not None else None
+        response = response_from_wire(link, msg["r"], self.device_memory) if msg["r"] is not None else None
         sender = request.response_sender
         if sender is not None and not sender.closed:
             sender.send(response, flags)
@@ -744,7 +768,7 @@ class StubProcess:
             if error is not None:
                 response = InferenceResponse.from_error(error)
             elif responses is not None and responses[index] is not None:
-                response = response_from_wire(link, responses[index])
+                response = response_from_wire(link, responses[index], self.device_memory)
             else:
                 continue
             self._open.pop(token, None)
@@ -765,20 +789,24 @@ class StubProcess:
                 pass  # the stub is gone
 
         try:
-            request = bls_request_from_wire(link, msg["req"])
+            request = bls_request_from_wire(link, msg["req"], self.device_memory)
         except TritonError as exc:
             answer(InferenceResponse.from_error(exc), RESPONSE_COMPLETE_FINAL)
             return
         self._bls[call] = request
         self._services.submit(request, answer)
 
-    def _died(self) -> None:
+    def _died(self, link: Link | None = None) -> None:
         proc = self._proc
         code = proc.wait() if proc is not None else None
         if proc is not None:
             _LEFT_PROCS.discard(proc)
         was_alive = self._alive
         self._alive = False
+        if link is not None and link.device is not None:
+            # The stub (``link``'s) has exited: nothing maps our device arenas any more,
+            # and its arenas are closed here before a restarted stub's are opened.
+            link.device.close()
         if was_alive and not self._stopping and not self._recycled:
             log.error("the stub of '%s' exited (%s); its requests fail and it restarts", self.name, code)
         self._control.put({"op": "died", "code": code})
