@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -103,6 +104,30 @@ def collapsed_summary(path: Path, top: int = 25) -> str:
     return "\n".join(lines)
 
 
+def timed_stages(stages: dict[str, list[float]]) -> None:
+    """Wrap the torch backend's execute and its steps so each call's wall time is recorded
+    under its stage's name (the stream's sync through ``torch.cuda.Stream.synchronize``)."""
+    from tritonpy_backend_torch._instance import InstanceState
+
+    def wrap(owner: Any, attribute: str, name: str) -> None:
+        inner = getattr(owner, attribute)
+
+        def timed(*a: Any, **k: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                stages[name].append(time.perf_counter() - start)
+
+        setattr(owner, attribute, timed)
+
+    wrap(InstanceState, "execute", "execute")
+    wrap(InstanceState, "_arguments", "inputs_up")
+    wrap(InstanceState, "_forward", "forward")
+    wrap(InstanceState, "_outputs", "outputs_queued")
+    wrap(torch.cuda.Stream, "synchronize", "sync")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=6.0)
@@ -111,6 +136,7 @@ def main() -> int:
     ap.add_argument("--hw", type=int, default=224)
     ap.add_argument("--levels", default="1,64")
     ap.add_argument("--batcher", default="quiet", help="quiet, loud or both (quiet,loud)")
+    ap.add_argument("--stages", action="store_true", help="time the torch backend's execute stage by stage")
     ap.add_argument("--py-spy", default="", help="py-spy binary: also record GIL holders")
     ap.add_argument("--out", default=".", help="folder for py-spy's collapsed stacks")
     args = ap.parse_args()
@@ -136,6 +162,9 @@ def main() -> int:
         quiet_init(self, *a, **k)
         self._quiet = False  # every arrival wakes the batcher, as before
 
+    stages: dict[str, list[float]] = collections.defaultdict(list)
+    if args.stages:
+        timed_stages(stages)
     repo = Path(tempfile.mkdtemp()) / "repo"
     (repo / "resnet" / "1").mkdir(parents=True)
     torch.jit.script(net.eval()).save(str(repo / "resnet" / "1" / "model.pt"))
@@ -172,6 +201,7 @@ def main() -> int:
                 ]
                 names0 = {t.native_id: t.name for t in threading.enumerate()}
                 stats0 = server.model_statistics("resnet")[0]
+                stages.clear()
                 cpu0, t0 = thread_cpu(), time.monotonic()
                 for t in threads:
                     t.start()
@@ -228,6 +258,13 @@ def main() -> int:
                     f"   avg batch {inferences / max(1, execs):5.1f}, "
                     f"compute_infer {infer_ns / max(1, execs) / 1e6:6.3f} ms per execution"
                 )
+                if stages:
+                    cells = [
+                        f"{name} {statistics.fmean(v) * 1e3:6.3f} (p50 {statistics.median(v) * 1e3:6.3f})"
+                        for name, v in stages.items()
+                        if v
+                    ]
+                    print("   stages, mean ms per execution: " + ", ".join(cells))
                 for kind, cpu in by_kind.most_common():
                     print(
                         f"   {kind:28s} {cpu / elapsed:5.2f} cores  "
