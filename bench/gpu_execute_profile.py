@@ -41,8 +41,8 @@ here; random weights), images 3×224×224 float32, saved once and loaded separat
    against part 2 (the same ``execute``, alone on a thread); at 64 also with the interpreter's
    switch interval at 0.5 ms instead of 5 ms (does the worker thread wait for the GIL?); per
    level the process's CPU and how late a probe thread gets the GIL back after a 0.5 ms sleep,
-   and the interpreter's garbage collections (their pauses stop every thread). The statistics are means, as in the issue; part 2 gives medians
-   and the mean.
+   and the interpreter's garbage collections (their pauses stop every thread). The statistics
+   are means, as in the issue; part 2 gives medians and the mean.
 
 Host times are medians of many iterations in ms; "gpu" columns are CUDA event spans on the
 stream that did the work (a span includes the time the GPU waited for the host to enqueue).
