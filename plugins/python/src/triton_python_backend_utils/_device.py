@@ -26,9 +26,10 @@ in ``_wire.TensorDesc``). It is the host ``Arena``'s design on the GPU:
 - **Any source.** The copy makes every device pointer sendable: memory the
   server itself mapped from a client (which cannot be exported again), stream-
   ordered or virtual-memory allocations (which ``cudaIpcGetMemHandle`` refuses).
-- **Synchronisation.** ``Cuda.copy`` waits for the device before and after
-  copying, so the model's kernels (on any stream) are done when its output is
-  copied, and the block is complete before its descriptor is sent.
+- **Synchronisation.** In the stub, ``Cuda.copy`` first waits for the device, so
+  the model's kernels (on any stream) are done when its output is copied; on both
+  sides it waits for the copy itself, so the block is complete before its
+  descriptor is sent.
 
 A tensor that does not fit the arena (``cuda-ipc-byte-size``), or any failure of
 the device path, makes the tensor cross as host data, as without a GPU: slower,
