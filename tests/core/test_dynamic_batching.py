@@ -27,6 +27,7 @@ class Recorder(CpuBackend):
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
+        self.instances: list[str] = []
         self.holding = threading.Event()
         self.release = threading.Event()
         self.blockers: dict[str, threading.Event] = {}
@@ -37,6 +38,7 @@ class Recorder(CpuBackend):
     ) -> list[InferenceResponse]:
         ids = [r.id for r in requests]
         self.batches.append(ids)
+        self.instances.append(instance.name)
         if any(i.startswith("hold") for i in ids):
             self.holding.set()
             assert self.release.wait(30)
@@ -205,6 +207,21 @@ def test_a_request_queued_while_every_instance_is_busy_leaves_when_one_comes_bac
     h.backend.release.set()
     h.wait_for("hold", "a", "b")
     assert h.batches_after_hold() == [["a", "b"]]
+
+
+def test_at_low_load_the_instance_that_came_back_last_takes_the_next_batch(make) -> None:  # type: ignore[no-untyped-def]
+    """One warm instance at low load (its thread and caches), not a round of all of them;
+    a second instance takes a batch while the first is busy. (The 20 ms delay gives the
+    worker that answered time to count itself idle again before the next batch leaves.)"""
+    h = make(batching="max_queue_delay_microseconds: 20000", instances=2)
+    for rid in _ids(6):
+        h.send(rid)
+        h.wait_for(rid)
+    assert len(set(h.backend.instances)) == 1, h.backend.instances
+    h.hold()
+    h.send("other")
+    h.wait_for("other")
+    assert h.backend.instances[-1] != h.backend.instances[-2], h.backend.instances
 
 
 def test_largest_preferred_batch_size_is_sent(make) -> None:  # type: ignore[no-untyped-def]

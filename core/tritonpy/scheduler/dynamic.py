@@ -14,10 +14,11 @@ expired requests (REJECT) or move them behind the rest (DELAY).
 ``preserve_ordering`` releases responses in arrival order.
 
 One batcher thread forms batches; each instance executes on its own worker
-thread. A batch goes to the first idle instance, or, under the rate limiter,
-to the idle instance the limiter chooses (its resources reserved for the
-execution); without one that may run, the batch stays queued and can still
-grow. Nothing here runs on the event loop.
+thread. A batch goes to the idle instance that came back last (at low load one
+instance stays warm), or, under the rate limiter, to the idle instance the
+limiter chooses (its resources reserved for the execution); without one that
+may run, the batch stays queued and can still grow. Nothing here runs on the
+event loop.
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ class DynamicBatcher(Scheduler):
         if limiter is not None and len(self._needs) != len(self._instances):
             raise ValueError("a rate-limited batcher needs one Need per instance")
         self._cond = limiter.condition() if limiter is not None else threading.Condition()
-        self._idle: deque[int] = deque(range(len(self._instances)))
+        #: Idle instances, the one to take next last (``_choose``): the first one at the start.
+        self._idle: deque[int] = deque(reversed(range(len(self._instances))))
         self._inboxes: list[queue.SimpleQueue[list[Job] | None]] = [
             queue.SimpleQueue() for _ in self._instances
         ]
@@ -362,7 +364,11 @@ class DynamicBatcher(Scheduler):
         """Take the idle instance that runs the next batch (the limiter's choice, its
         resources reserved), or None: wait for the limiter's wake-up."""
         if self._limiter is None:
-            return self._idle.popleft()
+            # The instance that came back last: at low load one instance keeps taking the
+            # batches, its thread, caches and framework's threads warm (in-process ONNX MLP,
+            # 2 instances on 2 cores: +30% at concurrency 1 and +8-24% at 8, against the one
+            # idle longest); at high load every instance is busy either way.
+            return self._idle.pop()
         pick = self._limiter.acquire(self, [self._needs[i] for i in self._idle], self._cond.notify)
         if pick is None:
             return None
