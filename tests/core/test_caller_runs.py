@@ -146,3 +146,40 @@ def test_a_blocking_call_while_the_instance_is_busy_waits_for_its_worker(tmp_pat
         np.testing.assert_array_equal(first[0], [-2])
         np.testing.assert_array_equal(second[0], [7])
         assert backend.threads[1] == "tritonpy-m_0_0"
+
+
+def test_queued_requests_at_low_load_keep_to_the_instance_that_came_back_last(tmp_path: Path) -> None:
+    """Requests the workers run (a timeout: no running here), one at a time, all go to one
+    warm instance; while it is busy, the next goes to the other one."""
+    backend = Recorder()
+    with _serve(_repo(tmp_path, 2), backend) as server:
+        handle = server.model("m")
+        scheduler = server.get_version("m")._scheduler
+
+        def both_idle() -> bool:  # the worker that answered counts itself idle just after
+            return len(scheduler._idle) == 2
+
+        for i in range(6):
+            server.infer(handle.create_request({"X": np.array([i], np.float32)}), timeout=30)
+            _until(both_idle)
+        assert len(set(backend.threads)) == 1, backend.threads
+        backend.gate = threading.Event()
+        busy = threading.Thread(
+            target=server.infer,
+            args=(handle.create_request({"X": np.array([-2], np.float32)}),),
+            kwargs={"timeout": 30},
+        )
+        busy.start()
+        assert backend.holding.wait(30)
+        server.infer(handle.create_request({"X": np.array([7], np.float32)}), timeout=30)
+        backend.gate.set()
+        busy.join(30)
+        assert backend.threads[-2] == backend.threads[0] != backend.threads[-1], backend.threads
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(3000):
+        if condition():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("condition not reached in 30 s")
