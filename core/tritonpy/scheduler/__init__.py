@@ -4,7 +4,8 @@ Every scheduler (the ``Scheduler`` protocol) takes ``Job`` objects from any
 thread and hands lists of them to a ``Runner`` on an instance's worker thread (the
 inline scheduler starts them on the calling thread, for instances that need no thread);
 ``create_scheduler`` picks a model's from its config. The default scheduler
-runs one request per execution on the first free instance; the sequence batcher
+runs one request per execution on a free instance (the one that came back last,
+as the dynamic batcher does, so one instance stays warm at low load); the sequence batcher
 keeps each sequence of requests on one batch slot and feeds its state. An ensemble's
 ``EnsembleScheduler`` runs no instance: it sends each request through its steps.
 """
