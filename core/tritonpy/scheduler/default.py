@@ -32,7 +32,8 @@ _STOP = object()
 
 
 class DefaultScheduler(Scheduler):
-    """One shared queue, one worker thread per instance, one request per execute."""
+    """One worker thread per instance (the idle one that came back last takes the next
+    request), one backlog while all are busy, one request per execute."""
 
     can_run_here = True
 
