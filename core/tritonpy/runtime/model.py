@@ -374,22 +374,11 @@ class LoadedVersion:
             # handed back and null requests.
             job = jobs[0]
             infer_end = time.monotonic_ns()
-            try:
-                out = finish_response(self.spec, self.labels, job.request, responses[0])
-            except Exception as exc:  # as below: this request's response is bad
-                if not isinstance(exc, TritonError):
-                    where = f"the response of model '{self.name}' could not be prepared"
-                    exc = TritonError.internal(report(log, where, exc))
-                out = self.error_response(job, exc)
+            out = self._prepared(job, responses[0])
             senders.close()
             times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
             self.stats.record_one(times, job.arrival_ns, requests[0].batch_size, out.error is None)
-            if self.cache is not None:
-                self.cache_response(job, out)
-            if job.trace is not None:
-                for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
-                    job.trace.stamp(name, ns)
-            job.answer(out, RESPONSE_COMPLETE_FINAL)
+            self._deliver(job, out, times)
             return
         if error is not None:
             back: Sequence[int] = ()
@@ -434,18 +423,14 @@ class LoadedVersion:
                     # Its execution counts (as Triton counts it); its answer comes later.
                     outs.append(InferenceResponse(model_name=self.name, model_version=self.version))
                     continue
-                try:
-                    if response is None:
-                        raise TritonError.internal(
-                            f"backend '{self.hooks.name}' returned no response for request "
-                            f"'{job.request.id}' of model '{self.name}'"
-                        )
-                    outs.append(finish_response(self.spec, self.labels, job.request, response))
-                except Exception as exc:  # this request's response is bad, not the batch's
-                    if not isinstance(exc, TritonError):
-                        where = f"the response of model '{self.name}' could not be prepared"
-                        exc = TritonError.internal(report(log, where, exc))
-                    outs.append(self.error_response(job, exc))
+                if response is None:
+                    missing = TritonError.internal(
+                        f"backend '{self.hooks.name}' returned no response for request "
+                        f"'{job.request.id}' of model '{self.name}'"
+                    )
+                    outs.append(self.error_response(job, missing))
+                else:
+                    outs.append(self._prepared(job, response))
         senders.close()  # every job is answered below, not through its sender
         times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
         if self.sequence and any(j.null for j in jobs):
@@ -472,14 +457,29 @@ class LoadedVersion:
             again = [jobs[i] for i in back]
             jobs, outs = [jobs[i] for i in kept], [outs[i] for i in kept]
             self._requeue(again)
-        if self.cache is not None:
-            for job, out in zip(jobs, outs):
-                self.cache_response(job, out)
         for job, out in zip(jobs, outs):
-            if job.trace is not None:
-                for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
-                    job.trace.stamp(name, ns)
-            job.answer(out, RESPONSE_COMPLETE_FINAL)
+            self._deliver(job, out, times)
+
+    def _prepared(self, job: Job, response: InferenceResponse) -> InferenceResponse:
+        """The backend's ``response`` to ``job`` as the client gets it (``finish_response``),
+        or the error response when it cannot be: this request's response is bad, not the
+        batch's."""
+        try:
+            return finish_response(self.spec, self.labels, job.request, response)
+        except Exception as exc:
+            if not isinstance(exc, TritonError):
+                where = f"the response of model '{self.name}' could not be prepared"
+                exc = TritonError.internal(report(log, where, exc))
+            return self.error_response(job, exc)
+
+    def _deliver(self, job: Job, out: InferenceResponse, times: ExecutionTimes) -> None:
+        """Cache ``out`` (when the model caches), stamp the job's trace, answer it."""
+        if self.cache is not None:
+            self.cache_response(job, out)
+        if job.trace is not None:
+            for name, ns in zip(_STAMPS, (times.start, times.infer_start, times.infer_end, times.end)):
+                job.trace.stamp(name, ns)
+        job.answer(out, RESPONSE_COMPLETE_FINAL)
 
     def _requeue(self, jobs: Sequence[Job]) -> None:
         """Give the scheduler back the jobs whose backend handed them back; a scheduler

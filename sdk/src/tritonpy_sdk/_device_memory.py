@@ -101,14 +101,7 @@ def wanted_on_device(requests: Sequence[InferenceRequest], name: str, device_id:
     (``InferenceRequest.output_device``): 0, the batch's output goes to the host as
     always; ``len(requests)``, it may stay on the device for all of them; between,
     the batch is mixed."""
-    count = 0
-    for request in requests:
-        for out in request.requested_outputs:
-            if out.name == name:
-                if out.device_id == device_id:
-                    count += 1
-                break
-    return count
+    return sum(1 for request in requests if request.output_device(name) == device_id)
 
 
 def scatter_device(array: DeviceArray, sizes: Sequence[int]) -> list[DeviceArray]:

@@ -334,12 +334,7 @@ class InstanceState:
         first = sources[0]
         rows = sum(s.shape[0] for s in sources)
         value = torch.empty((rows, *first.shape[1:]), dtype=first.dtype, device=device)
-        targets = []
-        start = 0
-        for source in sources:
-            end = start + source.shape[0]
-            targets.append(value[start:end])
-            start = end
+        targets = value.split([s.shape[0] for s in sources])  # each request's rows, as views
         copy_all = getattr(torch, "_foreach_copy_", None)
         if copy_all is not None:
             copy_all(targets, sources, non_blocking=True)
