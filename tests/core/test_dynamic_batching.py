@@ -224,6 +224,23 @@ def test_at_low_load_the_instance_that_came_back_last_takes_the_next_batch(make)
     assert h.backend.instances[-1] != h.backend.instances[-2], h.backend.instances
 
 
+def test_requests_left_queued_by_a_batch_go_to_the_next_idle_instance(make) -> None:  # type: ignore[no-untyped-def]
+    """The idle instance that forms a batch runs it; what stays queued behind it (here a
+    request of another shape, which ends the first batch) is taken by another idle
+    instance at once, not after the first one's execution: "s" executes until "t" is
+    answered."""
+    h = make(batching="max_queue_delay_microseconds: 300000", instances=2)
+    h.backend.blockers["s"] = threading.Event()
+    h.send("s", width=2)  # waits out the delay: the batch could still grow ...
+    h.send("t", width=3)  # ... until this one, which cannot join it
+    h.wait_for("t")
+    assert "s" not in h.responses
+    h.backend.blockers["s"].set()
+    h.wait_for("s")
+    assert sorted(h.backend.batches) == [["s"], ["t"]]
+    assert len(set(h.backend.instances)) == 2, h.backend.instances
+
+
 def test_largest_preferred_batch_size_is_sent(make) -> None:  # type: ignore[no-untyped-def]
     h = make(batching="preferred_batch_size: [ 2, 3 ]")
     h.hold()

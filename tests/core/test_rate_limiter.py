@@ -108,7 +108,7 @@ def test_capacity_and_flags() -> None:
         RateLimiter(parse_resource_flags(["R:1"])).register(big)
     with pytest.raises(TritonError, match="expects <name>:<count>"):
         parse_resource_flags(["R"])
-    with limiter.condition():
+    with limiter.lock:
         assert limiter.acquire("a", [big], lambda: None) == 0  # capacity 2 fits a need of 2
         assert limiter.acquire("b", [big], lambda: None) is None
         limiter.release(big)
@@ -121,7 +121,7 @@ def test_acquire_chooses_the_instance_whose_resources_fit() -> None:
     for need in (r, s):
         limiter.register(need)
     woken: list[str] = []
-    with limiter.condition():
+    with limiter.lock:
         assert limiter.acquire("a", [r], lambda: woken.append("a")) == 0
         # "b" offers an instance needing R (taken) and one needing S: it gets the second.
         assert limiter.acquire("b", [r, s], lambda: woken.append("b")) == 1
@@ -138,7 +138,7 @@ def test_waiters_are_served_by_priority_then_arrival() -> None:
     other = Need((("T", 1, True),), 0, priority=3)
     for need in (r, low, high, other):
         limiter.register(need)
-    with limiter.condition():
+    with limiter.lock:
         assert limiter.acquire("holder", [r], lambda: None) == 0
         assert limiter.acquire("low", [low], lambda: None) is None  # waits first
         assert limiter.acquire("high", [high], lambda: None) is None

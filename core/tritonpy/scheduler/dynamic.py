@@ -13,12 +13,17 @@ into a full level, timeouts (``default_timeout_microseconds`` or, when
 expired requests (REJECT) or move them behind the rest (DELAY).
 ``preserve_ordering`` releases responses in arrival order.
 
-One batcher thread forms batches; each instance executes on its own worker
-thread. A batch goes to the idle instance that came back last (at low load one
-instance stays warm), or, under the rate limiter, to the idle instance the
-limiter chooses (its resources reserved for the execution); without one that
-may run, the batch stays queued and can still grow. Nothing here runs on the
-event loop.
+Who forms the batches: an idle instance's worker thread, the *leader*, which
+then executes the batch it formed itself, so a lone request is handed from the
+thread that queued it straight to the thread that runs it (one thread wake-up,
+where a batcher thread handing batches to workers costs two). One worker leads
+at a time; when it takes a batch, the requests left queued go to the next idle
+worker, and an arrival that finds no leader wakes the idle worker that came back
+last (at low load one instance stays warm). A dedicated batcher thread forms
+the batches instead where queued requests must be watched while every instance
+is busy (queue timeouts) and where the rate limiter chooses the instance (its
+resources reserved for the execution); without an instance that may run, the
+batch stays queued and can still grow. Nothing here runs on the event loop.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ from __future__ import annotations
 import ctypes
 import itertools
 import logging
-import queue
 import sys
 import threading
 import time
@@ -57,6 +61,12 @@ def precise_timeouts() -> bool:
         return bool(ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, 1000, 0, 0, 0) == 0)
     except (OSError, AttributeError):  # no C library to ask
         return False
+
+
+#: ``DynamicBatcher._leader`` when a batcher thread forms the batches.
+_BATCHER = -1
+#: What ``DynamicBatcher._step`` decided.
+_RUN, _AGAIN, _REJECT, _WAIT, _EXIT = range(5)
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,9 @@ class _Ordered:
 
 
 class DynamicBatcher(Scheduler):
-    """Priority queues, a batcher thread and one worker thread per instance."""
+    """Priority queues and one worker thread per instance; batches formed by an idle
+    worker (the leader) or, where requests must be watched while every instance is
+    busy, by a batcher thread."""
 
     def __init__(
         self,
@@ -184,25 +196,33 @@ class DynamicBatcher(Scheduler):
         self._needs = list(needs)
         if limiter is not None and len(self._needs) != len(self._instances):
             raise ValueError("a rate-limited batcher needs one Need per instance")
-        self._cond = limiter.condition() if limiter is not None else threading.Condition()
+        # One lock (the limiter's, when rate limited: its wake-ups come under it) and
+        # conditions on it: the one the batch former waits on, and each worker's own, so
+        # that one named worker is woken.
+        lock = limiter.lock if limiter is not None else threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._wakes = [threading.Condition(lock) for _ in self._instances]
         #: Idle instances, the one to take next last (``_choose``): the first one at the start.
-        self._idle: deque[int] = deque(reversed(range(len(self._instances))))
-        self._inboxes: list[queue.SimpleQueue[list[Job] | None]] = [
-            queue.SimpleQueue() for _ in self._instances
-        ]
+        self._idle: list[int] = list(reversed(range(len(self._instances))))
+        #: The batch handed to each idle worker by the one that formed it (None: none).
+        self._handed: list[list[Job] | None] = [None] * len(self._instances)
         self._ordered = _Ordered() if config.preserve_ordering else None
         #: Rows queued in every level (``_Entry.size`` summed).
         self._rows = 0
-        #: Whether an arrival wakes the batcher only when it changes the batcher's decision
-        #: (``enqueue``): one queue, no queue timeouts, no limiter, a delay.
         policies = (config.default_policy, *config.level_policies.values())
+        timeouts = any(p.default_timeout_us for p in policies)
+        #: Whether an idle worker forms the batches and runs what it formed itself: a
+        #: lone request costs one thread wake-up fewer than with a batcher thread handing
+        #: it over. A batcher thread stays where queued requests must be watched while
+        #: every instance is busy (queue timeouts) and where the limiter picks the instance.
+        self._lead = limiter is None and not timeouts
+        #: Who forms batches now: a worker's index, ``_BATCHER``, or None (lead mode, no
+        #: idle worker leads: the next arrival makes one lead, or the next worker back).
+        self._leader: int | None = None if self._lead else _BATCHER
+        #: Whether an arrival wakes the batch former only when it changes its decision
+        #: (``enqueue``): one queue, no queue timeouts, no limiter, a delay.
         self._preferred = frozenset(config.preferred_batch_sizes)
-        self._quiet = (
-            limiter is None
-            and levels == 1
-            and config.max_queue_delay_ns > 0
-            and not any(p.default_timeout_us for p in policies)
-        )
+        self._quiet = self._lead and levels == 1 and config.max_queue_delay_ns > 0
         self._open = False
         self._threads: list[threading.Thread] = []
 
@@ -211,11 +231,12 @@ class DynamicBatcher(Scheduler):
     def start(self) -> None:
         self._open = True
         self._threads = [
-            threading.Thread(target=self._batch_loop, name=f"tritonpy-batcher-{self._name}", daemon=True)
+            threading.Thread(target=self._work, args=(i,), name=f"tritonpy-{inst.name}", daemon=True)
+            for i, inst in enumerate(self._instances)
         ]
-        for i, inst in enumerate(self._instances):
+        if not self._lead:
             self._threads.append(
-                threading.Thread(target=self._work, args=(i,), name=f"tritonpy-{inst.name}", daemon=True)
+                threading.Thread(target=self._batch_loop, name=f"tritonpy-batcher-{self._name}", daemon=True)
             )
         for t in self._threads:
             t.start()
@@ -226,10 +247,9 @@ class DynamicBatcher(Scheduler):
         with self._cond:
             self._open = False
             self._cond.notify_all()
-        self._threads[0].join(remaining(deadline))
-        for inbox in self._inboxes:
-            inbox.put(None)
-        for t in self._threads[1:]:
+            for wake in self._wakes:
+                wake.notify()
+        for t in self._threads:
             t.join(remaining(deadline))
 
     # -- admission (any thread) -----------------------------------------------------------
@@ -281,12 +301,17 @@ class DynamicBatcher(Scheduler):
                 )
             pending.append(entry)
             self._rows += entry.size
-            # In quiet mode the batcher sleeps until the oldest request's delay is up, or until
-            # an instance comes back (its worker wakes it); an arrival changes that only when
-            # it opens the queue or ends the wait early: the batch is full or of a preferred
-            # size (the queue's earlier sums are none: the batcher would have sent them), or
-            # it cannot take this request.
-            # Every other arrival waking it would cost a thread switch per request.
+            if self._leader is None:
+                # Every worker is busy (the next one back leads), or one is idle and none
+                # leads: the one that came back last leads, woken by name.
+                if self._idle:
+                    self._promote()
+                return
+            # In quiet mode the batch former sleeps until the oldest request's delay is up;
+            # an arrival changes that only when it opens the queue or ends the wait early:
+            # the batch is full or of a preferred size (the queue's earlier sums are none:
+            # they would have been sent), or it cannot take this request. Every other
+            # arrival waking it would cost a thread switch per request.
             if not self._quiet or (
                 self._idle
                 and (
@@ -298,77 +323,89 @@ class DynamicBatcher(Scheduler):
             ):
                 self._cond.notify()
 
-    # -- batch formation (the batcher thread) ----------------------------------------------
+    # -- batch formation (the leader, or the batcher thread; under the lock) ---------------
+
+    def _promote(self) -> None:
+        """Make the idle worker that came back last the leader, and wake it."""
+        index = self._idle[-1]
+        self._leader = index
+        self._wakes[index].notify()
+
+    def _step(self, me: int) -> tuple[int, Any]:
+        """One decision of the batch former ``me`` (a worker or ``_BATCHER``): ``(_RUN,
+        jobs)`` for ``me`` to execute, ``(_AGAIN, None)`` when it handed a batch to
+        another worker, ``(_REJECT, entries)`` to answer as expired, ``(_WAIT, seconds
+        or None)``, or ``(_EXIT, None)``: stopped and nothing queued."""
+        now = time.monotonic_ns()
+        rejected = self._expire(now)
+        if rejected:
+            return _REJECT, rejected
+        pending = any(self._levels.values())
+        if not pending and not self._open:
+            if self._limiter is not None:
+                self._limiter.withdraw(self)
+            return _EXIT, None
+        wait_ns = None
+        waits_for_resources = False
+        if pending and self._idle:
+            batch, wait_ns = self._form(now)
+            if batch is not None:
+                chosen = self._choose(me)
+                if chosen is not None:
+                    self._remove(batch)
+                    jobs = [e.job for e in batch]
+                    if chosen == me:
+                        return _RUN, jobs
+                    self._handed[chosen] = jobs
+                    self._wakes[chosen].notify()
+                    return _AGAIN, None
+                waits_for_resources = True
+        if self._limiter is not None and not waits_for_resources:
+            self._limiter.withdraw(self)
+        deadline = self._next_deadline()
+        if deadline is not None:
+            wait_ns = min(wait_ns, deadline - now) if wait_ns is not None else deadline - now
+        return _WAIT, None if wait_ns is None else max(wait_ns, 0) / 1e9
 
     def _batch_loop(self) -> None:
+        """The batcher thread's life: form batches and hand them to idle workers."""
         if self.config.max_queue_delay_ns:
             precise_timeouts()  # this thread's waits are the queue delay
-        # A bug in batch formation must not strand every queued request: log it
-        # and keep batching (the queues are intact; nothing was taken from them).
         while True:
             try:
-                self._form_batches()
-                return
+                with self._cond:
+                    while True:
+                        what, value = self._step(_BATCHER)
+                        if what == _WAIT:
+                            self._cond.wait(value)
+                        elif what != _AGAIN:
+                            break
+                if what == _EXIT:
+                    return
+                self._reject_all(value)
+                value = None  # a finished request's tensors are not kept alive here
             except Exception:
+                # A bug in batch formation must not strand every queued request: log it
+                # and keep batching (the queues are intact; nothing was taken from them).
                 log.exception("the batcher of model '%s' failed; it goes on", self._name)
                 time.sleep(0.01)  # no busy loop should the failure repeat
 
-    def _form_batches(self) -> None:
-        while True:
-            rejected: list[_Entry] = []
-            with self._cond:
-                while True:
-                    now = time.monotonic_ns()
-                    rejected += self._expire(now)
-                    pending = any(self._levels.values())
-                    if not pending and not self._open:
-                        batch, instance = None, -1
-                        if self._limiter is not None:
-                            self._limiter.withdraw(self)
-                        break
-                    if rejected:
-                        batch, instance = None, -2
-                        break
-                    wait_ns = None
-                    waits_for_resources = False
-                    if pending and self._idle:
-                        batch, wait_ns = self._form(now)
-                        if batch is not None:
-                            chosen = self._choose()
-                            if chosen is not None:
-                                instance = chosen
-                                self._remove(batch)
-                                break
-                            batch, waits_for_resources = None, True
-                    if self._limiter is not None and not waits_for_resources:
-                        self._limiter.withdraw(self)
-                    deadline = self._next_deadline()
-                    if deadline is not None:
-                        wait_ns = min(wait_ns, deadline - now) if wait_ns is not None else deadline - now
-                    self._cond.wait(None if wait_ns is None else max(wait_ns, 0) / 1e9)
-            for entry in rejected:
-                try:
-                    self._reject(entry)
-                except Exception:  # the job is answered in _reject's last line, or by nobody
-                    log.exception("rejecting a request of model '%s' failed", self._name)
-                    fail_unfinished([entry.job], TritonError.unavailable("Request timeout expired"))
-            if instance == -1:
-                return
-            if batch is not None:
-                self._inboxes[instance].put([e.job for e in batch])
-            # Drop this thread's references while it waits, so a finished request's
-            # tensors are freed when it ends, not when the next batch comes.
-            batch = rejected = entry = None  # type: ignore[assignment]
-
-    def _choose(self) -> int | None:
+    def _choose(self, me: int) -> int | None:
         """Take the idle instance that runs the next batch (the limiter's choice, its
         resources reserved), or None: wait for the limiter's wake-up."""
         if self._limiter is None:
-            # The instance that came back last: at low load one instance keeps taking the
-            # batches, its thread, caches and framework's threads warm (in-process ONNX MLP,
-            # 2 instances on 2 cores: +30% at concurrency 1 and +8-24% at 8, against the one
-            # idle longest); at high load every instance is busy either way.
-            return self._idle.pop()
+            # The leader itself (awake already), else the instance that came back last: at
+            # low load one instance keeps taking the batches, its thread, caches and
+            # framework's threads warm (in-process ONNX MLP, 2 instances on 2 cores: +30%
+            # at concurrency 1 and +8-24% at 8, against the one idle longest); at high
+            # load every instance is busy either way.
+            if me == _BATCHER:
+                return self._idle.pop()
+            if self._idle[-1] == me:
+                self._idle.pop()
+            else:
+                self._idle.remove(me)
+            return me
         pick = self._limiter.acquire(self, [self._needs[i] for i in self._idle], self._cond.notify)
         if pick is None:
             return None
@@ -462,13 +499,29 @@ class DynamicBatcher(Scheduler):
         response.id = entry.job.request.id
         entry.job.answer(response, RESPONSE_COMPLETE_FINAL)
 
+    def _reject_all(self, entries: list[_Entry]) -> None:
+        for entry in entries:
+            try:
+                self._reject(entry)
+            except Exception:  # the job is answered in _reject's last line, or by nobody
+                log.exception("rejecting a request of model '%s' failed", self._name)
+                fail_unfinished([entry.job], TritonError.unavailable("Request timeout expired"))
+
     # -- execution (instance worker threads) ------------------------------------------------
 
     def _work(self, index: int) -> None:
+        if self._lead and self.config.max_queue_delay_ns:
+            precise_timeouts()  # a leader's timed waits are the queue delay
         instance = self._instances[index]
-        inbox = self._inboxes[index]
+        back = False
         while True:
-            jobs = inbox.get()
+            try:
+                jobs = self._take(index, back)
+            except Exception:  # as in _batch_loop: a bug in formation strands nobody
+                log.exception("the batcher of model '%s' failed; it goes on", self._name)
+                time.sleep(0.01)
+                back = False
+                continue
             if jobs is None:
                 return
             try:
@@ -476,11 +529,49 @@ class DynamicBatcher(Scheduler):
             except BaseException as exc:  # the runner answers jobs itself; never lose a worker
                 fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
             jobs = None  # not kept alive while idle
+            back = True
+
+    def _take(self, index: int, back: bool) -> list[Job] | None:
+        """Worker ``index``'s next batch (``back``: it just finished one), or None: stop."""
+        wake = self._wakes[index]
+        while True:
             with self._cond:
-                if self._limiter is not None:
-                    self._limiter.release(self._needs[index])
-                self._idle.append(index)
-                # The batcher waits for an idle instance only with requests queued (or for the
-                # limiter); with none, the next enqueue wakes it: no wake-up for nothing.
-                if self._limiter is not None or any(self._levels.values()):
-                    self._cond.notify()
+                if back:
+                    back = False
+                    if self._limiter is not None:
+                        self._limiter.release(self._needs[index])
+                    self._idle.append(index)
+                    if self._leader == _BATCHER and (self._limiter is not None or any(self._levels.values())):
+                        # The batcher waits for an idle instance only with requests queued
+                        # (or for the limiter); with none, the next enqueue wakes it.
+                        self._cond.notify()
+                while True:
+                    jobs = self._handed[index]
+                    if jobs is not None:
+                        self._handed[index] = None
+                        return jobs
+                    if self._leader is None and self._lead:
+                        self._leader = index  # awake already: no wake-up to lead
+                    if self._leader != index:
+                        if not self._open and not any(self._levels.values()):
+                            return None
+                        wake.wait()
+                        continue
+                    what, value = self._step(index)
+                    if what == _WAIT:
+                        self._cond.wait(value)
+                    elif what == _RUN:
+                        self._leader = None
+                        # Requests left behind (the batch was full) go to the next idle worker.
+                        if self._idle and any(self._levels.values()):
+                            self._promote()
+                        return value  # type: ignore[no-any-return]
+                    elif what == _EXIT:
+                        self._leader = None
+                        for other in self._wakes:  # the followers stop too
+                            other.notify()
+                        return None
+                    elif what == _REJECT:
+                        break
+            self._reject_all(value)
+            value = None

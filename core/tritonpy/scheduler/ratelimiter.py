@@ -16,8 +16,8 @@ Triton's weighting gives it more chances), then in the order they began to
 wait; a scheduler passes over a fitting instance only for an earlier waiter
 that wants the same resource.
 
-Every rate-limited scheduler waits on a condition built on the limiter's one
-lock (``condition``), and calls ``acquire``, ``release`` and ``withdraw`` with
+Every rate-limited scheduler waits on conditions built on the limiter's one
+lock (``lock``), and calls ``acquire``, ``release`` and ``withdraw`` with
 it held: a wake-up is then a plain ``notify`` and no two locks are ever taken
 in opposite orders.
 """
@@ -82,9 +82,10 @@ class RateLimiter:
     def _key(name: str, device: int, is_global: bool) -> tuple[str, int]:
         return (name, -1 if is_global else device)
 
-    def condition(self) -> threading.Condition:
-        """A condition on the limiter's lock, for one rate-limited scheduler to wait on."""
-        return threading.Condition(self._lock)
+    @property
+    def lock(self) -> threading.Lock:
+        """The limiter's lock: a rate-limited scheduler's conditions are made on it."""
+        return self._lock
 
     def register(self, need: Need) -> None:
         """Size the pools so that ``need`` can ever be met (Triton: the largest request)."""
