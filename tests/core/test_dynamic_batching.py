@@ -431,3 +431,46 @@ def test_the_batcher_thread_asks_for_precise_timeouts() -> None:
     thread.join()
     assert got[1:] == [True, 1000]
     assert got[0] != 1000  # the default it replaced
+
+
+@pytest.mark.parametrize("batching", ["max_queue_delay_microseconds: 50", ""])
+def test_many_threads_many_instances_every_request_answered_once(make, batching: str) -> None:  # type: ignore[no-untyped-def]
+    """Requests from 8 threads, of two shapes, on 3 instances: every one is answered once,
+    in batches of one shape within max_batch_size. (A wake-up lost between the leader,
+    the idle workers and the arrivals would leave requests queued: the wait fails.)"""
+    h = make(batching=batching, instances=3)
+    ids = [f"t{t}-{i}" for t in range(8) for i in range(60)]
+
+    def client(t: int) -> None:
+        for i in range(60):
+            h.send(f"t{t}-{i}", width=2 + (i % 2))
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    h.wait_for(*ids)
+    batched = [rid for batch in h.backend.batches for rid in batch]
+    assert sorted(batched) == sorted(ids)
+    for batch in h.backend.batches:
+        assert len(batch) <= 4
+        assert len({int(rid.rsplit("-", 1)[1]) % 2 for rid in batch}) == 1, batch  # one shape
+    assert all(h.responses[rid].error is None for rid in ids)
+
+
+def test_stop_runs_what_is_queued_behind_busy_instances(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching="max_queue_delay_microseconds: 100", instances=2)
+    h.backend.blockers["b1"] = threading.Event()
+    h.hold()
+    h.send("b1")  # the second instance, held too
+    for rid in _ids(3):
+        h.send(rid)
+    stopping = threading.Thread(target=h.server.stop)
+    stopping.start()
+    h.backend.release.set()
+    h.backend.blockers["b1"].set()
+    stopping.join(30)
+    assert not stopping.is_alive()
+    h.wait_for("hold", "b1", *_ids(3))
+    assert all(h.responses[rid].error is None for rid in _ids(3))
