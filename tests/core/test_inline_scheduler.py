@@ -85,13 +85,15 @@ def _serve(repo: Path, backend: Deferred) -> tritonpy.Server:
     return server
 
 
-def _call(server: tritonpy.Server, model: str, value: float) -> Callable[[], Any]:
-    """Submit one request from a thread named after its value; returns a waiter for its answer."""
+def _call(server: tritonpy.Server, model: str, value: float, batched: bool = False) -> Callable[[], Any]:
+    """Submit one request from a thread named after its value (with a batch dimension
+    when ``batched``); returns a waiter for its answer."""
     answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    x = np.array([[value]] if batched else [value], np.float32)
 
     def run() -> None:
         try:
-            answers.put(server.model(model).predict({"X": np.array([value], np.float32)}))
+            answers.put(server.model(model).predict({"X": x}))
         except TritonError as exc:
             answers.put(exc)
 
@@ -162,14 +164,91 @@ def test_a_batch_completed_twice_is_answered_once(tmp_path: Path, caplog: pytest
     assert "completed a batch of model 'm' twice" in caplog.text
 
 
-def test_dynamic_batching_keeps_the_batcher(tmp_path: Path) -> None:
-    _model(tmp_path, "b", mode="now", extra="max_batch_size: 4\ndynamic_batching { }")
+def test_dynamic_batching_starts_batches_through_execute_nowait(tmp_path: Path) -> None:
+    """A batch the dynamic batcher forms starts on the instance's worker through
+    ``execute_nowait``; the thread that completes it answers its requests there (no
+    hand-back to the worker) and frees the instance for the next batch."""
+    _model(
+        tmp_path, "b", extra="max_batch_size: 4\ndynamic_batching { max_queue_delay_microseconds: 200000 }"
+    )
+    backend = Deferred()
+    with _serve(tmp_path, backend) as server:
+        answered: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+
+        def send(rid: str) -> None:
+            request = server.model("b").create_request({"X": np.array([[1]], np.float32)}, request_id=rid)
+            server.submit(
+                request, lambda response, flags: answered.put((rid, threading.current_thread().name))
+            )
+
+        send("a")
+        send("b")
+        instance, thread, complete, requests = backend.started.get(timeout=30)
+        assert (instance, thread) == ("b_0_0", "tritonpy-b_0_0")
+        assert [r.id for r in requests] == ["a", "b"]  # one batch of both
+        completer = threading.Thread(target=complete, args=(CpuBackend.echo(requests),), name="completer")
+        completer.start()
+        completer.join()
+        assert sorted(answered.get(timeout=30) for _ in range(2)) == [("a", "completer"), ("b", "completer")]
+        send("c")  # the instance is free again: the next batch starts
+        _, _, complete, requests = backend.started.get(timeout=30)
+        assert [r.id for r in requests] == ["c"]
+        complete(CpuBackend.echo(requests))
+        assert answered.get(timeout=30)[0] == "c"
+
+
+def test_without_a_queue_delay_batches_start_where_requests_arrive_and_batches_complete(
+    tmp_path: Path,
+) -> None:
+    """``dynamic_batching { }`` (no delay) on instances that execute without a thread: no
+    worker threads; a request that finds an instance free starts on the thread that
+    submits it, and what queued meanwhile starts, as one batch, on the thread that
+    completes the batch before it."""
+    _model(tmp_path, "b", extra="max_batch_size: 4\ndynamic_batching { }")
+    backend = Deferred()
+    with _serve(tmp_path, backend) as server:
+        assert not [t for t in threading.enumerate() if t.name.startswith("tritonpy-b")]
+        first = _call(server, "b", 1, batched=True)
+        _, thread, complete, requests = backend.started.get(timeout=30)
+        assert thread == "caller-1"
+        later = [_call(server, "b", v, batched=True) for v in (2, 3)]
+        version = server.get_version("b")
+        wait_until(lambda: version.stats.pending == 2, "both queued behind the busy instance")
+        completer = threading.Thread(target=complete, args=(CpuBackend.echo(requests),), name="completer")
+        completer.start()
+        completer.join()
+        np.testing.assert_array_equal(first()["Y"], [[1]])
+        _, thread, complete, requests = backend.started.get(timeout=30)
+        assert thread == "completer"
+        assert sorted(float(r.inputs["X"].data[0, 0]) for r in requests) == [2.0, 3.0]  # one batch
+        complete(CpuBackend.echo(requests))
+        assert sorted(float(w()["Y"][0, 0]) for w in later) == [2.0, 3.0]
+
+
+def test_without_a_queue_delay_batches_that_complete_at_once_serve_many_callers(tmp_path: Path) -> None:
+    """A backend that completes inside ``execute_nowait``: the next batch starts after the
+    start that completed it returns, on the same thread (no recursion, nobody stranded)."""
+    _model(tmp_path, "b", count=2, mode="now", extra="max_batch_size: 4\ndynamic_batching { }")
     with _serve(tmp_path, Deferred()) as server:
-        # The batcher forms batches on its thread and runs them through ``execute``.
-        np.testing.assert_array_equal(
-            server.model("b").predict({"X": np.array([[5]], np.float32)})["Y"], [[5]]
-        )
-        assert [t for t in threading.enumerate() if t.name.startswith("tritonpy-b")]
+        waiters = [_call(server, "b", float(v), batched=True) for v in range(40)]
+        assert sorted(float(w()["Y"][0, 0]) for w in waiters) == [float(v) for v in range(40)]
+
+
+def test_without_a_queue_delay_stop_waits_for_the_batch_in_flight(tmp_path: Path) -> None:
+    _model(tmp_path, "b", extra="max_batch_size: 4\ndynamic_batching { }")
+    backend = Deferred()
+    server = _serve(tmp_path, backend)
+    server.start()
+    answer = _call(server, "b", 1, batched=True)
+    _, _, complete, requests = backend.started.get(timeout=30)
+    stopping = threading.Thread(target=server.stop)
+    stopping.start()
+    stopping.join(0.2)
+    assert stopping.is_alive()  # the batch is still running
+    complete(CpuBackend.echo(requests))
+    stopping.join(30)
+    assert not stopping.is_alive()
+    np.testing.assert_array_equal(answer()["Y"], [[1]])
 
 
 # -- the scheduler on its own ------------------------------------------------------------------

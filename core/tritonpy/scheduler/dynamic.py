@@ -23,12 +23,23 @@ last (at low load one instance stays warm). A dedicated batcher thread forms
 the batches instead where queued requests must be watched while every instance
 is busy (queue timeouts) and where the rate limiter chooses the instance (its
 resources reserved for the execution); without an instance that may run, the
-batch stays queued and can still grow. Nothing here runs on the event loop.
+batch stays queued and can still grow.
+
+Instances that execute without a thread waiting on them (``execute_nowait``:
+the Python backend's stubs) have their batch started by their worker, which
+goes back to waiting; the thread the batch completes on answers it there and
+frees the instance (no hand-back to the worker and from it to the front end).
+Without a queue delay such instances need no worker threads at all: a batch is
+due as soon as an instance is free, so it starts on the thread that queues a
+request while an instance is free, and on the thread that completes a batch
+while requests are queued (as ``InlineScheduler`` does with batches of one).
+Nothing here waits on the event loop.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import logging
 import sys
@@ -43,6 +54,7 @@ from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstan
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
 from .contract import Scheduler
+from .inline import NowaitRunner
 from .ratelimiter import Need, RateLimiter
 
 log = logging.getLogger(__name__)
@@ -183,8 +195,12 @@ class DynamicBatcher(Scheduler):
         on_reject: Callable[[Job, str], None] | None = None,
         limiter: RateLimiter | None = None,
         needs: Sequence[Need] = (),
+        nowait: NowaitRunner | None = None,
     ) -> None:
-        """``needs[i]`` is what instance ``i`` needs of ``limiter`` (when rate limited)."""
+        """``needs[i]`` is what instance ``i`` needs of ``limiter`` (when rate limited);
+        ``nowait``, when given, starts a batch on an instance that executes without a
+        thread waiting on it (``LoadedVersion.run_nowait``): the worker goes back to
+        waiting, and the thread the batch completes on answers it and frees the instance."""
         self._name = model_name
         self._instances = list(instances)
         self._runner = runner
@@ -206,6 +222,14 @@ class DynamicBatcher(Scheduler):
         self._idle: list[int] = list(reversed(range(len(self._instances))))
         #: The batch handed to each idle worker by the one that formed it (None: none).
         self._handed: list[list[Job] | None] = [None] * len(self._instances)
+        self._nowait = nowait
+        #: Whether each instance runs a batch (``_nowait``: its worker waits meanwhile).
+        self._busy = [False] * len(self._instances)
+        self._releases = [functools.partial(self._release, i) for i in range(len(self._instances))]
+        # Batches started on this thread while it is already starting one of this model's
+        # (a batch that completes before its start returns): run by the outer call in
+        # turn, so a long queue never becomes a deep recursion (as ``InlineScheduler``).
+        self._local = threading.local()
         self._ordered = _Ordered() if config.preserve_ordering else None
         #: Rows queued in every level (``_Entry.size`` summed).
         self._rows = 0
@@ -219,6 +243,11 @@ class DynamicBatcher(Scheduler):
         #: Who forms batches now: a worker's index, ``_BATCHER``, or None (lead mode, no
         #: idle worker leads: the next arrival makes one lead, or the next worker back).
         self._leader: int | None = None if self._lead else _BATCHER
+        #: Whether batches start on the thread that queues a request or completes a batch
+        #: (``_launch``), with no worker threads at all: instances that run without a thread
+        #: waiting on them, and no queue delay to wait out, so that a batch is due as soon
+        #: as an instance is free (and nothing else needs a thread: no timeouts, no limiter).
+        self._inline = nowait is not None and self._lead and config.max_queue_delay_ns == 0
         #: Whether an arrival wakes the batch former only when it changes its decision
         #: (``enqueue``): one queue, no queue timeouts, no limiter, a delay.
         self._preferred = frozenset(config.preferred_batch_sizes)
@@ -230,6 +259,8 @@ class DynamicBatcher(Scheduler):
 
     def start(self) -> None:
         self._open = True
+        if self._inline:
+            return
         self._threads = [
             threading.Thread(target=self._work, args=(i,), name=f"tritonpy-{inst.name}", daemon=True)
             for i, inst in enumerate(self._instances)
@@ -249,8 +280,24 @@ class DynamicBatcher(Scheduler):
             self._cond.notify_all()
             for wake in self._wakes:
                 wake.notify()
+            if self._inline:
+                # Queued requests start as instances come free; wait for the last to end.
+                while any(self._busy) or any(self._levels.values()):
+                    left = remaining(deadline)
+                    if left is not None and left <= 0:
+                        break
+                    self._cond.wait(left)
+                stranded = [e.job for q in self._levels.values() for e in q]
+                for q in self._levels.values():
+                    q.clear()
+                self._rows = 0
         for t in self._threads:
             t.join(remaining(deadline))
+        if self._inline:
+            fail_unfinished(
+                stranded,
+                TritonError.unavailable(f"model '{self._name}' stopped before the request could run"),
+            )
 
     # -- admission (any thread) -----------------------------------------------------------
 
@@ -301,29 +348,75 @@ class DynamicBatcher(Scheduler):
                 )
             pending.append(entry)
             self._rows += entry.size
-            if self._leader is None:
-                # Every worker is busy (the next one back leads), or one is idle and none
-                # leads: the one that came back last leads, woken by name.
-                if self._idle:
-                    self._promote()
+            if not self._inline:
+                self._arrived(pending, entry)
                 return
-            # In quiet mode the batch former sleeps until the oldest request's delay is up;
-            # an arrival changes that only when it opens the queue or ends the wait early:
-            # the batch is full or of a preferred size (the queue's earlier sums are none:
-            # they would have been sent), or it cannot take this request. Every other
-            # arrival waking it would cost a thread switch per request.
-            if not self._quiet or (
-                self._idle
-                and (
-                    len(pending) == 1
-                    or self._rows >= self.config.max_batch_size
-                    or self._rows in self._preferred
-                    or entry.shape_key != pending[0].shape_key
-                )
-            ):
-                self._cond.notify()
+            starts = self._due()
+        if starts:
+            self._launch(starts)
+
+    def _arrived(self, pending: deque[_Entry], entry: _Entry) -> None:
+        """Wake whoever must form batches now that ``entry`` is queued (under the lock)."""
+        if self._leader is None:
+            # Every worker is busy (the next one back leads), or one is idle and none
+            # leads: the one that came back last leads, woken by name.
+            if self._idle:
+                self._promote()
+            return
+        # In quiet mode the batch former sleeps until the oldest request's delay is up; an
+        # arrival changes that only when it opens the queue or ends the wait early: the
+        # batch is full or of a preferred size (the queue's earlier sums are none: they
+        # would have been sent), or it cannot take this request. Every other arrival
+        # waking it would cost a thread switch per request.
+        if not self._quiet or (
+            self._idle
+            and (
+                len(pending) == 1
+                or self._rows >= self.config.max_batch_size
+                or self._rows in self._preferred
+                or entry.shape_key != pending[0].shape_key
+            )
+        ):
+            self._cond.notify()
 
     # -- batch formation (the leader, or the batcher thread; under the lock) ---------------
+
+    def _due(self) -> list[tuple[int, list[Job]]]:
+        """Inline mode, under the lock: the batches to start now, one per idle instance
+        while requests are queued (each taken from the queue, its instance busy)."""
+        starts = []
+        while self._idle and any(self._levels.values()):
+            batch, _ = self._form(time.monotonic_ns())
+            if batch is None:  # with no delay a formed batch is always due
+                break
+            index = self._idle.pop()
+            self._remove(batch)
+            self._busy[index] = True
+            starts.append((index, [e.job for e in batch]))
+        return starts
+
+    def _launch(self, starts: list[tuple[int, list[Job]]]) -> None:
+        """Start ``starts`` on this thread (inline mode, the lock not held)."""
+        local = self._local
+        turns: list[tuple[int, list[Job]]] | None = getattr(local, "turns", None)
+        if turns is not None:  # inside a start on this thread: it runs these next
+            turns.extend(starts)
+            return
+        turns = local.turns = list(starts)
+        try:
+            while turns:
+                index, jobs = turns.pop()
+                assert self._nowait is not None
+                try:
+                    self._nowait(self._instances[index], jobs, self._releases[index])
+                except BaseException as exc:  # it never raises; should it, never lose an instance
+                    fail_unfinished(
+                        jobs, internal_error(f"batch execution on {self._instances[index].name} failed", exc)
+                    )
+                    self._release(index)
+                jobs = None  # type: ignore[assignment]
+        finally:
+            local.turns = None
 
     def _promote(self) -> None:
         """Make the idle worker that came back last the leader, and wake it."""
@@ -524,12 +617,52 @@ class DynamicBatcher(Scheduler):
                 continue
             if jobs is None:
                 return
+            if self._nowait is not None:
+                # The batch completes on another thread (the stub's reader), which answers
+                # it there and frees the instance: no hand-back to this thread and back.
+                try:
+                    self._nowait(instance, jobs, self._releases[index])
+                except BaseException as exc:  # it never raises; should it, never lose an instance
+                    fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
+                    self._release(index)
+                jobs = None
+                continue
             try:
                 self._runner(instance, jobs)
             except BaseException as exc:  # the runner answers jobs itself; never lose a worker
                 fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
             jobs = None  # not kept alive while idle
             back = True
+
+    def _returned(self, index: int) -> None:
+        """Instance ``index`` finished its batch (under the lock)."""
+        self._busy[index] = False
+        if self._limiter is not None:
+            self._limiter.release(self._needs[index])
+        self._idle.append(index)
+        if self._leader == _BATCHER:
+            if self._limiter is not None or any(self._levels.values()):
+                # The batcher waits for an idle instance only with requests queued (or for
+                # the limiter); with none, the next enqueue wakes it.
+                self._cond.notify()
+        elif self._leader is None and any(self._levels.values()):
+            self._promote()  # it leads; awake already, unless its batch ran without it
+        if not self._open:
+            self._wakes[index].notify()  # its worker may stop now
+
+    def _release(self, index: int) -> None:
+        """A batch started through ``_nowait`` is done (on the thread it completed on)."""
+        with self._cond:
+            if not self._inline:
+                self._returned(index)
+                return
+            self._busy[index] = False
+            self._idle.append(index)
+            starts = self._due()
+            if not self._open:
+                self._cond.notify_all()  # ``stop`` waits for the last batch
+        if starts:
+            self._launch(starts)
 
     def _take(self, index: int, back: bool) -> list[Job] | None:
         """Worker ``index``'s next batch (``back``: it just finished one), or None: stop."""
@@ -538,22 +671,18 @@ class DynamicBatcher(Scheduler):
             with self._cond:
                 if back:
                     back = False
-                    if self._limiter is not None:
-                        self._limiter.release(self._needs[index])
-                    self._idle.append(index)
-                    if self._leader == _BATCHER and (self._limiter is not None or any(self._levels.values())):
-                        # The batcher waits for an idle instance only with requests queued
-                        # (or for the limiter); with none, the next enqueue wakes it.
-                        self._cond.notify()
+                    self._returned(index)
                 while True:
                     jobs = self._handed[index]
                     if jobs is not None:
                         self._handed[index] = None
+                        self._busy[index] = True
                         return jobs
-                    if self._leader is None and self._lead:
+                    busy = self._busy[index]
+                    if self._leader is None and self._lead and not busy:
                         self._leader = index  # awake already: no wake-up to lead
                     if self._leader != index:
-                        if not self._open and not any(self._levels.values()):
+                        if not self._open and not busy and not any(self._levels.values()):
                             return None
                         wake.wait()
                         continue
@@ -562,6 +691,7 @@ class DynamicBatcher(Scheduler):
                         self._cond.wait(value)
                     elif what == _RUN:
                         self._leader = None
+                        self._busy[index] = True
                         # Requests left behind (the batch was full) go to the next idle worker.
                         if self._idle and any(self._levels.values()):
                             self._promote()

@@ -7,7 +7,8 @@ backend hands back to run again. Ensembles
 have no instances: their versions get the ``EnsembleScheduler`` (``ensemble.py``)
 from the loader. A model without dynamic batching or rate limits whose instances
 all execute through ``execute_nowait`` gets the ``InlineScheduler``, which needs
-no threads. A rate-limited model without
+no threads; with dynamic batching such instances get the batcher, which starts
+their batches through ``execute_nowait`` too. A rate-limited model without
 ``dynamic_batching`` gets the batcher with batches of one request: its batcher
 thread asks the rate limiter which instance runs each request.
 """
@@ -58,4 +59,4 @@ def create_scheduler(
         return InlineScheduler(name, instances, nowait_runner)
     else:
         return DefaultScheduler(name, instances, runner)
-    return DynamicBatcher(name, instances, runner, batching, on_reject, limiter, needs)
+    return DynamicBatcher(name, instances, runner, batching, on_reject, limiter, needs, nowait_runner)
