@@ -6,6 +6,7 @@ thread that completes a batch starts the next queued request on that instance.
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -232,6 +233,41 @@ def test_without_a_queue_delay_batches_that_complete_at_once_serve_many_callers(
     with _serve(tmp_path, Deferred()) as server:
         waiters = [_call(server, "b", float(v), batched=True) for v in range(40)]
         assert sorted(float(w()["Y"][0, 0]) for w in waiters) == [float(v) for v in range(40)]
+
+
+def test_without_a_queue_delay_requests_arriving_together_on_the_event_loop_go_together(
+    tmp_path: Path,
+) -> None:
+    """On the server's event loop a batch starts at the end of the loop's turn: requests
+    that arrive in one turn (read from one socket read) form one batch, rather than the
+    first starting alone while the instance is free."""
+    _model(tmp_path, "b", extra="max_batch_size: 4\ndynamic_batching { }")
+    backend = Deferred()
+    loop = asyncio.new_event_loop()
+    running = threading.Thread(target=loop.run_forever, name="server-loop", daemon=True)
+    running.start()
+    answered: queue.SimpleQueue[str] = queue.SimpleQueue()
+    try:
+        with _serve(tmp_path, backend) as server:
+            server.event_loop = loop
+
+            def burst() -> None:
+                for rid in ("a", "b", "c"):
+                    request = server.model("b").create_request(
+                        {"X": np.array([[1]], np.float32)}, request_id=rid
+                    )
+                    server.submit(request, lambda response, flags, rid=rid: answered.put(rid))
+
+            loop.call_soon_threadsafe(burst)
+            _, thread, complete, requests = backend.started.get(timeout=30)
+            assert thread == "server-loop"
+            assert [r.id for r in requests] == ["a", "b", "c"]
+            complete(CpuBackend.echo(requests))
+            assert sorted(answered.get(timeout=30) for _ in range(3)) == ["a", "b", "c"]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        running.join(30)
+        loop.close()
 
 
 def test_without_a_queue_delay_stop_waits_for_the_batch_in_flight(tmp_path: Path) -> None:

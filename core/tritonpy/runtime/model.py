@@ -142,6 +142,7 @@ class LoadedVersion:
                 needs,
                 self.run_nowait if nowait and not self.sequence else None,
                 self.model.repository_path,
+                self.model.backend.server.event_loop if self.model.backend.server is not None else None,
             )
         self._scheduler = scheduler
         # The scheduler's optional capabilities, read once here rather than per request.

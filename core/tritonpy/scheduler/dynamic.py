@@ -38,6 +38,7 @@ Nothing here waits on the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import functools
 import itertools
@@ -196,11 +197,14 @@ class DynamicBatcher(Scheduler):
         limiter: RateLimiter | None = None,
         needs: Sequence[Need] = (),
         nowait: NowaitRunner | None = None,
+        event_loop: Callable[[], asyncio.AbstractEventLoop | None] | None = None,
     ) -> None:
         """``needs[i]`` is what instance ``i`` needs of ``limiter`` (when rate limited);
         ``nowait``, when given, starts a batch on an instance that executes without a
         thread waiting on it (``LoadedVersion.run_nowait``): the worker goes back to
-        waiting, and the thread the batch completes on answers it and frees the instance."""
+        waiting, and the thread the batch completes on answers it and frees the instance;
+        ``event_loop()`` is the server's event loop (None: none), on which such batches
+        start at the end of the loop's turn (``_kick``)."""
         self._name = model_name
         self._instances = list(instances)
         self._runner = runner
@@ -230,6 +234,9 @@ class DynamicBatcher(Scheduler):
         # (a batch that completes before its start returns): run by the outer call in
         # turn, so a long queue never becomes a deep recursion (as ``InlineScheduler``).
         self._local = threading.local()
+        self._event_loop = event_loop
+        #: Whether a ``_kick`` is queued on the event loop.
+        self._kick_queued = False
         self._ordered = _Ordered() if config.preserve_ordering else None
         #: Rows queued in every level (``_Entry.size`` summed).
         self._rows = 0
@@ -351,6 +358,27 @@ class DynamicBatcher(Scheduler):
             if not self._inline:
                 self._arrived(pending, entry)
                 return
+            if not self._idle:
+                return  # the next batch to complete starts what is queued
+            loop = self._event_loop() if self._event_loop is not None else None
+            if loop is None or asyncio._get_running_loop() is not loop:
+                starts = self._due()
+            elif self._kick_queued:
+                return  # this loop turn's arrivals start together (``_kick``)
+            else:
+                self._kick_queued = True
+                starts = None
+        if starts is None:
+            loop.call_soon(self._kick)  # type: ignore[union-attr]
+        elif starts:
+            self._launch(starts)
+
+    def _kick(self) -> None:
+        """On the event loop, at the end of the turn in which requests arrived: start what
+        they make due. Requests read together (one socket read, one gRPC frame batch)
+        thus go together, as they would to a batcher thread woken by the first of them."""
+        with self._cond:
+            self._kick_queued = False
             starts = self._due()
         if starts:
             self._launch(starts)

@@ -15,6 +15,7 @@ thread asks the rate limiter which instance runs each request.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -40,12 +41,15 @@ def create_scheduler(
     needs: Sequence[Need] = (),
     nowait_runner: NowaitRunner | None = None,
     model_path: Path | None = None,
+    event_loop: Callable[[], asyncio.AbstractEventLoop | None] | None = None,
 ) -> Scheduler:
     """The scheduler ``config`` asks for (not started); ``needs[i]`` is what
     instance ``i`` needs of ``limiter`` when the model is rate limited;
     ``nowait_runner``, when given, starts batches on instances that execute
     without a thread of their own; ``model_path`` is the model's folder (a
-    sequence model's ``initial_state`` files are there)."""
+    sequence model's ``initial_state`` files are there); ``event_loop()`` is the
+    server's event loop, where the batcher starts ``nowait`` batches at the end of
+    the loop's turn."""
     if config.WhichOneof("scheduling_choice") == "sequence_batching":
         # Sequences are bound to instances, so the rate limiter has no choice to make.
         sequence = SequenceConfig.from_config(config, model_path)
@@ -59,4 +63,6 @@ def create_scheduler(
         return InlineScheduler(name, instances, nowait_runner)
     else:
         return DefaultScheduler(name, instances, runner)
-    return DynamicBatcher(name, instances, runner, batching, on_reject, limiter, needs, nowait_runner)
+    return DynamicBatcher(
+        name, instances, runner, batching, on_reject, limiter, needs, nowait_runner, event_loop
+    )
