@@ -19,6 +19,8 @@ import tritonpy
 from tritonpy.scheduler import InlineScheduler, Job
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
+    SEQUENCE_END,
+    SEQUENCE_START,
     ErrorCode,
     ExecuteComplete,
     InferenceRequest,
@@ -285,6 +287,40 @@ def test_without_a_queue_delay_stop_waits_for_the_batch_in_flight(tmp_path: Path
     stopping.join(30)
     assert not stopping.is_alive()
     np.testing.assert_array_equal(answer()["Y"], [[1]])
+
+
+def test_a_sequence_batch_starts_through_execute_nowait_and_ends_where_it_completes(
+    tmp_path: Path,
+) -> None:
+    """With sequence batching the instance's worker starts each batch through
+    ``execute_nowait``; the thread that completes it answers there, and only then may
+    the sequence's next request run."""
+    _model(tmp_path, "s", extra="sequence_batching { }")
+    backend = Deferred()
+    with _serve(tmp_path, backend) as server:
+        answered: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+
+        def send(rid: str, flags: int) -> None:
+            request = server.model("s").create_request({"X": np.array([1], np.float32)}, request_id=rid)
+            request.correlation_id = 7
+            request.flags = flags
+            server.submit(request, lambda response, _: answered.put((rid, threading.current_thread().name)))
+
+        send("first", SEQUENCE_START)
+        _, thread, complete, requests = backend.started.get(timeout=30)
+        assert thread == "tritonpy-s_0_0"
+        send("last", SEQUENCE_END)
+        version = server.get_version("s")
+        wait_until(lambda: version.stats.pending == 1, "the sequence's next request queued")
+        assert backend.started.empty()  # its sequence's batch is still running
+        completer = threading.Thread(target=complete, args=(CpuBackend.echo(requests),), name="completer")
+        completer.start()
+        completer.join()
+        assert answered.get(timeout=30) == ("first", "completer")
+        _, thread, complete, requests = backend.started.get(timeout=30)
+        assert [r.id for r in requests] == ["last"]
+        complete(CpuBackend.echo(requests))
+        assert answered.get(timeout=30)[0] == "last"
 
 
 # -- the scheduler on its own ------------------------------------------------------------------

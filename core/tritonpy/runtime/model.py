@@ -140,7 +140,7 @@ class LoadedVersion:
                 self._rejected,
                 limiter,
                 needs,
-                self.run_nowait if nowait and not self.sequence else None,
+                self.run_nowait if nowait else None,
                 self.model.repository_path,
                 self.model.backend.server.event_loop if self.model.backend.server is not None else None,
             )

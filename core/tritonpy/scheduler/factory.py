@@ -7,8 +7,8 @@ backend hands back to run again. Ensembles
 have no instances: their versions get the ``EnsembleScheduler`` (``ensemble.py``)
 from the loader. A model without dynamic batching or rate limits whose instances
 all execute through ``execute_nowait`` gets the ``InlineScheduler``, which needs
-no threads; with dynamic batching such instances get the batcher, which starts
-their batches through ``execute_nowait`` too. A rate-limited model without
+no threads; with dynamic or sequence batching such instances get the batcher,
+which starts their batches through ``execute_nowait`` too. A rate-limited model without
 ``dynamic_batching`` gets the batcher with batches of one request: its batcher
 thread asks the rate limiter which instance runs each request.
 """
@@ -54,7 +54,7 @@ def create_scheduler(
         # Sequences are bound to instances, so the rate limiter has no choice to make.
         sequence = SequenceConfig.from_config(config, model_path)
         outputs = [o.name for o in config.output]
-        return SequenceBatcher(name, instances, runner, sequence, on_reject, outputs)
+        return SequenceBatcher(name, instances, runner, sequence, on_reject, outputs, nowait_runner)
     if config.WhichOneof("scheduling_choice") == "dynamic_batching" and config.max_batch_size > 0:
         batching = BatcherConfig.from_config(config)
     elif limiter is not None:

@@ -10,7 +10,10 @@ backlog until a sequence ends (its END request executed) or idles out
 no live sequence and is not flagged START is refused, in Triton's words.
 
 Each instance has one worker thread that forms its batches from its own slots
-and executes them, one at a time, so the requests of a sequence run in order:
+and executes them, one at a time, so the requests of a sequence run in order
+(an instance that executes without a thread waiting on it, ``execute_nowait``,
+has its batch answered and ended on the thread it completes on, and its worker
+forms the next batch after that):
 
 - ``direct``: batch position = slot number; a slot without a ready request
   below the highest one that has one gets a *null* request whose READY control
@@ -25,7 +28,7 @@ Before execution the core fills the control inputs (START, END, READY, CORRID)
 and the implicit state inputs; a response's state outputs become the
 sequence's next state (dropped from the response unless the client asked for
 them). A reaper thread releases idle sequences and their state. Nothing here
-runs on the event loop.
+waits on the event loop.
 
 With ``iterative_sequence: true`` (Triton's iterative sequences) a request
 without a correlation id starts a sequence of its own (a fresh id, flagged
@@ -38,6 +41,7 @@ ends its sequence, as END does.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import math
@@ -69,6 +73,7 @@ from tritonpy_sdk import (
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused, stopped
 from .contract import Scheduler
 from .dynamic import _Ordered
+from .inline import NowaitRunner
 
 log = logging.getLogger(__name__)
 
@@ -280,8 +285,12 @@ class SequenceBatcher(Scheduler):
         config: SequenceConfig,
         on_reject: Callable[[Job, str], None] | None = None,
         output_names: Sequence[str] = (),
+        nowait: NowaitRunner | None = None,
     ) -> None:
-        """``output_names`` are the config's outputs: what a client that names none gets."""
+        """``output_names`` are the config's outputs: what a client that names none gets;
+        ``nowait``, when given, starts a batch on an instance that executes without a
+        thread waiting on it: the thread the batch completes on answers it there and
+        ends it (``_ended``), and the instance's worker forms the next one after that."""
         self._name = model_name
         self._instances = list(instances)
         self._runner = runner
@@ -295,6 +304,9 @@ class SequenceBatcher(Scheduler):
         # so a request wakes only the worker of its sequence's instance.
         self._lock = threading.Lock()
         self._wakes = [threading.Condition(self._lock) for _ in self._instances]
+        self._nowait = nowait
+        #: Whether each instance runs a batch started through ``_nowait``.
+        self._running = [False] * len(self._instances)
         self._reaper = threading.Condition(self._lock)
         self._table: dict[int | str, _Sequence] = {}
         self._slots: list[list[_Sequence | None]] = [[None] * config.slots for _ in self._instances]
@@ -516,6 +528,9 @@ class SequenceBatcher(Scheduler):
         while True:
             with self._lock:
                 while True:
+                    if self._running[index]:  # its batch is still running (``_nowait``)
+                        wake.wait()
+                        continue
                     now = time.monotonic_ns()
                     batch, wait_ns = self._form(index, now)
                     if batch is not None:
@@ -526,34 +541,51 @@ class SequenceBatcher(Scheduler):
                 for entry in batch:
                     if entry is not None:
                         entry[0].busy = True
+                if self._nowait is not None:
+                    self._running[index] = True
             jobs: list[Job] = []
+            started = False
             try:
                 jobs = self._prepare(batch)
-                self._runner(instance, jobs)
+                if self._nowait is not None:
+                    # Answered and ended on the thread it completes on (the stub's reader),
+                    # not handed back to this one first.
+                    self._nowait(instance, jobs, functools.partial(self._ended, index, batch))
+                    started = True
+                else:
+                    self._runner(instance, jobs)
             except BaseException as exc:  # the runner answers jobs itself; never lose a worker
                 fail_unfinished(
                     [e[1] for e in batch if e is not None],
                     internal_error(f"sequence batch execution on {instance.name} failed", exc),
                 )
-            now = time.monotonic_ns()
-            with self._lock:
-                for entry in batch:
-                    if entry is None:
-                        continue
-                    seq, job = entry
-                    seq.busy = False
-                    seq.last_ns = now
-                    if job.rescheduled:  # back in its sequence's queue
-                        job.rescheduled = False
-                    elif job.request.flags & SEQUENCE_END:
-                        self._release(seq)
-                    elif self.config.iterative and not seq.jobs:
-                        # Released without being handed back: the sequence is over.
-                        if seq.live:
-                            del self._table[seq.key]
-                            seq.live = False
-                        self._release(seq)
-            batch = jobs = entry = None  # type: ignore[assignment]  # not kept alive while idle
+            if not started:
+                self._ended(index, batch)
+            batch = jobs = None  # type: ignore[assignment]  # not kept alive while idle
+
+    def _ended(self, index: int, batch: list[_Entry]) -> None:
+        """Instance ``index`` finished ``batch``: its sequences may go on (or end)."""
+        now = time.monotonic_ns()
+        with self._lock:
+            for entry in batch:
+                if entry is None:
+                    continue
+                seq, job = entry
+                seq.busy = False
+                seq.last_ns = now
+                if job.rescheduled:  # back in its sequence's queue
+                    job.rescheduled = False
+                elif job.request.flags & SEQUENCE_END:
+                    self._release(seq)
+                elif self.config.iterative and not seq.jobs:
+                    # Released without being handed back: the sequence is over.
+                    if seq.live:
+                        del self._table[seq.key]
+                        seq.live = False
+                    self._release(seq)
+            if self._running[index]:
+                self._running[index] = False
+                self._wakes[index].notify()
 
     def _form(self, index: int, now: int) -> tuple[list[_Entry] | None, int | None]:
         """The next batch of instance ``index`` (taken from its slots), or (None, ns to
