@@ -517,6 +517,63 @@ def test_tritonpy_serve_says_when_the_bucket_is_not_there(store: Store) -> None:
     assert "Traceback" not in proc.stderr
 
 
+# -- setting up a store's client --------------------------------------------------------------------
+
+
+def test_an_azure_uri_names_the_connection_strings_account(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a connection string the account is the string's: a URI naming another account
+    would read the wrong account's container, so it is refused."""
+    monkeypatch.delenv("AZURE_STORAGE_KEY", raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite_connection_string("http://127.0.0.1:1"))
+    assert open_store(f"as://{AZURITE_ACCOUNT}/container/models") is not None
+    with pytest.raises(TritonError) as raised:
+        open_store("as://otheraccount/container/models")
+    assert raised.value.message == (
+        "model repository 'as://otheraccount/container/models' names account 'otheraccount', "
+        f"but AZURE_STORAGE_CONNECTION_STRING is for account '{AZURITE_ACCOUNT}'"
+    )
+
+
+def _no_google_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud login on this machine
+    monkeypatch.setenv("NO_GCE_CHECK", "True")  # nor a metadata server to ask
+
+
+def _malformed_connection_string(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("AZURE_STORAGE_KEY", raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "not a connection string")
+
+
+@pytest.mark.parametrize(
+    ("location", "setting", "says"),
+    [
+        ("gs://bucket/models", _no_google_credentials, "default credentials were not found"),
+        ("as://account/container/models", _malformed_connection_string, "blank or malformed"),
+    ],
+    ids=["gs-no-credentials", "as-malformed-connection-string"],
+)
+def test_a_client_that_cannot_be_set_up_is_one_line(
+    location: str,
+    setting: Callable[[pytest.MonkeyPatch, Path], None],
+    says: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    setting(monkeypatch, tmp_path)
+    with pytest.raises(RemoteRepositoryError, match=f"^failed to open model repository '{location}': "):
+        RemoteRepository(location, cache_root=tmp_path)
+    from tritonpy.cli import main
+
+    assert main(["serve", "--model-repository", location]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: failed to open model repository '{location}': ")
+    assert says in err.lower()
+    assert err.count("\n") == 1
+
+
 # -- client libraries that are not installed ---------------------------------------------------------
 
 

@@ -13,7 +13,7 @@
   anonymously. Extra: ``tritonpy[gcs]``.
 - ``as://account/container/prefix``: ``AZURE_STORAGE_KEY`` (the account's key) or,
   without it, ``AZURE_STORAGE_CONNECTION_STRING`` (whose ``BlobEndpoint`` may name
-  another server, such as Azurite).
+  another server, such as Azurite), which must be the URI's account's.
   Extra: ``tritonpy[azure]``.
 
 A call to Google's or Azure's store that fails is retried for about
@@ -97,7 +97,12 @@ class RemoteRepository:
 
     def __init__(self, uri: str, cache_root: Path | None = None) -> None:
         self.uri = uri
-        self._store = open_store(uri)
+        try:
+            self._store = open_store(uri)
+        except TritonError:
+            raise
+        except Exception as exc:  # the client library's: credentials not found, a malformed setting
+            raise RemoteRepositoryError(f"failed to open model repository '{uri}': {_reason(exc)}") from exc
         mount = os.environ.get("TRITON_AWS_MOUNT_DIRECTORY")
         if cache_root is None and mount:
             cache_root = Path(mount)
@@ -320,6 +325,11 @@ class _AzureStore:
             )
         else:
             service = BlobServiceClient.from_connection_string(connection, retry_policy=retry)
+            if service.account_name != account:  # it would read another account's container
+                raise TritonError.invalid_arg(
+                    f"model repository '{uri}' names account '{account}', but "
+                    f"AZURE_STORAGE_CONNECTION_STRING is for account '{service.account_name}'"
+                )
         self._container: Any = service.get_container_client(container)
 
     def list(self) -> Iterator[StoredObject]:
