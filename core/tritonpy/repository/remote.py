@@ -325,7 +325,8 @@ class _AzureStore:
             )
         else:
             service = BlobServiceClient.from_connection_string(connection, retry_policy=retry)
-            if service.account_name != account:  # it would read another account's container
+            # Another account's connection string would read that account's container.
+            if (service.account_name or "").lower() != account.lower():
                 raise TritonError.invalid_arg(
                     f"model repository '{uri}' names account '{account}', but "
                     f"AZURE_STORAGE_CONNECTION_STRING is for account '{service.account_name}'"
