@@ -151,8 +151,8 @@ def server_process(cmd: list[str], what: str, probe: str, log: Path) -> Iterator
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``http://127.0.0.1:PORT`` of a moto S3 server process, with test credentials in
     the environment (the standard variables the server reads, as a user would set them)."""
-    endpoint = f"http://127.0.0.1:{free_port()}"
-    port = endpoint.rsplit(":", 1)[1]
+    port = str(free_port())
+    endpoint = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", port]
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with server_process(cmd, "moto's S3 server", f"{endpoint}/moto-api/", log), environment(CREDENTIALS):
@@ -163,8 +163,8 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``http://127.0.0.1:PORT`` of a gcp-storage-emulator process (in memory), named by
     ``STORAGE_EMULATOR_HOST`` in the environment, as a user points google-cloud-storage at it."""
-    endpoint = f"http://127.0.0.1:{free_port()}"
-    port = endpoint.rsplit(":", 1)[1]
+    port = str(free_port())
+    endpoint = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", port]
     log = tmp_path_factory.mktemp("gcs") / "gcs.log"
     with (
@@ -183,8 +183,8 @@ def azurite_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(
             "Azurite is not installed (npm package azurite; ./dev setup installs it when npm is there)"
         )
-    endpoint = f"http://127.0.0.1:{free_port()}"
-    port = endpoint.rsplit(":", 1)[1]
+    port = str(free_port())
+    endpoint = f"http://127.0.0.1:{port}"
     cmd = [*blob, "--blobHost", "127.0.0.1", "--blobPort", port, "--inMemoryPersistence", "--silent"]
     # Any API version: azure-storage-blob may be newer than the Azurite release.
     cmd += ["--skipApiVersionCheck", "--disableTelemetry"]
