@@ -32,3 +32,19 @@ def test_tritonclients_cuda_shared_memory_may_import_pkg_resources() -> None:
 def test_pkg_resources_from_anywhere_else_is_still_an_error() -> None:
     with pytest.raises(UserWarning, match="pkg_resources is deprecated"):
         _warn_from("tritonpy.something")
+
+
+#: What google-api-core (imported by google-cloud-storage, for gs:// repositories) says when
+#: grpcio is installed without grpcio-status (``warnings.warn(..., ImportWarning)``, stacklevel 1).
+GRPCIO_STATUS = "Please install grpcio-status to obtain helpful grpc error messages."
+
+
+def test_google_api_core_may_ask_for_grpcio_status() -> None:
+    warnings.warn_explicit(
+        GRPCIO_STATUS, ImportWarning, "google/api_core/exceptions.py", 32, module="google.api_core.exceptions"
+    )
+
+
+def test_asking_for_grpcio_status_from_anywhere_else_is_still_an_error() -> None:
+    with pytest.raises(ImportWarning, match="grpcio-status"):
+        warnings.warn_explicit(GRPCIO_STATUS, ImportWarning, "tritonpy/x.py", 1, module="tritonpy.x")

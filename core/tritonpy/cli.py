@@ -578,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     except TritonError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
+    except RemoteRepositoryError as exc:  # an object store's client could not be set up
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     server.log_settings.install(("tritonpy", "uvicorn"))
     try:
         return run(server)

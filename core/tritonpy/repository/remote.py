@@ -8,9 +8,18 @@
   ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
   ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` and the shared files. Extra: ``tritonpy[s3]``.
 - ``gs://bucket/prefix``: Google's default credentials
-  (``GOOGLE_APPLICATION_CREDENTIALS``). Extra: ``tritonpy[gcs]``.
+  (``GOOGLE_APPLICATION_CREDENTIALS``); with ``STORAGE_EMULATOR_HOST`` set
+  (an emulator, ``http://host:port``), google-cloud-storage uses that server,
+  anonymously. Extra: ``tritonpy[gcs]``.
 - ``as://account/container/prefix``: ``AZURE_STORAGE_KEY`` (the account's key) or,
-  without it, ``AZURE_STORAGE_CONNECTION_STRING``. Extra: ``tritonpy[azure]``.
+  without it, ``AZURE_STORAGE_CONNECTION_STRING`` (whose ``BlobEndpoint`` may name
+  another server, such as Azurite), which must be the URI's account's.
+  Extra: ``tritonpy[azure]``.
+
+A call to Google's or Azure's store that fails is retried for about
+``RETRY_SECONDS``, not the minutes their libraries would: a store that does not
+answer is an error at start within seconds, and a poll that fails is tried again
+at the next poll anyway.
 
 A ``RemoteRepository`` is one such root. ``sync()`` makes its cache folder
 hold exactly the objects under the prefix (one file per object, the key below the
@@ -46,6 +55,9 @@ log = logging.getLogger("tritonpy")
 SCHEMES = {"s3": "s3", "gs": "gcs", "as": "azure"}
 
 _CLIENTS = {"s3": "boto3", "gs": "google-cloud-storage", "as": "azure-storage-blob"}
+
+#: About how long one gs:// or as:// call is retried before it fails.
+RETRY_SECONDS = 10.0
 
 
 class RemoteRepositoryError(OSError):
@@ -85,7 +97,12 @@ class RemoteRepository:
 
     def __init__(self, uri: str, cache_root: Path | None = None) -> None:
         self.uri = uri
-        self._store = open_store(uri)
+        try:
+            self._store = open_store(uri)
+        except TritonError:
+            raise
+        except Exception as exc:  # the client library's: credentials not found, a malformed setting
+            raise RemoteRepositoryError(f"failed to open model repository '{uri}': {_reason(exc)}") from exc
         mount = os.environ.get("TRITON_AWS_MOUNT_DIRECTORY")
         if cache_root is None and mount:
             cache_root = Path(mount)
@@ -109,7 +126,9 @@ class RemoteRepository:
             except RemoteRepositoryError:
                 raise
             except Exception as exc:
-                raise RemoteRepositoryError(f"failed to list model repository '{self.uri}': {exc}") from exc
+                raise RemoteRepositoryError(
+                    f"failed to list model repository '{self.uri}': {_reason(exc)}"
+                ) from exc
             changed = 0
             for rel, version in sorted(listing.items()):
                 dest = self.path / rel
@@ -150,7 +169,9 @@ class RemoteRepository:
             os.replace(tmp, dest)  # a reader sees the old file or the new one, never half of one
         except Exception as exc:
             Path(tmp).unlink(missing_ok=True)
-            raise RemoteRepositoryError(f"failed to download '{rel}' from '{self.uri}': {exc}") from exc
+            raise RemoteRepositoryError(
+                f"failed to download '{rel}' from '{self.uri}': {_reason(exc)}"
+            ) from exc
 
     def _remove_all_but(self, keep: set[str]) -> int:
         """Delete cached files (and then empty folders) that are no object's any more."""
@@ -173,6 +194,15 @@ class RemoteRepository:
                 if rel not in kept_folders:
                     shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         return removed
+
+
+def _reason(exc: Exception) -> str:
+    """A client library's error in one line: Azure's messages go on with the request's
+    id, time and the XML body over several lines; their error code says it shorter."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = lines[0] if lines else type(exc).__name__
+    code = getattr(exc, "error_code", None)
+    return f"{reason} ({code})" if code and str(code) not in reason else reason
 
 
 def _cache_name(uri: str) -> str:
@@ -257,35 +287,50 @@ class _GcsStore:
     def __init__(self, uri: str, rest: str) -> None:
         try:
             from google.cloud import storage
+            from google.cloud.storage.retry import DEFAULT_RETRY
         except ImportError:
             raise _missing("gs", uri) from None
         name, self._prefix = _split(uri, rest, "bucket")
+        # With STORAGE_EMULATOR_HOST set the client uses that server with anonymous
+        # credentials; otherwise Google's default credentials.
         self._bucket: Any = storage.Client().bucket(name)
+        self._retry: Any = DEFAULT_RETRY.with_timeout(RETRY_SECONDS)  # its default: 120 s
 
     def list(self) -> Iterator[StoredObject]:
-        for blob in self._bucket.list_blobs(prefix=self._prefix):
+        for blob in self._bucket.list_blobs(prefix=self._prefix, retry=self._retry):
             rel = _relative(blob.name, self._prefix)
             if rel is not None:
                 yield StoredObject(rel, f"{blob.generation}:{blob.size}")
 
     def download(self, path: str, dest: Path) -> None:
-        self._bucket.blob(self._prefix + path).download_to_filename(str(dest))
+        self._bucket.blob(self._prefix + path).download_to_filename(str(dest), retry=self._retry)
 
 
 class _AzureStore:
     def __init__(self, uri: str, rest: str) -> None:
         try:
-            from azure.storage.blob import BlobServiceClient
+            from azure.storage.blob import BlobServiceClient, LinearRetry
         except ImportError:
             raise _missing("as", uri) from None
         account, _, rest = rest.partition("/")
         container, self._prefix = _split(uri, rest, "container")
         key = os.environ.get("AZURE_STORAGE_KEY")
         connection = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+        # About a second between tries, for about RETRY_SECONDS (the default backs off
+        # from 15 s: a minute and a half before a refused connection is an error).
+        retry = LinearRetry(backoff=1, random_jitter_range=1, retry_total=max(int(RETRY_SECONDS), 0))
         if key or not connection:
-            service = BlobServiceClient(f"https://{account}.blob.core.windows.net", credential=key)
+            service = BlobServiceClient(
+                f"https://{account}.blob.core.windows.net", credential=key, retry_policy=retry
+            )
         else:
-            service = BlobServiceClient.from_connection_string(connection)
+            service = BlobServiceClient.from_connection_string(connection, retry_policy=retry)
+            # Another account's connection string would read that account's container.
+            if (service.account_name or "").lower() != account.lower():
+                raise TritonError.invalid_arg(
+                    f"model repository '{uri}' names account '{account}', but "
+                    f"AZURE_STORAGE_CONNECTION_STRING is for account '{service.account_name}'"
+                )
         self._container: Any = service.get_container_client(container)
 
     def list(self) -> Iterator[StoredObject]:
