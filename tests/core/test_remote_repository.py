@@ -102,8 +102,9 @@ def azurite_connection_string(endpoint: str) -> str:
 
 def azurite_blob() -> list[str] | None:
     """The command that starts Azurite's blob service, or None when node or Azurite is missing."""
-    local = REPO_ROOT / ".cache" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
-    found = str(local) if local.is_file() else shutil.which("azurite-blob")
+    installed = REPO_ROOT / ".cache" / "azurite"  # ./dev setup's, complete once stamped
+    local = installed / "node_modules" / ".bin" / "azurite-blob"
+    found = str(local) if (installed / ".installed").is_file() else shutil.which("azurite-blob")
     return [found] if found and shutil.which("node") else None
 
 
