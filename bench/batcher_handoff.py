@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from run import infer_threads  # noqa: E402  (bench/run.py: threads calling Server.infer)
+
 MODEL = ROOT / "plugins" / "python" / "tests" / "models" / "add_sub" / "1" / "model.py"
 CASES = [(1, 0), (1, 100), (2, 100)]  # (instances, queue delay µs)
 CONCURRENCY = [1, 4]
@@ -66,34 +68,16 @@ def _cpu() -> float:
 def _measure(server: Any, name: str, concurrency: int, seconds: float) -> dict[str, float]:
     model = server.model(name)
     x = np.ones((1, 4), np.float32)
-    latencies: list[float] = []
-    lock = threading.Lock()
-    stop = time.monotonic() + seconds
 
-    def loop() -> None:
-        mine = []
-        while time.monotonic() < stop:
-            t = time.perf_counter()
-            server.infer(model.create_request({"INPUT0": x, "INPUT1": x}))
-            mine.append(time.perf_counter() - t)
-        with lock:
-            latencies.extend(mine)
+    def make() -> Any:
+        return model.create_request({"INPUT0": x, "INPUT1": x})
 
     for _ in range(200):  # warm: the backend, the batch sizes, the threads
-        server.infer(model.create_request({"INPUT0": x, "INPUT1": x}))
-    threads = [threading.Thread(target=loop) for _ in range(concurrency)]
-    cpu, start = _cpu(), time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed, cpu = time.monotonic() - start, _cpu() - cpu
-    latencies.sort()
-    return {
-        "per_s": len(latencies) / elapsed,
-        "p50_us": latencies[len(latencies) // 2] * 1e6,
-        "cpu_us": cpu / len(latencies) * 1e6,
-    }
+        server.infer(make())
+    cpu = _cpu()
+    result = infer_threads(server, make, concurrency, seconds)
+    cpu = _cpu() - cpu
+    return {"per_s": result["throughput"], "p50_us": result["p50_us"], "cpu_us": cpu / result["count"] * 1e6}
 
 
 def run_once(seconds: float) -> dict[str, dict[str, float]]:

@@ -205,7 +205,7 @@ def infer_threads(
     server: Any, make_request: Callable[[], Any], concurrency: int, seconds: float
 ) -> dict[str, float]:
     """``concurrency`` threads calling ``server.infer(make_request())`` for ``seconds``:
-    throughput and p50/p99 latency of the calls."""
+    throughput, p50/p99 latency of the calls and how many there were."""
     latencies: list[float] = []
     lock = threading.Lock()
     stop = time.monotonic() + seconds
@@ -231,6 +231,7 @@ def infer_threads(
         "throughput": len(latencies) / elapsed,
         "p50_us": latencies[len(latencies) // 2] * 1e6,
         "p99_us": latencies[int(len(latencies) * 0.99)] * 1e6,
+        "count": len(latencies),
     }
 
 

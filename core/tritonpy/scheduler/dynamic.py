@@ -55,7 +55,7 @@ from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstan
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
 from .contract import Scheduler
-from .inline import NowaitRunner
+from .inline import NowaitRunner, Turns
 from .ratelimiter import Need, RateLimiter
 
 log = logging.getLogger(__name__)
@@ -230,10 +230,8 @@ class DynamicBatcher(Scheduler):
         #: Whether each instance runs a batch (``_nowait``: its worker waits meanwhile).
         self._busy = [False] * len(self._instances)
         self._releases = [functools.partial(self._release, i) for i in range(len(self._instances))]
-        # Batches started on this thread while it is already starting one of this model's
-        # (a batch that completes before its start returns): run by the outer call in
-        # turn, so a long queue never becomes a deep recursion (as ``InlineScheduler``).
-        self._local = threading.local()
+        #: Inline mode's starts (``_start``), never nested on one thread.
+        self._turns: Turns[tuple[int, list[Job]]] = Turns(self._start)
         self._event_loop = event_loop
         #: Whether a ``_kick`` is queued on the event loop.
         self._kick_queued = False
@@ -251,7 +249,7 @@ class DynamicBatcher(Scheduler):
         #: idle worker leads: the next arrival makes one lead, or the next worker back).
         self._leader: int | None = None if self._lead else _BATCHER
         #: Whether batches start on the thread that queues a request or completes a batch
-        #: (``_launch``), with no worker threads at all: instances that run without a thread
+        #: (``_turns``), with no worker threads at all: instances that run without a thread
         #: waiting on them, and no queue delay to wait out, so that a batch is due as soon
         #: as an instance is free (and nothing else needs a thread: no timeouts, no limiter).
         self._inline = nowait is not None and self._lead and config.max_queue_delay_ns == 0
@@ -361,17 +359,18 @@ class DynamicBatcher(Scheduler):
             if not self._idle:
                 return  # the next batch to complete starts what is queued
             loop = self._event_loop() if self._event_loop is not None else None
-            if loop is None or asyncio._get_running_loop() is not loop:
-                starts = self._due()
-            elif self._kick_queued:
-                return  # this loop turn's arrivals start together (``_kick``)
-            else:
+            if loop is not None and asyncio._get_running_loop() is loop:
+                if self._kick_queued:
+                    return  # this loop turn's arrivals start together (``_kick``)
                 self._kick_queued = True
-                starts = None
-        if starts is None:
-            loop.call_soon(self._kick)  # type: ignore[union-attr]
+                kick_on: asyncio.AbstractEventLoop | None = loop
+                starts = []
+            else:
+                kick_on, starts = None, self._due()
+        if kick_on is not None:
+            kick_on.call_soon(self._kick)
         elif starts:
-            self._launch(starts)
+            self._turns.run(starts)
 
     def _kick(self) -> None:
         """On the event loop, at the end of the turn in which requests arrived: start what
@@ -381,7 +380,7 @@ class DynamicBatcher(Scheduler):
             self._kick_queued = False
             starts = self._due()
         if starts:
-            self._launch(starts)
+            self._turns.run(starts)
 
     def _arrived(self, pending: deque[_Entry], entry: _Entry) -> None:
         """Wake whoever must form batches now that ``entry`` is queued (under the lock)."""
@@ -423,28 +422,18 @@ class DynamicBatcher(Scheduler):
             starts.append((index, [e.job for e in batch]))
         return starts
 
-    def _launch(self, starts: list[tuple[int, list[Job]]]) -> None:
-        """Start ``starts`` on this thread (inline mode, the lock not held)."""
-        local = self._local
-        turns: list[tuple[int, list[Job]]] | None = getattr(local, "turns", None)
-        if turns is not None:  # inside a start on this thread: it runs these next
-            turns.extend(starts)
-            return
-        turns = local.turns = list(starts)
+    def _start(self, start: tuple[int, list[Job]]) -> None:
+        """Start a batch, ``(instance index, jobs)``, through ``_nowait`` (the lock not held):
+        the thread it completes on answers it and frees the instance (``_release``)."""
+        index, jobs = start
+        assert self._nowait is not None
         try:
-            while turns:
-                index, jobs = turns.pop()
-                assert self._nowait is not None
-                try:
-                    self._nowait(self._instances[index], jobs, self._releases[index])
-                except BaseException as exc:  # it never raises; should it, never lose an instance
-                    fail_unfinished(
-                        jobs, internal_error(f"batch execution on {self._instances[index].name} failed", exc)
-                    )
-                    self._release(index)
-                jobs = None  # type: ignore[assignment]
-        finally:
-            local.turns = None
+            self._nowait(self._instances[index], jobs, self._releases[index])
+        except BaseException as exc:  # it never raises; should it, never lose an instance
+            fail_unfinished(
+                jobs, internal_error(f"batch execution on {self._instances[index].name} failed", exc)
+            )
+            self._release(index)
 
     def _promote(self) -> None:
         """Make the idle worker that came back last the leader, and wake it."""
@@ -648,11 +637,7 @@ class DynamicBatcher(Scheduler):
             if self._nowait is not None:
                 # The batch completes on another thread (the stub's reader), which answers
                 # it there and frees the instance: no hand-back to this thread and back.
-                try:
-                    self._nowait(instance, jobs, self._releases[index])
-                except BaseException as exc:  # it never raises; should it, never lose an instance
-                    fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
-                    self._release(index)
+                self._start((index, jobs))
                 jobs = None
                 continue
             try:
@@ -690,7 +675,7 @@ class DynamicBatcher(Scheduler):
             if not self._open:
                 self._cond.notify_all()  # ``stop`` waits for the last batch
         if starts:
-            self._launch(starts)
+            self._turns.run(starts)
 
     def _take(self, index: int, back: bool) -> list[Job] | None:
         """Worker ``index``'s next batch (``back``: it just finished one), or None: stop."""

@@ -16,7 +16,8 @@ import collections
 import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Generic, TypeVar
 
 from tritonpy_sdk import ModelInstance, TritonError
 
@@ -25,6 +26,36 @@ from .contract import Scheduler
 
 #: Starts a batch on an instance and calls the release callback once the instance is free.
 NowaitRunner = Callable[[ModelInstance, Sequence[Job], Callable[[], None]], None]
+
+T = TypeVar("T")
+
+
+class Turns(Generic[T]):
+    """Starts batches on the calling thread, one after another, never nested.
+
+    A batch may complete before its start returns (a backend that answers at once), and
+    its completion may start the next queued batch on the same thread: that one is
+    then run by the outer call in turn, so a long queue never becomes a deep recursion.
+    """
+
+    def __init__(self, start: Callable[[T], None]) -> None:
+        self._start = start
+        self._local = threading.local()
+
+    def run(self, items: Iterable[T]) -> None:
+        """``start(item)`` for each of ``items`` on this thread, now or after the start
+        this thread is inside of."""
+        local = self._local
+        turns: list[T] | None = getattr(local, "turns", None)
+        if turns is not None:  # inside a start on this thread: it runs these next
+            turns.extend(items)
+            return
+        turns = local.turns = list(items)
+        try:
+            while turns:
+                self._start(turns.pop())
+        finally:
+            local.turns = None
 
 
 class InlineScheduler(Scheduler):
@@ -44,10 +75,7 @@ class InlineScheduler(Scheduler):
         self._open = False
         #: Each instance's release callback, made once (not a partial per request).
         self._releases = {id(i): functools.partial(self._release, i) for i in instances}
-        # Batches started on this thread while it is already starting one of this
-        # model's (a backend that completes before returning): run by the outer
-        # call in turn, so a long queue never becomes a deep recursion.
-        self._local = threading.local()
+        self._turns: Turns[tuple[ModelInstance, Job]] = Turns(self._start)
 
     def start(self) -> None:
         self._open = True
@@ -64,22 +92,15 @@ class InlineScheduler(Scheduler):
         self._drive(instance, job)
 
     def _drive(self, instance: ModelInstance, job: Job) -> None:
-        local = self._local
-        turns: list[tuple[ModelInstance, Job]] | None = getattr(local, "turns", None)
-        if turns is not None:  # inside a batch this thread is starting: it runs this one next
-            turns.append((instance, job))
-            return
-        turns = local.turns = [(instance, job)]
+        self._turns.run(((instance, job),))
+
+    def _start(self, turn: tuple[ModelInstance, Job]) -> None:
+        instance, job = turn
         try:
-            while turns:
-                instance, job = turns.pop()
-                try:
-                    self._runner(instance, (job,), self._releases[id(instance)])
-                except BaseException as exc:  # the runner answers jobs itself; never lose an instance
-                    fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
-                    self._release(instance)
-        finally:
-            local.turns = None
+            self._runner(instance, (job,), self._releases[id(instance)])
+        except BaseException as exc:  # the runner answers jobs itself; never lose an instance
+            fail_unfinished((job,), internal_error(f"execution on {instance.name} failed", exc))
+            self._release(instance)
 
     def _release(self, instance: ModelInstance) -> None:
         """``instance`` finished its batch: start the oldest queued request on it."""
