@@ -164,7 +164,8 @@ def main() -> None:
         answer = {
             "op": "done",
             "b": 8,
-            "r": [{"o": [link.put(k, "FP32", arr) for k in ("OUTPUT0", "OUTPUT1")], "e": None, "p": {}}],
+            # One response as response_to_wire makes it: (outputs, error, parameters).
+            "r": [([link.put(k, "FP32", arr) for k in ("OUTPUT0", "OUTPUT1")], None, {})],
         }
         data = pickle.dumps(answer, protocol=5)
         print(f"unpickle done: {per_call(lambda: pickle.loads(data), n):.1f} µs")
@@ -177,7 +178,8 @@ def main() -> None:
         head = per_call(lambda: encode_head(200, parts, extra, media, DEFAULT_HEADERS, True), n)
         print(f"encode_head: {head:.1f} µs")
     finally:
-        server.stop()
+        # Stopped off the loop while it runs: the stub's answer to 'fini' is read on it.
+        loop.run_until_complete(loop.run_in_executor(None, server.stop))
         loop.close()
         shutil.rmtree(work, ignore_errors=True)
 
