@@ -38,10 +38,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cpu() -> tuple[float, float]:
-    """This process's CPU seconds so far: (user + system, system)."""
+def _cpu() -> tuple[float, float, int]:
+    """This process's CPU seconds so far: (user + system, system, voluntary context switches)."""
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, r.ru_stime
+    return r.ru_utime + r.ru_stime, r.ru_stime, r.ru_nvcsw
 
 
 class _WorkerEnd:
@@ -66,6 +66,8 @@ async def run(args: argparse.Namespace) -> None:
         server = tritonpy.Server(model_repository=str(repo))
         server.event_loop = loop
         await loop.run_in_executor(None, server.start)
+        if args.pin:
+            _pin_tree()
         try:
             await _measure(args, loop, server)
         finally:
@@ -159,11 +161,11 @@ async def _measure(args: argparse.Namespace, loop: asyncio.AbstractEventLoop, se
                 stats.print_stats(args.top)
                 if args.callers:
                     stats.print_callers(args.callers)
-            return (t1[0] - t0[0]) / n * 1e6, (t1[1] - t0[1]) / n * 1e6
+            return (t1[0] - t0[0]) / n * 1e6, (t1[1] - t0[1]) / n * 1e6, (t1[2] - t0[2]) / n
 
         return timed()
 
-    results: dict[int, list[tuple[float, float]]] = {}
+    results: dict[int, list[tuple[float, float, float]]] = {}
     stub_us: dict[int, list[float]] = {}
     for inflight in args.inflight:
         results[inflight] = []
@@ -173,11 +175,11 @@ async def _measure(args: argparse.Namespace, loop: asyncio.AbstractEventLoop, se
                 results[inflight].append(us)
     print(f"core CPU µs per request (getrusage self), {args.rounds} rounds of {args.requests}:")
     for inflight, rounds in results.items():
-        us = [total for total, _ in rounds]
+        us = [total for total, _, _ in rounds]
         best = min(rounds)
         median = sorted(us)[len(us) // 2]
         every = " ".join(f"{u:.1f}" for u in us)
-        head = f"  in flight {inflight}: best {best[0]:.1f} (system {best[1]:.1f})"
+        head = f"  in flight {inflight}: best {best[0]:.1f} (system {best[1]:.1f}, sleeps {best[2]:.2f})"
         print(f"{head}  median {median:.1f}  all {every}")
     print("stub CPU µs per request (/proc, user + system, 10 ms ticks), the same rounds:")
     for inflight, values in stub_us.items():
@@ -186,6 +188,26 @@ async def _measure(args: argparse.Namespace, loop: asyncio.AbstractEventLoop, se
 
 
 _TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of ``pid`` onto ``cpus`` (``taskset -a``)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+        except OSError:
+            pass  # a thread that ended meanwhile
+
+
+def _pin_tree() -> None:
+    """This process alone on the first CPU it may use; its children (the stubs) on the others."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs two CPUs")
+    _pin(os.getpid(), {cpus[0]})
+    for children in Path("/proc/self/task").glob("*/children"):
+        for pid in children.read_text().split():
+            _pin(int(pid), set(cpus[1:]))
 
 
 def _children_ticks() -> int:
@@ -210,6 +232,11 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, nargs="+", default=[1, 8])
     parser.add_argument(
         "--profile", type=int, default=0, help="cProfile (CPU time) the last round at this many in flight"
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="this process alone on one CPU, the stub on the others (the core with a core of its own)",
     )
     parser.add_argument("--sort", default="tottime")
     parser.add_argument("--top", type=int, default=40)
