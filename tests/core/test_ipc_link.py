@@ -197,6 +197,89 @@ def test_peer_death_closes_the_link() -> None:
         assert child.wait(30) == 3
 
 
+class _CountedWrites:
+    """A link's transport that records each write (the parts of one ``writelines``)."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self.writes: list[bytes] = []
+
+    def writelines(self, parts: Any) -> None:
+        parts = list(parts)
+        self.writes.append(b"".join(bytes(p) for p in parts))
+        self._transport.writelines(parts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack("=IH", len(payload) + 2, 0) + payload
+
+
+async def _pair(on_frames: Callable[[Frames], None]) -> tuple[Link, Link, _CountedWrites]:
+    """Two ends of a link in this process; the first's writes are counted."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    mine, peer = await asyncio.gather(Link.open(a, lambda frames: None), Link.open(b, on_frames))
+    counted = _CountedWrites(mine.transport)
+    mine.transport = counted  # type: ignore[assignment]
+    return mine, peer, counted
+
+
+def test_the_frames_of_one_turn_leave_in_one_write_at_its_end() -> None:
+    reads: list[Frames] = []
+
+    async def main() -> None:
+        mine, peer, counted = await _pair(reads.append)
+        try:
+            mine.send(b"one")
+            mine.send(b"tw", b"o")
+            mine.send(b"three")
+            assert counted.writes == []  # not before the turn ends
+            await asyncio.sleep(0)
+            assert counted.writes == [_frame(b"one") + _frame(b"two") + _frame(b"three")]
+            mine.send(b"four")  # a later turn: a write of its own
+            await asyncio.sleep(0)
+            assert counted.writes[1:] == [_frame(b"four")]
+            for _ in range(100):
+                if sum(map(len, reads)) == 4:
+                    break
+                await asyncio.sleep(0.01)
+            assert [f for frames in reads for f in frames] == [b"one", b"two", b"three", b"four"]
+        finally:
+            mine.close()
+            peer.close()
+
+    asyncio.run(main())
+
+
+def test_a_large_frame_drain_and_close_write_at_once_in_order() -> None:
+    reads: list[Frames] = []
+    big = b"b" * (1 << 16)
+
+    async def main() -> None:
+        mine, peer, counted = await _pair(reads.append)
+        try:
+            mine.send(b"small")
+            mine.send(big)  # written now, after the frame before it
+            assert counted.writes == [_frame(b"small") + _frame(big)]
+            mine.send(b"before drain")
+            await mine.drain()
+            assert counted.writes[1:] == [_frame(b"before drain")]
+            mine.send(b"last")
+        finally:
+            mine.close()  # the frame sent before close goes out first
+        assert counted.writes[2:] == [_frame(b"last")]
+        for _ in range(100):
+            if sum(map(len, reads)) == 4:
+                break
+            await asyncio.sleep(0.01)
+        peer.close()
+        assert [f for frames in reads for f in frames] == [b"small", big, b"before drain", b"last"]
+
+    asyncio.run(main())
+
+
 def test_a_peer_that_is_not_a_link_is_refused() -> None:
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     theirs.sendall(b"GET / HTTP/1.1\r\n\r\n")
