@@ -541,6 +541,36 @@ class Server:
             self._leave()
             raise
 
+    def run_direct(self, name: str, version: int, inputs: dict[str, Any]) -> dict[str, Any] | None:
+        """``ModelHandle.predict(inputs)`` without options, run on the calling thread
+        through its backend's ``execute_direct`` (``LoadedVersion.run_direct``) when
+        nothing would treat the request differently: the server serves, tracing is off,
+        the model's direct lane takes these inputs and an instance is free. The outputs,
+        or None (nothing done): then ``predict`` goes the usual way."""
+        if self._stopping or not self._started or self.draining or not self.tracer.off:
+            return None
+        try:
+            mv = self.manager.get_version(name, version)
+        except TritonError:  # the usual way words it
+            return None
+        inflight = self._inflight
+        inflight.append(None)  # ``_enter``, inlined
+        try:
+            result = mv.run_direct(inputs)
+            if isinstance(result, Answer):
+                response = result.wait(None)
+                if response.error is not None:
+                    raise response.error
+                outputs = {}
+                for output, tensor in response.outputs.items():
+                    outputs[output] = tensor.data
+                return outputs
+            return result
+        finally:
+            inflight.pop()  # ``_leave``, inlined
+            if not inflight and self._idle_waiters:
+                self._leave_notify()
+
     def is_decoupled(self, name: str, version: int | str | None = None) -> bool:
         """Whether model ``name`` may send any number of responses per request."""
         return self.get_version(name, version).decoupled
