@@ -553,6 +553,8 @@ class Server:
             mv = self.manager.get_version(name, version)
         except TritonError:  # the usual way words it
             return None
+        if not mv.direct:
+            return None
         inflight = self._inflight
         inflight.append(None)  # ``_enter``, inlined
         try:

@@ -130,6 +130,8 @@ class LoadedVersion:
     _execute_direct: Callable[[ModelInstance, DirectCall], Any] | None = field(
         init=False, repr=False, default=None
     )
+    #: Whether ``run_direct`` may take requests (``_execute_direct`` is set).
+    direct: bool = field(init=False, default=False)
     #: ``DefaultScheduler.hold`` of the direct lane's scheduler.
     _hold: Callable[[], tuple[ModelInstance, threading.Lock] | None] | None = field(
         init=False, repr=False, default=None
@@ -176,6 +178,7 @@ class LoadedVersion:
         ):
             self._execute_direct = direct
             self._hold = scheduler.hold
+            self.direct = True
 
     def start(self) -> None:
         """Start the scheduler's workers; the version serves from now on."""

@@ -117,7 +117,7 @@ def _usual(handle: Any, inputs: dict[str, np.ndarray[Any, Any]]) -> dict[str, np
 
 def test_in_process_instances_take_the_direct_lane(server: tritonpy.Server) -> None:
     for name in ("odd", "add_sub"):
-        assert server.get_version(name)._execute_direct is not None
+        assert server.get_version(name).direct
 
 
 @pytest.mark.parametrize("what", CASES)
