@@ -124,11 +124,9 @@ class ModelHandle:
     def predict(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
         if not kwargs and type(inputs) is dict:
-            # Run through the backend's ``execute_direct`` when nothing needs the request
-            # and response objects (``Server.run_direct``); None: the usual way.
-            outputs = self._server.run_direct(self.name, self.version, inputs)
-            if outputs is not None:
-                return outputs
+            # Through the backend's ``execute_direct`` when nothing needs the request and
+            # response objects, else the usual way (``Server.predict``).
+            return self._server.predict(self.name, self.version, inputs, self.create_request)
         request = self.create_request(inputs, **kwargs)
         response = self._server.infer(request)
         outputs = {}
