@@ -304,6 +304,7 @@ class LoadedVersion:
             except Exception as exc:
                 return self._direct_finish(instance, call, None, exc)
             if type(result) is dict and call.made is None:
+                call.done = True  # a request made from now on is done with (``_make``)
                 infer_end = time.monotonic_ns()
                 times = ExecutionTimes(start, infer_start, infer_end, time.monotonic_ns())
                 self.stats.record_one(times, arrival, batch, True)
@@ -664,7 +665,7 @@ class _Direct(DirectCall):
     """A direct call whose request, once made, is a job of its model (answered through
     ``answer``) with its ``SenderBatch``: what ``run`` gives ``execute``."""
 
-    __slots__ = ("_model", "arrival", "start", "infer_start", "job", "senders", "answer")
+    __slots__ = ("_model", "arrival", "start", "infer_start", "done", "job", "senders", "answer")
 
     def __init__(
         self, model: LoadedVersion, batch_size: int, inputs: dict[str, Any], arrival: int, start: int
@@ -679,6 +680,9 @@ class _Direct(DirectCall):
         self.arrival = arrival
         self.start = start
         self.infer_start = start
+        #: Answered with its arrays: a request made later (a model that kept it and asks
+        #: for its response sender) gets a closed sender, as once ``execute`` returned.
+        self.done = False
         self.job: Job | None = None
         self.senders: SenderBatch | None = None
         self.answer: Answer | None = None
@@ -696,6 +700,8 @@ class _Direct(DirectCall):
         job.queued = False
         senders = self.senders = SenderBatch(self._model, (job,), self.start, False)
         senders.infer_start = self.infer_start
+        if self.done:
+            senders.close()
         return request
 
 

@@ -63,6 +63,16 @@ class TritonPythonModel:
             return [pb_utils.InferenceResponse([y, z])]
         if what == 12:
             request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+        if what == 13:  # kept past its execute
+            self.kept = request
+        if what == 14:  # the kept request's sender, asked for late: Y = [1] when sending fails
+            final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+            try:
+                self.kept.get_response_sender().send(pb_utils.InferenceResponse([z]), flags=final)
+                failed = 0.0
+            except Exception:
+                failed = 1.0
+            y = pb_utils.Tensor("Y", np.array([failed], np.float32))
         return [pb_utils.InferenceResponse([y, z])]
 """
 
@@ -137,6 +147,18 @@ def test_predict_answers_as_infer_whatever_the_model_does(
     assert direct == usual
     assert {k: after[k] - middle[k] for k in after} == {k: middle[k] - before[k] for k in after}
     assert [r.getMessage() for r in caplog.records if r.levelname != "DEBUG"] == usual_log
+
+
+def test_a_request_kept_past_its_execute_has_a_closed_sender(server: tritonpy.Server) -> None:
+    """A model that keeps a request and asks for its response sender after answering it
+    gets a closed one (sending fails), whichever way the request came."""
+    handle = server.model("odd")
+    late = {"X": np.array([14], np.float32)}
+    _usual(handle, {"X": np.array([13], np.float32)})
+    usual = _usual(handle, late)["Y"].tolist()
+    handle.predict({"X": np.array([13], np.float32)})
+    direct = _usual(handle, late)["Y"].tolist()
+    assert direct == usual == [1.0]
 
 
 def test_predict_of_add_sub_as_infer(server: tritonpy.Server) -> None:
