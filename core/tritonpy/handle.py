@@ -123,6 +123,10 @@ class ModelHandle:
 
     def predict(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
+        if not kwargs and type(inputs) is dict:
+            # Through the backend's ``execute_direct`` when nothing needs the request and
+            # response objects, else the usual way (``Server.predict``).
+            return self._server.predict(self.name, self.version, inputs, self.create_request)
         request = self.create_request(inputs, **kwargs)
         response = self._server.infer(request)
         outputs = {}

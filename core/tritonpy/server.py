@@ -541,6 +541,49 @@ class Server:
             self._leave()
             raise
 
+    def predict(
+        self,
+        name: str,
+        version: int,
+        inputs: dict[str, Any],
+        make_request: Callable[[dict[str, Any]], InferenceRequest],
+    ) -> dict[str, Any]:
+        """``ModelHandle.predict(inputs)`` without options: ``{output name: array}``.
+
+        Run on the calling thread through the backend's ``execute_direct``
+        (``LoadedVersion.run_direct``) when nothing would treat the request
+        differently: the server serves, tracing is off, the model's direct lane takes
+        these inputs and an instance is free. Otherwise the usual way, as ``infer`` of
+        ``make_request(inputs)`` (on the version already found, when there is one)."""
+        mv = None
+        if not (self._stopping or not self._started or self.draining):
+            try:
+                mv = self.manager.get_version(name, version)
+            except TritonError:  # ``infer`` words it
+                pass
+        if mv is not None and mv.direct and self.tracer.off:
+            inflight = self._inflight
+            inflight.append(None)  # ``_enter``, inlined
+            try:
+                result = mv.run_direct(inputs)
+                if isinstance(result, Answer):
+                    return _outputs(result.wait(None))
+                if result is not None:
+                    return result
+            finally:
+                inflight.pop()  # ``_leave``, inlined
+                if not inflight and self._idle_waiters:
+                    self._leave_notify()
+        request = make_request(inputs)
+        if mv is None:
+            return _outputs(self.infer(request))
+        # ``infer`` on the version found (``_admit``'s checks passed above).
+        if mv.decoupled:
+            raise _decoupled_refusal(request, None, "stream()")
+        answer = Answer()
+        self._submit(mv, request, answer.done, False, True)
+        return _outputs(answer.wait(None))
+
     def is_decoupled(self, name: str, version: int | str | None = None) -> bool:
         """Whether model ``name`` may send any number of responses per request."""
         return self.get_version(name, version).decoupled
@@ -651,6 +694,16 @@ class Server:
         finally:
             if not finished:
                 request.cancel()
+
+
+def _outputs(response: InferenceResponse) -> dict[str, Any]:
+    """``predict``'s answer: the response's output arrays, or its error raised."""
+    if response.error is not None:
+        raise response.error
+    outputs = {}
+    for name, tensor in response.outputs.items():  # a loop: no comprehension's frame
+        outputs[name] = tensor.data
+    return outputs
 
 
 def _decoupled_refusal(request: InferenceRequest, message: str | None, stream_call: str) -> TritonError:

@@ -7,6 +7,8 @@ import pytest
 from tritonpy_sdk import (
     Backend,
     BackendInfo,
+    DataType,
+    DirectCall,
     GpuSupport,
     InferenceRequest,
     InferenceResponse,
@@ -139,6 +141,32 @@ def test_execute_with_fewer_arguments_is_called_by_name() -> None:
     hooks = validate_backend("only", OnlyRequests())
     (resp,) = hooks.execute(None, [InferenceRequest("m", 1, {})])  # type: ignore[arg-type]
     assert resp.id == "1"
+
+
+def test_execute_direct_is_bound_once_and_its_call_makes_the_request_once() -> None:
+    class Direct:
+        @hookimpl
+        def backend_info(self) -> BackendInfo:
+            return BackendInfo()
+
+        @hookimpl
+        def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
+            return []
+
+        @hookimpl
+        def execute_direct(self, call: DirectCall) -> dict[str, np.ndarray]:
+            return {"Y": call.inputs["X"] * 2}
+
+    assert validate_backend("plain", Doubler()).direct_function() is None
+    direct = validate_backend("direct", Direct()).direct_function()
+    assert direct is not None
+    call = DirectCall("m", 3, 2, {"X": np.ones((2, 1), np.float32)})
+    assert direct(None, call)["Y"].tolist() == [[2.0], [2.0]]
+    assert call.made is None
+    request = call.request()
+    assert call.request() is request and call.made is request
+    assert (request.model_name, request.model_version, request.batch_size) == ("m", 3, 2)
+    assert request.inputs["X"].datatype is DataType.FP32 and request.inputs["X"].data is call.inputs["X"]
 
 
 @pytest.fixture

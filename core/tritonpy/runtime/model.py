@@ -17,21 +17,26 @@ from typing import Any
 
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
+    DirectCall,
     ErrorCode,
     InferenceRequest,
     InferenceResponse,
     Model,
     ModelInstance,
     OnResponse,
+    Tensor,
     TritonError,
 )
 from tritonpy_sdk.cache import ResponseCache
 from tritonpy_sdk.host import BackendHooks, call_hook
 
+from ..bridges import Answer
 from ..config import ModelConfig
 from ..failures import report
+from ..inputs import NUMERIC
 from ..memory.placement import place_inputs
 from ..scheduler import (
+    DefaultScheduler,
     Job,
     Scheduler,
     create_scheduler,
@@ -45,7 +50,7 @@ from .responses import finish_response
 from .senders import SenderBatch
 from .spec import IOSpec
 from .statistics import ExecutionTimes, ModelStatistics
-from .validation import take_reserved_parameters, validate_request
+from .validation import direct_batch_size, take_reserved_parameters, validate_request
 
 # The name it had before runtime/ existed: log lines and users' logging filters name it.
 log = logging.getLogger("tritonpy.model")
@@ -119,6 +124,18 @@ class LoadedVersion:
     _execute: Callable[
         [ModelInstance, Sequence[InferenceRequest]], Sequence[InferenceResponse | None] | None
     ] = field(init=False, repr=False)
+    #: The backend's ``execute_direct`` when a ``predict`` may take the direct lane
+    #: (``run_direct``): nothing between the caller and ``execute`` would change its
+    #: request or its answer. None: every request goes through ``submit``.
+    _execute_direct: Callable[[ModelInstance, DirectCall], Any] | None = field(
+        init=False, repr=False, default=None
+    )
+    #: Whether ``run_direct`` may take requests (``_execute_direct`` is set).
+    direct: bool = field(init=False, default=False)
+    #: ``DefaultScheduler.hold`` of the direct lane's scheduler.
+    _hold: Callable[[], tuple[ModelInstance, threading.Lock] | None] | None = field(
+        init=False, repr=False, default=None
+    )
 
     def __post_init__(self) -> None:
         self._execute = self.hooks.execute_function()
@@ -148,6 +165,20 @@ class LoadedVersion:
         # The scheduler's optional capabilities, read once here rather than per request.
         self._run_here = scheduler.run_here if scheduler.can_run_here else None
         self._reschedule = scheduler.reschedule if scheduler.can_reschedule else None
+        direct = self.hooks.direct_function()
+        if (
+            direct is not None
+            and type(scheduler) is DefaultScheduler  # no batcher, sequences, rate limiter
+            and self.instances
+            and all(i.direct for i in self.instances)
+            and self.cache is None
+            and not self.decoupled
+            and not self.device_tensors
+            and not self.spec.reshaped_outputs
+        ):
+            self._execute_direct = direct
+            self._hold = scheduler.hold
+            self.direct = True
 
     def start(self) -> None:
         """Start the scheduler's workers; the version serves from now on."""
@@ -241,6 +272,64 @@ class LoadedVersion:
             # As Triton: a request refused here (a full queue) never entered the
             # model, so no statistic counts it (a queue timeout is a failure).
             raise
+
+    def run_direct(self, inputs: dict[str, Any]) -> dict[str, Any] | Answer | None:
+        """Run a ``predict`` of ``inputs`` on the calling thread through the backend's
+        ``execute_direct``, when it can take them as they are (``direct_batch_size``)
+        and an instance is free; None (nothing done) otherwise: then ``submit`` it.
+
+        Returns the outputs, or, when the backend answered as ``execute`` does, the
+        ``Answer`` that gets the response ``_finish`` makes of it (an error response
+        included; it may come later, through a response sender): the caller waits for
+        it once the instance is free. Statistics are recorded as ``submit`` and
+        ``run`` record them."""
+        execute = self._execute_direct
+        if execute is None or self.state is not ModelState.READY:
+            return None
+        batch = direct_batch_size(self.spec, inputs)
+        if not batch:
+            return None
+        assert self._hold is not None
+        arrival = time.monotonic_ns()
+        held = self._hold()
+        if held is None:
+            return None
+        instance, lock = held
+        try:
+            start = time.monotonic_ns()
+            call = _Direct(self, batch, inputs, arrival, start)
+            call.infer_start = infer_start = time.monotonic_ns()
+            try:
+                result = execute(instance, call)
+            except Exception as exc:
+                return self._direct_finish(instance, call, None, exc)
+            if type(result) is dict and call.made is None:
+                call.done = True  # a request made from now on is done with (``_make``)
+                infer_end = time.monotonic_ns()
+                times = ExecutionTimes(start, infer_start, infer_end, time.monotonic_ns())
+                self.stats.record_one(times, arrival, batch, True)
+                return result
+            return self._direct_finish(instance, call, result, None)
+        finally:
+            lock.release()
+
+    def _direct_finish(
+        self, instance: ModelInstance, call: _Direct, result: Any, error: BaseException | None
+    ) -> Answer:
+        """What ``run`` does after ``execute`` for a direct call the backend answered as
+        ``execute`` does; the caller waits for the answer (it may come later, from a
+        response sender)."""
+        request = call.request()
+        job = call.job
+        assert job is not None and call.senders is not None and call.answer is not None
+        if type(result) is dict:  # outputs, though the request was made: as a response
+            result = [InferenceResponse({n: Tensor.from_numpy(n, a) for n, a in result.items()})]
+        try:
+            self._finish(instance, (job,), (request,), call.senders, call.start, result, error)
+        except Exception as exc:
+            message = report(log, f"running a batch of model '{self.name}' failed", exc)
+            fail_unfinished((job,), TritonError.internal(message))
+        return call.answer
 
     def _not_ready(self) -> TritonError:
         message = f"Request for unknown model: '{self.name}' version {self.version} is not at ready state"
@@ -570,6 +659,50 @@ class LoadedVersion:
         finalize_quietly(self.hooks, "model_finalize", model=self.model)
         self.state = ModelState.UNAVAILABLE
         self.reason = "unloaded"
+
+
+class _Direct(DirectCall):
+    """A direct call whose request, once made, is a job of its model (answered through
+    ``answer``) with its ``SenderBatch``: what ``run`` gives ``execute``."""
+
+    __slots__ = ("_model", "arrival", "start", "infer_start", "done", "job", "senders", "answer")
+
+    def __init__(
+        self, model: LoadedVersion, batch_size: int, inputs: dict[str, Any], arrival: int, start: int
+    ) -> None:
+        # ``DirectCall.__init__``, spelt out (one call less per request)
+        self.model_name = model.name
+        self.model_version = model.version
+        self.batch_size = batch_size
+        self.inputs = inputs
+        self.made = None
+        self._model = model
+        self.arrival = arrival
+        self.start = start
+        self.infer_start = start
+        #: Answered with its arrays: a request made later (a model that kept it and asks
+        #: for its response sender) gets a closed sender, as once ``execute`` returned.
+        self.done = False
+        self.job: Job | None = None
+        self.senders: SenderBatch | None = None
+        self.answer: Answer | None = None
+
+    def _make(self) -> InferenceRequest:
+        # The tensors ``ModelHandle.create_request`` makes of plain numeric arrays.
+        request = InferenceRequest(
+            self.model_name,
+            self.model_version,
+            {name: Tensor(name, array, NUMERIC[array.dtype]) for name, array in self.inputs.items()},
+        )
+        request.batch_size = self.batch_size
+        self.answer = Answer()
+        job = self.job = Job(request, self.answer.done, self.arrival)
+        job.queued = False
+        senders = self.senders = SenderBatch(self._model, (job,), self.start, False)
+        senders.infer_start = self.infer_start
+        if self.done:
+            senders.close()
+        return request
 
 
 def _handed_back(requests: Sequence[InferenceRequest]) -> Sequence[int]:

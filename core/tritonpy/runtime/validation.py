@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
 from tritonpy_sdk import (
     SEQUENCE_END,
     SEQUENCE_START,
@@ -20,6 +22,7 @@ from tritonpy_sdk import (
     TritonError,
 )
 
+from ..inputs import NUMERIC
 from ..memory.shared import SHARED_MEMORY_KEYS
 from .spec import IOSpec, TensorSpec
 
@@ -73,6 +76,40 @@ def take_reserved_parameters(request: InferenceRequest) -> None:
 
 def _fmt(shape: tuple[int, ...] | list[int]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def direct_batch_size(spec: IOSpec, inputs: dict[str, Any]) -> int:
+    """The batch size of a request of these ``inputs`` when each is a plain numeric
+    numpy array that fits ``spec`` as it is (``validate_request`` would take it and
+    change nothing: no ``reshape``); else 0, and ``validate_request`` decides (and
+    words any refusal)."""
+    specs = spec.inputs
+    if len(inputs) != len(specs) and not spec.required_inputs.issubset(inputs):
+        return 0
+    batching = spec.batching
+    batch = 0 if batching else 1
+    for name, value in inputs.items():
+        if type(value) is not np.ndarray:
+            return 0
+        ispec = specs.get(name)
+        if ispec is None or ispec.reshape is not None or NUMERIC.get(value.dtype) is not ispec.datatype:
+            return 0
+        shape = value.shape
+        if batching:
+            if not shape:
+                return 0
+            if batch == 0:
+                batch = shape[0]
+            elif shape[0] != batch:
+                return 0
+            shape = shape[1:]
+        if shape != ispec.dims:
+            expected = ispec.dims
+            if len(shape) != len(expected) or any(e != -1 and e != d for e, d in zip(expected, shape)):
+                return 0
+    if batching and not 1 <= batch <= spec.max_batch_size:
+        return 0
+    return batch
 
 
 def validate_request(spec: IOSpec, request: InferenceRequest) -> None:

@@ -139,6 +139,20 @@ class DefaultScheduler(Scheduler):
                     lock.release()
         return False
 
+    def hold(self) -> tuple[ModelInstance, threading.Lock] | None:
+        """A free instance for the calling thread to run one request on, with its lock
+        held (the caller releases it), when ``run_here`` would run a job now; else None."""
+        if not self._open or self._backlog:
+            return None
+        for pair in self._instances:
+            lock = pair[1]
+            if lock.acquire(blocking=False):
+                if self._open:
+                    return pair
+                lock.release()
+                return None
+        return None
+
     def _run(self, instance: ModelInstance, job: Job) -> None:
         try:
             self._runner(instance, (job,))

@@ -40,6 +40,7 @@ from ._device_memory import (
     scatter_device_outputs,
     wanted_on_device,
 )
+from ._direct import DirectCall
 from ._dlpack import KDLCPU, KDLCUDA
 from ._errors import ErrorCode, TritonError
 from ._hookspecs import hookimpl
@@ -58,6 +59,7 @@ __all__ = [
     "BackendInfo",
     "DataType",
     "DeviceArray",
+    "DirectCall",
     "DeviceMemory",
     "ErrorCode",
     "ExecuteComplete",

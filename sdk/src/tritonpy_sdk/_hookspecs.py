@@ -17,6 +17,8 @@ Call order, mirroring Triton's backend API::
           execute(instance, requests)   many times
           execute_nowait(instance, requests, complete)
                                         instead, for instances that only wait on I/O (optional)
+          execute_direct(instance, call)
+                                        one request of the in-process predict, as arrays (optional)
           instance_ready(instance)      on readiness checks (optional), beside execute
         instance_finalize(instance)     per instance, at unload
       model_finalize(model)             per model version, at unload
@@ -55,10 +57,13 @@ arguments than the specification lists (pluggy's rule), never others.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import pluggy
 
 from ._backend_info import BackendInfo, GpuSupport
+from ._direct import DirectCall
 from ._inference import InferenceRequest, InferenceResponse
 from ._objects import Backend, ExecuteComplete, Model, ModelInstance
 
@@ -247,6 +252,32 @@ def execute_nowait(
     returning. The instance takes no other batch until then; what ``execute``
     says of the responses holds for ``complete`` too. An exception raised by
     the hook itself fails the batch.
+    """
+
+
+@hookspec(firstresult=True)
+def execute_direct(
+    instance: ModelInstance, call: DirectCall
+) -> dict[str, np.ndarray[Any, Any]] | Sequence[InferenceResponse | None] | None:
+    """Run one request of the in-process API's ``predict`` given as arrays (optional).
+
+    For backends whose models take arrays anyway: the request reaches the model
+    without ``InferenceRequest`` and ``InferenceResponse`` objects. It is called
+    only for instances that set ``instance.direct = True`` in
+    ``instance_initialize``, on the calling thread, holding the instance (as
+    ``execute`` would be), and only where nothing between the caller and
+    ``execute`` would change the request or its answer: a model that is not
+    decoupled, without dynamic or sequence batching, rate limiting, response
+    cache, ``reshape`` or device-resident inputs, for a ``predict`` without
+    options, of validated host arrays, while tracing is off. ``execute`` is
+    still called everywhere else, so a backend implements both.
+
+    Return ``{output name: numpy array}`` (host arrays, only outputs the config
+    declares) when the model answered with just that. Otherwise, for anything
+    else the model did (an error, a response sender, a request handed back,
+    device outputs), make the request with ``call.request()`` and return what
+    ``execute`` returns for ``[call.request()]``, or raise what it raises: the
+    core then goes on exactly as after ``execute``.
     """
 
 

@@ -118,6 +118,10 @@ class ModelInstance:
     memory, copied there by the core. ``device_memory`` is the core's device
     memory for GPU instances when it has a CUDA runtime (pass it to
     ``gather_tensor``); None otherwise.
+
+    ``direct``, set by ``instance_initialize``, says the instance takes a request
+    of the in-process API's ``predict`` through the backend's ``execute_direct``
+    hook (arrays in, arrays out) where the core allows it.
     """
 
     name: str
@@ -129,6 +133,7 @@ class ModelInstance:
     nowait: bool = False
     device_inputs: bool = False
     device_memory: DeviceMemory | None = None
+    direct: bool = False
 
 
 class ExecuteComplete(Protocol):

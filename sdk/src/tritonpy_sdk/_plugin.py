@@ -17,6 +17,7 @@ import pluggy
 
 from . import _hookspecs
 from ._backend_info import BackendInfo, GpuSupport
+from ._direct import DirectCall
 from ._errors import TritonError
 from ._inference import InferenceRequest, InferenceResponse
 from ._objects import Backend, Model, ModelInstance
@@ -68,6 +69,8 @@ class BackendHooks:
     instance_ready: _Hook | None
     #: The backend's ``execute_nowait`` (None: every batch goes through ``execute``).
     execute_nowait: _Hook | None
+    #: The backend's ``execute_direct`` (None: ``predict`` requests go through ``execute``).
+    execute_direct: _Hook | None
     #: The backend's ``gpu_support`` (None: it can use every GPU the host has).
     gpu_support: _Hook | None
     _execute: HookFn
@@ -90,6 +93,16 @@ class BackendHooks:
         if self._execute_args == ("instance", "requests"):
             return self._execute
         return self.execute
+
+    def direct_function(self) -> Callable[[ModelInstance, DirectCall], Any] | None:
+        """``execute_direct`` as one function to bind once (None without the hook): the
+        backend's own when it takes ``(instance, call)`` in that order."""
+        hook = self.execute_direct
+        if hook is None:
+            return None
+        if hook.argnames == ("instance", "call"):
+            return hook.fn
+        return lambda instance, call: hook(instance=instance, call=call)
 
 
 def validate_backend(name: str, plugin: object) -> BackendHooks:
@@ -152,6 +165,7 @@ def validate_backend(name: str, plugin: object) -> BackendHooks:
         instance_finalize=impls.get("instance_finalize", _NOOP),
         instance_ready=impls.get("instance_ready"),
         execute_nowait=impls.get("execute_nowait"),
+        execute_direct=impls.get("execute_direct"),
         gpu_support=impls.get("gpu_support"),
         _execute=execute.fn,
         _execute_args=execute.argnames,
@@ -200,5 +214,6 @@ _HOOK_NAMES = (
     "instance_ready",
     "execute",
     "execute_nowait",
+    "execute_direct",
     "gpu_support",
 )

@@ -36,6 +36,7 @@ from triton_python_backend_utils._host import error_text
 from tritonpy_sdk import (
     Backend,
     BackendInfo,
+    DirectCall,
     ExecuteComplete,
     InferenceRequest,
     InferenceResponse,
@@ -264,6 +265,8 @@ def instance_initialize(instance: ModelInstance) -> None:
                 strip_frames(instance.name, error_text(exc), "initialize", mstate.settings.error_frames)
             ) from None
         instance.device_inputs = takes_gpu_inputs(instance)
+        # ``predict`` requests may come as arrays (an async execute runs elsewhere).
+        instance.direct = not instance.state.host.is_async
         return
     stub = StubProcess(instance.name, mstate.file, _args(instance), outputs, mstate.settings, services)
     stub.device_memory = instance.device_memory
@@ -285,6 +288,12 @@ def execute(instance: ModelInstance, requests: list[InferenceRequest]) -> list[I
     runner: Any = instance.state
     # The core hands a list of its own (copied only when it is not one).
     return runner.execute(requests if type(requests) is list else list(requests))  # type: ignore[no-any-return]
+
+
+@hookimpl
+def execute_direct(instance: ModelInstance, call: DirectCall) -> Any:
+    """One ``predict`` request of an in-process instance, as arrays."""
+    return instance.state.execute_direct(call)
 
 
 @hookimpl

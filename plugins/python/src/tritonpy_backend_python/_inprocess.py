@@ -22,16 +22,26 @@ from triton_python_backend_utils._bls import (
     first_response,
     first_response_async,
 )
+from triton_python_backend_utils._dtypes import _CODE_OF_DTYPE
 from triton_python_backend_utils._host import ModelHost, check_responses, error_text
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, DirectCall, InferenceRequest, InferenceResponse, TritonError
 
-from ._convert import bls_request_from_pb, execute_error, request_to_pb, response_from_pb, response_to_pb
+from ._convert import (
+    _Received,
+    bls_request_from_pb,
+    execute_error,
+    request_to_pb,
+    response_from_pb,
+    response_to_pb,
+)
 from ._services import ServerServices
 
 _FINAL = RESPONSE_COMPLETE_FINAL
 #: The ``pb_utils`` runtime of the running code (``_runtime.enter``/``leave`` without their calls).
 _ENTERED = _runtime._entered
 _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+_checked_tensor = pb_utils.Tensor._checked
+_received_request = pb_utils.InferenceRequest._received
 T = TypeVar("T")
 _ASYNC_RESCHEDULE = TritonError.unsupported(
     "a model with an async execute cannot release requests with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE"
@@ -105,6 +115,27 @@ def _model_errors(fn: Any, *args: Any) -> Any:
         raise pb_utils.TritonModelException(exc.message) from None
 
 
+class _DirectReceived:
+    """``_Received`` of a direct call: the core request behind its ``pb_utils`` request
+    is made only when the model asks for what needs it (a response sender,
+    cancellation); until then nothing could have cancelled it."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: DirectCall) -> None:
+        self.call = call
+
+    def is_set(self) -> bool:
+        request = self.call.made
+        return request is not None and request.is_cancelled()
+
+    def set(self) -> None:
+        self.call.request().cancel()
+
+    def __call__(self, pb_request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponseSender | None:
+        return _Received(self.call.request())(pb_request)
+
+
 class InProcessInstance:
     """One model instance in the server's interpreter."""
 
@@ -142,13 +173,79 @@ class InProcessInstance:
             future = self._in_model(asyncio.run_coroutine_threadsafe, execution, self._loop)
             future.add_done_callback(lambda f: self._async_done(f, requests, pb_requests))
             return None
-        responses: list[InferenceResponse | None] | None
         try:
             token = _ENTERED.set(self.runtime)  # _in_model, spelt out on the hot path
             try:
                 result = self.host.execute(pb_requests)
             finally:
                 _ENTERED.reset(token)
+        except Exception as exc:
+            raise self._failed(exc) from None
+        return self._answers(result, requests, pb_requests)
+
+    def execute_direct(self, call: DirectCall) -> dict[str, Any] | list[InferenceResponse | None] | None:
+        """``call`` (one request of ``predict``, as arrays) through the model's ``execute``
+        with no core request behind its ``pb_utils`` request (``DirectCall.request()``
+        makes one when the model needs it: a response sender, cancellation). The outputs
+        when the model answered with host tensors and nothing else; otherwise what
+        ``execute`` returns for ``[call.request()]``."""
+        if self._loop is not None:
+            return self.execute([call.request()])
+        inputs = []
+        for name, array in call.inputs.items():  # a loop, not a comprehension: no frame of its own
+            code = _CODE_OF_DTYPE.get(array.dtype)
+            if code is None:  # a type without a numpy type of its own (BF16): the usual way
+                return self.execute([call.request()])
+            inputs.append(_checked_tensor(name, array, code))
+        received = _DirectReceived(call)
+        pb_request = _received_request(
+            call.model_name,
+            call.model_version,
+            inputs,
+            list(self._outputs),
+            "",
+            0,
+            0,
+            0,
+            {},
+            received,
+            received,
+        )
+        pb_requests = [pb_request]
+        try:
+            token = _ENTERED.set(self.runtime)
+            try:
+                result = self.host.execute(pb_requests)
+            finally:
+                _ENTERED.reset(token)
+        except Exception as exc:
+            raise self._failed(exc) from None
+        if (
+            type(result) is list
+            and len(result) == 1
+            and type(response := result[0]) is pb_utils.InferenceResponse
+            and response._error is None
+            and not pb_request._release_flags & _RESCHEDULE
+            and call.made is None
+        ):
+            wanted = pb_request._requested  # requested_output_names(), as the model left it
+            outputs = {}
+            for t in response._outputs:
+                if type(t) is not pb_utils.Tensor:  # a GPU tensor: the usual way
+                    break
+                if t._name in wanted:
+                    outputs[t._name] = t._array
+            else:
+                return outputs
+        return self._answers(result, [call.request()], pb_requests)
+
+    def _answers(
+        self, result: Any, requests: list[InferenceRequest], pb_requests: list[pb_utils.InferenceRequest]
+    ) -> list[InferenceResponse | None] | None:
+        """What ``execute`` returns for ``requests`` once the model's ``execute`` returned
+        ``result`` for their ``pb_requests``."""
+        responses: list[InferenceResponse | None] | None
+        try:
             if result is None:
                 responses = None
             elif (
@@ -191,8 +288,12 @@ class InProcessInstance:
             _runtime.leave(token)
 
     def _failed(self, exc: BaseException) -> TritonError:
-        """A model's exception as the stub reports it (and Triton does)."""
-        return execute_error(self.name, error_text(exc), frames=self._error_frames)
+        """A model's exception as the stub reports it (and Triton does): the model's
+        frames, without this module's (``execute`` or ``execute_direct`` called it)."""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        return execute_error(self.name, error_text(exc.with_traceback(tb)), frames=self._error_frames)
 
     @staticmethod
     def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse | None]:
