@@ -85,7 +85,6 @@ async def _measure(args: argparse.Namespace, loop: asyncio.AbstractEventLoop, se
     end = _WorkerEnd()
     link = Link(lambda frames: None, None, None)  # type: ignore[arg-type]  # no arena: small tensors only
     link.transport = end  # type: ignore[assignment]
-    link._loop = loop  # as connection_made sets it: frames sent in a turn are written at its end
     pool = object.__new__(pool_mod.WorkerPool)
     pool._server = server
     pool._loop = loop
