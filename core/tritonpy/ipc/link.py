@@ -17,10 +17,7 @@ sender's *arena*, a ``memfd`` the peer maps, so that only its offset travels.
   written.
 - **Frames.** ``send(*parts)`` sends one frame (the parts joined, without a
   copy of its own); ``on_frames`` gets, in order, every frame one read of the
-  socket completed: under load many frames cost one wake-up. The frames sent
-  in one turn of the loop leave together at its end, in one write: a front
-  end that reads several requests in one turn wakes its peer once for all of
-  them, not once each (a sleep and a wake-up cost far more than the write).
+  socket completed: under load many frames cost one wake-up.
 - **Arena blocks.** ``put(data)`` copies bytes into my arena and returns the
   offset (None when it has no room: then send the data inline, nothing is
   lost). The peer reads ``theirs(offset, nbytes)`` in place and, when done,
@@ -60,8 +57,6 @@ _MAX_FRAME = (1 << 32) - 1
 _MAX_RELEASES = (1 << 16) - 1
 #: A read buffer grown past this for a large frame shrinks again once the frame is through.
 _KEEP_BUFFER = 1 << 20
-#: A frame of this many bytes is written at once, with the frames sent before it this turn.
-_CORK_LIMIT = 1 << 16
 
 
 class Arena:
@@ -148,8 +143,6 @@ class Link(asyncio.BufferedProtocol):
         self._filled = 0
         self._releases: list[int] = []
         self._release_scheduled = False
-        #: Parts of the frames sent this turn of the loop, written at its end (None: none yet).
-        self._corked: list[Buffer] | None = None
         self._paused = False
         self._drainers: list[asyncio.Future[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -200,7 +193,7 @@ class Link(asyncio.BufferedProtocol):
                 size += len(part) if type(part) is bytes else memoryview(part).nbytes
             if size > _MAX_FRAME:
                 raise ValueError(f"a frame of {size} bytes is larger than 4 GiB: put its data in the arena")
-            self._queue(_HEAD.pack(size, 0), parts, size)
+            self.transport.writelines((_HEAD.pack(size, 0), *parts))
             return
         size = sum(memoryview(p).nbytes for p in parts)
         releases = self._releases
@@ -212,32 +205,12 @@ class Link(asyncio.BufferedProtocol):
         if size > _MAX_FRAME:
             raise ValueError(f"a frame of {size} bytes is larger than 4 GiB: put its data in the arena")
         head = struct.pack(f"=IH{len(releases)}Q", size, len(releases), *releases)
-        self._queue(head, parts, size)
-
-    def _queue(self, head: bytes, parts: tuple[Buffer, ...], size: int) -> None:
-        corked = self._corked
-        if corked is not None:
-            corked.append(head)
-            corked.extend(parts)
-        else:
-            self._corked = corked = [head, *parts]
-            assert self._loop is not None  # set with the transport
-            self._loop.call_soon(self._uncork)
-        if size >= _CORK_LIMIT:  # a large frame gains nothing by waiting: write it (and those before) now
-            self._uncork()
-
-    def _uncork(self) -> None:
-        """Write what this turn sent (a send from a callback that ran after this one waits
-        for the next turn's write)."""
-        corked, self._corked = self._corked, None
-        if corked and not self.closed and self.transport is not None:
-            self.transport.writelines(corked)
+        self.transport.writelines((head, *parts))
 
     async def drain(self) -> None:
         """Wait while the transport holds more than its high-water mark (the peer reads slowly)."""
         if self.closed:
             raise ConnectionError("the link is closed")
-        self._uncork()  # what waits for the turn's end counts: it goes to the transport now
         if not self._paused:
             return
         assert self._loop is not None
@@ -370,9 +343,8 @@ class Link(asyncio.BufferedProtocol):
             self.on_close(exc)
 
     def close(self) -> None:
-        """Close the socket (the peer sees it, after the frames sent before) and unmap both arenas."""
+        """Close the socket (the peer sees it) and unmap both arenas."""
         if self.transport is not None:
-            self._uncork()
             self.transport.close()
         self.mine.close()
         self.peer.close()
