@@ -173,15 +173,7 @@ class InProcessInstance:
             future = self._in_model(asyncio.run_coroutine_threadsafe, execution, self._loop)
             future.add_done_callback(lambda f: self._async_done(f, requests, pb_requests))
             return None
-        try:
-            token = _ENTERED.set(self.runtime)  # _in_model, spelt out on the hot path
-            try:
-                result = self.host.execute(pb_requests)
-            finally:
-                _ENTERED.reset(token)
-        except Exception as exc:
-            raise self._failed(exc) from None
-        return self._answers(result, requests, pb_requests)
+        return self._answers(self._run(pb_requests), requests, pb_requests)
 
     def execute_direct(self, call: DirectCall) -> dict[str, Any] | list[InferenceResponse | None] | None:
         """``call`` (one request of ``predict``, as arrays) through the model's ``execute``
@@ -212,14 +204,7 @@ class InProcessInstance:
             received,
         )
         pb_requests = [pb_request]
-        try:
-            token = _ENTERED.set(self.runtime)
-            try:
-                result = self.host.execute(pb_requests)
-            finally:
-                _ENTERED.reset(token)
-        except Exception as exc:
-            raise self._failed(exc) from None
+        result = self._run(pb_requests)
         if (
             type(result) is list
             and len(result) == 1
@@ -238,6 +223,18 @@ class InProcessInstance:
             else:
                 return outputs
         return self._answers(result, [call.request()], pb_requests)
+
+    def _run(self, pb_requests: list[pb_utils.InferenceRequest]) -> Any:
+        """The model's ``execute`` of ``pb_requests`` in its runtime (``_in_model``, spelt
+        out on the hot path); its exception as the stub reports it."""
+        try:
+            token = _ENTERED.set(self.runtime)
+            try:
+                return self.host.execute(pb_requests)
+            finally:
+                _ENTERED.reset(token)
+        except Exception as exc:
+            raise self._failed(exc) from None
 
     def _answers(
         self, result: Any, requests: list[InferenceRequest], pb_requests: list[pb_utils.InferenceRequest]
