@@ -1,4 +1,4 @@
-"""ModelInferRequest to the core's request (``grpc/tensors.py``), without a server."""
+"""ModelInfer without a server: the request from its message (``grpc/tensors.py``), its answer."""
 
 from __future__ import annotations
 
@@ -56,3 +56,30 @@ def test_parameters_pass_through_and_are_fresh_dicts() -> None:
     bare.inputs.add(name="X", datatype="FP32", shape=[1])
     bare.raw_input_contents.append(bytes(4))
     assert request_from_proto(bare)[0].parameters == {}
+
+
+def test_unary_answer_is_set_at_once_on_the_loop_and_handed_over_from_elsewhere() -> None:
+    """ModelInfer's future: set in place on the loop's thread (the handler resumes on the
+    next turn), set by the loop when the answer comes from another thread."""
+    import asyncio
+    import threading
+
+    from tritonpy.grpc.servicer import _answered
+    from tritonpy_sdk import InferenceResponse
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        here: asyncio.Future[InferenceResponse] = loop.create_future()
+        response = InferenceResponse({})
+        _answered(loop, here, response)
+        assert here.done() and here.result() is response
+        _answered(loop, here, InferenceResponse({}))  # a second answer is dropped
+        assert here.result() is response
+        there: asyncio.Future[InferenceResponse] = loop.create_future()
+        thread = threading.Thread(target=_answered, args=(loop, there, response))
+        thread.start()
+        thread.join()
+        assert not there.done()  # queued for the loop, not set from the other thread
+        assert await there is response
+
+    asyncio.run(main())
