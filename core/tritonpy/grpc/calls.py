@@ -176,8 +176,8 @@ class Call:
         self._failed = False
         self._started = False
         self._tasks = tasks
-        loop = asyncio.get_running_loop()
         if deadline is not None:
+            loop = stream.conn.loop
             self._timer = loop.call_at(loop.time() + max(0.0, deadline - time.monotonic()), self._expire)
         if method.streaming:
             self._queue = asyncio.Queue()
@@ -292,7 +292,7 @@ class Call:
     # -- running ---------------------------------------------------------------------------
 
     def _start(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        task = self.stream.conn.loop.create_task(coro)
         self._task = task
         self._tasks.add(task)
         self.stream.working()

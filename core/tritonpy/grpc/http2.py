@@ -421,7 +421,8 @@ class Connection(asyncio.Protocol):
         self._goaway_reason = b""
         self._goaway_timer: asyncio.TimerHandle | None = None
         self._peer_going_away = False
-        self._loop = asyncio.get_running_loop()
+        #: The loop the connection runs on (made on it: a protocol's factory runs there).
+        self.loop = self._loop = asyncio.get_running_loop()
         self._keepalive: asyncio.TimerHandle | None = None
         self._preface_timer: asyncio.TimerHandle | None = None
         self._ping_timeout: asyncio.TimerHandle | None = None

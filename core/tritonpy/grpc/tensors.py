@@ -67,11 +67,15 @@ def parameters_to_proto(values: Mapping[str, ParameterValue], target: Any) -> No
             param.string_param = str(value)
 
 
+#: The protocol's data type names (``"FP32"``...), looked up once per request input.
+_DATATYPES = {member.value: member for member in DataType}
+
+
 def _datatype(name: str, text: str) -> DataType:
-    try:
-        return DataType.from_protocol(text)
-    except ValueError:
-        raise TritonError.invalid_arg(f"invalid datatype '{text}' for input '{name}'") from None
+    datatype = _DATATYPES.get(text)
+    if datatype is None:
+        raise TritonError.invalid_arg(f"invalid datatype '{text}' for input '{name}'")
+    return datatype
 
 
 def _from_contents(name: str, datatype: DataType, shape: list[int], contents: pb.InferTensorContents) -> Any:
@@ -107,16 +111,17 @@ def request_from_proto(
     """The core request for a ModelInferRequest (raises TritonError INVALID_ARG),
     and the shared-memory slots of its requested outputs."""
     shared: dict[str, dict[str, ParameterValue]] = {}
-    for entry in msg.inputs:  # first: such an input has no raw contents to count
+    entries = list(msg.inputs)  # one wrapper per input, not one per pass
+    for entry in entries:  # first: such an input has no raw contents to count
         if entry.parameters:
             params = parameters_from_proto(entry.parameters)
             if REGION in params:
                 shared[entry.name] = params
     raw = msg.raw_input_contents
-    expected = len(msg.inputs) - len(shared)
+    expected = len(entries) - len(shared)
     inputs: dict[str, Tensor] = {}
     i = 0
-    for entry in msg.inputs:
+    for entry in entries:
         name = entry.name
         if name in inputs:
             raise TritonError.invalid_arg(f"input '{name}' is given more than once")
@@ -146,7 +151,7 @@ def request_from_proto(
     slots: OutputSlots = None
     outputs: list[RequestedOutput] = []
     for o in msg.outputs:
-        params = parameters_from_proto(o.parameters)
+        params = parameters_from_proto(o.parameters) if o.parameters else {}
         device: int | None = None
         if params and REGION in params:
             if slots is None:
@@ -162,7 +167,7 @@ def request_from_proto(
         inputs=inputs,
         requested_outputs=outputs,
         id=msg.id,
-        parameters=parameters_from_proto(msg.parameters),
+        parameters=parameters_from_proto(msg.parameters) if msg.parameters else {},
     )
     return request, slots
 

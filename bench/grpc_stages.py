@@ -1,0 +1,216 @@
+"""CPU of the native gRPC path on the event loop, per ModelInfer, in one process.
+
+    python bench/grpc_stages.py                 # add_sub (Python backend, its stub)
+    python bench/grpc_stages.py --profile 25    # and cProfile's top 25 through the transport
+
+As ``bench/http_stages.py`` for HTTP: a real server (the Python add_sub model,
+its stub process) runs on a loop as under ``tritonpy serve``, and an HTTP/2
+connection of the native transport (``grpc/http2.py``, ``native.py``) without
+a socket is fed perf_analyzer's frames for one ModelInfer (HEADERS, DATA, its
+WINDOW_UPDATEs) each time it answers the previous one. ``time.thread_time`` of
+the loop thread divided by the calls is the loop's share of an inference through
+the transport ("served"); the same with every request answered at once (no
+model, no stub) is what the transport and the protobuf conversions cost on
+their own ("answered at once").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: perf_analyzer's ModelInferRequest for add_sub (two FP32 [4] raw inputs, two outputs).
+MESSAGE = bytes.fromhex(
+    "0a076164645f73756222280a22747269746f6e5f656e61626c655f656d7074795f66696e616c5f726573706f6e7365"
+    "120208012a110a06494e505554301204465033321a01042a110a06494e505554311204465033321a010432090a074f"
+    "55545055543032090a074f5554505554313a1067c6697351ff4aec29cdbaabf2fbe3463a1067c6697351ff4aec29cd"
+    "baabf2fbe346"
+)
+#: Its request headers (grpc C++'s, as perf_analyzer sends them).
+HEADERS = [
+    (":method", "POST"),
+    (":scheme", "http"),
+    (":path", "/inference.GRPCInferenceService/ModelInfer"),
+    (":authority", "127.0.0.1:8001"),
+    ("te", "trailers"),
+    ("content-type", "application/grpc"),
+    ("user-agent", "grpc-c++/1.67.1 grpc-c/44.0.0 (linux; chttp2)"),
+    ("grpc-accept-encoding", "identity, deflate, gzip"),
+]
+
+
+class _Transport(asyncio.Transport):
+    """A client connection without a socket: each answer's trailers send the next call."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        import hpack
+
+        super().__init__()
+        self.loop = loop
+        self.protocol: Any = None
+        self.left = 0
+        self.done: asyncio.Future[None] | None = None
+        self.stream_id = 1
+        self.encoder = hpack.Encoder()
+        self.written = 0
+        # The first block fills the server's table; the next, all indexed, are the same.
+        self._blocks = [self.encoder.encode(HEADERS)]
+        self._blocks.insert(0, self.encoder.encode(HEADERS))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8001), "peername": ("127.0.0.1", 40000)}.get(name, default)
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def request(self) -> bytes:
+        from tritonpy.grpc import http2
+
+        sid = self.stream_id
+        self.stream_id += 2
+        block = self._blocks.pop() if len(self._blocks) > 1 else self._blocks[0]
+        body = len(MESSAGE).to_bytes(5, "big") + MESSAGE
+        return (
+            http2.frame(http2.HEADERS, http2.END_HEADERS, sid, block)
+            + http2.frame(http2.WINDOW_UPDATE, 0, sid, (5).to_bytes(4, "big"))
+            + http2.frame(http2.DATA, http2.END_STREAM, sid, body)
+            + http2.frame(http2.WINDOW_UPDATE, 0, 0, (93).to_bytes(4, "big"))
+        )
+
+    def write(self, data: Any) -> None:
+        self.written += 1
+        if self.protocol is None or b"grpc-status" not in data:
+            return  # the server's SETTINGS, a window update
+        self.left -= 1
+        if self.left > 0:
+            self.loop.call_soon(self.protocol.data_received, self.request())
+        elif self.done is not None:
+            self.done.set_result(None)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+class _AnsweredAtOnce:
+    """The server as the gRPC servicer sees it, except that inference answers at once
+    with add_sub's outputs: what the transport costs without a model."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        self._outputs = np.arange(4, dtype=np.float32)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+    def _response(self, request: Any) -> Any:
+        from tritonpy_sdk import InferenceResponse, Tensor
+
+        datatype = request.inputs["INPUT0"].datatype
+        outputs = {k: Tensor(k, self._outputs, datatype) for k in ("OUTPUT0", "OUTPUT1")}
+        return InferenceResponse(outputs, model_name=request.model_name, model_version=1)
+
+    async def infer_async(self, request: Any, *args: Any, **kw: Any) -> Any:
+        return self._response(request)
+
+    def start_infer(self, request: Any, on_response: Callable[[Any], None], *args: Any, **kw: Any) -> None:
+        on_response(self._response(request))
+
+
+def _chain(server: Any, loop: asyncio.AbstractEventLoop) -> Callable[[int], float]:
+    """µs of the loop thread per ModelInfer through the native transport."""
+    from tritonpy.grpc import http2, native
+
+    nat = native.NativeServer.__new__(native.NativeServer)
+    nat.options = server.options
+    nat.methods = native.methods(server)
+    nat.config = native.config_of(server.options)
+    nat._tasks = set()
+    transport = _Transport(loop)
+
+    async def connect() -> http2.Connection:  # made on the loop, as the listener does
+        conn = http2.Connection(nat._dispatch, nat.config, lambda c: None)
+        conn.connection_made(transport)
+        settings = http2.frame(http2.SETTINGS, 0, 0) + http2.frame(http2.SETTINGS, http2.ACK, 0)
+        conn.data_received(http2.PREFACE + settings)
+        return conn
+
+    conn = loop.run_until_complete(connect())
+    transport.protocol = conn
+
+    def run(n: int) -> float:
+        transport.left = n
+        transport.done = loop.create_future()
+        t0 = time.thread_time()
+        loop.call_soon(conn.data_received, transport.request())
+        loop.run_until_complete(transport.done)
+        return (time.thread_time() - t0) / n * 1e6
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=5000, help="calls per round")
+    parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N through the transport")
+    args = parser.parse_args()
+
+    import tritonpy
+
+    try:
+        import uvloop
+
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    except ImportError:
+        loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    work = Path(tempfile.mkdtemp(prefix="tritonpy-grpc-stages-"))
+    shutil.copytree(ROOT / "plugins" / "python" / "tests" / "models" / "add_sub", work / "add_sub")
+    server = tritonpy.Server(model_repository=[work])
+    server.event_loop = loop
+    loop.run_until_complete(loop.run_in_executor(None, server.start))  # as `tritonpy serve` does
+    try:
+        for name, target, n in (
+            ("served (transport, model and stub)", server, args.n),
+            ("answered at once (no model, no stub)", _AnsweredAtOnce(server), args.n * 4),
+        ):
+            run = _chain(target, loop)
+            run(500)
+            rounds = [run(n) for _ in range(3)]
+            each = ", ".join(f"{r:.1f}" for r in rounds)
+            print(f"{name}: {min(rounds):.1f} µs per call (rounds {each})")
+            if args.profile:
+                profile = cProfile.Profile()
+                profile.enable()
+                run(args.n)
+                profile.disable()
+                pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
+    finally:
+        loop.run_until_complete(loop.run_in_executor(None, server.stop))
+        loop.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
