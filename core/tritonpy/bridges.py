@@ -74,6 +74,18 @@ class Answer:
         return response
 
 
+def answer_on(
+    loop: asyncio.AbstractEventLoop, fut: asyncio.Future[InferenceResponse], response: InferenceResponse
+) -> None:
+    """``fut``'s response, from whichever thread answers: set at once on the loop's own
+    thread (a stub's answer is read there: the awaiting task resumes a turn sooner),
+    else handed to the loop."""
+    if asyncio._get_running_loop() is loop:
+        resolve(fut, response)
+    else:
+        call_soon_threadsafe(loop, resolve, fut, response)
+
+
 def resolve(fut: asyncio.Future[InferenceResponse], response: InferenceResponse) -> None:
     """Set ``fut``'s result on its loop (through ``call_soon_threadsafe``), unless it is done."""
     if not fut.done():  # the caller may have gone away (cancelled)

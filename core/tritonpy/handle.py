@@ -127,9 +127,12 @@ class ModelHandle:
             # Through the backend's ``execute_direct`` when nothing needs the request and
             # response objects, else the usual way (``Server.predict``).
             return self._server.predict(self.name, self.version, inputs, self.create_request)
-        request = self.create_request(inputs, **kwargs)
-        response = self._server.infer(request)
-        outputs = {}
-        for name, tensor in response.outputs.items():  # a loop: no comprehension's frame
-            outputs[name] = tensor.data
-        return outputs
+        return response_arrays(self._server.infer(self.create_request(inputs, **kwargs)))
+
+
+def response_arrays(response: InferenceResponse) -> dict[str, np.ndarray[Any, Any]]:
+    """``predict``'s answer: ``{output name: array}`` of a response without an error."""
+    outputs = {}
+    for name, tensor in response.outputs.items():  # a loop: no comprehension's frame
+        outputs[name] = tensor.data
+    return outputs

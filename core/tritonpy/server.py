@@ -63,9 +63,9 @@ from tritonpy_sdk.host import MetricRegistry
 
 from ._version import __version__
 from .backend_api import BackendServerApi
-from .bridges import Answer, awaited_response, call_soon_threadsafe, resolve, responses
+from .bridges import Answer, answer_on, awaited_response, call_soon_threadsafe, responses
 from .config import ModelConfig
-from .handle import ModelHandle
+from .handle import ModelHandle, response_arrays
 from .logsettings import LogSettings, LogState
 from .memory.manager import MemoryManager
 from .options import ServerOptions
@@ -567,7 +567,10 @@ class Server:
             try:
                 result = mv.run_direct(inputs)
                 if isinstance(result, Answer):
-                    return _outputs(result.wait(None))
+                    response = result.wait(None)
+                    if response.error is not None:
+                        raise response.error
+                    return response_arrays(response)
                 if result is not None:
                     return result
             finally:
@@ -575,14 +578,9 @@ class Server:
                 if not inflight and self._idle_waiters:
                     self._leave_notify()
         request = make_request(inputs)
-        if mv is None:
-            return _outputs(self.infer(request))
-        # ``infer`` on the version found (``_admit``'s checks passed above).
-        if mv.decoupled:
-            raise _decoupled_refusal(request, None, "stream()")
-        answer = Answer()
-        self._submit(mv, request, answer.done, False, True)
-        return _outputs(answer.wait(None))
+        # ``infer``, on the version found when there is one (``_admit``'s checks passed above).
+        response = self.infer(request) if mv is None else self._infer_on(mv, request, None)
+        return response_arrays(response)
 
     def is_decoupled(self, name: str, version: int | str | None = None) -> bool:
         """Whether model ``name`` may send any number of responses per request."""
@@ -623,15 +621,18 @@ class Server:
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[InferenceResponse] = loop.create_future()
-        self.start_infer(
-            request, functools.partial(call_soon_threadsafe, loop, resolve, fut), decoupled_message
-        )
+        self.start_infer(request, functools.partial(answer_on, loop, fut), decoupled_message)
         return await awaited_response(fut, request)
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:
         """Blocking ``infer_async`` for threads without an event loop."""
+        return self._infer_on(self._admit(request), request, timeout)
+
+    def _infer_on(
+        self, mv: LoadedVersion, request: InferenceRequest, timeout: float | None
+    ) -> InferenceResponse:
+        """``infer`` on ``mv``, the version ``_admit`` found for ``request``."""
         # ``start_infer`` spelt out, its callback the answer's own.
-        mv = self._admit(request)
         if mv.decoupled:
             raise _decoupled_refusal(request, None, "stream()")
         answer = Answer()
@@ -694,16 +695,6 @@ class Server:
         finally:
             if not finished:
                 request.cancel()
-
-
-def _outputs(response: InferenceResponse) -> dict[str, Any]:
-    """``predict``'s answer: the response's output arrays, or its error raised."""
-    if response.error is not None:
-        raise response.error
-    outputs = {}
-    for name, tensor in response.outputs.items():  # a loop: no comprehension's frame
-        outputs[name] = tensor.data
-    return outputs
 
 
 def _decoupled_refusal(request: InferenceRequest, message: str | None, stream_call: str) -> TritonError:

@@ -64,7 +64,7 @@ def test_unary_answer_is_set_at_once_on_the_loop_and_handed_over_from_elsewhere(
     import asyncio
     import threading
 
-    from tritonpy.grpc.servicer import _answered
+    from tritonpy.bridges import answer_on as _answered
     from tritonpy_sdk import InferenceResponse
 
     async def main() -> None:

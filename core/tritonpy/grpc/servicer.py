@@ -17,9 +17,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from google.protobuf import json_format
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, TritonError
 
-from ..bridges import awaited_response, call_soon_threadsafe, resolve
 from ..failures import report
 from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..server import Server
@@ -218,13 +217,7 @@ class InferenceServicer:
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         core_request, slots = request_from_proto(request, self.server.shared_memory)
         core_request.trace_context = _traceparent(context)
-        # ``Server.infer_async`` spelt out, with the answer set on the future at once when
-        # it arrives on this loop's thread (the stub's answer is read on the loop): the
-        # handler resumes one turn of the loop sooner.
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[InferenceResponse] = loop.create_future()
-        self.server.start_infer(core_request, functools.partial(_answered, loop, fut), _DECOUPLED_UNARY)
-        response = await awaited_response(fut, core_request)
+        response = await self.server.infer_async(core_request, _DECOUPLED_UNARY)
         return response_to_proto(response, slots)
 
     async def ModelStreamInfer(
@@ -405,17 +398,6 @@ class HealthServicer:
 
 
 _DECOUPLED_UNARY = "ModelInfer RPC doesn't support models with decoupled transaction policy"
-
-
-def _answered(
-    loop: asyncio.AbstractEventLoop, fut: asyncio.Future[InferenceResponse], response: InferenceResponse
-) -> None:
-    """A unary call's response on ``fut``, from whichever thread answers: set here on the
-    loop's own thread, else handed to the loop."""
-    if asyncio._get_running_loop() is loop:
-        resolve(fut, response)
-    else:
-        call_soon_threadsafe(loop, resolve, fut, response)
 
 
 def _traceparent(context: Any) -> str:

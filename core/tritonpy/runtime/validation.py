@@ -94,7 +94,7 @@ def direct_batch_size(spec: IOSpec, inputs: dict[str, Any]) -> int:
         ispec = specs.get(name)
         if ispec is None or ispec.reshape is not None or NUMERIC.get(value.dtype) is not ispec.datatype:
             return 0
-        shape = value.shape
+        shape: tuple[int, ...] = value.shape
         if batching:
             if not shape:
                 return 0
@@ -103,10 +103,8 @@ def direct_batch_size(spec: IOSpec, inputs: dict[str, Any]) -> int:
             elif shape[0] != batch:
                 return 0
             shape = shape[1:]
-        if shape != ispec.dims:
-            expected = ispec.dims
-            if len(shape) != len(expected) or any(e != -1 and e != d for e, d in zip(expected, shape)):
-                return 0
+        if shape != ispec.dims and not _dims_fit(ispec.dims, shape):
+            return 0
     if batching and not 1 <= batch <= spec.max_batch_size:
         return 0
     return batch
@@ -218,10 +216,13 @@ _BATCH_NOTE = (
 )
 
 
+def _dims_fit(expected: tuple[int, ...], dims: tuple[int, ...]) -> bool:
+    """Whether ``dims`` fit the config's ``expected`` dims (-1: any size)."""
+    return len(dims) == len(expected) and all(e == -1 or e == d for e, d in zip(expected, dims))
+
+
 def _check_dims(model: str, ispec: TensorSpec, shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
-    expected = ispec.dims
-    ok = len(dims) == len(expected) and all(e == -1 or e == d for e, d in zip(expected, dims))
-    if not ok:
+    if not _dims_fit(ispec.dims, dims):
         batching = len(shape) != len(dims)
         raise TritonError.invalid_arg(
             f"unexpected shape for input '{ispec.name}' for model '{model}'. "
