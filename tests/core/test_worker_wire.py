@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import marshal
 import socket
 import threading
 from collections.abc import Callable
@@ -259,6 +260,81 @@ def test_inline_data_that_does_not_fit_its_shape_is_the_codecs_error() -> None:
             wire._tensor_in(core, release, ("X", "INT32", (2,), -1, b"\x00" * 4))
         fp16 = wire._tensor_in(core, release, ("B", "FP16", (2, 1), -1, b"\x00\x3c\x00\x40"))
         assert fp16.data.tolist() == [[1.0], [2.0]]
+        worker.close()
+        core.close()
+
+    asyncio.run(main())
+
+
+def test_small_tensors_decode_and_encode_exactly_as_tensor_in_and_tensor_out_do() -> None:
+    """``decode_request`` and ``encode_answer`` handle small fixed-size tensors themselves
+    (the common case, without a call per tensor); every other tensor goes through
+    ``_tensor_in``/``_tensor_out``. Both give the same tensors and the same frames."""
+
+    async def main() -> None:
+        worker, core, _, _ = await _pair()
+        release = wire.Releaser(core, asyncio.get_running_loop())
+        tensors = [
+            Tensor("VEC", np.arange(16, dtype=np.float32), DataType.FP32),
+            Tensor("MAT", np.arange(6, dtype=np.int64).reshape(2, 3), DataType.INT64),
+            Tensor("SCALAR", np.array(True), DataType.BOOL),
+            Tensor("EMPTY", np.zeros((0, 4), dtype=np.uint8), DataType.UINT8),
+            Tensor("HALF", np.ones((1, 2), dtype=np.float16), DataType.FP16),
+            Tensor("TEXT", np.array([b"a", b"bc"], dtype=object), DataType.BYTES),
+            Tensor("BIG", np.ones((2, 1024), dtype=np.float32), DataType.FP32),  # the arena
+            Tensor("SLICED", np.arange(12, dtype=np.int32).reshape(3, 4)[:, 1], DataType.INT32),
+        ]
+
+        def same(a: Tensor, b: Tensor) -> None:
+            assert (type(a), a.name, a.datatype, type(a.data), a.data.dtype, a.data.shape) == (
+                type(b),
+                b.name,
+                b.datatype,
+                type(b.data),
+                b.data.dtype,
+                b.data.shape,
+            )
+            assert a.data.flags.writeable == b.data.flags.writeable
+            assert a.data.tolist() == b.data.tolist()
+
+        items = [wire._tensor_out(worker, t) for t in tensors]
+        fields = (1, wire.SINGLE, None, "m", 1, "", {}, "", 0, 0, 0, tuple(items), (), "")
+        _, _, _, request = wire.decode_request(core, release, b"".join(wire._dumps(wire.INFER, fields)))
+        assert list(request.inputs) == [t.name for t in tensors]
+        for item in items:
+            same(request.inputs[item[0]], wire._tensor_in(core, release, item))
+
+        # Inline data that does not fit its shape, or an unknown type: the same error.
+        for bad in (("X", "INT32", (2,), -1, b"\x00" * 4), ("X", "FP99", (1,), -1, b"\x00" * 4)):
+            with pytest.raises(Exception) as direct:
+                wire._tensor_in(core, release, bad)
+            frame = b"".join(wire._dumps(wire.INFER, fields[:11] + ((bad,), (), "")))
+            with pytest.raises(type(direct.value)) as decoded:
+                wire.decode_request(core, release, frame)
+            assert str(decoded.value) == str(direct.value)
+
+        small = [t for t in tensors if t.name != "BIG"]  # the arena's offsets differ per call
+        response = InferenceResponse({t.name: t for t in small}, None, {"p": 1}, "m", 2, "id")
+        expected = wire._dumps(
+            wire.ANSWER,
+            (
+                4,
+                RESPONSE_COMPLETE_FINAL,
+                wire.RESPONSE,
+                ("m", 2, "id", {"p": 1}, tuple(wire._tensor_out(core, t) for t in small), None),
+            ),
+        )
+        kind, payload = wire.encode_answer(core, 4, RESPONSE_COMPLETE_FINAL, response)
+        # The same values (marshal's bytes may differ in its reference flags only).
+        assert (kind, marshal.loads(payload)) == (expected[0], marshal.loads(expected[1]))
+        big = InferenceResponse({"BIG": tensors[6]}, None, {}, "m", 2, "id")
+        frame = wire.encode_answer(core, 4, RESPONSE_COMPLETE_FINAL, big)
+        _, _, _, body = wire.decode_answer(
+            worker, wire.Releaser(worker, asyncio.get_running_loop()), b"".join(frame)
+        )
+        assert core.mine.in_use > 0  # through the arena, as ``_tensor_out`` puts it
+        assert isinstance(body, InferenceResponse)
+        assert body.outputs["BIG"].data.tolist() == tensors[6].data.tolist()
         worker.close()
         core.close()
 

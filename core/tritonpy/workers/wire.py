@@ -79,6 +79,12 @@ _FIXED = {
     if d is not DataType.BYTES
 }
 _CODES = {c.name: c for c in ErrorCode}
+#: Protocol name of each data type by the member's ``id`` (an enum's ``.value`` is a
+#: descriptor call; a dict lookup by ``id`` is one C call).
+_NAME_OF = {id(d): d.value for d in DataType}
+_BYTES = DataType.BYTES
+#: numpy dtype, item size and data type of each fixed-size type, by protocol name.
+_INLINE = {name: (dtype, itemsize, _DATATYPES[name]) for name, (dtype, itemsize) in _FIXED.items()}
 
 
 class Releaser:
@@ -180,6 +186,17 @@ def decode_request(
     )
     inputs = {}
     for item in ins:
+        name, dt, shape, offset, payload = item
+        if offset < 0:
+            fixed = _INLINE.get(dt)
+            if fixed is not None:
+                # ``_tensor_in`` of a small fixed-size tensor (most requests), inlined.
+                dtype, itemsize, datatype = fixed
+                count = len(payload) // itemsize
+                if count * itemsize == len(payload) and count == math.prod(shape):
+                    array = np.frombuffer(payload, dtype, count)  # 1-D: already of its shape
+                    inputs[name] = Tensor(name, array if len(shape) == 1 else array.reshape(shape), datatype)
+                    continue
         tensor = _tensor_in(link, release, item)
         inputs[tensor.name] = tensor
     request = InferenceRequest(
@@ -223,7 +240,17 @@ def encode_answer(
         return _dumps(ANSWER, (rid, flags, FLAGS_ONLY, None))
     error = None if response.error is None else _error_out(response.error)
     try:
-        outputs = tuple(_tensor_out(link, t) for t in response.outputs.values())
+        outs = []
+        for t in response.outputs.values():
+            data = t.data  # a device tensor's data is its host copy
+            datatype = t.datatype
+            if datatype is not _BYTES and data.nbytes < ARENA_MIN:
+                # ``_tensor_out`` of a small fixed-size tensor (most responses), inlined.
+                name = _NAME_OF.get(id(datatype)) or datatype.value
+                outs.append((t.name, name, data.shape, -1, data.tobytes()))
+            else:
+                outs.append(_tensor_out(link, t))
+        outputs = tuple(outs)
         body = (response.model_name, response.model_version, response.id, response.parameters, outputs, error)
         return _dumps(ANSWER, (rid, flags, RESPONSE, body))
     except ValueError as exc:  # marshal: a parameter value no protocol can carry
