@@ -367,7 +367,7 @@ class WorkerPool(Frontend):
         worker.inflight[rid] = request
         try:
             if mode == wire.SINGLE:
-                self._server.start_infer(request, functools.partial(self._one, worker, rid), refusal)
+                self._server.start_infer_flags(request, functools.partial(self._single, worker, rid), refusal)
             else:
                 self._server.submit(request, functools.partial(self._answer, worker, rid))
         except TritonError as exc:
@@ -378,8 +378,25 @@ class WorkerPool(Frontend):
             log.error("request %d failed: %s: %s", rid, type(exc).__name__, exc, exc_info=exc)
             link.send(*wire.encode_refusal(rid, TritonError.internal(f"{type(exc).__name__}: {exc}")))
 
-    def _one(self, worker: _Worker, rid: int, response: InferenceResponse) -> None:
-        self._answer(worker, rid, response, RESPONSE_COMPLETE_FINAL)
+    def _single(self, worker: _Worker, rid: int, response: InferenceResponse | None, flags: int) -> None:
+        """The one response of a ``SINGLE`` request: ``_answer`` with FINAL, spelt out
+        (once per request). A call without a response is skipped, as ``start_infer``
+        skips it."""
+        if response is None:
+            return
+        link = worker.link
+        if link is None or link.closed:
+            return
+        try:
+            frame = wire.encode_answer(link, rid, RESPONSE_COMPLETE_FINAL, response)
+        except (ValueError, BufferError, OSError):  # the worker died meanwhile: its arena is gone
+            return
+        loop = self._loop
+        assert loop is not None
+        if asyncio._get_running_loop() is loop:  # answered on the loop (a stub's answer): send now
+            self._deliver(worker, rid, RESPONSE_COMPLETE_FINAL, frame)
+        else:
+            call_soon_threadsafe(loop, self._deliver, worker, rid, RESPONSE_COMPLETE_FINAL, frame)
 
     def _answer(self, worker: _Worker, rid: int, response: InferenceResponse | None, flags: int) -> None:
         """A response, on whichever thread answered: encoded there, sent from the loop."""
