@@ -395,3 +395,122 @@ def test_stop_lets_queued_work_finish_then_fails_what_could_not_run() -> None:
     (response,) = outcomes
     assert response.error.code is ErrorCode.UNAVAILABLE
     assert "stopped before the request could run" in response.error.message
+
+
+# -- the per-request path's shortcuts: each gives what the general code gives ---------------
+
+
+def _turns_order(one: bool) -> list[str]:
+    ran: list[str] = []
+
+    def start(item: str) -> None:
+        ran.append(f"start {item}")
+        if item == "a":
+            for inner in ("b", "c"):
+                if one:
+                    turns.run_one(inner)
+                else:
+                    turns.run((inner,))
+            ran.append("end a")
+
+    turns = tritonpy.scheduler.inline.Turns(start)
+    if one:
+        turns.run_one("a")
+    else:
+        turns.run(("a",))
+    assert turns._local.turns is None
+    return ran
+
+
+def test_turns_run_one_runs_in_the_order_run_of_one_item_does() -> None:
+    """``Turns.run_one(x)`` is ``run((x,))``: at once outside a start, queued behind the
+    start it is called from (never nested), whichever of the two queued it."""
+    # Nested items run after the start that queued them, last queued first (as ``run``).
+    assert _turns_order(True) == _turns_order(False) == ["start a", "end a", "start c", "start b"]
+
+
+def test_nowait_function_is_the_backends_own_only_for_exactly_its_three_keywords() -> None:
+    from tritonpy_sdk import BackendInfo
+    from tritonpy_sdk._plugin import validate_backend
+
+    calls: list[tuple[Any, ...]] = []
+
+    class Full:
+        @hookimpl
+        def backend_info(self) -> BackendInfo:
+            return BackendInfo()
+
+        @hookimpl
+        def execute(self, requests: Sequence[InferenceRequest]) -> None:
+            return None
+
+        @hookimpl
+        def execute_nowait(
+            self, complete: ExecuteComplete, requests: Sequence[InferenceRequest], instance: ModelInstance
+        ) -> None:
+            calls.append(("full", instance, requests, complete))
+
+    class Fewer(Full):
+        @hookimpl
+        def execute_nowait(  # type: ignore[override]
+            self, requests: Sequence[InferenceRequest], complete: ExecuteComplete
+        ) -> None:
+            calls.append(("fewer", requests, complete))
+
+    class Without(Full):
+        execute_nowait = None  # type: ignore[assignment]
+
+    full = validate_backend("full", Full())
+    fewer = validate_backend("fewer", Fewer())
+    assert validate_backend("without", Without()).nowait_function() is None
+    bound = full.nowait_function()
+    assert bound is not None and bound == full.execute_nowait.fn  # type: ignore[union-attr]
+    assert fewer.nowait_function() is fewer.execute_nowait  # the hook passes only what it takes
+    for hooks in (full, fewer):
+        own = hooks.nowait_function()
+        assert own is not None
+        own(instance="i", requests=["r"], complete="c")
+        hooks.execute_nowait(instance="i", requests=["r"], complete="c")  # type: ignore[misc]
+    assert calls == [("full", "i", ["r"], "c")] * 2 + [("fewer", ["r"], "c")] * 2
+
+
+def test_start_infer_flags_answers_and_refuses_exactly_as_start_infer(tmp_path: Path) -> None:
+    _model(tmp_path, "m", mode="now")
+    _model(tmp_path, "d", mode="now", extra="model_transaction_policy { decoupled: true }")
+    with _serve(tmp_path, Deferred()) as server:
+        got: list[Any] = []
+        server.start_infer(InferenceRequest("m", -1, inputs={"X": _x(3.0)}, id="a"), got.append)
+        server.start_infer_flags(
+            InferenceRequest("m", -1, inputs={"X": _x(3.0)}, id="a"), lambda r, f: got.append((r, f))
+        )
+        plain, (flagged, flags) = got
+        assert flags == RESPONSE_COMPLETE_FINAL
+        assert (plain.model_name, plain.model_version, plain.id, plain.error, plain.parameters) == (
+            flagged.model_name,
+            flagged.model_version,
+            flagged.id,
+            flagged.error,
+            flagged.parameters,
+        )
+        assert plain.outputs.keys() == flagged.outputs.keys()
+        np.testing.assert_array_equal(plain.outputs["Y"].data, flagged.outputs["Y"].data)
+        for model, message in (("d", None), ("d", "a front end's words"), ("nope", None)):
+            with pytest.raises(TritonError) as plain_refusal:
+                server.start_infer(InferenceRequest(model, -1, inputs={"X": _x(1.0)}), got.append, message)
+            with pytest.raises(TritonError) as flags_refusal:
+                server.start_infer_flags(
+                    InferenceRequest(model, -1, inputs={"X": _x(1.0)}), lambda r, f: got.append(r), message
+                )
+            assert (plain_refusal.value.code, plain_refusal.value.message) == (
+                flags_refusal.value.code,
+                flags_refusal.value.message,
+            ), model
+        assert len(got) == 2  # nothing answered the refused ones
+        (stats,) = server.model_statistics("m")
+        assert stats["inference_stats"]["success"]["count"] == 2
+
+
+def _x(value: float) -> Any:
+    from tritonpy_sdk import Tensor
+
+    return Tensor.from_numpy("X", np.array([value], np.float32))

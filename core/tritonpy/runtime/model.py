@@ -124,6 +124,9 @@ class LoadedVersion:
     _execute: Callable[
         [ModelInstance, Sequence[InferenceRequest]], Sequence[InferenceResponse | None] | None
     ] = field(init=False, repr=False)
+    #: The backend's ``execute_nowait``, bound once (``BackendHooks.nowait_function``);
+    #: called with keywords.
+    _execute_nowait: Callable[..., Any] | None = field(init=False, repr=False, default=None)
     #: The backend's ``execute_direct`` when a ``predict`` may take the direct lane
     #: (``run_direct``): nothing between the caller and ``execute`` would change its
     #: request or its answer. None: every request goes through ``submit``.
@@ -139,6 +142,7 @@ class LoadedVersion:
 
     def __post_init__(self) -> None:
         self._execute = self.hooks.execute_function()
+        self._execute_nowait = self.hooks.nowait_function()
         self.decoupled = self.config.model_transaction_policy.decoupled
         self.stats.single_response = not self.decoupled
         self.sequence = self.config.WhichOneof("scheduling_choice") == "sequence_batching"
@@ -377,18 +381,26 @@ class LoadedVersion:
         """Start ``jobs`` on ``instance`` through the backend's ``execute_nowait`` and
         return; ``release()`` follows once the batch is done and every job answered
         (possibly on another thread, possibly before this returns). Never raises."""
-        hook = self.hooks.execute_nowait
+        hook = self._execute_nowait
         assert hook is not None
         start = time.monotonic_ns()
         try:
-            jobs = self._begin(jobs, start)
+            if len(jobs) == 1 and not self.sequence:  # ``_begin`` of the common case, inlined
+                job = jobs[0]
+                if job.queued:
+                    self.stats.dequeued(1)
+                if job.request._cancelled:
+                    jobs = self._drop_cancelled(jobs, start)
+                requests = [job.request]
+            else:
+                jobs = self._begin(jobs, start)
+                requests = [j.request for j in jobs]
         except Exception as exc:
             fail_unfinished(jobs, internal_error(f"starting a batch of model '{self.name}' failed", exc))
             jobs = []
         if not jobs:
             release()
             return
-        requests = [j.request for j in jobs]
         senders = SenderBatch(self, jobs, start, self.decoupled)
         ended = threading.Lock()
 
@@ -464,11 +476,17 @@ class LoadedVersion:
             # handed back and null requests.
             job = jobs[0]
             infer_end = time.monotonic_ns()
-            out = self._prepared(job, responses[0])
+            try:  # ``_prepared``, inlined
+                out = finish_response(self.spec, self.labels, job.request, responses[0])
+            except Exception as exc:
+                out = self._unprepared(job, exc)
             senders.close()
             times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
             self.stats.record_one(times, job.arrival_ns, requests[0].batch_size, out.error is None)
-            self._deliver(job, out, times)
+            if self.cache is None and job.trace is None:  # ``_deliver`` with nothing but the answer
+                job.answer(out, RESPONSE_COMPLETE_FINAL)
+            else:
+                self._deliver(job, out, times)
             return
         if error is not None:
             back: Sequence[int] = ()
@@ -557,10 +575,14 @@ class LoadedVersion:
         try:
             return finish_response(self.spec, self.labels, job.request, response)
         except Exception as exc:
-            if not isinstance(exc, TritonError):
-                where = f"the response of model '{self.name}' could not be prepared"
-                exc = TritonError.internal(report(log, where, exc))
-            return self.error_response(job, exc)
+            return self._unprepared(job, exc)
+
+    def _unprepared(self, job: Job, exc: Exception) -> InferenceResponse:
+        """The error response of ``job`` whose response ``finish_response`` failed on."""
+        if not isinstance(exc, TritonError):
+            where = f"the response of model '{self.name}' could not be prepared"
+            exc = TritonError.internal(report(log, where, exc))
+        return self.error_response(job, exc)
 
     def _deliver(self, job: Job, out: InferenceResponse, times: ExecutionTimes) -> None:
         """Cache ``out`` (when the model caches), stamp the job's trace, answer it."""

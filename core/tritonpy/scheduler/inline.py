@@ -57,6 +57,20 @@ class Turns(Generic[T]):
         finally:
             local.turns = None
 
+    def run_one(self, item: T) -> None:
+        """``run((item,))``, without making a sequence of one (once per request)."""
+        local = self._local
+        turns: list[T] | None = getattr(local, "turns", None)
+        if turns is not None:
+            turns.append(item)
+            return
+        turns = local.turns = [item]
+        try:
+            while turns:
+                self._start(turns.pop())
+        finally:
+            local.turns = None
+
 
 class InlineScheduler(Scheduler):
     """One queue and a set of free instances; batches of one request; no threads."""
@@ -89,10 +103,7 @@ class InlineScheduler(Scheduler):
                 self._queue.append(job)
                 return
             instance = self._free.pop()
-        self._drive(instance, job)
-
-    def _drive(self, instance: ModelInstance, job: Job) -> None:
-        self._turns.run(((instance, job),))
+        self._turns.run_one((instance, job))
 
     def _start(self, turn: tuple[ModelInstance, Job]) -> None:
         instance, job = turn
@@ -112,7 +123,7 @@ class InlineScheduler(Scheduler):
                 if self._waiting:
                     self._changed.notify_all()
                 return
-        self._drive(instance, job)
+        self._turns.run_one((instance, job))
 
     def stop(self, deadline: float | None = None) -> None:
         """Take no more jobs; wait until the queued ones ran and every instance is

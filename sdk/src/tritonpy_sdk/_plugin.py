@@ -94,6 +94,18 @@ class BackendHooks:
             return self._execute
         return self.execute
 
+    def nowait_function(self) -> Callable[..., Any] | None:
+        """``execute_nowait`` as one function to bind once (None without the hook), called
+        with the keywords ``instance``, ``requests`` and ``complete``: the backend's own
+        when it takes exactly those (no call in between), else the hook, which passes
+        each only the ones it takes."""
+        hook = self.execute_nowait
+        if hook is None:
+            return None
+        if sorted(hook.argnames) == ["complete", "instance", "requests"]:
+            return hook.fn
+        return hook
+
     def direct_function(self) -> Callable[[ModelInstance, DirectCall], Any] | None:
         """``execute_direct`` as one function to bind once (None without the hook): the
         backend's own when it takes ``(instance, call)`` in that order."""
