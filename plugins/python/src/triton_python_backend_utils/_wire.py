@@ -211,8 +211,11 @@ class Link:
                 return
             # ``Connection.send_bytes`` of a small message, without its layers of
             # checks and calls: the same frame (4-byte big-endian length, then the
-            # bytes) in one write. ``fileno()`` raises as ``send_bytes`` does once closed.
-            fd = self.conn.fileno()
+            # bytes) in one write. Once closed it raises as ``send_bytes`` does
+            # (``Connection.fileno``'s check, read here without its two calls).
+            fd = self.conn._handle  # type: ignore[attr-defined]
+            if fd is None:
+                raise OSError("handle is closed")
             frame = _SHORT.pack(len(data)) + data
             sent = _write(fd, frame)
             while sent < len(frame):

@@ -302,7 +302,8 @@ def execute_nowait(
 ) -> None:
     """A stub's batch, sent without waiting: its reader thread completes it."""
     stub: StubProcess = instance.state
-    stub.execute_nowait(list(requests), complete)
+    # The core hands a list of its own (copied only when it is not one).
+    stub.execute_nowait(requests if type(requests) is list else list(requests), complete)
 
 
 @hookimpl

@@ -150,9 +150,12 @@ def response_from_wire(
     if error is not None:
         return InferenceResponse(error=error_from_pair(*error), parameters=parameters)
     get = link.get
+    by_name = _BY_NAME
     return InferenceResponse(
         {
-            d[0]: Tensor(d[0], get(d), _datatype(d[1])) if d[3] != "g" else tensor_from_wire(link, d, memory)
+            d[0]: Tensor(d[0], get(d), by_name.get(d[1]) or DataType(d[1]))  # ``_datatype``, inlined
+            if d[3] != "g"
+            else tensor_from_wire(link, d, memory)
             for d in outputs
         },
         parameters=parameters,

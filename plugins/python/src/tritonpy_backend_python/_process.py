@@ -458,6 +458,22 @@ class StubProcess:
         link = self._link
         assert link is not None
         ids, outputs, opened = self._ids, self._outputs, self._open
+        if len(requests) == 1:  # the common case: what follows, without its loops
+            request = requests[0]
+            token = next(ids)
+            batch_id = next(ids)
+            batch = _Batch([token], complete)
+            try:
+                desc = request_to_wire(link, request, token, outputs)
+                opened[token] = request
+                self._batches[batch_id] = batch
+                link.send({"op": "exec", "b": batch_id, "reqs": [desc]})
+            except OSError:
+                self._batches.pop(batch_id, None)
+                opened.pop(token, None)
+                raise self._unhealthy() from None
+            request.on_cancel(functools.partial(self._cancel, token))
+            return link, batch
         tokens = [next(ids) for _ in requests]
         batch_id = next(ids)
         batch = _Batch(tokens, complete)
@@ -516,16 +532,6 @@ class StubProcess:
                 request.reschedule()
                 handed.append(request)
         return handed
-
-    def _complete(self, link: Link, batch: _Batch, msg: dict[str, Any]) -> None:
-        """Hand a nowait batch's answer to its ``complete``."""
-        assert batch.complete is not None
-        try:
-            responses = self._outcome(link, batch, msg)
-        except Exception as exc:
-            batch.complete(None, exc)
-        else:
-            batch.complete(responses)
 
     def _check_memory(self, msg: dict[str, Any]) -> None:
         """Restart a stub that hit its STUB_MEMORY_LIMIT_MB and can no longer serve.
@@ -676,10 +682,10 @@ class StubProcess:
 
     def _dispatch(self, link: Link, msg: dict[str, Any]) -> None:
         op = msg["op"]
-        if op == "send":
-            self._on_send(link, msg)
-        elif op == "done":
+        if op == "done":  # the most frequent first: every batch ends with one
             self._on_done(link, msg)
+        elif op == "send":
+            self._on_send(link, msg)
         elif op == "bls":
             self._on_bls(link, msg)
         elif op == "bls_cancel":
@@ -732,8 +738,14 @@ class StubProcess:
         if batch is None:
             return
         if not self.is_async:
-            if batch.complete is not None:
-                self._complete(link, batch, msg)
+            complete = batch.complete
+            if complete is not None:  # ``_complete``, inlined (once per batch)
+                try:
+                    responses = self._outcome(link, batch, msg)
+                except Exception as exc:
+                    complete(None, exc)
+                else:
+                    complete(responses)
             else:
                 assert batch.event is not None
                 batch.msg = msg
