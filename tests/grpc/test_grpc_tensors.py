@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from tritonpy.grpc import grpc_service_pb2 as pb
-from tritonpy.grpc.tensors import request_from_proto
+from tritonpy.grpc.tensors import RequestPlans, request_from_proto
 from tritonpy_sdk import DataType, TritonError
 
 
@@ -83,3 +85,150 @@ def test_unary_answer_is_set_at_once_on_the_loop_and_handed_over_from_elsewhere(
         assert await there is response
 
     asyncio.run(main())
+
+
+# -- RequestPlans: the same request as request_from_proto, or none -----------------------------
+
+
+def _fields(request: Any) -> tuple[Any, ...]:
+    inputs = [
+        (name, t.name, t.datatype, t.data.dtype, t.data.shape, t.data.flags.writeable, t.data.tolist())
+        for name, t in request.inputs.items()
+    ]
+    outputs = [(o.name, o.parameters, o.device_id) for o in request.requested_outputs]
+    return (
+        request.model_name,
+        request.model_version,
+        request.id,
+        request.parameters,
+        inputs,
+        outputs,
+        request.trace_context,
+        request.correlation_id,
+        request.flags,
+        request.priority,
+        request.timeout_us,
+    )
+
+
+def _planned(plans: RequestPlans, data: bytes) -> Any:
+    """The plan's request for ``data``, checked against the general decoding's."""
+    got = plans.request(data)
+    if got is not None:
+        general, slots = request_from_proto(pb.ModelInferRequest.FromString(data))
+        assert slots is None
+        assert _fields(got) == _fields(general)
+    return got
+
+
+def _plain(
+    request_id: str = "", datatype: str = "FP32", shape: tuple[int, ...] = (2, 3)
+) -> pb.ModelInferRequest:
+    msg = pb.ModelInferRequest(model_name="add_sub", model_version="1", id=request_id)
+    msg.parameters["triton_enable_empty_final_response"].bool_param = True
+    msg.parameters["priority"].int64_param = 2
+    count = int(np.prod(shape))
+    for name in ("INPUT0", "INPUT1"):
+        msg.inputs.add(name=name, datatype=datatype, shape=list(shape))
+        if datatype == "BYTES":
+            from tritonpy_sdk import serialize_bytes_tensor
+
+            values = np.array([f"v{i}".encode() for i in range(count)], dtype=np.object_)
+            msg.raw_input_contents.append(bytes(serialize_bytes_tensor(values)))
+        else:
+            dtype = DataType(datatype).numpy_dtype
+            msg.raw_input_contents.append(np.arange(count).astype(dtype).tobytes())
+    msg.outputs.add(name="OUTPUT0")
+    msg.outputs.add(name="OUTPUT1")
+    return msg
+
+
+def _learned(msg: pb.ModelInferRequest, plans: RequestPlans | None = None) -> RequestPlans:
+    plans = plans or RequestPlans()
+    data = msg.SerializeToString()
+    request, slots = request_from_proto(msg)
+    plans.learn(data, msg, request, slots)
+    return plans
+
+
+@pytest.mark.parametrize("datatype", ["FP32", "INT64", "BOOL", "FP16", "BF16", "UINT8", "BYTES"])
+def test_a_plan_makes_the_general_request(datatype: str) -> None:
+    plans = _learned(_plain("first", datatype))
+    for request_id in ("", "second", "é" * 200):  # the id is read from each message
+        msg = _plain(request_id, datatype)
+        msg.raw_input_contents[1] = (
+            msg.raw_input_contents[0][::-1] if datatype != "BYTES" else msg.raw_input_contents[1]
+        )
+        got = _planned(plans, msg.SerializeToString())
+        assert got is not None and got.id == request_id
+    assert _planned(plans, _plain("x", datatype, (3, 2)).SerializeToString()) is None  # another shape
+
+
+def test_a_planned_request_whose_inputs_do_not_fit_is_decoded_in_full() -> None:
+    plans = _learned(_plain())
+    short = _plain()
+    short.raw_input_contents[1] = short.raw_input_contents[1][:-1]
+    assert plans.request(short.SerializeToString()) is None  # request_from_proto words the error
+    one = _plain()
+    del one.raw_input_contents[1]
+    assert plans.request(one.SerializeToString()) is None
+    data = _plain("abc").SerializeToString()
+    bad_id = data.replace(b"abc", b"a\xffc")  # not UTF-8: the parser's error
+    assert plans.request(bad_id) is None
+    with pytest.raises(Exception):  # noqa: B017, PT011 - protobuf's DecodeError
+        pb.ModelInferRequest.FromString(bad_id)
+
+
+def test_what_is_not_planned() -> None:
+    """Shared memory, parameters on inputs or outputs, typed contents, fields after the raw
+    contents, an id given twice: always the general decoding."""
+    in_params = _plain()
+    in_params.inputs[0].parameters["x"].int64_param = 1
+    out_params = _plain()
+    out_params.outputs[0].parameters["classification"].int64_param = 1
+    typed = pb.ModelInferRequest(model_name="m")
+    typed.inputs.add(name="X", datatype="INT32", shape=[2]).contents.int_contents.extend([1, 2])
+    for msg in (in_params, out_params, typed):
+        plans = _learned(msg)
+        assert plans.request(msg.SerializeToString()) is None
+    plans = _learned(_plain())
+    data = _plain().SerializeToString()
+    assert _planned(plans, data) is not None
+    assert plans.request(data + b"\x0a\x01m") is None  # model_name after the raw contents
+    assert _planned(plans, b"\x1a\x01a" + data).id == "a"  # an id before the name: the same plan
+    assert plans.request(b"\x1a\x01a" + _plain("b").SerializeToString()) is None  # two ids
+    assert plans.request(data + b"\x38\x01") is None  # a varint field 7
+    assert plans.request(data[:-1]) is None  # cut short
+
+
+def test_plans_are_bounded() -> None:
+    plans = RequestPlans(size=4)
+    for n in range(10):
+        msg = _plain()
+        msg.model_name = f"m{n}"
+        _learned(msg, plans)
+        assert len(plans._plans) <= 4
+
+
+def test_mutated_messages_never_differ_from_the_general_decoding() -> None:
+    """Random bytes changed in planned messages: the plan answers None, or what
+    request_from_proto makes of the same bytes (which must then parse)."""
+    import random
+
+    rng = random.Random(11)
+    plans = _learned(_plain("id"))
+    _learned(_plain("id", "BYTES"), plans)
+    hits = 0
+    for n in range(3000):
+        data = bytearray(_plain("id", "BYTES" if n % 2 else "FP32").SerializeToString())
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        got = plans.request(bytes(data))
+        if got is not None:
+            hits += 1
+            try:
+                general, _ = request_from_proto(pb.ModelInferRequest.FromString(bytes(data)))
+            except TritonError:
+                raise AssertionError(f"planned, yet the general decoding refuses {bytes(data)!r}") from None
+            assert _fields(got) == _fields(general)
+    assert hits  # changes within the raw contents still fit

@@ -43,10 +43,12 @@ class Answerer(Protocol):
     def fail(self, code: StatusCode, message: str) -> None: ...
 
 
-#: A unary method's work without a task: ``start(request, context, call)`` begins it and
-#: returns what cancels it (None: the call was answered already); it answers through
-#: ``call.answer`` or ``call.fail``, once, on the loop's thread, and raises nothing.
-Start = Callable[[Any, "Context", Answerer], "Callable[[], None] | None"]
+#: A unary method's work without a task: ``start(data, context, call)`` begins it for the
+#: request message's bytes, which it parses itself (a message that is not the request type:
+#: ``call.fail(INTERNAL, DESERIALIZING)``, as when ``Method.parse`` fails), and returns what
+#: cancels it (None: the call was answered already); it answers through ``call.answer`` or
+#: ``call.fail``, once, on the loop's thread, and raises nothing.
+Start = Callable[[bytes, "Context", Answerer], "Callable[[], None] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,8 @@ RESPONSE_HEADERS = _STATUS_200 + _CONTENT_TYPE + _ACCEPT
 TRAILERS_OK = _literal(b"grpc-status", b"0")
 _ENCODINGS = {b"identity": None, b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+#: grpc's answer to a message that is not the request type (INTERNAL).
+DESERIALIZING = "Exception deserializing request!"
 #: Headers that are the protocol's, not the call's metadata.
 _RESERVED = {b"content-type", b"te", b"grpc-encoding", b"grpc-accept-encoding", b"grpc-timeout"}
 
@@ -328,7 +332,7 @@ class Call:
             try:
                 request = parse(message)
             except Exception:  # grpc's answer to a message that is not the request type
-                self._fail(StatusCode.INTERNAL, "Exception deserializing request!")
+                self._fail(StatusCode.INTERNAL, DESERIALIZING)
                 return
             del message
             yield request
@@ -356,16 +360,9 @@ class Call:
         callback (``answer``, ``fail``); what ``_run_unary`` does, without a task."""
         start = self.method.start
         assert start is not None
-        try:
-            request = self.method.parse(data)
-        except Exception:  # grpc's answer to a message that is not the request type
-            self._done()
-            self._finish(StatusCode.INTERNAL, "Exception deserializing request!")
-            return
-        del data
         self._ran = self._inflight = True
         self.stream.working()
-        cancel = start(request, self.context, self)
+        cancel = start(data, self.context, self)
         if self._inflight:  # not answered at once
             self._cancel = cancel
 
@@ -411,7 +408,7 @@ class Call:
             request = self.method.parse(data)
         except Exception:  # grpc's answer to a message that is not the request type
             self._done()
-            self._finish(StatusCode.INTERNAL, "Exception deserializing request!")
+            self._finish(StatusCode.INTERNAL, DESERIALIZING)
             return
         del data
         try:

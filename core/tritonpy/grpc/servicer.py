@@ -25,9 +25,10 @@ from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..server import Server
 from . import grpc_service_pb2 as pb
 from . import health_pb2
+from .calls import DESERIALIZING
 from .errors import status_of
 from .status import Aborted, StatusCode
-from .tensors import parameters_from_proto, request_from_proto, response_to_proto
+from .tensors import RequestPlans, parameters_from_proto, request_from_proto, response_to_proto
 
 if TYPE_CHECKING:
     from .calls import Answerer
@@ -95,6 +96,7 @@ class InferenceServicer:
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        self._plans = RequestPlans()  # ModelInfer's decoding without parsing (start_model_infer)
 
     # -- health and metadata ----------------------------------------------------------
 
@@ -229,17 +231,27 @@ class InferenceServicer:
         response = await self.server.infer_async(core_request, _DECOUPLED_UNARY)
         return response_to_proto(response, slots)
 
-    def start_model_infer(
-        self, request: pb.ModelInferRequest, context: Any, call: Answerer
-    ) -> Callable[[], None] | None:
+    def start_model_infer(self, data: bytes, context: Any, call: Answerer) -> Callable[[], None] | None:
         """``ModelInfer`` without a coroutine or a task, for the native transport
-        (``calls.Method.start``): the request is queued here and the call answered from
-        the server's callback on the loop, with what ``ModelInfer`` through ``_unary``
-        answers. Returns what cancels the request (None: answered already)."""
+        (``calls.Method.start``): the request message's bytes are decoded (from a plan
+        when one fits, ``tensors.RequestPlans``) and queued here, and the call answered
+        from the server's callback on the loop, with what ``ModelInfer`` through
+        ``_unary`` answers. Returns what cancels the request (None: answered already)."""
         try:
-            core_request, slots = request_from_proto(request, self.server.shared_memory)
+            planned = self._plans.request(data)
+            if planned is not None:
+                core_request, slots = planned, None
+            else:
+                try:
+                    request = pb.ModelInferRequest.FromString(data)
+                except Exception:  # as the transport's Method.parse
+                    call.fail(StatusCode.INTERNAL, DESERIALIZING)
+                    return None
+                core_request, slots = request_from_proto(request, self.server.shared_memory)
+                self._plans.learn(data, request, core_request, slots)
+                del request
+            del data
             core_request.trace_context = _traceparent(context)
-            del request
             loop = call.loop
 
             def finish(response: InferenceResponse) -> None:
@@ -270,7 +282,7 @@ class InferenceServicer:
             return None
         return core_request.cancel
 
-    def unary_starts(self) -> dict[str, Callable[[Any, Any, Answerer], Callable[[], None] | None]]:
+    def unary_starts(self) -> dict[str, Callable[[bytes, Any, Answerer], Callable[[], None] | None]]:
         """The RPCs the native transport may run without a task (``calls.Method.start``):
         ModelInfer, where the server takes callbacks (``start_infer``)."""
         if not callable(getattr(self.server, "start_infer", None)):

@@ -10,6 +10,7 @@ empty, as Triton's).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -170,6 +171,158 @@ def request_from_proto(
         parameters=parameters_from_proto(msg.parameters) if msg.parameters else {},
     )
     return request, slots
+
+
+class RequestPlans:
+    """ModelInferRequests decoded from a plan: a client sends the same message every call
+    but for its raw input contents and its id (perf_analyzer, most clients), so what
+    ``request_from_proto`` makes of the rest is kept, keyed by those bytes, and the next
+    such message is split, not parsed: its inputs are views of its raw contents.
+
+    Only for a message that ``request_from_proto`` decoded without shared memory,
+    parameters on its inputs or outputs, or typed contents, whose raw contents come last
+    and number one per input (``learn``). Anything else, and a planned message whose
+    inputs do not fit (``request`` returns None), goes through the general decoding,
+    which gives its error. At most ``size`` plans; all are dropped when full.
+    """
+
+    __slots__ = ("_plans", "size")
+
+    def __init__(self, size: int = 64) -> None:
+        self._plans: dict[bytes, _Plan] = {}
+        self.size = size
+
+    def request(self, data: bytes) -> InferenceRequest | None:
+        """The request for ``data`` from its plan, or None (no plan: decode it in full)."""
+        if not self._plans:
+            return None
+        split = _split(data)
+        if split is None:
+            return None
+        key, rid, raws = split
+        plan = self._plans.get(key)
+        if plan is None or len(raws) != len(plan.inputs):
+            return None
+        try:
+            inputs: dict[str, Tensor] = {}
+            for (name, datatype, shape, dtype, count), (start, end) in zip(plan.inputs, raws, strict=True):
+                if dtype is None:  # BYTES
+                    array = array_from_buffer(name, datatype, shape, memoryview(data)[start:end])
+                elif end - start != count * dtype.itemsize:
+                    return None  # the general decoding words the error
+                else:  # as array_from_buffer: a read-only view of the message's bytes
+                    array = np.frombuffer(data, dtype, count, start).reshape(shape)
+                inputs[name] = Tensor(name, array, datatype)
+            request_id = rid.decode() if rid else ""
+        except Exception:  # the general decoding words the error
+            return None
+        return InferenceRequest(
+            model_name=plan.model_name,
+            model_version=plan.model_version,
+            inputs=inputs,
+            requested_outputs=[RequestedOutput(name, {}, None) for name in plan.outputs],
+            id=request_id,
+            parameters=dict(plan.parameters),
+        )
+
+    def learn(
+        self, data: bytes, msg: pb.ModelInferRequest, request: InferenceRequest, slots: OutputSlots
+    ) -> None:
+        """Keep the plan of ``data`` (decoded as ``msg`` into ``request``) when it has one."""
+        if slots is not None or not msg.raw_input_contents or len(msg.raw_input_contents) != len(msg.inputs):
+            return
+        for entry in msg.inputs:
+            if entry.parameters or entry.HasField("contents"):
+                return
+        for output in msg.outputs:
+            if output.parameters:
+                return
+        split = _split(data)
+        if split is None:
+            return
+        key, _, raws = split
+        if len(raws) != len(request.inputs) or key in self._plans:
+            return
+        if len(self._plans) >= self.size:
+            self._plans.clear()
+        self._plans[key] = _Plan(
+            request.model_name,
+            request.model_version,
+            dict(request.parameters),
+            [
+                (
+                    t.name,
+                    t.datatype,
+                    list(t.data.shape),
+                    None if t.datatype is DataType.BYTES else t.datatype.numpy_dtype,
+                    int(t.data.size),
+                )
+                for t in request.inputs.values()
+            ],
+            [o.name for o in request.requested_outputs],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a ModelInferRequest's bytes other than its raw contents and id decode to."""
+
+    model_name: str
+    model_version: int
+    parameters: dict[str, ParameterValue]
+    #: name, data type, shape, numpy dtype (None: BYTES), elements
+    inputs: list[tuple[str, DataType, list[int], np.dtype[Any] | None, int]]
+    outputs: list[str]
+
+
+#: raw_input_contents (field 7) and id (field 3), length-delimited.
+_RAW_TAG, _ID_TAG = 0x3A, 0x1A
+
+
+def _split(data: bytes) -> tuple[bytes, bytes, list[tuple[int, int]]] | None:
+    """(the message's bytes less its id and raw contents, the id's bytes, where each raw
+    content lies) when its fields are all length-delimited with one-byte tags, the id
+    at most once, and the raw contents last; else None."""
+    pos, end = 0, len(data)
+    first_raw = id_start = id_end = -1
+    rid = (0, 0)
+    raws: list[tuple[int, int]] = []
+    while pos < end:
+        tag = data[pos]
+        if tag & 0x87 != 2:  # a longer tag, or not length-delimited: not a message we plan
+            return None
+        at = pos
+        pos += 1
+        length = shift = 0
+        while True:
+            if pos >= end or shift > 28:
+                return None
+            byte = data[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        stop = pos + length
+        if stop > end:
+            return None
+        if tag == _RAW_TAG:
+            if first_raw < 0:
+                first_raw = at
+            raws.append((pos, stop))
+        elif first_raw >= 0:
+            return None  # a field after the raw contents
+        elif tag == _ID_TAG:
+            if id_start >= 0:
+                return None
+            id_start, id_end = at, stop
+            rid = (pos, stop)
+        pos = stop
+    if first_raw < 0:
+        return None
+    if id_start < 0:
+        return data[:first_raw], b"", raws
+    return data[:id_start] + data[id_end:first_raw], data[rid[0] : rid[1]], raws
 
 
 def _memory(memory: SystemSharedMemory | None) -> SystemSharedMemory:
