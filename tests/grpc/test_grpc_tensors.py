@@ -232,3 +232,51 @@ def test_mutated_messages_never_differ_from_the_general_decoding() -> None:
                 raise AssertionError(f"planned, yet the general decoding refuses {bytes(data)!r}") from None
             assert _fields(got) == _fields(general)
     assert hits  # changes within the raw contents still fit
+
+
+# -- ResponseEncoder: response_to_proto's bytes, or none ----------------------------------------
+
+
+def _response(name: str = "add_sub", version: int = 1, rid: str = "", **outputs: Any) -> Any:
+    from tritonpy_sdk import InferenceResponse, Tensor
+
+    tensors = {key: Tensor(key, array, datatype) for key, (array, datatype) in outputs.items()}
+    return InferenceResponse(tensors, model_name=name, model_version=version, id=rid)
+
+
+def test_encoded_responses_are_protobufs_bytes() -> None:
+    from tritonpy.grpc.tensors import ResponseEncoder, response_to_proto
+
+    big = np.arange(40_000, dtype=np.float32).reshape(200, 200)
+    strings = np.array([b"a", "é".encode(), b"x" * 300], dtype=np.object_)
+    cases = [
+        _response(OUTPUT0=(np.arange(4, dtype=np.float32), DataType.FP32)),
+        _response(rid="req-é", OUTPUT0=(np.arange(4, dtype=np.int64), DataType.INT64)),
+        _response(name="", version=0, OUTPUT0=(np.float32(3.5).reshape(()), DataType.FP32)),  # 0-d, no name
+        _response(version=-1, Y=(big, DataType.FP32), Z=(big.T, DataType.FP32)),  # not contiguous
+        _response(S=(strings, DataType.BYTES), B=(np.array([True, False]), DataType.BOOL)),
+        _response(E=(np.zeros((0, 3), np.float16), DataType.FP16)),
+        _response(**{"": (np.arange(3, dtype=np.uint8), DataType.UINT8)}),  # an unnamed output
+        _response(L=(np.zeros((1, 300, 2), np.int8), DataType.INT8)),  # a dim over 127
+        _response("m" * 200, 12345, "i" * 200),  # no outputs; long fields
+    ]
+    encoder = ResponseEncoder()
+    for _ in range(2):  # made, then kept
+        for response in cases:
+            assert encoder.encode(response) == response_to_proto(response).SerializeToString()
+
+
+def test_what_the_encoder_leaves_to_protobuf() -> None:
+    from tritonpy.grpc.tensors import ResponseEncoder
+
+    encoder = ResponseEncoder(size=2)
+    plain = _response(OUTPUT0=(np.arange(4, dtype=np.float32), DataType.FP32))
+    with_params = _response(OUTPUT0=(np.arange(4, dtype=np.float32), DataType.FP32))
+    with_params.parameters["p"] = 1
+    assert encoder.encode(with_params) is None
+    odd = _response(OUTPUT0=(np.arange(4, dtype=np.float32), DataType.FP32))
+    odd.model_version = True  # type: ignore[assignment]  # not an int: str() differs
+    assert encoder.encode(plain) is not None and encoder.encode(odd) is None
+    for n in range(5):
+        assert encoder.encode(_response(name=f"m{n}")) is not None
+        assert len(encoder._heads) <= 2

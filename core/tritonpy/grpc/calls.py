@@ -40,6 +40,8 @@ class Answerer(Protocol):
 
     def answer(self, response: Any) -> None: ...
 
+    def answer_encoded(self, body: bytes) -> None: ...
+
     def fail(self, code: StatusCode, message: str) -> None: ...
 
 
@@ -380,6 +382,15 @@ class Call:
             self._exception(exc)
             return
         del response
+        self._reply(body)
+        self.stream.worked()
+
+    def answer_encoded(self, body: bytes) -> None:
+        """``answer`` with the response message already serialized."""
+        if not self._inflight:
+            return
+        self._inflight = False
+        self._cancel = None
         self._reply(body)
         self.stream.worked()
 

@@ -28,7 +28,13 @@ from . import health_pb2
 from .calls import DESERIALIZING
 from .errors import status_of
 from .status import Aborted, StatusCode
-from .tensors import RequestPlans, parameters_from_proto, request_from_proto, response_to_proto
+from .tensors import (
+    RequestPlans,
+    ResponseEncoder,
+    parameters_from_proto,
+    request_from_proto,
+    response_to_proto,
+)
 
 if TYPE_CHECKING:
     from .calls import Answerer
@@ -96,7 +102,9 @@ class InferenceServicer:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self._plans = RequestPlans()  # ModelInfer's decoding without parsing (start_model_infer)
+        # ModelInfer's decoding and encoding without message objects (start_model_infer).
+        self._plans = RequestPlans()
+        self._encoder = ResponseEncoder()
 
     # -- health and metadata ----------------------------------------------------------
 
@@ -260,11 +268,15 @@ class InferenceServicer:
                         call.fail(*_error_status(response.error, "ModelInfer"))
                         return
                     try:
-                        out = response_to_proto(response, slots)
+                        body = self._encoder.encode(response) if slots is None else None
+                        out = response_to_proto(response, slots) if body is None else None
                     except Exception as exc:
                         call.fail(*_error_status(exc, "ModelInfer"))
                         return
-                    call.answer(out)
+                    if body is not None:
+                        call.answer_encoded(body)
+                    else:
+                        call.answer(out)
                 except Exception as exc:  # never into the thread or reader that answered
                     report(log, "answering ModelInfer failed", exc)
 

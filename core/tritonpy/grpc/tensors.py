@@ -352,6 +352,102 @@ def response_to_proto(response: InferenceResponse, slots: OutputSlots = None) ->
     return msg
 
 
+#: A varint's bytes for the values below 128, made once.
+_SMALL = [bytes((n,)) for n in range(128)]
+_UINT64 = (1 << 64) - 1
+
+
+def _varint(value: int) -> bytes:
+    """A protobuf varint (a negative int64 as its 64-bit two's complement, 10 bytes)."""
+    if 0 <= value < 128:
+        return _SMALL[value]
+    value &= _UINT64
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _string(tag: bytes, text: str) -> bytes:
+    """A proto3 string field (left out when empty, as protobuf writes it)."""
+    if not text:
+        return b""
+    data = text.encode()
+    return tag + _varint(len(data)) + data
+
+
+class ResponseEncoder:
+    """``response_to_proto(response).SerializeToString()`` without message objects: a
+    model's responses have the same name, version and outputs' names, data types and
+    shapes each call, so those fields' bytes are made once and kept, and each response
+    adds its id and its outputs' raw contents (one copy of each, then one join).
+
+    For a response without parameters whose outputs all go in ``raw_output_contents``
+    (no shared-memory slots); ``encode`` returns None for any other, which
+    ``response_to_proto`` encodes. At most ``size`` kept; all dropped when full.
+    """
+
+    __slots__ = ("_heads", "size")
+
+    def __init__(self, size: int = 64) -> None:
+        self._heads: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+        self.size = size
+
+    def encode(self, response: InferenceResponse) -> bytes | None:
+        rid = response.id
+        if response.parameters or type(rid) is not str or type(response.model_version) is not int:
+            return None
+        outputs = response.outputs
+        key = (
+            response.model_name,
+            response.model_version,
+            *[(name, tensor.datatype, tensor.shape) for name, tensor in outputs.items()],
+        )
+        heads = self._heads.get(key)
+        if heads is None:
+            heads = self._heads_of(response)
+            if heads is None:
+                return None
+        first, tensors = heads
+        parts: list[bytes] = [first, _string(b"\x1a", rid), tensors]
+        for tensor in outputs.values():
+            data, datatype = tensor.data, tensor.datatype
+            if type(data) is np.ndarray and datatype is not DataType.BYTES:
+                raw = data.tobytes()  # C order, as array_to_buffer's contiguous view
+            else:
+                raw = bytes(array_to_buffer(data, datatype))
+            parts += (b"\x32", _varint(len(raw)), raw)
+        return b"".join(parts)
+
+    def _heads_of(self, response: InferenceResponse) -> tuple[bytes, bytes] | None:
+        """Fields 1 and 2 (name, version), and 5 (the outputs' metadata), or None when a
+        field is not what ``response_to_proto`` would write as given."""
+        name = response.model_name
+        if type(name) is not str:
+            return None
+        first = _string(b"\x0a", name) + _string(b"\x12", str(response.model_version))
+        entries: list[bytes] = []
+        key: list[Any] = [response.model_name, response.model_version]
+        for output, tensor in response.outputs.items():
+            shape = tensor.shape
+            if type(output) is not str or not all(type(d) is int for d in shape):
+                return None
+            packed = b"".join([_varint(d) for d in shape])
+            body = (
+                _string(b"\x0a", output)
+                + _string(b"\x12", tensor.datatype.value)
+                + (b"\x1a" + _varint(len(packed)) + packed if packed else b"")
+            )
+            entries.append(b"\x2a" + _varint(len(body)) + body)
+            key.append((output, tensor.datatype, shape))
+        if len(self._heads) >= self.size:
+            self._heads.clear()
+        heads = self._heads[tuple(key)] = (first, b"".join(entries))
+        return heads
+
+
 def _raw_count(expected: int, got: int) -> TritonError:
     return TritonError.invalid_arg(
         f"expected {expected} raw_input_contents (one per input not in shared memory), got {got}"
