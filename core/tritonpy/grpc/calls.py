@@ -38,6 +38,11 @@ class Answerer(Protocol):
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
+    @property
+    def waiting(self) -> bool:
+        """Whether the call still waits for its answer (not cut short, not answered)."""
+        ...
+
     def answer(self, response: Any) -> None: ...
 
     def answer_encoded(self, body: bytes) -> None: ...
@@ -356,6 +361,12 @@ class Call:
     def loop(self) -> asyncio.AbstractEventLoop:
         """The loop the call runs on (its connection's)."""
         return self.stream.conn.loop
+
+    @property
+    def waiting(self) -> bool:
+        """Whether ``Method.start``'s work still waits for its answer: not answered, and
+        not cut short (a task's cancellation would have stopped the handler there)."""
+        return self._inflight
 
     def _start_now(self, data: bytes) -> None:
         """A unary call's work through ``Method.start``: begun here, answered from a

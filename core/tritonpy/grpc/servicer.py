@@ -263,6 +263,8 @@ class InferenceServicer:
             loop = call.loop
 
             def finish(response: InferenceResponse) -> None:
+                if not call.waiting:  # cut short: as the cancelled handler, nothing more
+                    return
                 try:
                     if response.error is not None:
                         call.fail(*_error_status(response.error, "ModelInfer"))
