@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
@@ -261,6 +262,7 @@ class InferenceServicer:
             del data
             core_request.trace_context = _traceparent(context)
             loop = call.loop
+            loop_thread = threading.get_ident()  # start runs on the loop's thread
 
             def finish(response: InferenceResponse) -> None:
                 if not call.waiting:  # cut short: as the cancelled handler, nothing more
@@ -285,7 +287,9 @@ class InferenceServicer:
             def answered(response: InferenceResponse) -> None:
                 # On the loop's thread (a stub's answer is read there) at once, as
                 # ``bridges.answer_on`` sets an awaited future; else through the loop.
-                if asyncio._get_running_loop() is loop:
+                # (The thread's id, not asyncio's running loop: on CPython 3.11 asking
+                # for that is a getpid system call.)
+                if threading.get_ident() == loop_thread:
                     finish(response)
                 else:
                     call_soon_threadsafe(loop, finish, response)
