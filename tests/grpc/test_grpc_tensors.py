@@ -113,7 +113,7 @@ def _fields(request: Any) -> tuple[Any, ...]:
 
 def _planned(plans: RequestPlans, data: bytes) -> Any:
     """The plan's request for ``data``, checked against the general decoding's."""
-    got = plans.request(data)
+    got = _request_of(plans, data)
     if got is not None:
         general, slots = request_from_proto(pb.ModelInferRequest.FromString(data))
         assert slots is None
@@ -146,9 +146,18 @@ def _plain(
 def _learned(msg: pb.ModelInferRequest, plans: RequestPlans | None = None) -> RequestPlans:
     plans = plans or RequestPlans()
     data = msg.SerializeToString()
-    request, slots = request_from_proto(msg)
-    plans.learn(data, msg, request, slots)
+    for _ in range(2):  # a plan is made the second time a layout comes
+        assert _request_of(plans, data) is None
+        request, slots = request_from_proto(msg)
+        split = plans.split(data)
+        if split is not None:
+            plans.learn(split, msg, request, slots)
     return plans
+
+
+def _request_of(plans: RequestPlans, data: bytes) -> Any:
+    split = plans.split(data)
+    return None if split is None else plans.request(data, split)
 
 
 @pytest.mark.parametrize("datatype", ["FP32", "INT64", "BOOL", "FP16", "BF16", "UINT8", "BYTES"])
@@ -168,13 +177,13 @@ def test_a_planned_request_whose_inputs_do_not_fit_is_decoded_in_full() -> None:
     plans = _learned(_plain())
     short = _plain()
     short.raw_input_contents[1] = short.raw_input_contents[1][:-1]
-    assert plans.request(short.SerializeToString()) is None  # request_from_proto words the error
+    assert _request_of(plans, short.SerializeToString()) is None  # request_from_proto words the error
     one = _plain()
     del one.raw_input_contents[1]
-    assert plans.request(one.SerializeToString()) is None
+    assert _request_of(plans, one.SerializeToString()) is None
     data = _plain("abc").SerializeToString()
     bad_id = data.replace(b"abc", b"a\xffc")  # not UTF-8: the parser's error
-    assert plans.request(bad_id) is None
+    assert _request_of(plans, bad_id) is None
     with pytest.raises(Exception):  # noqa: B017, PT011 - protobuf's DecodeError
         pb.ModelInferRequest.FromString(bad_id)
 
@@ -190,15 +199,44 @@ def test_what_is_not_planned() -> None:
     typed.inputs.add(name="X", datatype="INT32", shape=[2]).contents.int_contents.extend([1, 2])
     for msg in (in_params, out_params, typed):
         plans = _learned(msg)
-        assert plans.request(msg.SerializeToString()) is None
+        assert _request_of(plans, msg.SerializeToString()) is None
     plans = _learned(_plain())
     data = _plain().SerializeToString()
     assert _planned(plans, data) is not None
-    assert plans.request(data + b"\x0a\x01m") is None  # model_name after the raw contents
+    assert _request_of(plans, data + b"\x0a\x01m") is None  # model_name after the raw contents
     assert _planned(plans, b"\x1a\x01a" + data).id == "a"  # an id before the name: the same plan
-    assert plans.request(b"\x1a\x01a" + _plain("b").SerializeToString()) is None  # two ids
-    assert plans.request(data + b"\x38\x01") is None  # a varint field 7
-    assert plans.request(data[:-1]) is None  # cut short
+    assert _request_of(plans, b"\x1a\x01a" + _plain("b").SerializeToString()) is None  # two ids
+    assert _request_of(plans, data + b"\x38\x01") is None  # a varint field 7
+    assert _request_of(plans, data[:-1]) is None  # cut short
+
+
+def test_a_layout_seen_once_makes_no_plan() -> None:
+    """Messages that differ each call (a sequence id) make no plans; what is kept of
+    them is bounded."""
+    plans = RequestPlans(size=4)
+    for n in range(100):
+        msg = _plain()
+        msg.parameters["sequence_id"].int64_param = n
+        data = msg.SerializeToString()
+        assert _request_of(plans, data) is None
+        request, slots = request_from_proto(msg)
+        split = plans.split(data)
+        assert split is not None
+        plans.learn(split, msg, request, slots)
+        assert not plans._plans and len(plans._seen) <= 16
+    plans.learn(split, msg, request, slots)  # the last one, again: now planned
+    assert _planned(plans, data) is not None
+
+
+def test_no_plan_for_a_long_layout() -> None:
+    """What is kept of a layout is bounded: a message whose fields but its raw contents
+    and id take over 4 KiB is never planned."""
+    plans = RequestPlans()
+    long_id = _plain("i" * 10_000)  # the id is not kept
+    assert plans.split(long_id.SerializeToString()) is not None
+    long_params = _plain()
+    long_params.parameters["note"].string_param = "n" * 5000
+    assert plans.split(long_params.SerializeToString()) is None
 
 
 def test_plans_are_bounded() -> None:
@@ -223,7 +261,7 @@ def test_mutated_messages_never_differ_from_the_general_decoding() -> None:
         data = bytearray(_plain("id", "BYTES" if n % 2 else "FP32").SerializeToString())
         for _ in range(rng.randint(1, 3)):
             data[rng.randrange(len(data))] = rng.randrange(256)
-        got = plans.request(bytes(data))
+        got = _request_of(plans, bytes(data))
         if got is not None:
             hits += 1
             try:

@@ -247,7 +247,8 @@ class InferenceServicer:
         from the server's callback on the loop, with what ``ModelInfer`` through
         ``_unary`` answers. Returns what cancels the request (None: answered already)."""
         try:
-            planned = self._plans.request(data)
+            split = self._plans.split(data)
+            planned = self._plans.request(data, split) if split is not None else None
             if planned is not None:
                 core_request, slots = planned, None
             else:
@@ -257,7 +258,8 @@ class InferenceServicer:
                     call.fail(StatusCode.INTERNAL, DESERIALIZING)
                     return None
                 core_request, slots = request_from_proto(request, self.server.shared_memory)
-                self._plans.learn(data, request, core_request, slots)
+                if split is not None:
+                    self._plans.learn(split, request, core_request, slots)
                 del request
             del data
             core_request.trace_context = _traceparent(context)

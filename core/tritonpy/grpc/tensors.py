@@ -183,22 +183,28 @@ class RequestPlans:
     parameters on its inputs or outputs, or typed contents, whose raw contents come last
     and number one per input (``learn``). Anything else, and a planned message whose
     inputs do not fit (``request`` returns None), goes through the general decoding,
-    which gives its error. At most ``size`` plans; all are dropped when full.
+    which gives its error. A plan is made the second time its layout comes (a client
+    whose messages differ each call, e.g. by their sequence id, makes none; it pays one
+    split per call). At most ``size`` plans, and ``4 * size`` layouts seen once; each
+    is dropped whole when full.
     """
 
-    __slots__ = ("_plans", "size")
+    __slots__ = ("_plans", "_seen", "size")
 
     def __init__(self, size: int = 64) -> None:
         self._plans: dict[bytes, _Plan] = {}
+        self._seen: set[bytes] = set()
         self.size = size
 
-    def request(self, data: bytes) -> InferenceRequest | None:
-        """The request for ``data`` from its plan, or None (no plan: decode it in full)."""
-        if not self._plans:
-            return None
-        split = _split(data)
-        if split is None:
-            return None
+    @staticmethod
+    def split(data: bytes) -> _Split | None:
+        """Where ``data``'s parts lie, for ``request`` and ``learn`` (None: not a message
+        any plan is for). It holds none of ``data``'s raw contents."""
+        return _split(data)
+
+    def request(self, data: bytes, split: _Split) -> InferenceRequest | None:
+        """The request for ``data`` (``split``) from its plan, or None (no plan: decode
+        it in full)."""
         key, rid, raws = split
         plan = self._plans.get(key)
         if plan is None or len(raws) != len(plan.inputs):
@@ -226,10 +232,21 @@ class RequestPlans:
         )
 
     def learn(
-        self, data: bytes, msg: pb.ModelInferRequest, request: InferenceRequest, slots: OutputSlots
+        self, split: _Split, msg: pb.ModelInferRequest, request: InferenceRequest, slots: OutputSlots
     ) -> None:
-        """Keep the plan of ``data`` (decoded as ``msg`` into ``request``) when it has one."""
-        if slots is not None or not msg.raw_input_contents or len(msg.raw_input_contents) != len(msg.inputs):
+        """Keep the plan of a message (``split``, decoded as ``msg`` into ``request``)
+        when it has one and its layout came before."""
+        if slots is not None:
+            return
+        key, _, raws = split
+        if key in self._plans:
+            return
+        if key not in self._seen:
+            if len(self._seen) >= 4 * self.size:
+                self._seen.clear()
+            self._seen.add(key)
+            return
+        if not msg.raw_input_contents or len(msg.raw_input_contents) != len(msg.inputs):
             return
         for entry in msg.inputs:
             if entry.parameters or entry.HasField("contents"):
@@ -237,12 +254,9 @@ class RequestPlans:
         for output in msg.outputs:
             if output.parameters:
                 return
-        split = _split(data)
-        if split is None:
+        if len(raws) != len(request.inputs):
             return
-        key, _, raws = split
-        if len(raws) != len(request.inputs) or key in self._plans:
-            return
+        self._seen.discard(key)
         if len(self._plans) >= self.size:
             self._plans.clear()
         self._plans[key] = _Plan(
@@ -275,11 +289,17 @@ class _Plan:
     outputs: list[str]
 
 
+#: The most bytes of a message, less its id and raw contents, that a plan is kept for.
+_KEY_MAX = 4096
 #: raw_input_contents (field 7) and id (field 3), length-delimited.
 _RAW_TAG, _ID_TAG = 0x3A, 0x1A
 
 
-def _split(data: bytes) -> tuple[bytes, bytes, list[tuple[int, int]]] | None:
+#: A message's bytes less its id and raw contents, its id's bytes, its raw contents' spans.
+_Split = tuple[bytes, bytes, list[tuple[int, int]]]
+
+
+def _split(data: bytes) -> _Split | None:
     """(the message's bytes less its id and raw contents, the id's bytes, where each raw
     content lies) when its fields are all length-delimited with one-byte tags, the id
     at most once, and the raw contents last; else None."""
@@ -318,8 +338,8 @@ def _split(data: bytes) -> tuple[bytes, bytes, list[tuple[int, int]]] | None:
             id_start, id_end = at, stop
             rid = (pos, stop)
         pos = stop
-    if first_raw < 0:
-        return None
+    if first_raw < 0 or first_raw > _KEY_MAX + id_end - id_start:
+        return None  # no raw contents, or more than a plan keeps of the rest
     if id_start < 0:
         return data[:first_raw], b"", raws
     return data[:id_start] + data[id_end:first_raw], data[rid[0] : rid[1]], raws
