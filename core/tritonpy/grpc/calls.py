@@ -422,7 +422,10 @@ class Call:
         self._inflight = False
         self._cancel = None
         if cancel is not None:
-            cancel()
+            try:
+                cancel()
+            except Exception as exc:  # a cancel callback's bug: not the connection's
+                log.error("cancelling %s failed", self.method.name, exc_info=exc)
         self.stream.worked()
 
     async def _run_unary(self, data: bytes) -> None:
