@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from tritonpy.grpc import grpc_service_pb2 as pb
-from tritonpy.grpc.tensors import request_from_proto
+from tritonpy.grpc.tensors import RequestPlans, request_from_proto
 from tritonpy_sdk import DataType, TritonError
 
 
@@ -83,3 +85,236 @@ def test_unary_answer_is_set_at_once_on_the_loop_and_handed_over_from_elsewhere(
         assert await there is response
 
     asyncio.run(main())
+
+
+# -- RequestPlans: the same request as request_from_proto, or none -----------------------------
+
+
+def _fields(request: Any) -> tuple[Any, ...]:
+    inputs = [
+        (name, t.name, t.datatype, t.data.dtype, t.data.shape, t.data.flags.writeable, t.data.tolist())
+        for name, t in request.inputs.items()
+    ]
+    outputs = [(o.name, o.parameters, o.device_id) for o in request.requested_outputs]
+    return (
+        request.model_name,
+        request.model_version,
+        request.id,
+        request.parameters,
+        inputs,
+        outputs,
+        request.trace_context,
+        request.correlation_id,
+        request.flags,
+        request.priority,
+        request.timeout_us,
+    )
+
+
+def _planned(plans: RequestPlans, data: bytes) -> Any:
+    """The plan's request for ``data``, checked against the general decoding's."""
+    got = _request_of(plans, data)
+    if got is not None:
+        general, slots = request_from_proto(pb.ModelInferRequest.FromString(data))
+        assert slots is None
+        assert _fields(got) == _fields(general)
+    return got
+
+
+def _plain(
+    request_id: str = "", datatype: str = "FP32", shape: tuple[int, ...] = (2, 3)
+) -> pb.ModelInferRequest:
+    msg = pb.ModelInferRequest(model_name="add_sub", model_version="1", id=request_id)
+    msg.parameters["triton_enable_empty_final_response"].bool_param = True
+    msg.parameters["priority"].int64_param = 2
+    count = int(np.prod(shape))
+    for name in ("INPUT0", "INPUT1"):
+        msg.inputs.add(name=name, datatype=datatype, shape=list(shape))
+        if datatype == "BYTES":
+            from tritonpy_sdk import serialize_bytes_tensor
+
+            values = np.array([f"v{i}".encode() for i in range(count)], dtype=np.object_)
+            msg.raw_input_contents.append(bytes(serialize_bytes_tensor(values)))
+        else:
+            dtype = DataType(datatype).numpy_dtype
+            msg.raw_input_contents.append(np.arange(count).astype(dtype).tobytes())
+    msg.outputs.add(name="OUTPUT0")
+    msg.outputs.add(name="OUTPUT1")
+    return msg
+
+
+def _learned(msg: pb.ModelInferRequest, plans: RequestPlans | None = None) -> RequestPlans:
+    plans = plans or RequestPlans()
+    data = msg.SerializeToString()
+    for _ in range(2):  # a plan is made the second time a layout comes
+        assert _request_of(plans, data) is None
+        request, slots = request_from_proto(msg)
+        split = plans.split(data)
+        if split is not None:
+            plans.learn(split, msg, request, slots)
+    return plans
+
+
+def _request_of(plans: RequestPlans, data: bytes) -> Any:
+    split = plans.split(data)
+    return None if split is None else plans.request(data, split)
+
+
+@pytest.mark.parametrize("datatype", ["FP32", "INT64", "BOOL", "FP16", "BF16", "UINT8", "BYTES"])
+def test_a_plan_makes_the_general_request(datatype: str) -> None:
+    plans = _learned(_plain("first", datatype))
+    for request_id in ("", "second", "é" * 200):  # the id is read from each message
+        msg = _plain(request_id, datatype)
+        msg.raw_input_contents[1] = (
+            msg.raw_input_contents[0][::-1] if datatype != "BYTES" else msg.raw_input_contents[1]
+        )
+        got = _planned(plans, msg.SerializeToString())
+        assert got is not None and got.id == request_id
+    assert _planned(plans, _plain("x", datatype, (3, 2)).SerializeToString()) is None  # another shape
+
+
+def test_a_planned_request_whose_inputs_do_not_fit_is_decoded_in_full() -> None:
+    plans = _learned(_plain())
+    short = _plain()
+    short.raw_input_contents[1] = short.raw_input_contents[1][:-1]
+    assert _request_of(plans, short.SerializeToString()) is None  # request_from_proto words the error
+    one = _plain()
+    del one.raw_input_contents[1]
+    assert _request_of(plans, one.SerializeToString()) is None
+    data = _plain("abc").SerializeToString()
+    bad_id = data.replace(b"abc", b"a\xffc")  # not UTF-8: the parser's error
+    assert _request_of(plans, bad_id) is None
+    with pytest.raises(Exception):  # noqa: B017, PT011 - protobuf's DecodeError
+        pb.ModelInferRequest.FromString(bad_id)
+
+
+def test_what_is_not_planned() -> None:
+    """Shared memory, parameters on inputs or outputs, typed contents, fields after the raw
+    contents, an id given twice: always the general decoding."""
+    in_params = _plain()
+    in_params.inputs[0].parameters["x"].int64_param = 1
+    out_params = _plain()
+    out_params.outputs[0].parameters["classification"].int64_param = 1
+    typed = pb.ModelInferRequest(model_name="m")
+    typed.inputs.add(name="X", datatype="INT32", shape=[2]).contents.int_contents.extend([1, 2])
+    for msg in (in_params, out_params, typed):
+        plans = _learned(msg)
+        assert _request_of(plans, msg.SerializeToString()) is None
+    plans = _learned(_plain())
+    data = _plain().SerializeToString()
+    assert _planned(plans, data) is not None
+    assert _request_of(plans, data + b"\x0a\x01m") is None  # model_name after the raw contents
+    assert _planned(plans, b"\x1a\x01a" + data).id == "a"  # an id before the name: the same plan
+    assert _request_of(plans, b"\x1a\x01a" + _plain("b").SerializeToString()) is None  # two ids
+    assert _request_of(plans, data + b"\x38\x01") is None  # a varint field 7
+    assert _request_of(plans, data[:-1]) is None  # cut short
+
+
+def test_a_layout_seen_once_makes_no_plan() -> None:
+    """Messages that differ each call (a sequence id) make no plans; what is kept of
+    them is bounded."""
+    plans = RequestPlans(size=4)
+    for n in range(100):
+        msg = _plain()
+        msg.parameters["sequence_id"].int64_param = n
+        data = msg.SerializeToString()
+        assert _request_of(plans, data) is None
+        request, slots = request_from_proto(msg)
+        split = plans.split(data)
+        assert split is not None
+        plans.learn(split, msg, request, slots)
+        assert not plans._plans and len(plans._seen) <= 16
+    plans.learn(split, msg, request, slots)  # the last one, again: now planned
+    assert _planned(plans, data) is not None
+
+
+def test_no_plan_for_a_long_layout() -> None:
+    """What is kept of a layout is bounded: a message whose fields but its raw contents
+    and id take over 4 KiB is never planned."""
+    plans = RequestPlans()
+    long_id = _plain("i" * 10_000)  # the id is not kept
+    assert plans.split(long_id.SerializeToString()) is not None
+    long_params = _plain()
+    long_params.parameters["note"].string_param = "n" * 5000
+    assert plans.split(long_params.SerializeToString()) is None
+
+
+def test_plans_are_bounded() -> None:
+    plans = RequestPlans(size=4)
+    for n in range(10):
+        msg = _plain()
+        msg.model_name = f"m{n}"
+        _learned(msg, plans)
+        assert len(plans._plans) <= 4
+
+
+def test_mutated_messages_never_differ_from_the_general_decoding() -> None:
+    """Random bytes changed in planned messages: the plan answers None, or what
+    request_from_proto makes of the same bytes (which must then parse)."""
+    import random
+
+    rng = random.Random(11)
+    plans = _learned(_plain("id"))
+    _learned(_plain("id", "BYTES"), plans)
+    hits = 0
+    for n in range(3000):
+        data = bytearray(_plain("id", "BYTES" if n % 2 else "FP32").SerializeToString())
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        got = _request_of(plans, bytes(data))
+        if got is not None:
+            hits += 1
+            try:
+                general, _ = request_from_proto(pb.ModelInferRequest.FromString(bytes(data)))
+            except TritonError:
+                raise AssertionError(f"planned, yet the general decoding refuses {bytes(data)!r}") from None
+            assert _fields(got) == _fields(general)
+    assert hits  # changes within the raw contents still fit
+
+
+# -- ResponseEncoder: response_to_proto's bytes, or none ----------------------------------------
+
+
+def _response(name: str = "add_sub", version: int = 1, rid: str = "", **outputs: Any) -> Any:
+    from tritonpy_sdk import InferenceResponse, Tensor
+
+    tensors = {key: Tensor(key, array, datatype) for key, (array, datatype) in outputs.items()}
+    return InferenceResponse(tensors, model_name=name, model_version=version, id=rid)
+
+
+def test_encoded_responses_are_protobufs_bytes() -> None:
+    from tritonpy.grpc.tensors import ResponseEncoder, response_to_proto
+
+    big = np.arange(40_000, dtype=np.float32).reshape(200, 200)
+    strings = np.array([b"a", "é".encode(), b"x" * 300], dtype=np.object_)
+    cases = [
+        _response(OUTPUT0=(np.arange(4, dtype=np.float32), DataType.FP32)),
+        _response(rid="req-é", OUTPUT0=(np.arange(4, dtype=np.int64), DataType.INT64)),
+        _response(name="", version=0, OUTPUT0=(np.float32(3.5).reshape(()), DataType.FP32)),  # 0-d, no name
+        _response(version=-1, Y=(big, DataType.FP32), Z=(big.T, DataType.FP32)),  # not contiguous
+        _response(S=(strings, DataType.BYTES), B=(np.array([True, False]), DataType.BOOL)),
+        _response(E=(np.zeros((0, 3), np.float16), DataType.FP16)),
+        _response(**{"": (np.arange(3, dtype=np.uint8), DataType.UINT8)}),  # an unnamed output
+        _response(L=(np.zeros((1, 300, 2), np.int8), DataType.INT8)),  # a dim over 127
+        _response("m" * 200, 12345, "i" * 200),  # no outputs; long fields
+    ]
+    encoder = ResponseEncoder()
+    for _ in range(2):  # made, then kept
+        for response in cases:
+            assert encoder.encode(response) == response_to_proto(response).SerializeToString()
+
+
+def test_what_the_encoder_leaves_to_protobuf() -> None:
+    from tritonpy.grpc.tensors import ResponseEncoder
+
+    encoder = ResponseEncoder(size=2)
+    plain = _response(OUTPUT0=(np.arange(4, dtype=np.float32), DataType.FP32))
+    with_params = _response(OUTPUT0=(np.arange(4, dtype=np.float32), DataType.FP32))
+    with_params.parameters["p"] = 1
+    assert encoder.encode(with_params) is None
+    odd = _response(OUTPUT0=(np.arange(4, dtype=np.float32), DataType.FP32))
+    odd.model_version = True  # type: ignore[assignment]  # not an int: str() differs
+    assert encoder.encode(plain) is not None and encoder.encode(odd) is None
+    for n in range(5):
+        assert encoder.encode(_response(name=f"m{n}")) is not None
+        assert len(encoder._heads) <= 2

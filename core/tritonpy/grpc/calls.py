@@ -6,6 +6,12 @@ messages (inflating gzip or deflate ones), runs the handler in a task with a
 ``Context`` that offers what the servicers use of grpc.aio's, and answers with
 headers, messages and trailers (``grpc-status``, ``grpc-message``), or one
 Trailers-Only header block for an error before any message.
+
+A unary method with a ``start`` (ModelInfer) runs without a task: ``start``
+begins the work from the request's last frame and the call is answered from a
+callback (``Call.answer``, ``Call.fail``); a reset, the deadline or the
+connection's end cancel the work through what ``start`` returned. The wire is
+the same as the task's (tests/grpc/test_unary_fast_path.py).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import urllib.parse
 import zlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from ..restricted import Requirement
 from .http2 import MESSAGE_OVERHEAD, Stream
@@ -26,15 +32,43 @@ from .status import Aborted, StatusCode
 log = logging.getLogger("tritonpy.grpc")
 
 
+class Answerer(Protocol):
+    """What a ``Method.start`` answers its call through (``Call``)."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the call still waits for its answer (not cut short, not answered)."""
+        ...
+
+    def answer(self, response: Any) -> None: ...
+
+    def answer_encoded(self, body: bytes) -> None: ...
+
+    def fail(self, code: StatusCode, message: str) -> None: ...
+
+
+#: A unary method's work without a task: ``start(data, context, call)`` begins it for the
+#: request message's bytes, which it parses itself (a message that is not the request type:
+#: ``call.fail(INTERNAL, DESERIALIZING)``, as when ``Method.parse`` fails), and returns what
+#: cancels it (None: the call was answered already); it answers through ``call.answer`` or
+#: ``call.fail``, once, on the loop's thread, and raises nothing.
+Start = Callable[[bytes, "Context", Answerer], "Callable[[], None] | None"]
+
+
 @dataclass(frozen=True, slots=True)
 class Method:
-    """One RPC: its handler, how to parse its requests, and what it requires."""
+    """One RPC: its handler, how to parse its requests, and what it requires;
+    ``start``: the handler's work begun without a task (unary only; None: the task)."""
 
     name: str
     handler: Callable[..., Any]
     parse: Callable[[bytes], Any]
     streaming: bool
     requirement: Requirement | None = None
+    start: Start | None = None
 
 
 def _literal(name: bytes, value: bytes) -> bytes:
@@ -62,6 +96,8 @@ RESPONSE_HEADERS = _STATUS_200 + _CONTENT_TYPE + _ACCEPT
 TRAILERS_OK = _literal(b"grpc-status", b"0")
 _ENCODINGS = {b"identity": None, b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+#: grpc's answer to a message that is not the request type (INTERNAL).
+DESERIALIZING = "Exception deserializing request!"
 #: Headers that are the protocol's, not the call's metadata.
 _RESERVED = {b"content-type", b"te", b"grpc-encoding", b"grpc-accept-encoding", b"grpc-timeout"}
 
@@ -96,6 +132,14 @@ class Context:
         if self._metadata is None:
             self._metadata = metadata_of(self._stream.headers)
         return self._metadata
+
+    def traceparent(self) -> str:
+        """The metadata's first ``traceparent`` (as ``invocation_metadata`` has it), or "",
+        read from the headers without building the metadata."""
+        for name, value in self._stream.headers:
+            if name == b"traceparent":
+                return value.decode("latin-1")
+        return ""
 
     def time_remaining(self) -> float | None:
         return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
@@ -151,6 +195,9 @@ class Call:
         "_failed",
         "_started",
         "_tasks",
+        "_inflight",
+        "_cancel",
+        "_ran",
     )
 
     def __init__(
@@ -176,6 +223,9 @@ class Call:
         self._failed = False
         self._started = False
         self._tasks = tasks
+        self._inflight = False  # a ``Method.start``'s work runs, not yet answered
+        self._cancel: Callable[[], None] | None = None  # what cancels that work
+        self._ran = False  # the handler's work has begun (``Method.start``'s)
         if deadline is not None:
             loop = stream.conn.loop
             self._timer = loop.call_at(loop.time() + max(0.0, deadline - time.monotonic()), self._expire)
@@ -217,8 +267,11 @@ class Call:
             self._fail(StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
         else:
             self.stream.release()  # handed to the handler: no longer the connection's to hold
-            self._start(self._run_unary(self._request))
-            self._request = None
+            request, self._request = self._request, None
+            if self.method.start is not None:
+                self._start_now(request)
+            else:
+                self._start(self._run_unary(request))
 
     def reset(self, code: int) -> None:
         self._failed = True
@@ -228,6 +281,8 @@ class Call:
             self._timer.cancel()
         if self._task is not None:
             self._task.cancel()
+        if self._inflight:
+            self._abandon()
 
     # -- requests ------------------------------------------------------------------------
 
@@ -284,7 +339,7 @@ class Call:
             try:
                 request = parse(message)
             except Exception:  # grpc's answer to a message that is not the request type
-                self._fail(StatusCode.INTERNAL, "Exception deserializing request!")
+                self._fail(StatusCode.INTERNAL, DESERIALIZING)
                 return
             del message
             yield request
@@ -302,12 +357,83 @@ class Call:
         self._tasks.discard(task)
         self.stream.worked()  # a stream reset while the task ran stops counting only now
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the call runs on (its connection's)."""
+        return self.stream.conn.loop
+
+    @property
+    def waiting(self) -> bool:
+        """Whether ``Method.start``'s work still waits for its answer: not answered, and
+        not cut short (a task's cancellation would have stopped the handler there)."""
+        return self._inflight
+
+    def _start_now(self, data: bytes) -> None:
+        """A unary call's work through ``Method.start``: begun here, answered from a
+        callback (``answer``, ``fail``); what ``_run_unary`` does, without a task."""
+        start = self.method.start
+        assert start is not None
+        self._ran = self._inflight = True
+        self.stream.working()
+        cancel = start(data, self.context, self)
+        if self._inflight:  # not answered at once
+            self._cancel = cancel
+
+    def answer(self, response: Any) -> None:
+        """``Method.start``'s response (on the loop's thread); dropped once the call was
+        cut short (reset, deadline, the connection's end)."""
+        if not self._inflight:
+            return
+        self._inflight = False
+        self._cancel = None
+        try:
+            body = response.SerializeToString()
+        except Exception as exc:
+            self.stream.worked()
+            self._exception(exc)
+            return
+        del response
+        self._reply(body)
+        self.stream.worked()
+
+    def answer_encoded(self, body: bytes) -> None:
+        """``answer`` with the response message already serialized."""
+        if not self._inflight:
+            return
+        self._inflight = False
+        self._cancel = None
+        self._reply(body)
+        self.stream.worked()
+
+    def fail(self, code: StatusCode, message: str) -> None:
+        """``Method.start``'s error status (on the loop's thread), as an abort's."""
+        if not self._inflight:
+            return
+        self._inflight = False
+        self._cancel = None
+        self._done()
+        self._finish(code, message)
+        self.stream.worked()
+
+    def _abandon(self) -> None:
+        """Cut short ``Method.start``'s work (as cancelling the task would): its
+        request is cancelled, its answer will be dropped."""
+        cancel = self._cancel
+        self._inflight = False
+        self._cancel = None
+        if cancel is not None:
+            try:
+                cancel()
+            except Exception as exc:  # a cancel callback's bug: not the connection's
+                log.error("cancelling %s failed", self.method.name, exc_info=exc)
+        self.stream.worked()
+
     async def _run_unary(self, data: bytes) -> None:
         try:
             request = self.method.parse(data)
         except Exception:  # grpc's answer to a message that is not the request type
             self._done()
-            self._finish(StatusCode.INTERNAL, "Exception deserializing request!")
+            self._finish(StatusCode.INTERNAL, DESERIALIZING)
             return
         del data
         try:
@@ -320,6 +446,11 @@ class Call:
         except Exception as exc:  # grpc.aio's answers: the abort's status, or UNKNOWN
             self._exception(exc)
             return
+        self._reply(body)
+
+    def _reply(self, body: bytes) -> None:
+        """A unary call's one response message, then OK (or RESOURCE_EXHAUSTED when
+        ``body`` is larger than the limit)."""
         self._done()
         if len(body) > self.max_message:
             self._finish(
@@ -392,7 +523,11 @@ class Call:
         if self._task is not None and not self._task.done():
             self._timed_out = True
             self._task.cancel()
-        elif self._task is None:
+        elif self._inflight:  # as the task's cancellation would: cancel, then answer
+            self._timed_out = True
+            self._abandon()
+            self._finish(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        elif self._task is None and not self._ran:
             self._fail(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
 
     def _fail(self, code: StatusCode, message: str) -> None:
@@ -408,6 +543,8 @@ class Call:
         self.stream.release()
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        if self._inflight:
+            self._abandon()
         self._finish(code, message)
 
     def _finish(self, code: StatusCode, message: str) -> None:
@@ -448,4 +585,4 @@ def wbits_of(encoding: bytes | None) -> tuple[bool, int | None]:
     return True, _ENCODINGS[encoding]
 
 
-__all__ = ["Aborted", "Call", "Context", "Method", "RESPONSE_HEADERS", "TRAILERS_OK"]
+__all__ = ["Aborted", "Answerer", "Call", "Context", "Method", "RESPONSE_HEADERS", "Start", "TRAILERS_OK"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -86,9 +87,14 @@ _NO_CALLS_PING_INTERVAL = 7200.0
 _CLOSED_EARLY_KEPT = 1024
 
 
+#: A frame's 9-byte header: its length (high byte, low 16 bits), type, flags, stream id.
+_HEAD = struct.Struct(">BHBBL")
+
+
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
     """One frame: its 9-byte header and ``payload``."""
-    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream_id.to_bytes(4, "big") + payload
+    length = len(payload)
+    return _HEAD.pack(length >> 16, length & 0xFFFF, kind, flags, stream_id) + payload
 
 
 def _only_indexed(block: bytes) -> bool:
@@ -316,6 +322,19 @@ class Stream:
         """Queue DATA (sent as the peer's windows allow) and, after it, the trailers
         (b"": end with an empty DATA frame); ``headers`` go first, in the same write."""
         if not self.open or self._trailers is not None:
+            return
+        conn = self.conn
+        if (
+            trailers
+            and headers is not None
+            and data
+            and not self._out
+            and not conn._paused
+            and len(data) <= min(self.send_window, conn.send_window, conn.peer_max_frame)
+            and max(len(headers), len(trailers)) <= conn.peer_max_frame
+        ):  # a whole answer in one frame each way (a unary call's): what flush would write
+            self._trailers = trailers
+            conn.send_whole(self, headers, data, trailers)
             return
         self._head = headers
         if data:
@@ -558,15 +577,15 @@ class Connection(asyncio.Protocol):
                     continue
                 if end - pos < 9:
                     break
-                length = int.from_bytes(buf[pos : pos + 3], "big")
+                high, low, kind, flags, stream_id = _HEAD.unpack_from(buf, pos)
+                length = high << 16 | low
                 if length > OUR_MAX_FRAME:
                     raise ConnectionError_(FRAME_SIZE_ERROR, f"frame of {length} bytes")
-                kind, flags = buf[pos + 3], buf[pos + 4]
+                stream_id &= 0x7FFFFFFF
                 if end - pos - 9 < length:
                     if kind == DATA and length:
                         if flags & PADDED and end - pos < 10:
                             break  # the pad length comes first
-                        stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                         pad = buf[pos + 9] if flags & PADDED else -1
                         self._data_start(flags, stream_id, length, pad)
                         pos += 9 if pad < 0 else 10
@@ -577,13 +596,11 @@ class Connection(asyncio.Protocol):
                         self._rest, self._rest_body, self._rest_stream = length, 0, None
                         pos += 9
                         continue
-                    stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                     if length > DEFAULT_FRAME and self._oversized(kind, stream_id, length):
                         self._rest, self._rest_body, self._rest_stream = length, 0, None
                         pos += 9
                         continue
                     break  # buffered until whole (16 KiB at most, a header block's bound for HEADERS)
-                stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                 payload = bytes(buf[pos + 9 : pos + 9 + length])
                 pos += 9 + length
                 self._frame(kind, flags, stream_id, payload)
@@ -1169,6 +1186,34 @@ class Connection(asyncio.Protocol):
 
     def write_reset(self, stream_id: int, code: int) -> None:
         self._write_control(frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big")))
+
+    def send_whole(self, stream: Stream, headers: bytes, data: bytes, trailers: bytes) -> None:
+        """``flush`` of a stream's whole answer (``Stream.send``: nothing queued before it,
+        writing not paused, ``data`` within the windows and a frame, each header block
+        within a frame): HEADERS, one DATA, trailers, in one write."""
+        sid = stream.id
+        size = len(data)
+        stream.send_window -= size
+        self.send_window -= size
+        head = _HEAD.pack
+        self._write(
+            b"".join(
+                (
+                    head(len(headers) >> 16, len(headers) & 0xFFFF, HEADERS, END_HEADERS, sid),
+                    headers,
+                    head(size >> 16, size & 0xFFFF, DATA, 0, sid),
+                    data,
+                    head(len(trailers) >> 16, len(trailers) & 0xFFFF, HEADERS, END_HEADERS | END_STREAM, sid),
+                    trailers,
+                )
+            )
+        )
+        self._last_ping_recv = float("-inf")
+        self._ping_strikes = 0
+        self._pings_without_data = 0
+        self.local_done(stream)
+        if self._recv_window < self._half:
+            self._credit(None)
 
     def flush(self, stream: Stream) -> None:
         """Send what the windows allow of the stream's queued data, then its trailers;

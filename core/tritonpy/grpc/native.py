@@ -33,6 +33,7 @@ def methods(server: Server) -> dict[bytes, Method]:
         (health_pb2.DESCRIPTOR.services_by_name["Health"], health_pb2, HealthServicer(server)),
     )
     for service, module, servicer in services:
+        starts = servicer.unary_starts() if isinstance(servicer, InferenceServicer) else {}
         for rpc in service.methods:
             if rpc.name not in type(servicer).__dict__:
                 continue  # not implemented: UNIMPLEMENTED "Method not found!", as an unknown path
@@ -43,6 +44,7 @@ def methods(server: Server) -> dict[bytes, Method]:
                 request_type.FromString,
                 rpc.client_streaming or rpc.server_streaming,
                 needs.get(rpc.name),
+                None if rpc.client_streaming or rpc.server_streaming else starts.get(rpc.name),
             )
     return table
 

@@ -13,20 +13,32 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from google.protobuf import json_format
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, TritonError
 
+from ..bridges import call_soon_threadsafe
 from ..failures import report
 from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..server import Server
 from . import grpc_service_pb2 as pb
 from . import health_pb2
+from .calls import DESERIALIZING
 from .errors import status_of
 from .status import Aborted, StatusCode
-from .tensors import parameters_from_proto, request_from_proto, response_to_proto
+from .tensors import (
+    RequestPlans,
+    ResponseEncoder,
+    parameters_from_proto,
+    request_from_proto,
+    response_to_proto,
+)
+
+if TYPE_CHECKING:
+    from .calls import Answerer
 
 log = logging.getLogger("tritonpy.grpc")
 
@@ -58,21 +70,26 @@ def _unary(handler: Handler) -> Handler:
     async def wrapper(self: Any, request: Any, context: Context) -> Any:
         try:
             return await handler(self, request, context)
-        except TritonError as exc:
-            code, message = status_of(exc.code), exc.message
-            exc.__traceback__ = None
         except (asyncio.CancelledError, Aborted):
             raise
-        except Exception as exc:  # a bug must not take the server down; say what failed
-            code, message = (
-                StatusCode.INTERNAL,
-                report(log, f"unhandled error in {handler.__name__}", exc),
-            )
-            exc.__traceback__ = None
+        except Exception as exc:
+            code, message = _error_status(exc, handler.__name__)
         del request  # the abort below must not keep the message alive either
         await context.abort(code, message)
 
     return wrapper
+
+
+def _error_status(exc: BaseException, where: str) -> tuple[StatusCode, str]:
+    """A handler's error as its call's status: a TritonError's code and message, anything
+    else INTERNAL, logged (a bug must not take the server down; say what failed). The
+    traceback is dropped: its frames can hold the request."""
+    if isinstance(exc, TritonError):
+        code, message = status_of(exc.code), exc.message
+    else:
+        code, message = StatusCode.INTERNAL, report(log, f"unhandled error in {where}", exc)
+    exc.__traceback__ = None
+    return code, message
 
 
 def _version(text: str) -> str | None:
@@ -86,6 +103,9 @@ class InferenceServicer:
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        # ModelInfer's decoding and encoding without message objects (start_model_infer).
+        self._plans = RequestPlans()
+        self._encoder = ResponseEncoder()
 
     # -- health and metadata ----------------------------------------------------------
 
@@ -219,6 +239,75 @@ class InferenceServicer:
         core_request.trace_context = _traceparent(context)
         response = await self.server.infer_async(core_request, _DECOUPLED_UNARY)
         return response_to_proto(response, slots)
+
+    def start_model_infer(self, data: bytes, context: Any, call: Answerer) -> Callable[[], None] | None:
+        """``ModelInfer`` without a coroutine or a task, for the native transport
+        (``calls.Method.start``): the request message's bytes are decoded (from a plan
+        when one fits, ``tensors.RequestPlans``) and queued here, and the call answered
+        from the server's callback on the loop, with what ``ModelInfer`` through
+        ``_unary`` answers. Returns what cancels the request (None: answered already)."""
+        try:
+            split = self._plans.split(data)
+            planned = self._plans.request(data, split) if split is not None else None
+            if planned is not None:
+                core_request, slots = planned, None
+            else:
+                try:
+                    request = pb.ModelInferRequest.FromString(data)
+                except Exception:  # as the transport's Method.parse
+                    call.fail(StatusCode.INTERNAL, DESERIALIZING)
+                    return None
+                core_request, slots = request_from_proto(request, self.server.shared_memory)
+                if split is not None:
+                    self._plans.learn(split, request, core_request, slots)
+                del request
+            del data
+            core_request.trace_context = _traceparent(context)
+            loop = call.loop
+            loop_thread = threading.get_ident()  # start runs on the loop's thread
+
+            def finish(response: InferenceResponse) -> None:
+                if not call.waiting:  # cut short: as the cancelled handler, nothing more
+                    return
+                try:
+                    if response.error is not None:
+                        call.fail(*_error_status(response.error, "ModelInfer"))
+                        return
+                    try:
+                        body = self._encoder.encode(response) if slots is None else None
+                        out = response_to_proto(response, slots) if body is None else None
+                    except Exception as exc:
+                        call.fail(*_error_status(exc, "ModelInfer"))
+                        return
+                    if body is not None:
+                        call.answer_encoded(body)
+                    else:
+                        call.answer(out)
+                except Exception as exc:  # never into the thread or reader that answered
+                    report(log, "answering ModelInfer failed", exc)
+
+            def answered(response: InferenceResponse) -> None:
+                # On the loop's thread (a stub's answer is read there) at once, as
+                # ``bridges.answer_on`` sets an awaited future; else through the loop.
+                # (The thread's id, not asyncio's running loop: on CPython 3.11 asking
+                # for that is a getpid system call.)
+                if threading.get_ident() == loop_thread:
+                    finish(response)
+                else:
+                    call_soon_threadsafe(loop, finish, response)
+
+            self.server.start_infer(core_request, answered, _DECOUPLED_UNARY)
+        except Exception as exc:
+            call.fail(*_error_status(exc, "ModelInfer"))
+            return None
+        return core_request.cancel
+
+    def unary_starts(self) -> dict[str, Callable[[bytes, Any, Answerer], Callable[[], None] | None]]:
+        """The RPCs the native transport may run without a task (``calls.Method.start``):
+        ModelInfer, where the server takes callbacks (``start_infer``)."""
+        if not callable(getattr(self.server, "start_infer", None)):
+            return {}
+        return {"ModelInfer": self.start_model_infer}
 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
@@ -402,6 +491,9 @@ _DECOUPLED_UNARY = "ModelInfer RPC doesn't support models with decoupled transac
 
 def _traceparent(context: Any) -> str:
     """The W3C ``traceparent`` of the call's metadata (OpenTelemetry tracing), or ""."""
+    fast = getattr(context, "traceparent", None)  # the native transport's: from the headers
+    if fast is not None:
+        return str(fast())
     for key, value in context.invocation_metadata() or ():
         if key == "traceparent" and isinstance(value, str):
             return value

@@ -10,6 +10,7 @@ empty, as Triton's).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -172,6 +173,178 @@ def request_from_proto(
     return request, slots
 
 
+class RequestPlans:
+    """ModelInferRequests decoded from a plan: a client sends the same message every call
+    but for its raw input contents and its id (perf_analyzer, most clients), so what
+    ``request_from_proto`` makes of the rest is kept, keyed by those bytes, and the next
+    such message is split, not parsed: its inputs are views of its raw contents.
+
+    Only for a message that ``request_from_proto`` decoded without shared memory,
+    parameters on its inputs or outputs, or typed contents, whose raw contents come last
+    and number one per input (``learn``). Anything else, and a planned message whose
+    inputs do not fit (``request`` returns None), goes through the general decoding,
+    which gives its error. A plan is made the second time its layout comes (a client
+    whose messages differ each call, e.g. by their sequence id, makes none; it pays one
+    split per call). At most ``size`` plans, and ``4 * size`` layouts seen once; each
+    is dropped whole when full.
+    """
+
+    __slots__ = ("_plans", "_seen", "size")
+
+    def __init__(self, size: int = 64) -> None:
+        self._plans: dict[bytes, _Plan] = {}
+        self._seen: set[bytes] = set()
+        self.size = size
+
+    @staticmethod
+    def split(data: bytes) -> _Split | None:
+        """Where ``data``'s parts lie, for ``request`` and ``learn`` (None: not a message
+        any plan is for). It holds none of ``data``'s raw contents."""
+        return _split(data)
+
+    def request(self, data: bytes, split: _Split) -> InferenceRequest | None:
+        """The request for ``data`` (``split``) from its plan, or None (no plan: decode
+        it in full)."""
+        key, rid, raws = split
+        plan = self._plans.get(key)
+        if plan is None or len(raws) != len(plan.inputs):
+            return None
+        try:
+            inputs: dict[str, Tensor] = {}
+            for (name, datatype, shape, dtype, count), (start, end) in zip(plan.inputs, raws, strict=True):
+                if dtype is None:  # BYTES
+                    array = array_from_buffer(name, datatype, shape, memoryview(data)[start:end])
+                elif end - start != count * dtype.itemsize:
+                    return None  # the general decoding words the error
+                else:  # as array_from_buffer: a read-only view of the message's bytes
+                    array = np.frombuffer(data, dtype, count, start).reshape(shape)
+                inputs[name] = Tensor(name, array, datatype)
+            request_id = rid.decode() if rid else ""
+        except Exception:  # the general decoding words the error
+            return None
+        return InferenceRequest(
+            model_name=plan.model_name,
+            model_version=plan.model_version,
+            inputs=inputs,
+            requested_outputs=[RequestedOutput(name, {}, None) for name in plan.outputs],
+            id=request_id,
+            parameters=dict(plan.parameters),
+        )
+
+    def learn(
+        self, split: _Split, msg: pb.ModelInferRequest, request: InferenceRequest, slots: OutputSlots
+    ) -> None:
+        """Keep the plan of a message (``split``, decoded as ``msg`` into ``request``)
+        when it has one and its layout came before."""
+        if slots is not None:
+            return
+        key, _, raws = split
+        if key in self._plans:
+            return
+        if key not in self._seen:
+            if len(self._seen) >= 4 * self.size:
+                self._seen.clear()
+            self._seen.add(key)
+            return
+        if not msg.raw_input_contents or len(msg.raw_input_contents) != len(msg.inputs):
+            return
+        for entry in msg.inputs:
+            if entry.parameters or entry.HasField("contents"):
+                return
+        for output in msg.outputs:
+            if output.parameters:
+                return
+        if len(raws) != len(request.inputs):
+            return
+        self._seen.discard(key)
+        if len(self._plans) >= self.size:
+            self._plans.clear()
+        self._plans[key] = _Plan(
+            request.model_name,
+            request.model_version,
+            dict(request.parameters),
+            [
+                (
+                    t.name,
+                    t.datatype,
+                    list(t.data.shape),
+                    None if t.datatype is DataType.BYTES else t.datatype.numpy_dtype,
+                    int(t.data.size),
+                )
+                for t in request.inputs.values()
+            ],
+            [o.name for o in request.requested_outputs],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a ModelInferRequest's bytes other than its raw contents and id decode to."""
+
+    model_name: str
+    model_version: int
+    parameters: dict[str, ParameterValue]
+    #: name, data type, shape, numpy dtype (None: BYTES), elements
+    inputs: list[tuple[str, DataType, list[int], np.dtype[Any] | None, int]]
+    outputs: list[str]
+
+
+#: The most bytes of a message, less its id and raw contents, that a plan is kept for.
+_KEY_MAX = 4096
+#: raw_input_contents (field 7) and id (field 3), length-delimited.
+_RAW_TAG, _ID_TAG = 0x3A, 0x1A
+
+
+#: A message's bytes less its id and raw contents, its id's bytes, its raw contents' spans.
+_Split = tuple[bytes, bytes, list[tuple[int, int]]]
+
+
+def _split(data: bytes) -> _Split | None:
+    """(the message's bytes less its id and raw contents, the id's bytes, where each raw
+    content lies) when its fields are all length-delimited with one-byte tags, the id
+    at most once, and the raw contents last; else None."""
+    pos, end = 0, len(data)
+    first_raw = id_start = id_end = -1
+    rid = (0, 0)
+    raws: list[tuple[int, int]] = []
+    while pos < end:
+        tag = data[pos]
+        if tag & 0x87 != 2:  # a longer tag, or not length-delimited: not a message we plan
+            return None
+        at = pos
+        pos += 1
+        length = shift = 0
+        while True:
+            if pos >= end or shift > 28:
+                return None
+            byte = data[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        stop = pos + length
+        if stop > end:
+            return None
+        if tag == _RAW_TAG:
+            if first_raw < 0:
+                first_raw = at
+            raws.append((pos, stop))
+        elif first_raw >= 0:
+            return None  # a field after the raw contents
+        elif tag == _ID_TAG:
+            if id_start >= 0:
+                return None
+            id_start, id_end = at, stop
+            rid = (pos, stop)
+        pos = stop
+    if first_raw < 0 or first_raw > _KEY_MAX + id_end - id_start:
+        return None  # no raw contents, or more than a plan keeps of the rest
+    if id_start < 0:
+        return data[:first_raw], b"", raws
+    return data[:id_start] + data[id_end:first_raw], data[rid[0] : rid[1]], raws
+
+
 def _memory(memory: SystemSharedMemory | None) -> SystemSharedMemory:
     if memory is None:
         raise TritonError.invalid_arg(
@@ -197,6 +370,102 @@ def response_to_proto(response: InferenceResponse, slots: OutputSlots = None) ->
         else:
             raw.append(bytes(array_to_buffer(tensor.data, tensor.datatype)))
     return msg
+
+
+#: A varint's bytes for the values below 128, made once.
+_SMALL = [bytes((n,)) for n in range(128)]
+_UINT64 = (1 << 64) - 1
+
+
+def _varint(value: int) -> bytes:
+    """A protobuf varint (a negative int64 as its 64-bit two's complement, 10 bytes)."""
+    if 0 <= value < 128:
+        return _SMALL[value]
+    value &= _UINT64
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _string(tag: bytes, text: str) -> bytes:
+    """A proto3 string field (left out when empty, as protobuf writes it)."""
+    if not text:
+        return b""
+    data = text.encode()
+    return tag + _varint(len(data)) + data
+
+
+class ResponseEncoder:
+    """``response_to_proto(response).SerializeToString()`` without message objects: a
+    model's responses have the same name, version and outputs' names, data types and
+    shapes each call, so those fields' bytes are made once and kept, and each response
+    adds its id and its outputs' raw contents (one copy of each, then one join).
+
+    For a response without parameters whose outputs all go in ``raw_output_contents``
+    (no shared-memory slots); ``encode`` returns None for any other, which
+    ``response_to_proto`` encodes. At most ``size`` kept; all dropped when full.
+    """
+
+    __slots__ = ("_heads", "size")
+
+    def __init__(self, size: int = 64) -> None:
+        self._heads: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+        self.size = size
+
+    def encode(self, response: InferenceResponse) -> bytes | None:
+        rid = response.id
+        if response.parameters or type(rid) is not str or type(response.model_version) is not int:
+            return None
+        outputs = response.outputs
+        key = (
+            response.model_name,
+            response.model_version,
+            *[(name, tensor.datatype, tensor.shape) for name, tensor in outputs.items()],
+        )
+        heads = self._heads.get(key)
+        if heads is None:
+            heads = self._heads_of(response)
+            if heads is None:
+                return None
+        first, tensors = heads
+        parts: list[bytes] = [first, _string(b"\x1a", rid), tensors]
+        for tensor in outputs.values():
+            data, datatype = tensor.data, tensor.datatype
+            if type(data) is np.ndarray and datatype is not DataType.BYTES:
+                raw = data.tobytes()  # C order, as array_to_buffer's contiguous view
+            else:
+                raw = bytes(array_to_buffer(data, datatype))
+            parts += (b"\x32", _varint(len(raw)), raw)
+        return b"".join(parts)
+
+    def _heads_of(self, response: InferenceResponse) -> tuple[bytes, bytes] | None:
+        """Fields 1 and 2 (name, version), and 5 (the outputs' metadata), or None when a
+        field is not what ``response_to_proto`` would write as given."""
+        name = response.model_name
+        if type(name) is not str:
+            return None
+        first = _string(b"\x0a", name) + _string(b"\x12", str(response.model_version))
+        entries: list[bytes] = []
+        key: list[Any] = [response.model_name, response.model_version]
+        for output, tensor in response.outputs.items():
+            shape = tensor.shape
+            if type(output) is not str or not all(type(d) is int for d in shape):
+                return None
+            packed = b"".join([_varint(d) for d in shape])
+            body = (
+                _string(b"\x0a", output)
+                + _string(b"\x12", tensor.datatype.value)
+                + (b"\x1a" + _varint(len(packed)) + packed if packed else b"")
+            )
+            entries.append(b"\x2a" + _varint(len(body)) + body)
+            key.append((output, tensor.datatype, shape))
+        if len(self._heads) >= self.size:
+            self._heads.clear()
+        heads = self._heads[tuple(key)] = (first, b"".join(entries))
+        return heads
 
 
 def _raw_count(expected: int, got: int) -> TritonError:
