@@ -9,12 +9,19 @@ behaviour is the ASGI fast path's (``fastpath.InferFastPath``): the same
 decoding (``inference.HttpInference``), limits, errors, status codes and headers. The protocol falls back to
 ASGI where this path would differ (an ``Expect: 100-continue`` request, an
 access log, restricted APIs).
+
+An inference request that nothing is being answered before on its connection, with
+a plain path (no query, no percent-encoding), is taken when its head completes: it
+is then its own request cycle, and uvicorn makes no ASGI scope, cycle or event for
+it. Others (pipelined behind an earlier request, an unusual URL) take uvicorn's way
+first and are answered here from its cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Iterable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +73,28 @@ def encode_head(
     return head, length
 
 
+class _NoEvent:
+    """The ``message_event`` of a request that is its own cycle: nothing waits on it."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+_NO_EVENT = _NoEvent()
+
+
 class DirectInfer:
-    """One inference request on a connection, from its head to its answer."""
+    """One inference request on a connection, from its head to its answer.
+
+    Made from uvicorn's request cycle (``cycle``: a request that waited behind an
+    earlier one, or one that took uvicorn's way), or, with ``cycle`` None, as the
+    protocol's cycle itself: then it carries the fields of uvicorn's
+    ``RequestResponseCycle`` that the protocol reads and sets (``disconnected``,
+    ``keep_alive``, ``response_complete``, ...), and no scope, event or body
+    buffer is made for the request.
+    """
 
     __slots__ = (
         "_accept",
@@ -80,34 +107,61 @@ class DirectInfer:
         "_reading",
         "_size",
         "cycle",
+        "default_headers",
+        "disconnected",
+        "keep_alive",
+        "message_event",
         "model",
+        "more_body",
+        "path",
         "protocol",
+        "response_complete",
+        "response_started",
         "version",
+        "waiting_for_100_continue",
     )
 
     def __init__(
         self,
         protocol: HttpToolsProtocol,
         inference: HttpInference,
-        cycle: RequestResponseCycle,
+        cycle: RequestResponseCycle | None,
         model: str,
         version: str,
+        path: str = "",
+        keep_alive: bool = True,
     ) -> None:
         self.protocol = protocol
-        self.cycle = cycle
         self.model = model
         self.version = version
         self._inference = inference
         self._loop: asyncio.AbstractEventLoop = protocol.loop
-        self._headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in cycle.scope["headers"]}
-        self._accept = self._headers.get("accept-encoding", "")
         self._binary = False
         self._flags: dict[str, Placement] = {}
         #: Whether the body is still wanted: not once it is complete, nor once refused.
         self._reading = True
-        body = cycle.body  # what came while the request waited behind an earlier one
-        self._chunks: list[bytes] = [bytes(body)] if body else []
-        self._size = len(body)
+        if cycle is None:
+            # The request's own cycle: uvicorn's fields, as its cycle starts them.
+            self.cycle: DirectInfer | RequestResponseCycle = self
+            self.path = path
+            self.keep_alive = keep_alive
+            self.default_headers = protocol.server_state.default_headers
+            self.message_event = _NO_EVENT
+            self.disconnected = self.response_started = self.response_complete = False
+            self.waiting_for_100_continue = False
+            self.more_body = True
+            fields: Iterable[tuple[bytes, bytes]] = protocol.headers
+            self._chunks: list[bytes] = []
+            self._size = 0
+        else:
+            self.cycle = cycle
+            self.path = cycle.scope["path"]
+            fields = cycle.scope["headers"]
+            body = cycle.body  # what came while the request waited behind an earlier one
+            self._chunks = [bytes(body)] if body else []
+            self._size = len(body)
+        self._headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in fields}
+        self._accept = self._headers.get("accept-encoding", "")
         try:
             check_declared_size(self._headers.get("content-length"), inference.max_input)
             if self._size > inference.max_input:
@@ -161,7 +215,7 @@ class DirectInfer:
         Written on the loop's next turn, never from inside the parser's callbacks
         (where a refusal is found), as the ASGI path would."""
         self._reading = False
-        status, body = error_answer(exc, self.cycle.scope["path"])
+        status, body = error_answer(exc, self.path)
         parts: Body = [body]
         extra: dict[str, str] = {}
         self._loop.call_soon(self._write, status, parts, extra, "application/json")
@@ -177,12 +231,14 @@ class DirectInfer:
         head, length = encode_head(status, parts, extra, media_type, cycle.default_headers, cycle.keep_alive)
         transport = protocol.transport
         if length < _JOIN_LIMIT:
-            transport.write(b"".join([*head, *parts]))
+            head += parts
+            transport.write(b"".join(head))
         else:
             transport.write(b"".join(head))
             for part in parts:
                 transport.write(part)
-        cycle.message_event.set()
+        if cycle is not self:
+            cycle.message_event.set()
         if not cycle.keep_alive:
             transport.close()
         protocol.on_response_complete()

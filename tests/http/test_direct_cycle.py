@@ -1,0 +1,314 @@
+"""The httptools protocol's own request cycles (``http/protocol.py``, ``http/direct.py``),
+on a protocol object fed bytes through a transport without a socket: which requests the
+protocol answers as their own cycle, which take uvicorn's scope and cycle (and then the
+protocol or ASGI), the same bytes on the wire either way, uvicorn's scope for the rest,
+and the keep-alive timeout kept with one timer."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import tritonpy
+import uvicorn
+from tritonpy.http import create_app, direct, protocol
+from tritonpy.http.protocol import HAVE_HTTPTOOLS, direct_frontend, http_protocol
+from tritonpy_testbackend import TestBackend, write_model
+from uvicorn.server import ServerState
+
+pytestmark = pytest.mark.skipif(not HAVE_HTTPTOOLS, reason="the direct path is httptools' protocol")
+
+ADD = json.dumps(
+    {
+        "inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 4], "data": [1, 2, 3, 4]},
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 4], "data": [1, 1, 1, 1]},
+        ],
+    }
+).encode()
+
+
+def _post(path: str, body: bytes = ADD, *headers: str, version: str = "1.1") -> bytes:
+    lines = [f"POST {path} HTTP/{version}", "Host: t", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+CLOSE = "Connection: close"
+INFER = "/v2/models/addsub/infer"
+
+#: request bytes -> how the protocol takes it: "own" (answered as its own cycle), "uvicorn"
+#: (uvicorn's scope and cycle, then answered by the protocol), "asgi" (the ASGI application).
+PATHS: dict[str, tuple[bytes, str]] = {
+    "infer": (_post(INFER, ADD, CLOSE), "own"),
+    "versioned": (_post("/v2/models/addsub/versions/1/infer", ADD, CLOSE), "own"),
+    "http/1.0": (_post(INFER, ADD, version="1.0"), "own"),
+    "unknown model": (_post("/v2/models/nope/infer", ADD, CLOSE), "own"),
+    "malformed json": (_post(INFER, b'{"inputs": [}', CLOSE), "own"),
+    "declared too large": (_post(INFER, b"x" * 5000, CLOSE), "own"),
+    "gzip asked": (_post(INFER, ADD, "Accept-Encoding: gzip", CLOSE), "own"),
+    "chunked body": (
+        b"POST " + INFER.encode() + b" HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+        b"Connection: close\r\n\r\n" + b"%x\r\n" % len(ADD) + ADD + b"\r\n0\r\n\r\n",
+        "own",
+    ),
+    "query string": (_post(INFER + "?x=1", ADD, CLOSE), "uvicorn"),
+    "percent-encoded": (_post("/v2/models/add%73ub/infer", ADD, CLOSE), "uvicorn"),
+    "fragment": (_post(INFER + "#f", ADD, CLOSE), "uvicorn"),
+    "absolute form": (_post("http://t" + INFER, ADD, CLOSE), "uvicorn"),
+    "expect 100-continue": (_post(INFER, ADD, "Expect: 100-continue", CLOSE), "asgi"),
+    "not an inference": (_post("/v2/models/addsub/infer/x", ADD, CLOSE), "asgi"),
+    "bad version": (_post("/v2/models/addsub/versions/x/infer", ADD, CLOSE), "asgi"),
+    "not POST": (b"GET " + INFER.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", "asgi"),
+    "health": (b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", "asgi"),
+}
+
+
+class _Transport(asyncio.Transport):
+    """A connection without a socket: what the protocol writes, and whether it closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = bytearray()
+        self.closed = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 40000)}.get(name, default)
+
+    def write(self, data: Any) -> None:
+        self.out += data
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tritonpy.Server]:
+    repo = tmp_path_factory.mktemp("cycle_repo")
+    write_model(repo, "addsub")
+    server = tritonpy.Server(model_repository=[repo], http_max_input_size=4096)
+    server.backends.register("testbk", TestBackend())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield loop
+    loop.close()
+    asyncio.set_event_loop(None)
+
+
+def _connection(
+    loop: asyncio.AbstractEventLoop, app: Any, direct_to: Any, **config: Any
+) -> tuple[Any, _Transport]:
+    cls = http_protocol(tritonpy.ServerOptions(), "httptools", direct_to)
+    uconfig = uvicorn.Config(app, http=cls, log_config=None, lifespan="off", proxy_headers=False, **config)
+    uconfig.load()
+    state = ServerState()
+    state.default_headers = [(b"date", b"Thu, 26 Nov 2026 00:00:00 GMT"), (b"server", b"uvicorn")]
+    conn = cls(uconfig, state, {"k": "v"}, loop)
+    transport = _Transport()
+    conn.connection_made(transport)
+    return conn, transport
+
+
+def _run_until(loop: asyncio.AbstractEventLoop, done: Callable[[], bool], limit: float = 10.0) -> None:
+    deadline = time.monotonic() + limit
+    while not done():
+        assert time.monotonic() < deadline, "no answer"
+        loop.run_until_complete(asyncio.sleep(0.002))
+
+
+def _answer(
+    loop: asyncio.AbstractEventLoop, server: tritonpy.Server, data: bytes, direct_path: bool
+) -> bytes:
+    app = create_app(server)
+    conn, transport = _connection(loop, app, direct_frontend(app, server.options) if direct_path else None)
+    conn.data_received(data)
+    _run_until(loop, lambda: transport.closed)
+    conn.connection_lost(None)
+    return bytes(transport.out)
+
+
+@pytest.mark.parametrize("case", list(PATHS))
+def test_each_request_takes_its_path_and_answers_as_asgi_does(
+    case: str, server: tritonpy.Server, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, path = PATHS[case]
+    taken: list[str] = []
+
+    class Recorded(direct.DirectInfer):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            taken.append("own" if args[2] is None else "uvicorn")
+
+    monkeypatch.setattr(protocol, "DirectInfer", Recorded)
+    got = _answer(loop, server, data, direct_path=True)
+    assert taken == ([] if path == "asgi" else [path])
+    taken.clear()
+    want = _answer(loop, server, data, direct_path=False)
+    assert taken == []
+    assert got == want  # every byte: status line, headers (the same date), body
+    assert got.startswith(b"HTTP/1.1 ")
+
+
+def test_pipelined_requests_after_an_own_cycle_take_uvicorns_and_answer_in_order(
+    server: tritonpy.Server, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[str] = []
+
+    class Recorded(direct.DirectInfer):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            taken.append("own" if args[2] is None else "uvicorn")
+
+    monkeypatch.setattr(protocol, "DirectInfer", Recorded)
+    health = b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+    data = _post(INFER) + _post("/v2/models/nope/infer") + health + _post(INFER, ADD, CLOSE)
+    got = _answer(loop, server, data, direct_path=True)
+    assert taken == ["own", "uvicorn", "uvicorn"]
+    assert got == _answer(loop, server, data, direct_path=False)
+    assert [int(m) for m in re.findall(rb"HTTP/1.1 (\d+)", got)] == [200, 404, 200, 200]
+
+
+def test_one_request_after_another_on_a_connection(
+    server: tritonpy.Server, loop: asyncio.AbstractEventLoop
+) -> None:
+    app = create_app(server)
+    conn, transport = _connection(loop, app, direct_frontend(app, server.options))
+    for _ in range(3):
+        size = len(transport.out)
+        conn.data_received(_post(INFER))
+        _run_until(loop, lambda size=size: transport.out.endswith(b"]}]}") and len(transport.out) > size)
+        assert transport.out[size:].startswith(b"HTTP/1.1 200 OK\r\n")
+        assert conn.cycle.response_complete and not transport.closed
+    assert conn.server_state.total_requests == 3
+    conn.connection_lost(None)
+
+
+class _Recording:
+    """An ASGI application that keeps each scope and answers 200 after ``delay`` seconds."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.scopes: list[dict[str, Any]] = []
+        self.delay = delay
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.scopes.append(scope)
+        while (await receive())["more_body"]:
+            pass
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+def test_other_requests_get_uvicorns_scope(loop: asyncio.AbstractEventLoop) -> None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    requests = [
+        b"GET /v2/health/live?x=%41 HTTP/1.1\r\nHost: t\r\nX-One: 1\r\nx-one: 2\r\n\r\n",
+        b"POST /v2/models/m/infer/x?q HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}",
+        b"POST /v2/models/m/load HTTP/1.0\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}",  # closes
+    ]
+    scopes = []
+    for direct_to in (_Refusing(), None, "uvicorn"):
+        app = _Recording()
+        if direct_to == "uvicorn":
+            config = uvicorn.Config(
+                app, http=HttpToolsProtocol, log_config=None, lifespan="off", proxy_headers=False
+            )
+            config.load()
+            conn: Any = HttpToolsProtocol(config, ServerState(), {"k": "v"}, loop)
+            transport = _Transport()
+            conn.connection_made(transport)
+        else:
+            conn, transport = _connection(loop, app, direct_to)
+        for request in requests:
+            n = len(app.scopes)
+            conn.data_received(request)
+            _run_until(loop, lambda a=app, n=n, c=conn: len(a.scopes) > n and c.cycle.response_complete)
+        scopes.append(app.scopes)
+    assert scopes[0] == scopes[1] == scopes[2]
+    assert scopes[0][0]["headers"] == [(b"host", b"t"), (b"x-one", b"1"), (b"x-one", b"2")]
+
+
+class _Refusing:
+    """A front end for requests that must never reach it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the direct path was taken ({name})")
+
+
+def test_keep_alive_closes_an_idle_connection_once_per_timeout(loop: asyncio.AbstractEventLoop) -> None:
+    timeout = 0.3
+    app = _Recording()
+    conn, transport = _connection(loop, app, None, timeout_keep_alive=timeout)
+    health = b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+    conn.data_received(health)
+    _run_until(loop, lambda: conn.cycle.response_complete)
+    loop.run_until_complete(asyncio.sleep(timeout * 0.6))
+    conn.data_received(health)  # a second request before the timeout: the clock starts again
+    _run_until(loop, lambda: len(app.scopes) == 2 and conn.cycle.response_complete)
+    answered = time.monotonic()
+    loop.run_until_complete(asyncio.sleep(timeout * 0.6))
+    assert not transport.closed  # the first timer ran out, the connection was idle for less
+    _run_until(loop, lambda: transport.closed)
+    assert time.monotonic() - answered >= timeout * 0.9
+    conn.connection_lost(None)
+
+
+def test_keep_alive_leaves_a_busy_connection_open(loop: asyncio.AbstractEventLoop) -> None:
+    timeout = 0.2
+    app = _Recording()
+    conn, transport = _connection(loop, app, None, timeout_keep_alive=timeout)
+    health = b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+    conn.data_received(health)  # answered at once: the timer is armed
+    _run_until(loop, lambda: conn.cycle.response_complete)
+    app.delay = 2 * timeout
+    loop.run_until_complete(asyncio.sleep(timeout * 0.5))
+    conn.data_received(health)  # busy across the timer's end
+    _run_until(loop, lambda: len(app.scopes) == 2 and conn.cycle.response_complete)
+    assert not transport.closed
+    answered = time.monotonic()
+    _run_until(loop, lambda: transport.closed)
+    assert time.monotonic() - answered >= timeout * 0.9
+    conn.connection_lost(None)
+    assert conn._keepalive is None
+
+
+def test_an_own_cycle_has_every_field_uvicorn_reads_of_a_cycle() -> None:
+    """uvicorn's protocol reads and sets fields of ``self.cycle``; a request that is its
+    own cycle (``DirectInfer``) must have each of them."""
+    from uvicorn.protocols.http import httptools_impl
+
+    source = inspect.getsource(httptools_impl.HttpToolsProtocol)
+    fields = set(re.findall(r"(?:self\.cycle|existing_cycle)\.(\w+)", source))
+    fields |= set(re.findall(r"\bcycle\.(\w+)", inspect.getsource(protocol)))
+    fields -= {"scope", "body", "run_asgi"}  # read only of uvicorn's cycles (pipelined, ASGI)
+    assert fields
+    assert fields <= set(direct.DirectInfer.__slots__), fields - set(direct.DirectInfer.__slots__)
