@@ -33,6 +33,17 @@ ADD = json.dumps(
     }
 ).encode()
 
+HEADER = json.dumps(
+    {
+        "inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 4], "parameters": {"binary_data_size": 16}},
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 4], "parameters": {"binary_data_size": 16}},
+        ],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}, {"name": "OUTPUT1"}],
+    }
+).encode()
+BINARY = HEADER + bytes(range(32))
+
 
 def _post(path: str, body: bytes = ADD, *headers: str, version: str = "1.1") -> bytes:
     lines = [f"POST {path} HTTP/{version}", "Host: t", f"Content-Length: {len(body)}", *headers]
@@ -52,6 +63,9 @@ PATHS: dict[str, tuple[bytes, str]] = {
     "malformed json": (_post(INFER, b'{"inputs": [}', CLOSE), "own"),
     "declared too large": (_post(INFER, b"x" * 5000, CLOSE), "own"),
     "gzip asked": (_post(INFER, ADD, "Accept-Encoding: gzip", CLOSE), "own"),
+    "a header twice": (_post(INFER, ADD, "Accept-Encoding: gzip", "accept-encoding: identity", CLOSE), "own"),
+    "binary": (_post(INFER, BINARY, f"Inference-Header-Content-Length: {len(HEADER)}", CLOSE), "own"),
+    "binary, bad length": (_post(INFER, BINARY, "Inference-Header-Content-Length: 9999", CLOSE), "own"),
     "chunked body": (
         b"POST " + INFER.encode() + b" HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
         b"Connection: close\r\n\r\n" + b"%x\r\n" % len(ADD) + ADD + b"\r\n0\r\n\r\n",
@@ -312,3 +326,130 @@ def test_an_own_cycle_has_every_field_uvicorn_reads_of_a_cycle() -> None:
     fields -= {"scope", "body", "run_asgi"}  # read only of uvicorn's cycles (pipelined, ASGI)
     assert fields
     assert fields <= set(direct.DirectInfer.__slots__), fields - set(direct.DirectInfer.__slots__)
+
+
+def _head_as_joined(
+    status: int, length: int, extra: dict[str, str], media: str, defaults: list[Any], keep_alive: bool
+) -> bytes:
+    """A response head line by line, as uvicorn's cycle writes one."""
+    from http import HTTPStatus
+
+    lines = [b"HTTP/1.1 %d %s\r\n" % (status, HTTPStatus(status).phrase.encode())]
+    lines += [name + b": " + value + b"\r\n" for name, value in defaults]
+    lines.append(b"content-type: " + media.encode() + b"\r\n")
+    lines.append(b"content-length: " + str(length).encode() + b"\r\n")
+    lines += [k.lower().encode() + b": " + v.encode() + b"\r\n" for k, v in extra.items()]
+    if not keep_alive:
+        lines.append(b"connection: close\r\n")
+    return b"".join(lines) + b"\r\n"
+
+
+def test_encode_head_from_its_caches_is_the_head_line_by_line() -> None:
+    from tritonpy.http.direct import encode_head
+
+    parts: list[bytes | memoryview] = [b'{"a":1}', memoryview(b"\x00" * 16)]
+    extras = [
+        {},
+        {"Inference-Header-Content-Length": "7"},
+        {"Inference-Header-Content-Length": "7", "Content-Encoding": "gzip"},
+    ]
+    for defaults in (
+        [(b"date", b"Thu, 26 Nov 2026 00:00:00 GMT"), (b"server", b"uvicorn")],
+        [(b"date", b"Thu, 26 Nov 2026 00:00:01 GMT"), (b"server", b"uvicorn")],  # the next second's list
+        [],
+    ):
+        for _ in range(2):  # made, then from the caches
+            for status in (200, 400, 404, 503):
+                for extra in extras:
+                    for media in ("application/json", "application/octet-stream"):
+                        for keep_alive in (True, False):
+                            head, length = encode_head(status, parts, extra, media, defaults, keep_alive)
+                            assert length == 23
+                            assert b"".join(head) == _head_as_joined(
+                                status, 23, extra, media, defaults, keep_alive
+                            )
+
+
+class _Read(dict[str, str]):
+    """Request headers that remember which of them were read."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return super().__contains__(key)
+
+
+def test_the_direct_path_keeps_every_header_an_inference_reads(server: tritonpy.Server) -> None:
+    """``DirectInfer`` hands ``decode`` only ``REQUEST_HEADERS``; decoding any request
+    reads no other."""
+    import gzip
+
+    from tritonpy.http.inference import REQUEST_HEADERS, HttpInference
+
+    http = HttpInference(server)
+    header = (
+        b'{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,4],"parameters":{"binary_data_size":16}},'
+    )
+    header += b'{"name":"INPUT1","datatype":"INT32","shape":[1,4],"parameters":{"binary_data_size":16}}]}'
+    binary = header + bytes(32)
+    bodies = [
+        (ADD, {}),
+        (gzip.compress(ADD), {"content-encoding": "gzip"}),
+        (binary, {"inference-header-content-length": str(len(header))}),
+        (bytes(16), {"inference-header-content-length": "0"}),
+        (ADD, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+        (b"{", {}),
+    ]
+    read: set[str] = set()
+    for body, headers in bodies:
+        every = _Read({"host": "t", "content-length": str(len(body)), "accept-encoding": "gzip", **headers})
+        try:
+            http.decode("addsub", "", [body], every)
+        except Exception:
+            pass
+        read |= every.read
+    assert read <= REQUEST_HEADERS, read - REQUEST_HEADERS
+    assert {"content-encoding", "inference-header-content-length", "traceparent"} <= read
+
+
+def test_a_plain_inference_url_is_its_own_path_and_target() -> None:
+    """The URLs the protocol takes at once: uvicorn's ``parse_url`` gives each back as its
+    path (nothing to unquote), and ``infer_target`` the same model and version; every plain
+    URL that ``infer_target`` takes is one of them."""
+    import random
+
+    import httptools
+    from tritonpy.http.fastpath import infer_target
+    from tritonpy.http.protocol import _plain_infer_url
+
+    rnd = random.Random(7)
+    pieces = [bytes([c]) for c in range(0x21, 0x7F)] + [b"/"] * 8 + [b"versions", b"infer", b"1", b"%41"]
+    tails = [b"/infer", b"", b"/versions/12/infer", b"/versions//infer", b"/versions/x/infer"]
+    taken = 0
+    for _ in range(20000):
+        url = (
+            b"/v2/models/"
+            + b"".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))
+            + rnd.choice(tails)
+        )
+        match = _plain_infer_url(url)
+        if match is None:
+            plain = not any(c in url for c in b"%?#")
+            assert not (plain and infer_target(url.decode()) is not None), url
+            continue
+        taken += 1
+        parsed = httptools.parse_url(url)
+        assert (parsed.path, parsed.query, parsed.fragment) == (url, None, None), url
+        assert infer_target(url.decode()) == tuple(g.decode() for g in match.groups(b"")), url
+    assert taken > 1000

@@ -30,13 +30,16 @@ from tritonpy_sdk import InferenceResponse, TritonError
 from ..bridges import call_soon_threadsafe
 from .body import check_declared_size, too_large
 from .errors import error_answer
-from .inference import DECOUPLED_REFUSAL, encode_infer
+from .inference import DECOUPLED_REFUSAL, REQUEST_HEADERS, encode_infer
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
     from .inference import HttpInference
     from .tensors import Body, Placement
+
+#: The request headers an inference reads, by their name as uvicorn hands it over (lowercase).
+_WANTED = {name.encode("latin-1"): name for name in REQUEST_HEADERS}
 
 #: Larger bodies go to the transport part by part instead of joined to the head.
 _JOIN_LIMIT = 64 * 1024
@@ -51,6 +54,16 @@ def _status_line(status: int) -> bytes:
     return line
 
 
+#: The default headers' lines, joined, and the list they were joined from: uvicorn makes a
+#: new list when its date changes (once a second), so this is joined once a second. One
+#: tuple, replaced whole: loops on other threads (other servers) may read it meanwhile.
+_defaults: tuple[object, bytes] = (None, b"")
+#: ``content-type: <media type>`` and the name of the length that follows, by media type.
+_CONTENT_TYPES: dict[str, bytes] = {}
+#: An extra header's name as it goes on the wire (lowercase, with its colon), by name.
+_NAMES: dict[str, bytes] = {}
+
+
 def encode_head(
     status: int,
     parts: Body,
@@ -60,16 +73,22 @@ def encode_head(
     keep_alive: bool,
 ) -> tuple[list[Any], int]:
     """The head of an answer whose body is ``parts``, as parts to join, and the body's length."""
+    global _defaults
     length = sum(map(len, parts))  # no generator's frame per part
-    head: list[Any] = [_status_line(status)]
-    for name, value in default_headers:
-        head += (name, b": ", value, b"\r\n")
-    head += (b"content-type: ", media_type.encode(), b"\r\ncontent-length: %d\r\n" % length)
+    defaults = _defaults
+    if defaults[0] is not default_headers:
+        block = b"".join([name + b": " + value + b"\r\n" for name, value in default_headers])
+        defaults = _defaults = (default_headers, block)
+    content = _CONTENT_TYPES.get(media_type)
+    if content is None:
+        content = _CONTENT_TYPES[media_type] = b"content-type: %s\r\ncontent-length: " % media_type.encode()
+    head: list[Any] = [_status_line(status), defaults[1], content, b"%d\r\n" % length]
     for key, text in extra.items():
-        head += (key.lower().encode(), b": ", text.encode(), b"\r\n")
-    if not keep_alive:
-        head.append(b"connection: close\r\n")
-    head.append(b"\r\n")
+        name = _NAMES.get(key)
+        if name is None:
+            name = _NAMES[key] = key.lower().encode() + b": "
+        head += (name, text.encode(), b"\r\n")
+    head.append(b"\r\n" if keep_alive else b"connection: close\r\n\r\n")
     return head, length
 
 
@@ -160,7 +179,14 @@ class DirectInfer:
             body = cycle.body  # what came while the request waited behind an earlier one
             self._chunks = [bytes(body)] if body else []
             self._size = len(body)
-        self._headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in fields}
+        # Only the headers that an inference reads (the last of each, as a dict of all would have).
+        headers: dict[str, str] = {}
+        wanted = _WANTED
+        for name, value in fields:
+            key = wanted.get(name)
+            if key is not None:
+                headers[key] = value.decode("latin-1")
+        self._headers = headers
         self._accept = self._headers.get("accept-encoding", "")
         try:
             check_declared_size(self._headers.get("content-length"), inference.max_input)

@@ -162,10 +162,11 @@ def _access_logged() -> bool:
     return _ACCESS_LOG.isEnabledFor(logging.INFO)  # logging caches the answer per level change
 
 
-#: An inference URL whose path is itself (no query, no fragment, nothing percent-encoded;
-#: ASCII without controls or spaces): uvicorn's ``parse_url`` and unquoting would give
-#: the same path back.
-_plain_infer_url = re.compile(rb"/v2/models/[!-\"$&->@-~]+").fullmatch
+#: An inference URL (``fastpath.infer_target``'s paths: the model, then the version if
+#: any) whose path is itself: no query, no fragment, nothing percent-encoded, ASCII
+#: without controls or spaces, so uvicorn's ``parse_url`` and unquoting would give the
+#: same path back. The model's characters are those less ``/``; a version is digits.
+_plain_infer_url = re.compile(rb"/v2/models/([!-\"$&-.0->@-~]+)(?:/versions/([0-9]+))?/infer").fullmatch
 
 
 def _answer(status: int, message: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -655,8 +656,9 @@ if HAVE_HTTPTOOLS:
                 parser = self.parser
                 url = self.url
                 cycle = self.cycle
+                target = _plain_infer_url(url)
                 if (
-                    _plain_infer_url(url) is not None
+                    target is not None
                     and parser.get_method() == b"POST"
                     and (cycle is None or cycle.response_complete)
                     and not self.expect_100_continue
@@ -665,14 +667,13 @@ if HAVE_HTTPTOOLS:
                     and not self.root_path
                     and not _access_logged()
                 ):
-                    path = url.decode("ascii")
-                    target = infer_target(path)
-                    if target is not None:
-                        keep_alive = parser.get_http_version() != "1.0" and parser.should_keep_alive()
-                        model, version = target
-                        infer = DirectInfer(self, frontend, None, model, version, path, keep_alive)
-                        self._infer = self.cycle = infer
-                        return
+                    model, version = target.groups(b"")
+                    keep_alive = parser.get_http_version() != "1.0" and parser.should_keep_alive()
+                    infer = DirectInfer(
+                        self, frontend, None, model.decode(), version.decode(), url.decode(), keep_alive
+                    )
+                    self._infer = self.cycle = infer
+                    return
             self._make_scope()
             HttpToolsProtocol.on_headers_complete(self)
 
