@@ -453,3 +453,27 @@ def test_a_plain_inference_url_is_its_own_path_and_target() -> None:
         assert (parsed.path, parsed.query, parsed.fragment) == (url, None, None), url
         assert infer_target(url.decode()) == tuple(g.decode() for g in match.groups(b"")), url
     assert taken > 1000
+
+
+def test_with_the_access_log_on_inference_takes_the_asgi_cycle(
+    server: tritonpy.Server, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    taken: list[object] = []
+
+    class Recorded(direct.DirectInfer):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            taken.append(args[2])
+
+    monkeypatch.setattr(protocol, "DirectInfer", Recorded)
+    access = logging.getLogger("uvicorn.access")
+    monkeypatch.setattr(access, "level", logging.INFO)
+    access.manager._clear_cache()  # type: ignore[attr-defined]
+    try:
+        got = _answer(loop, server, _post(INFER, ADD, CLOSE), direct_path=True)
+    finally:
+        monkeypatch.undo()
+        access.manager._clear_cache()  # type: ignore[attr-defined]
+    assert taken == [] and got.startswith(b"HTTP/1.1 200 OK\r\n")

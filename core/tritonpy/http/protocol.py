@@ -665,7 +665,7 @@ if HAVE_HTTPTOOLS:
                     and not parser.should_upgrade()
                     and self.limit_concurrency is None
                     and not self.root_path
-                    and not _access_logged()
+                    and not _ACCESS_LOG.isEnabledFor(logging.INFO)  # _access_logged, inline
                 ):
                     model, version = target.groups(b"")
                     keep_alive = parser.get_http_version() != "1.0" and parser.should_keep_alive()
