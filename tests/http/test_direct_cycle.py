@@ -477,3 +477,101 @@ def test_with_the_access_log_on_inference_takes_the_asgi_cycle(
         monkeypatch.undo()
         access.manager._clear_cache()  # type: ignore[attr-defined]
     assert taken == [] and got.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+class _HeldServer:
+    """A server whose ``start_infer`` keeps each request's callback for the test to call
+    (or calls it at once, inside ``start_infer``, with ``at_once``)."""
+
+    def __init__(self, real: tritonpy.Server, at_once: bool = False) -> None:
+        self._real = real
+        self.at_once = at_once
+        self.callbacks: list[Callable[[Any], None]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def start_infer(self, request: Any, on_response: Callable[[Any], None], *args: Any) -> None:
+        if self.at_once:
+            on_response(_response())
+        else:
+            self.callbacks.append(on_response)
+
+
+def _response() -> Any:
+    import numpy as np
+    from tritonpy_sdk import DataType, InferenceResponse, Tensor
+
+    arr = np.arange(4, dtype=np.int32).reshape(1, 4)
+    outputs = {k: Tensor(k, arr, DataType.INT32) for k in ("OUTPUT0", "OUTPUT1")}
+    return InferenceResponse(outputs, model_name="addsub", model_version=1)
+
+
+def _held(
+    loop: asyncio.AbstractEventLoop, server: tritonpy.Server, at_once: bool = False
+) -> tuple[Any, Any, _Transport]:
+    from tritonpy.http.inference import HttpInference
+
+    held = _HeldServer(server, at_once)
+    conn, transport = _connection(loop, object(), HttpInference(held))  # type: ignore[arg-type]
+    return held, conn, transport
+
+
+def test_an_answer_on_the_loops_thread_is_written_at_once_with_the_same_bytes(
+    server: tritonpy.Server, loop: asyncio.AbstractEventLoop
+) -> None:
+    import threading
+
+    answers = []
+    for thread in ("loop", "worker", "inside start_infer"):
+        held, conn, transport = _held(loop, server, at_once=thread == "inside start_infer")
+        conn.data_received(_post(INFER))
+        if thread == "inside start_infer":
+            assert not transport.out  # never from inside the parser's callbacks
+        elif thread == "loop":
+            (callback,) = held.callbacks
+            callback(_response())
+            assert transport.out  # written at once
+        else:
+            (callback,) = held.callbacks
+            worker = threading.Thread(target=callback, args=(_response(),))
+            worker.start()
+            worker.join()
+            assert not transport.out  # handed to the loop
+        _run_until(loop, lambda t=transport: t.out.endswith(b"]}"))
+        answers.append(bytes(transport.out))
+        assert conn.cycle.response_complete and not transport.closed
+        conn.connection_lost(None)
+    assert answers[0] == answers[1] == answers[2]
+    assert answers[0].startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_an_answer_on_the_loops_thread_waits_a_turn_while_a_pipelined_request_waits(
+    server: tritonpy.Server, loop: asyncio.AbstractEventLoop
+) -> None:
+    held, conn, transport = _held(loop, server)
+    conn.data_received(_post(INFER) + _post(INFER))
+    assert len(conn.pipeline) == 1
+    held.callbacks.pop()(_response())
+    assert not transport.out  # the next request starts on the loop's turn, not inside this call
+    _run_until(loop, lambda: len(held.callbacks) == 1)
+    held.callbacks.pop()(_response())  # nothing waits behind it: at once
+    assert transport.out.count(b"HTTP/1.1 200 OK\r\n") == 2
+    conn.connection_lost(None)
+
+
+def test_an_exception_answering_on_the_loops_thread_goes_to_the_loop_not_the_caller(
+    server: tritonpy.Server, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held, conn, transport = _held(loop, server)
+    conn.data_received(_post(INFER))
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+
+    def broken(*args: Any) -> None:
+        raise ValueError("broken")
+
+    monkeypatch.setattr(direct, "encode_head", broken)
+    held.callbacks.pop()(_response())  # does not raise
+    assert [type(c["exception"]) for c in reported] == [ValueError]
+    conn.connection_lost(None)
