@@ -90,6 +90,7 @@ class _Transport(asyncio.Transport):
         super().__init__()
         self.out = bytearray()
         self.closed = False
+        self.upgraded: Any = None  # the protocol after an upgrade
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 40000)}.get(name, default)
@@ -102,6 +103,9 @@ class _Transport(asyncio.Transport):
 
     def close(self) -> None:
         self.closed = True
+
+    def set_protocol(self, protocol: Any) -> None:
+        self.upgraded = protocol
 
     def can_write_eof(self) -> bool:
         return True
@@ -575,3 +579,54 @@ def test_an_exception_answering_on_the_loops_thread_goes_to_the_loop_not_the_cal
     held.callbacks.pop()(_response())  # does not raise
     assert [type(c["exception"]) for c in reported] == [ValueError]
     conn.connection_lost(None)
+
+
+UPGRADES = {
+    # Not a WebSocket: uvicorn runs the request (whose body the parser then never hands
+    # over) and warns; the protocol does not take it as its own cycle.
+    "inference, h2c": _post(INFER, ADD, "Connection: Upgrade", "Upgrade: h2c"),
+    "websocket": b"GET /ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("case", list(UPGRADES))
+def test_an_upgrade_takes_uvicorns_way_as_without_the_direct_path(
+    case: str, server: tritonpy.Server, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[object] = []
+
+    class Recorded(direct.DirectInfer):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            taken.append(args[2])
+
+    monkeypatch.setattr(protocol, "DirectInfer", Recorded)
+    outs = []
+    for direct_path in (True, False):
+        app = create_app(server)
+        conn, transport = _connection(
+            loop, app, direct_frontend(app, server.options) if direct_path else None
+        )
+        conn.data_received(UPGRADES[case])
+        loop.run_until_complete(asyncio.sleep(0.2))
+        # The WebSocket protocol's refusal carries a date of its own, not uvicorn's.
+        outs.append(re.sub(rb"(?im)^date: .*\r\n", b"", bytes(transport.out)))
+        (transport.upgraded or conn).connection_lost(None)
+        loop.run_until_complete(asyncio.sleep(0.05))
+    assert None not in taken  # never its own cycle
+    assert outs[0] == outs[1]
+    if case == "websocket":
+        assert outs[0].startswith(b"HTTP/1.1 4")  # refused by uvicorn's WebSocket protocol: no such route
+
+
+def test_a_client_gone_before_the_answer_gets_nothing(
+    server: tritonpy.Server, loop: asyncio.AbstractEventLoop
+) -> None:
+    held, conn, transport = _held(loop, server)
+    conn.data_received(_post(INFER))
+    conn.connection_lost(None)
+    assert conn.cycle.disconnected
+    held.callbacks.pop()(_response())
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert not transport.out
