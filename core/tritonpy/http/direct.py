@@ -9,27 +9,36 @@ behaviour is the ASGI fast path's (``fastpath.InferFastPath``): the same
 decoding (``inference.HttpInference``), limits, errors, status codes and headers. The protocol falls back to
 ASGI where this path would differ (an ``Expect: 100-continue`` request, an
 access log, restricted APIs).
+
+An inference request that nothing is being answered before on its connection, with
+a plain path (no query, no percent-encoding), is taken when its head completes: it
+is then its own request cycle, and uvicorn makes no ASGI scope, cycle or event for
+it. Others (pipelined behind an earlier request, an unusual URL) take uvicorn's way
+first and are answered here from its cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+from collections.abc import Iterable
 from http import HTTPStatus
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from tritonpy_sdk import InferenceResponse, TritonError
 
-from ..bridges import call_soon_threadsafe
 from .body import check_declared_size, too_large
 from .errors import error_answer
-from .inference import DECOUPLED_REFUSAL, encode_infer
+from .inference import DECOUPLED_REFUSAL, REQUEST_HEADERS, encode_infer
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
     from .inference import HttpInference
     from .tensors import Body, Placement
+
+#: The request headers an inference reads, by their name as uvicorn hands it over (lowercase).
+_WANTED = {name.encode("latin-1"): name for name in REQUEST_HEADERS}
 
 #: Larger bodies go to the transport part by part instead of joined to the head.
 _JOIN_LIMIT = 64 * 1024
@@ -44,6 +53,16 @@ def _status_line(status: int) -> bytes:
     return line
 
 
+#: The default headers' lines, joined, and the list they were joined from: uvicorn makes a
+#: new list when its date changes (once a second), so this is joined once a second. One
+#: tuple, replaced whole: loops on other threads (other servers) may read it meanwhile.
+_defaults: tuple[object, bytes] = (None, b"")
+#: ``content-type: <media type>`` and the name of the length that follows, by media type.
+_CONTENT_TYPES: dict[str, bytes] = {}
+#: An extra header's name as it goes on the wire (lowercase, with its colon), by name.
+_NAMES: dict[str, bytes] = {}
+
+
 def encode_head(
     status: int,
     parts: Body,
@@ -53,21 +72,47 @@ def encode_head(
     keep_alive: bool,
 ) -> tuple[list[Any], int]:
     """The head of an answer whose body is ``parts``, as parts to join, and the body's length."""
+    global _defaults
     length = sum(map(len, parts))  # no generator's frame per part
-    head: list[Any] = [_status_line(status)]
-    for name, value in default_headers:
-        head += (name, b": ", value, b"\r\n")
-    head += (b"content-type: ", media_type.encode(), b"\r\ncontent-length: %d\r\n" % length)
+    defaults = _defaults
+    if defaults[0] is not default_headers:
+        block = b"".join([name + b": " + value + b"\r\n" for name, value in default_headers])
+        defaults = _defaults = (default_headers, block)
+    content = _CONTENT_TYPES.get(media_type)
+    if content is None:
+        content = _CONTENT_TYPES[media_type] = b"content-type: %s\r\ncontent-length: " % media_type.encode()
+    head: list[Any] = [_status_line(status), defaults[1], content, b"%d\r\n" % length]
     for key, text in extra.items():
-        head += (key.lower().encode(), b": ", text.encode(), b"\r\n")
-    if not keep_alive:
-        head.append(b"connection: close\r\n")
-    head.append(b"\r\n")
+        name = _NAMES.get(key)
+        if name is None:
+            name = _NAMES[key] = key.lower().encode() + b": "
+        head += (name, text.encode(), b"\r\n")
+    head.append(b"\r\n" if keep_alive else b"connection: close\r\n\r\n")
     return head, length
 
 
+class _NoEvent:
+    """The ``message_event`` of a request that is its own cycle: nothing waits on it."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+_NO_EVENT = _NoEvent()
+
+
 class DirectInfer:
-    """One inference request on a connection, from its head to its answer."""
+    """One inference request on a connection, from its head to its answer.
+
+    Made from uvicorn's request cycle (``cycle``: a request that waited behind an
+    earlier one, or one that took uvicorn's way), or, with ``cycle`` None, as the
+    protocol's cycle itself: then it carries the fields of uvicorn's
+    ``RequestResponseCycle`` that the protocol reads and sets (``disconnected``,
+    ``keep_alive``, ``response_complete``, ...), and no scope, event or body
+    buffer is made for the request.
+    """
 
     __slots__ = (
         "_accept",
@@ -78,36 +123,74 @@ class DirectInfer:
         "_headers",
         "_loop",
         "_reading",
+        "_queued",
         "_size",
+        "_thread",
         "cycle",
+        "default_headers",
+        "disconnected",
+        "keep_alive",
+        "message_event",
         "model",
+        "more_body",
+        "path",
         "protocol",
+        "response_complete",
+        "response_started",
         "version",
+        "waiting_for_100_continue",
     )
 
     def __init__(
         self,
         protocol: HttpToolsProtocol,
         inference: HttpInference,
-        cycle: RequestResponseCycle,
+        cycle: RequestResponseCycle | None,
         model: str,
         version: str,
+        path: str = "",
+        keep_alive: bool = True,
     ) -> None:
         self.protocol = protocol
-        self.cycle = cycle
         self.model = model
         self.version = version
         self._inference = inference
         self._loop: asyncio.AbstractEventLoop = protocol.loop
-        self._headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in cycle.scope["headers"]}
-        self._accept = self._headers.get("accept-encoding", "")
+        self._thread = get_ident()  # the loop's: a request is made on it
+        self._queued = False
         self._binary = False
         self._flags: dict[str, Placement] = {}
         #: Whether the body is still wanted: not once it is complete, nor once refused.
         self._reading = True
-        body = cycle.body  # what came while the request waited behind an earlier one
-        self._chunks: list[bytes] = [bytes(body)] if body else []
-        self._size = len(body)
+        if cycle is None:
+            # The request's own cycle: uvicorn's fields, as its cycle starts them.
+            self.cycle: DirectInfer | RequestResponseCycle = self
+            self.path = path
+            self.keep_alive = keep_alive
+            self.default_headers = protocol.server_state.default_headers
+            self.message_event = _NO_EVENT
+            self.disconnected = self.response_started = self.response_complete = False
+            self.waiting_for_100_continue = False
+            self.more_body = True
+            fields: Iterable[tuple[bytes, bytes]] = protocol.headers
+            self._chunks: list[bytes] = []
+            self._size = 0
+        else:
+            self.cycle = cycle
+            self.path = cycle.scope["path"]
+            fields = cycle.scope["headers"]
+            body = cycle.body  # what came while the request waited behind an earlier one
+            self._chunks = [bytes(body)] if body else []
+            self._size = len(body)
+        # Only the headers that an inference reads (the last of each, as a dict of all would have).
+        headers: dict[str, str] = {}
+        wanted = _WANTED
+        for name, value in fields:
+            key = wanted.get(name)
+            if key is not None:
+                headers[key] = value.decode("latin-1")
+        self._headers = headers
+        self._accept = self._headers.get("accept-encoding", "")
         try:
             check_declared_size(self._headers.get("content-length"), inference.max_input)
             if self._size > inference.max_input:
@@ -137,12 +220,42 @@ class DirectInfer:
                 self.model, self.version, self._chunks or [b""], self._headers
             )
             self._chunks = []
-            answered = functools.partial(call_soon_threadsafe, self._loop, self._answered)
-            f.server.start_infer(request, answered, DECOUPLED_REFUSAL)
+            self._queued = False
+            f.server.start_infer(request, self._on_response, DECOUPLED_REFUSAL)
+            self._queued = True
         except Exception as exc:
             self._fail(exc)
 
     # -- the answer ----------------------------------------------------------------------------
+
+    def _on_response(self, response: InferenceResponse) -> None:
+        """``start_infer``'s callback, on whichever thread answers.
+
+        From another thread: handed to the loop (``bridges.call_soon_threadsafe``). On
+        the loop's own thread (a stub's answer is read there) it is answered at once,
+        a turn sooner, unless it came while the request was being queued (from inside
+        the parser's callbacks) or a pipelined request waits (whose start would then
+        run inside whatever read the answer): those are answered on the loop's next
+        turn. The loop's thread is known by its id: ``asyncio._get_running_loop``
+        costs a ``getpid`` system call each time (CPython 3.11).
+        """
+        loop = self._loop
+        here = get_ident() == self._thread
+        if here and self._queued and not self.protocol.pipeline:
+            try:
+                self._answered(response)
+            except Exception as exc:  # not the answering code's to handle: as the loop would report it
+                loop.call_exception_handler(
+                    {"message": "Exception in an HTTP inference answer", "exception": exc}
+                )
+            return
+        try:
+            if here:
+                loop.call_soon(self._answered, response)
+            else:
+                loop.call_soon_threadsafe(self._answered, response)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
 
     def _answered(self, response: InferenceResponse) -> None:
         """The model's response, on the loop."""
@@ -161,7 +274,7 @@ class DirectInfer:
         Written on the loop's next turn, never from inside the parser's callbacks
         (where a refusal is found), as the ASGI path would."""
         self._reading = False
-        status, body = error_answer(exc, self.cycle.scope["path"])
+        status, body = error_answer(exc, self.path)
         parts: Body = [body]
         extra: dict[str, str] = {}
         self._loop.call_soon(self._write, status, parts, extra, "application/json")
@@ -177,12 +290,14 @@ class DirectInfer:
         head, length = encode_head(status, parts, extra, media_type, cycle.default_headers, cycle.keep_alive)
         transport = protocol.transport
         if length < _JOIN_LIMIT:
-            transport.write(b"".join([*head, *parts]))
+            head += parts
+            transport.write(b"".join(head))
         else:
             transport.write(b"".join(head))
             for part in parts:
                 transport.write(part)
-        cycle.message_event.set()
+        if cycle is not self:
+            cycle.message_event.set()
         if not cycle.keep_alive:
             transport.close()
         protocol.on_response_complete()

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 #: Triton's answer over HTTP to an inference of a decoupled model.
 DECOUPLED_REFUSAL = "HTTP end point doesn't support models with decoupled transaction policy"
 
+#: The request headers that an inference over HTTP reads: ``HttpInference.decode`` and
+#: ``run`` (Content-Encoding, the binary header's length, a trace context), the body's
+#: declared size and the response's compression. The protocol's direct path hands
+#: ``decode`` only these (``direct.DirectInfer``): a header read here must be listed.
+REQUEST_HEADERS = frozenset(
+    {"content-length", "content-encoding", "accept-encoding", HEADER_LENGTH, "traceparent"}
+)
+
 #: A decoded inference: the request, whether every output goes back in binary,
 #: and the per-output placements (binary or not, or a shared-memory slot).
 Decoded = tuple[InferenceRequest, bool, dict[str, Placement]]

@@ -22,7 +22,10 @@ it were larger than the limit, and no timer is armed for a request whose head
 arrived, nor one waiting behind an earlier (pipelined) request on its connection.
 
 With a front end given (``direct``), the httptools protocol also answers
-inference requests itself, without an ASGI cycle (``direct.py``).
+inference requests itself, without an ASGI cycle (``direct.py``); the ASGI scope
+of a request is then made only for one that the protocol does not answer, and the
+keep-alive timeout costs one timer per timeout period instead of two timer
+operations per request.
 
 A refused connection is half-closed after the answer and what the client still
 sends is read and dropped for a moment (``LINGER_SECS``), so the client reads
@@ -35,6 +38,7 @@ import asyncio
 import http
 import json
 import logging
+import re
 from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -158,6 +162,13 @@ def _access_logged() -> bool:
     return _ACCESS_LOG.isEnabledFor(logging.INFO)  # logging caches the answer per level change
 
 
+#: An inference URL (``fastpath.infer_target``'s paths: the model, then the version if
+#: any) whose path is itself: no query, no fragment, nothing percent-encoded, ASCII
+#: without controls or spaces, so uvicorn's ``parse_url`` and unquoting would give the
+#: same path back. The model's characters are those less ``/``; a version is digits.
+_plain_infer_url = re.compile(rb"/v2/models/([!-\"$&-.0->@-~]+)(?:/versions/([0-9]+))?/infer").fullmatch
+
+
 def _answer(status: int, message: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
     """A complete ``{"error": ...}`` response that closes the connection."""
     body = json.dumps({"error": message}).encode()
@@ -241,6 +252,11 @@ class _Limited(asyncio.Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
+        if self._deferred is not None:
+            self._send_deferred()
+
+    def _send_deferred(self) -> None:
+        """Send the refusal that waited for earlier responses, once they are all out."""
         if self._deferred is not None and not self._answering_earlier():
             answer, self._deferred = self._deferred, None
             if not self.transport.is_closing():
@@ -448,6 +464,10 @@ class _H11Connection(h11.Connection):
 if HAVE_HTTPTOOLS:
     _IDLE, _HEAD, _BODY = 0, 1, 2
 
+    #: A keep-alive timer finding the connection idle for all but this many seconds of
+    #: the timeout closes it (the loop's clock and timers are as coarse as a millisecond).
+    _TIMER_SLACK = 0.001
+
     class _Refused(Exception):
         """Raised in a parser callback to stop parsing a refused request."""
 
@@ -477,6 +497,10 @@ if HAVE_HTTPTOOLS:
             self._read_size = 0  # size of the read being parsed
             #: The last inference request taken directly; it gets the body while its cycle is current.
             self._infer: DirectInfer | None = None
+            #: loop.time() of the last response when the connection has been idle since, else None.
+            self._idle_since: float | None = None
+            #: The keep-alive timer (uvicorn's ``timeout_keep_alive_task`` is not used).
+            self._keepalive: asyncio.TimerHandle | None = None
 
         def _in_head(self) -> bool:
             return self._phase == _HEAD
@@ -495,7 +519,7 @@ if HAVE_HTTPTOOLS:
         def data_received(self, data: bytes) -> None:
             if self._refused:
                 return  # dropped: the connection is closing
-            self._unset_keepalive_if_required()
+            self._idle_since = None  # _unset_keepalive_if_required, inline
             phase, begun = self._phase, self._begun
             self._read_size = len(data)
             try:
@@ -529,13 +553,74 @@ if HAVE_HTTPTOOLS:
             elif now == _BODY:
                 self._touch_body()
 
+        # -- keep-alive -----------------------------------------------------------
+        #
+        # uvicorn arms a timer after each response and cancels it at the next read.
+        # Here one timer is armed for an idle connection and kept: a read only marks
+        # the connection busy, a response marks it idle again, and the timer, when it
+        # runs out, closes a connection idle for the whole keep-alive timeout, waits
+        # on for one idle for less, and is dropped for a busy one (the next response
+        # arms it again). So a connection costs a timer per timeout period, not two
+        # timer operations per request; it is closed when uvicorn's would be.
+
+        def _unset_keepalive_if_required(self) -> None:
+            self._idle_since = None
+
+        def on_response_complete(self) -> None:
+            # uvicorn's, with the keep-alive clock above.
+            self.server_state.total_requests += 1
+            if not self.transport.is_closing():
+                self._idle_since = None
+                flow = self.flow
+                if flow.read_paused:
+                    flow.resume_reading()
+                if self.pipeline:
+                    cycle, app = self.pipeline.pop()
+                    self._start_asgi_task(cycle, app)
+                else:
+                    loop = self.loop
+                    self._idle_since = loop.time()
+                    if self._keepalive is None:
+                        self._keepalive = loop.call_later(self.timeout_keep_alive, self._keepalive_expired)
+            if self._deferred is not None:
+                self._send_deferred()
+
+        def _keepalive_expired(self) -> None:
+            self._keepalive = None
+            since = self._idle_since
+            if since is None or self.transport.is_closing():
+                return  # busy, or closing already
+            left = since + self.timeout_keep_alive - self.loop.time()
+            if left > _TIMER_SLACK:
+                self._keepalive = self.loop.call_later(left, self._keepalive_expired)
+            else:
+                self.timeout_keep_alive_handler()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._keepalive is not None:
+                self._keepalive.cancel()
+                self._keepalive = None
+            super().connection_lost(exc)
+
         # -- parser callbacks -----------------------------------------------------
 
         def on_message_begin(self) -> None:
             self._phase = _HEAD
             self._begun += 1
             self._head_bytes = self._slack = 0
+            # uvicorn's, less its ASGI scope: that is made once the head is complete, only
+            # for a request that the protocol does not answer itself (``_make_scope``).
+            self.url = b""
+            self.expect_100_continue = False
+            self.headers = []
+
+        def _make_scope(self) -> None:
+            """uvicorn's scope of the request whose head just completed, as its
+            ``on_message_begin`` makes it, with the URL and headers that came since."""
+            url, headers, expect = self.url, self.headers, self.expect_100_continue
             HttpToolsProtocol.on_message_begin(self)
+            self.url, self.headers, self.expect_100_continue = url, headers, expect
+            self.scope["headers"] = headers
 
         def on_header(self, name: bytes, value: bytes) -> None:
             # uvicorn's, with the count.
@@ -562,14 +647,45 @@ if HAVE_HTTPTOOLS:
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
+            frontend = self.direct
+            if frontend is not None:
+                # An inference request that nothing is answered before and that the ASGI
+                # cycle would not treat differently: answered here, without uvicorn's
+                # scope and cycle (the request is its own cycle). Every other request
+                # takes uvicorn's way, where ``_start_asgi_task`` may still answer it here.
+                parser = self.parser
+                url = self.url
+                cycle = self.cycle
+                target = _plain_infer_url(url)
+                if (
+                    target is not None
+                    and parser.get_method() == b"POST"
+                    and (cycle is None or cycle.response_complete)
+                    and not self.expect_100_continue
+                    and not parser.should_upgrade()
+                    and self.limit_concurrency is None
+                    and not self.root_path
+                    and not _ACCESS_LOG.isEnabledFor(logging.INFO)  # _access_logged, inline
+                ):
+                    model, version = target.groups(b"")
+                    keep_alive = parser.get_http_version() != "1.0" and parser.should_keep_alive()
+                    infer = DirectInfer(
+                        self, frontend, None, model.decode(), version.decode(), url.decode(), keep_alive
+                    )
+                    self._infer = self.cycle = infer
+                    return
+            self._make_scope()
             HttpToolsProtocol.on_headers_complete(self)
 
         def on_message_complete(self) -> None:
             self._phase = _IDLE
-            HttpToolsProtocol.on_message_complete(self)
             infer = self._infer
-            if infer is not None and infer.cycle is self.cycle:
-                infer.body_complete()
+            cycle = self.cycle
+            if infer is None or infer is not cycle:  # not an inference request that is its own cycle
+                HttpToolsProtocol.on_message_complete(self)
+                if infer is None or infer.cycle is not cycle:
+                    return
+            infer.body_complete()
 
         # -- inference requests without ASGI --------------------------------------
 

@@ -230,16 +230,19 @@ class _Plan:
     def request(
         self, model: str, version: str, binary: memoryview
     ) -> tuple[InferenceRequest, bool, dict[str, Placement]]:
+        # Loops, not comprehensions: no function call each (Python 3.11).
         frombuffer = np.frombuffer
-        inputs = {
-            name: Tensor(name, frombuffer(binary, dtype, count, offset).reshape(shape), datatype)
-            for name, datatype, dtype, count, shape, offset in self.inputs
-        }
+        inputs = {}
+        for name, datatype, dtype, count, shape, offset in self.inputs:
+            inputs[name] = Tensor(name, frombuffer(binary, dtype, count, offset).reshape(shape), datatype)
+        outputs = []
+        for name, params in self.outputs:
+            outputs.append(RequestedOutput(name, dict(params)))
         request = InferenceRequest(
             model_name=model,
             model_version=parse_version(version),
             inputs=inputs,
-            requested_outputs=[RequestedOutput(name, dict(params)) for name, params in self.outputs],
+            requested_outputs=outputs,
             id=self.id,
             parameters=dict(self.params),
         )

@@ -45,6 +45,7 @@ METHODS: dict[str, tuple[str, ...]] = {
         "on_message_complete",
         "on_body",
         "on_response_complete",
+        "timeout_keep_alive_handler",
         "shutdown",
         "data_received",
         "connection_made",
@@ -72,6 +73,7 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "flow",
         "headers",
         "url",
+        "scope",
         "expect_100_continue",
         "transport",
         "loop",
@@ -79,6 +81,9 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "app",
         "logger",
         "client",
+        "limit_concurrency",
+        "root_path",
+        "timeout_keep_alive",
     ),
     "uvicorn.protocols.http.httptools_impl:RequestResponseCycle": (
         "scope",
@@ -103,7 +108,7 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "client",
     ),
     "uvicorn.protocols.http.flow_control:FlowControl": ("read_paused",),
-    "uvicorn.server:ServerState": ("default_headers",),
+    "uvicorn.server:ServerState": ("default_headers", "total_requests"),
 }
 
 
