@@ -35,6 +35,26 @@ def test_every_protocol_datatype_is_known() -> None:
         assert request.inputs["X"].datatype is member
 
 
+def test_triton_parameters_as_triton_takes_them() -> None:
+    # Triton 2.51, asked: the stream's flag is the only ``triton_`` key a client may send,
+    # and the model does not see it; any other is refused, with these words.
+    msg = _request()
+    msg.parameters["triton_enable_empty_final_response"].bool_param = True
+    request, _ = request_from_proto(msg)
+    assert request.parameters == {"sequence_id": 3}
+    plans = _learned(_plain())
+    planned = _planned(plans, _plain("again").SerializeToString())
+    assert planned is not None and planned.parameters == {"priority": 2}
+    msg.parameters["triton_foo"].string_param = "x"
+    with pytest.raises(TritonError) as info:
+        request_from_proto(msg)
+    assert info.value.code.name == "INVALID_ARG"
+    assert info.value.message == (
+        "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys "
+        "starting with 'triton_' are allowed: triton_enable_empty_final_response"
+    )
+
+
 def test_unknown_datatype_is_a_client_error() -> None:
     with pytest.raises(TritonError) as info:
         request_from_proto(_request("FLOAT"))

@@ -110,3 +110,18 @@ def test_responses_encode_as_one_json_dump(response_id: str, parameters: dict) -
         ]
         assert parts[0] == json.dumps(doc, separators=(",", ":")).encode()
         assert length == len(parts[0]) and len(parts) == 2
+
+
+@pytest.mark.parametrize("key", ["triton_enable_empty_final_response", "triton_foo"])
+def test_triton_parameters_are_refused(key: str) -> None:
+    # Triton 2.51, asked: over HTTP every request parameter starting with ``triton_`` is
+    # a 400 with these words, even the gRPC stream's flag.
+    header = json.dumps(
+        {"parameters": {key: True}, "inputs": [{"name": "A", "datatype": "INT32", "shape": [1], "data": [1]}]}
+    ).encode()
+    with pytest.raises(TritonError) as info:
+        decode_request("m", "", header, memoryview(b""))
+    assert info.value.code.name == "INVALID_ARG"
+    assert info.value.message == (
+        "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
+    )

@@ -30,6 +30,7 @@ from .calls import DESERIALIZING
 from .errors import status_of
 from .status import Aborted, StatusCode
 from .tensors import (
+    EMPTY_FINAL,
     RequestPlans,
     ResponseEncoder,
     parameters_from_proto,
@@ -346,7 +347,7 @@ class InferenceServicer:
                 exc.__traceback__ = None  # its frames hold the message
                 await queue.put(failed(msg, exc))
                 return
-            flag_final = bool(parameters_from_proto(msg.parameters).get("triton_enable_empty_final_response"))
+            flag_final = bool(parameters_from_proto(msg.parameters).get(EMPTY_FINAL))
             try:
                 # Cancelling this task (the client closed the stream) cancels the request there.
                 async with contextlib.aclosing(self.server.stream_flags_async(core_request)) as calls:

@@ -168,9 +168,28 @@ def request_from_proto(
         inputs=inputs,
         requested_outputs=outputs,
         id=msg.id,
-        parameters=parameters_from_proto(msg.parameters) if msg.parameters else {},
+        parameters=_request_parameters(msg) if msg.parameters else {},
     )
     return request, slots
+
+
+#: The one request parameter of Triton's own a gRPC client may send: a stream's flag
+#: (``ModelStreamInfer`` reads it from the message); the model never sees it.
+EMPTY_FINAL = "triton_enable_empty_final_response"
+
+
+def _request_parameters(msg: pb.ModelInferRequest) -> dict[str, ParameterValue]:
+    """A request's parameters as the model gets them: Triton's ``EMPTY_FINAL`` left out,
+    any other key starting with ``triton_`` refused (Triton's words)."""
+    params = parameters_from_proto(msg.parameters)
+    for key in params:
+        if key.startswith("triton_") and key != EMPTY_FINAL:
+            raise TritonError.invalid_arg(
+                "parameter keys starting with 'triton_' are reserved for Triton usage. Only the "
+                f"following keys starting with 'triton_' are allowed: {EMPTY_FINAL}"
+            )
+    params.pop(EMPTY_FINAL, None)
+    return params
 
 
 class RequestPlans:

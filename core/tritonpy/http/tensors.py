@@ -37,6 +37,12 @@ _ONE_OF = (
 )
 
 
+#: Triton's answer to a request parameter whose key starts with ``triton_`` (over HTTP).
+_RESERVED_KEYS = (
+    "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
+)
+
+
 def _bad(message: str) -> TritonError:
     return TritonError.invalid_arg(message)
 
@@ -102,6 +108,9 @@ def decode_request(
     if not isinstance(doc, dict):
         raise _bad("the request JSON must be an object")
     params = dict(_parameters(doc, "the request"))
+    for key in params:
+        if key.startswith("triton_"):  # Triton's words and status (all such keys, over HTTP)
+            raise _bad(_RESERVED_KEYS)
     binary_output = _flag(params.pop("binary_data_output", False), "binary_data_output")
     inputs_doc = doc.get("inputs")
     if not isinstance(inputs_doc, list):
