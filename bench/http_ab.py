@@ -4,9 +4,10 @@
     tritonpy serve --model-repository REPO --http-port 9821 ... &   # B (the code after)
     python bench/http_ab.py --a 127.0.0.1:9811 --a-pid PID_A --b 127.0.0.1:9821 --b-pid PID_B \\
         --concurrency 1 --rounds 6 --window 5
+    python bench/http_ab.py ... --protocol grpc --a-grpc 127.0.0.1:9812 --b-grpc 127.0.0.1:9822
 
-perf_analyzer loads one server at a time over HTTP; each window measures the CPU
-time (user + system, from /proc) of that server's whole process tree (server and
+perf_analyzer loads one server at a time over HTTP (or gRPC, ``--protocol grpc``);
+each window measures the CPU time (user + system, from /proc) of that server's whole process tree (server and
 stubs) and the inferences its statistics extension counted. The order of A and B
 flips every round, so load from others on a shared machine falls on both alike:
 steadier than two runs one after the other. Prints each window and the medians.
@@ -36,13 +37,19 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--window", type=float, default=5.0, help="seconds measured per window")
+    parser.add_argument("--protocol", choices=("http", "grpc"), default="http", help="perf_analyzer's")
+    parser.add_argument("--a-grpc", help="gRPC host:port of server A (with --protocol grpc)")
+    parser.add_argument("--b-grpc", help="gRPC host:port of server B (with --protocol grpc)")
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "scripts")]
     from cpu_per_inference import inferences, snapshot
     from get_perf_analyzer import provision
 
     pa = provision()
+    if args.protocol == "grpc" and not (args.a_grpc and args.b_grpc):
+        parser.error("--protocol grpc needs --a-grpc and --b-grpc")
     servers = {"A": (args.a, args.a_pid), "B": (args.b, args.b_pid)}
+    targets = {"A": args.a_grpc or args.a, "B": args.b_grpc or args.b}
     cells: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
 
     def ticks(pid: int) -> int:
@@ -52,7 +59,7 @@ def main() -> None:
         for name in ("A", "B") if round_ % 2 == 0 else ("B", "A"):
             url, pid = servers[name]
             load = subprocess.Popen(
-                [str(pa), "-m", args.model, "-u", url, "-i", "http"]
+                [str(pa), "-m", args.model, "-u", targets[name], "-i", args.protocol]
                 + ["--concurrency-range", f"{args.concurrency}:{args.concurrency}"]
                 + ["-p", str(int(args.window * 1000 + 6000)), "-r", "1"],
                 stdout=subprocess.DEVNULL,
@@ -73,7 +80,7 @@ def main() -> None:
         cpu = [r[0] for r in rows]
         rate = [r[1] for r in rows]
         print(
-            f"{name} ({servers[name][0]}), HTTP c={args.concurrency}: CPU µs per inference "
+            f"{name} ({servers[name][0]}), {args.protocol} c={args.concurrency}: CPU µs per inference "
             f"{' '.join(f'{c:.0f}' for c in cpu)}, median {statistics.median(cpu):.0f}; "
             f"infer/s median {statistics.median(rate):.0f}"
         )

@@ -247,3 +247,58 @@ def test_only_a_server_that_takes_callbacks_gets_the_callback_path() -> None:
     assert list(with_callbacks.unary_starts()) == ["ModelInfer"]
     without = InferenceServicer(SimpleNamespace())  # type: ignore[arg-type]
     assert without.unary_starts() == {}
+
+
+def test_an_answer_read_on_the_loops_thread_is_sent_on_its_next_turn() -> None:
+    """A stub's answer is read on the loop's thread; the call is answered a turn later, so
+    the model's instance is released (and its next request sent) first."""
+    from tritonpy.grpc.servicer import InferenceServicer
+    from tritonpy_sdk import DataType, InferenceResponse, Tensor
+
+    class Held:  # ``start_infer`` keeps the callback for the test to call
+        shared_memory = None
+
+        def __init__(self) -> None:
+            self.callbacks: list[object] = []
+
+        def start_infer(self, request: object, on_response: object, *args: object) -> None:
+            self.callbacks.append(on_response)
+
+    class Answers:  # the transport's call (``calls.Answerer``)
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            self.loop = loop
+            self.waiting = True
+            self.bodies: list[bytes] = []
+
+        def answer_encoded(self, body: bytes) -> None:
+            self.bodies.append(body)
+            self.waiting = False
+
+        def answer(self, response: object) -> None:
+            raise AssertionError("encoded by the servicer's encoder")
+
+        def fail(self, code: object, message: str) -> None:
+            raise AssertionError(message)
+
+    class Headers:
+        def traceparent(self) -> str:
+            return ""
+
+    msg = pb.ModelInferRequest(model_name="addsub")
+    msg.inputs.add(name="INPUT0", datatype="INT32", shape=[4])
+    msg.raw_input_contents.append(np.arange(4, dtype=np.int32).tobytes())
+    out = Tensor("OUTPUT0", np.arange(4, dtype=np.int32), DataType.INT32)
+    response = InferenceResponse({"OUTPUT0": out}, model_name="addsub", model_version=1)
+
+    async def main() -> None:
+        held, call = Held(), Answers(asyncio.get_running_loop())
+        servicer = InferenceServicer(held)  # type: ignore[arg-type]
+        servicer.start_model_infer(msg.SerializeToString(), Headers(), call)
+        (callback,) = held.callbacks
+        callback(response)  # type: ignore[operator]
+        assert call.bodies == []
+        await asyncio.sleep(0)
+        (body,) = call.bodies
+        assert pb.ModelInferResponse.FromString(body).raw_output_contents[0] == out.data.tobytes()
+
+    asyncio.run(main())

@@ -521,7 +521,7 @@ def _held(
     return held, conn, transport
 
 
-def test_an_answer_on_the_loops_thread_is_written_at_once_with_the_same_bytes(
+def test_an_answer_is_written_on_the_loops_next_turn_with_the_same_bytes_from_any_thread(
     server: tritonpy.Server, loop: asyncio.AbstractEventLoop
 ) -> None:
     import threading
@@ -535,7 +535,7 @@ def test_an_answer_on_the_loops_thread_is_written_at_once_with_the_same_bytes(
         elif thread == "loop":
             (callback,) = held.callbacks
             callback(_response())
-            assert transport.out  # written at once
+            assert not transport.out  # the model's next request goes first (``_on_response``)
         else:
             (callback,) = held.callbacks
             worker = threading.Thread(target=callback, args=(_response(),))
@@ -550,7 +550,7 @@ def test_an_answer_on_the_loops_thread_is_written_at_once_with_the_same_bytes(
     assert answers[0].startswith(b"HTTP/1.1 200 OK\r\n")
 
 
-def test_an_answer_on_the_loops_thread_waits_a_turn_while_a_pipelined_request_waits(
+def test_pipelined_answers_each_wait_a_turn(
     server: tritonpy.Server, loop: asyncio.AbstractEventLoop
 ) -> None:
     held, conn, transport = _held(loop, server)
@@ -559,8 +559,8 @@ def test_an_answer_on_the_loops_thread_waits_a_turn_while_a_pipelined_request_wa
     held.callbacks.pop()(_response())
     assert not transport.out  # the next request starts on the loop's turn, not inside this call
     _run_until(loop, lambda: len(held.callbacks) == 1)
-    held.callbacks.pop()(_response())  # nothing waits behind it: at once
-    assert transport.out.count(b"HTTP/1.1 200 OK\r\n") == 2
+    held.callbacks.pop()(_response())
+    _run_until(loop, lambda: transport.out.count(b"HTTP/1.1 200 OK\r\n") == 2)
     conn.connection_lost(None)
 
 
@@ -577,6 +577,7 @@ def test_an_exception_answering_on_the_loops_thread_goes_to_the_loop_not_the_cal
 
     monkeypatch.setattr(direct, "encode_head", broken)
     held.callbacks.pop()(_response())  # does not raise
+    _run_until(loop, lambda: bool(reported))
     assert [type(c["exception"]) for c in reported] == [ValueError]
     conn.connection_lost(None)
 

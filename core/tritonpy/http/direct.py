@@ -123,7 +123,6 @@ class DirectInfer:
         "_headers",
         "_loop",
         "_reading",
-        "_queued",
         "_size",
         "_thread",
         "cycle",
@@ -157,7 +156,6 @@ class DirectInfer:
         self._inference = inference
         self._loop: asyncio.AbstractEventLoop = protocol.loop
         self._thread = get_ident()  # the loop's: a request is made on it
-        self._queued = False
         self._binary = False
         self._flags: dict[str, Placement] = {}
         #: Whether the body is still wanted: not once it is complete, nor once refused.
@@ -220,40 +218,28 @@ class DirectInfer:
                 self.model, self.version, self._chunks or [b""], self._headers
             )
             self._chunks = []
-            self._queued = False
             f.server.start_infer(request, self._on_response, DECOUPLED_REFUSAL)
-            self._queued = True
         except Exception as exc:
             self._fail(exc)
 
     # -- the answer ----------------------------------------------------------------------------
 
     def _on_response(self, response: InferenceResponse) -> None:
-        """``start_infer``'s callback, on whichever thread answers.
-
-        From another thread: handed to the loop (``bridges.call_soon_threadsafe``). On
-        the loop's own thread (a stub's answer is read there) it is answered at once,
-        a turn sooner, unless it came while the request was being queued (from inside
-        the parser's callbacks) or a pipelined request waits (whose start would then
-        run inside whatever read the answer): those are answered on the loop's next
-        turn. The loop's thread is known by its id: ``asyncio._get_running_loop``
-        costs a ``getpid`` system call each time (CPython 3.11).
+        """``start_infer``'s callback, on whichever thread answers: the answer is written
+        on the loop's next turn. From another thread it is handed to the loop
+        (``call_soon_threadsafe``). On the loop's own thread (a stub's answer is read
+        there) it waits a turn too: the model's instance is released and the next queued
+        request sent to it before this client is written to, which keeps a busy model
+        busy (writing at once cost HTTP c=8 a quarter of its throughput and ~5 % more CPU
+        per inference, and saved nothing at c=1: bench/http_concurrency_1.md). The
+        loop's thread is known by its id: ``asyncio._get_running_loop`` costs a
+        ``getpid`` system call each time (CPython 3.11).
         """
-        loop = self._loop
-        here = get_ident() == self._thread
-        if here and self._queued and not self.protocol.pipeline:
-            try:
-                self._answered(response)
-            except Exception as exc:  # not the answering code's to handle: as the loop would report it
-                loop.call_exception_handler(
-                    {"message": "Exception in an HTTP inference answer", "exception": exc}
-                )
-            return
         try:
-            if here:
-                loop.call_soon(self._answered, response)
+            if get_ident() == self._thread:
+                self._loop.call_soon(self._answered, response)
             else:
-                loop.call_soon_threadsafe(self._answered, response)
+                self._loop.call_soon_threadsafe(self._answered, response)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
 
