@@ -339,3 +339,37 @@ def test_small_tensors_decode_and_encode_exactly_as_tensor_in_and_tensor_out_do(
         core.close()
 
     asyncio.run(main())
+
+
+def test_a_stubs_answer_goes_to_its_worker_on_the_loops_next_turn() -> None:
+    """Answered on the loop's thread (a stub's answer is read there), the answer frame is
+    sent a turn later: the model's next queued request is sent before it."""
+    import subprocess
+
+    from tritonpy.workers.pool import WorkerPool, _Worker
+
+    response = InferenceResponse({"Y": Tensor("Y", np.arange(3, dtype=np.int32), DataType.INT32)})
+
+    async def main() -> None:
+        link_a, link_b, _, got_b = await _pair()
+        loop = asyncio.get_running_loop()
+        # Only the answering methods, which need the loop: no sockets bound, no workers.
+        pool = WorkerPool.__new__(WorkerPool)
+        pool._loop = loop
+        worker = _Worker(0, subprocess.Popen(["true"]), loop.create_future(), link=link_a)
+        for answer in (pool._single, pool._answer):
+            worker.inflight[7] = InferenceRequest(model_name="m", model_version=None, inputs={})
+            answer(worker, 7, response, RESPONSE_COMPLETE_FINAL)
+            assert 7 in worker.inflight  # not delivered yet
+            await asyncio.sleep(0)
+            assert 7 not in worker.inflight
+            for _ in range(100):
+                if got_b:
+                    break
+                await asyncio.sleep(0.01)
+            assert got_b.pop(0)[0] == wire.ANSWER
+        worker.process.wait()
+        link_a.close()
+        link_b.close()
+
+    asyncio.run(main())
