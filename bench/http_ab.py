@@ -7,10 +7,11 @@
     python bench/http_ab.py ... --protocol grpc --a-grpc 127.0.0.1:9812 --b-grpc 127.0.0.1:9822
 
 perf_analyzer loads one server at a time over HTTP (or gRPC, ``--protocol grpc``);
-each window measures the CPU time (user + system, from /proc) of that server's whole process tree (server and
-stubs) and the inferences its statistics extension counted. The order of A and B
-flips every round, so load from others on a shared machine falls on both alike:
-steadier than two runs one after the other. Prints each window and the medians.
+each window measures the CPU time (user + system, from /proc) of that server's
+whole process tree (server and stubs) and the inferences its statistics extension
+counted. The order of A and B flips every round, so load from others on a shared
+machine falls on both alike: steadier than two runs one after the other. Prints
+each window and the medians.
 """
 
 from __future__ import annotations
