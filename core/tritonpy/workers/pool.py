@@ -379,24 +379,10 @@ class WorkerPool(Frontend):
             link.send(*wire.encode_refusal(rid, TritonError.internal(f"{type(exc).__name__}: {exc}")))
 
     def _single(self, worker: _Worker, rid: int, response: InferenceResponse | None, flags: int) -> None:
-        """The one response of a ``SINGLE`` request: ``_answer`` with FINAL, spelt out
-        (once per request). A call without a response is skipped, as ``start_infer``
-        skips it."""
-        if response is None:
-            return
-        link = worker.link
-        if link is None or link.closed:
-            return
-        try:
-            frame = wire.encode_answer(link, rid, RESPONSE_COMPLETE_FINAL, response)
-        except (ValueError, BufferError, OSError):  # the worker died meanwhile: its arena is gone
-            return
-        loop = self._loop
-        assert loop is not None
-        if asyncio._get_running_loop() is loop:  # a stub's answer, read on the loop
-            loop.call_soon(self._deliver, worker, rid, RESPONSE_COMPLETE_FINAL, frame)
-        else:
-            call_soon_threadsafe(loop, self._deliver, worker, rid, RESPONSE_COMPLETE_FINAL, frame)
+        """The one response of a ``SINGLE`` request: ``_answer`` with FINAL. A call
+        without a response is skipped, as ``start_infer`` skips it."""
+        if response is not None:
+            self._answer(worker, rid, response, RESPONSE_COMPLETE_FINAL)
 
     def _answer(self, worker: _Worker, rid: int, response: InferenceResponse | None, flags: int) -> None:
         """A response, on whichever thread answered: encoded there, sent from the loop on
