@@ -20,9 +20,7 @@ import argparse
 import asyncio
 import cProfile
 import pstats
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -180,21 +178,9 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N through the transport")
     args = parser.parse_args()
 
-    import tritonpy
+    from http_stages import served_add_sub  # bench/, this script's folder
 
-    try:
-        import uvloop
-
-        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    except ImportError:
-        loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    work = Path(tempfile.mkdtemp(prefix="tritonpy-grpc-stages-"))
-    shutil.copytree(ROOT / "plugins" / "python" / "tests" / "models" / "add_sub", work / "add_sub")
-    server = tritonpy.Server(model_repository=[work])
-    server.event_loop = loop
-    loop.run_until_complete(loop.run_in_executor(None, server.start))  # as `tritonpy serve` does
-    try:
+    with served_add_sub("tritonpy-grpc-stages-") as (loop, server):
         for name, target, n in (
             ("served (transport, model and stub)", server, args.n),
             ("answered at once (no model, no stub)", _AnsweredAtOnce(server), args.n * 4),
@@ -210,10 +196,6 @@ def main() -> None:
                 run(args.n)
                 profile.disable()
                 pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
-    finally:
-        loop.run_until_complete(loop.run_in_executor(None, server.stop))
-        loop.close()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

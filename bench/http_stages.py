@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import logging
 import pickle
@@ -33,7 +34,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,17 +74,11 @@ def per_call(fn: Callable[[], object], n: int) -> float:
     return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=5000, help="inferences in the chain")
-    parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N through the protocol")
-    args = parser.parse_args()
-
+@contextlib.contextmanager
+def served_add_sub(prefix: str) -> Iterator[tuple[asyncio.AbstractEventLoop, Any]]:
+    """A real server with the Python ``add_sub`` model (its stub process) on a loop of
+    this thread, as under ``tritonpy serve``: ``(loop, server)``; stopped at the end."""
     import tritonpy
-    from tritonpy.http.direct import encode_head
-    from tritonpy.http.inference import DECOUPLED_REFUSAL, HttpInference, encode_infer
-    from tritonpy_backend_python._convert import request_to_wire, response_from_wire
-    from tritonpy_sdk import InferenceResponse, Tensor
 
     try:
         import uvloop
@@ -92,12 +87,32 @@ def main() -> None:
     except ImportError:
         loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    work = Path(tempfile.mkdtemp(prefix="tritonpy-stages-"))
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     shutil.copytree(ROOT / "plugins" / "python" / "tests" / "models" / "add_sub", work / "add_sub")
     server = tritonpy.Server(model_repository=[work])
     server.event_loop = loop
     loop.run_until_complete(loop.run_in_executor(None, server.start))  # as `tritonpy serve` does
     try:
+        yield loop, server
+    finally:
+        # Stopped off the loop while it runs: the stub's answer to 'fini' is read on it.
+        loop.run_until_complete(loop.run_in_executor(None, server.stop))
+        loop.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=5000, help="inferences in the chain")
+    parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N through the protocol")
+    args = parser.parse_args()
+
+    from tritonpy.http.direct import encode_head
+    from tritonpy.http.inference import DECOUPLED_REFUSAL, HttpInference, encode_infer
+    from tritonpy_backend_python._convert import request_to_wire, response_from_wire
+    from tritonpy_sdk import InferenceResponse, Tensor
+
+    with served_add_sub("tritonpy-stages-") as (loop, server):
         http = HttpInference(server)
         done = loop.create_future()
         left = [0]
@@ -177,11 +192,6 @@ def main() -> None:
         parts, extra, media = encode_infer(response, binary, flags, "")
         head = per_call(lambda: encode_head(200, parts, extra, media, DEFAULT_HEADERS, True), n)
         print(f"encode_head: {head:.1f} µs")
-    finally:
-        # Stopped off the loop while it runs: the stub's answer to 'fini' is read on it.
-        loop.run_until_complete(loop.run_in_executor(None, server.stop))
-        loop.close()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 class _Transport(asyncio.Transport):

@@ -611,19 +611,6 @@ class Server:
 
         self._submit(mv, request, done, False, here)
 
-    def start_infer_flags(
-        self, request: InferenceRequest, done: OnResponse, decoupled_message: str | None = None
-    ) -> None:
-        """``start_infer`` for a caller whose callback takes ``(response, flags)`` as
-        ``submit``'s does, without the adapter in between (one call fewer per request):
-        refused exactly as ``start_infer`` refuses; ``done`` gets the one FINAL call
-        (its response is None only where ``start_infer``'s ``on_response`` would not
-        have been called: the caller skips it, as ``start_infer`` does)."""
-        mv = self._admit(request)
-        if mv.decoupled:
-            raise _decoupled_refusal(request, decoupled_message, "stream_async()")
-        self._submit(mv, request, done, False)
-
     async def infer_async(
         self, request: InferenceRequest, decoupled_message: str | None = None
     ) -> InferenceResponse:

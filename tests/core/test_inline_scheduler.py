@@ -474,42 +474,6 @@ def test_nowait_function_is_the_backends_own_only_for_exactly_its_three_keywords
     assert calls == [("full", "i", ["r"], "c")] * 2 + [("fewer", ["r"], "c")] * 2
 
 
-def test_start_infer_flags_answers_and_refuses_exactly_as_start_infer(tmp_path: Path) -> None:
-    _model(tmp_path, "m", mode="now")
-    _model(tmp_path, "d", mode="now", extra="model_transaction_policy { decoupled: true }")
-    with _serve(tmp_path, Deferred()) as server:
-        got: list[Any] = []
-        server.start_infer(InferenceRequest("m", -1, inputs={"X": _x(3.0)}, id="a"), got.append)
-        server.start_infer_flags(
-            InferenceRequest("m", -1, inputs={"X": _x(3.0)}, id="a"), lambda r, f: got.append((r, f))
-        )
-        plain, (flagged, flags) = got
-        assert flags == RESPONSE_COMPLETE_FINAL
-        assert (plain.model_name, plain.model_version, plain.id, plain.error, plain.parameters) == (
-            flagged.model_name,
-            flagged.model_version,
-            flagged.id,
-            flagged.error,
-            flagged.parameters,
-        )
-        assert plain.outputs.keys() == flagged.outputs.keys()
-        np.testing.assert_array_equal(plain.outputs["Y"].data, flagged.outputs["Y"].data)
-        for model, message in (("d", None), ("d", "a front end's words"), ("nope", None)):
-            with pytest.raises(TritonError) as plain_refusal:
-                server.start_infer(InferenceRequest(model, -1, inputs={"X": _x(1.0)}), got.append, message)
-            with pytest.raises(TritonError) as flags_refusal:
-                server.start_infer_flags(
-                    InferenceRequest(model, -1, inputs={"X": _x(1.0)}), lambda r, f: got.append(r), message
-                )
-            assert (plain_refusal.value.code, plain_refusal.value.message) == (
-                flags_refusal.value.code,
-                flags_refusal.value.message,
-            ), model
-        assert len(got) == 2  # nothing answered the refused ones
-        (stats,) = server.model_statistics("m")
-        assert stats["inference_stats"]["success"]["count"] == 2
-
-
 def _x(value: float) -> Any:
     from tritonpy_sdk import Tensor
 

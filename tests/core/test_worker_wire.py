@@ -357,9 +357,13 @@ def test_a_stubs_answer_goes_to_its_worker_on_the_loops_next_turn() -> None:
         pool = WorkerPool.__new__(WorkerPool)
         pool._loop = loop
         worker = _Worker(0, subprocess.Popen(["true"]), loop.create_future(), link=link_a)
-        for answer in (pool._single, pool._answer):
+        answers = (
+            lambda: pool._one(worker, 7, response),
+            lambda: pool._answer(worker, 7, response, RESPONSE_COMPLETE_FINAL),
+        )
+        for answer in answers:
             worker.inflight[7] = InferenceRequest(model_name="m", model_version=None, inputs={})
-            answer(worker, 7, response, RESPONSE_COMPLETE_FINAL)
+            answer()
             assert 7 in worker.inflight  # not delivered yet
             await asyncio.sleep(0)
             assert 7 not in worker.inflight

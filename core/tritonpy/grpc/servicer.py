@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
@@ -264,8 +263,6 @@ class InferenceServicer:
                 del request
             del data
             core_request.trace_context = _traceparent(context)
-            loop = call.loop
-            loop_thread = threading.get_ident()  # start runs on the loop's thread
 
             def finish(response: InferenceResponse) -> None:
                 if not call.waiting:  # cut short: as the cancelled handler, nothing more
@@ -284,22 +281,15 @@ class InferenceServicer:
                         call.answer_encoded(body)
                     else:
                         call.answer(out)
-                except Exception as exc:  # never into the thread or reader that answered
+                except Exception as exc:  # a bug: logged here, not left to the loop's handler
                     report(log, "answering ModelInfer failed", exc)
 
-            def answered(response: InferenceResponse) -> None:
-                # On the loop's next turn, also on the loop's own thread (a stub's answer
-                # is read there): the model's instance is released and its next queued
-                # request sent before this call is answered, which keeps a busy model
-                # busy (answering at once cost c=8 ~8 % of its throughput and ~6 % more
-                # CPU per inference, and saved nothing at c=1: bench/grpc_floor.md).
-                # (The thread's id, not asyncio's running loop: on CPython 3.11 asking
-                # for that is a getpid system call.)
-                if threading.get_ident() == loop_thread:
-                    loop.call_soon(finish, response)
-                else:
-                    call_soon_threadsafe(loop, finish, response)
-
+            # Answered on the loop's next turn, also on the loop's own thread (a stub's
+            # answer is read there): the model's instance is released and its next
+            # queued request sent before this call is answered, which keeps a busy model
+            # busy (answering at once cost c=8 ~8 % of its throughput and ~6 % more CPU
+            # per inference, and saved nothing at c=1: bench/grpc_floor.md).
+            answered = functools.partial(call_soon_threadsafe, call.loop, finish)
             self.server.start_infer(core_request, answered, _DECOUPLED_UNARY)
         except Exception as exc:
             call.fail(*_error_status(exc, "ModelInfer"))

@@ -22,11 +22,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from http import HTTPStatus
-from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from tritonpy_sdk import InferenceResponse, TritonError
 
+from ..bridges import call_soon_threadsafe
 from .body import check_declared_size, too_large
 from .errors import error_answer
 from .inference import DECOUPLED_REFUSAL, REQUEST_HEADERS, encode_infer
@@ -124,7 +124,6 @@ class DirectInfer:
         "_loop",
         "_reading",
         "_size",
-        "_thread",
         "cycle",
         "default_headers",
         "disconnected",
@@ -155,7 +154,6 @@ class DirectInfer:
         self.version = version
         self._inference = inference
         self._loop: asyncio.AbstractEventLoop = protocol.loop
-        self._thread = get_ident()  # the loop's: a request is made on it
         self._binary = False
         self._flags: dict[str, Placement] = {}
         #: Whether the body is still wanted: not once it is complete, nor once refused.
@@ -226,22 +224,13 @@ class DirectInfer:
 
     def _on_response(self, response: InferenceResponse) -> None:
         """``start_infer``'s callback, on whichever thread answers: the answer is written
-        on the loop's next turn. From another thread it is handed to the loop
-        (``call_soon_threadsafe``). On the loop's own thread (a stub's answer is read
-        there) it waits a turn too: the model's instance is released and the next queued
-        request sent to it before this client is written to, which keeps a busy model
-        busy (writing at once cost HTTP c=8 a quarter of its throughput and ~5 % more CPU
-        per inference, and saved nothing at c=1: bench/http_concurrency_1.md). The
-        loop's thread is known by its id: ``asyncio._get_running_loop`` costs a
-        ``getpid`` system call each time (CPython 3.11).
-        """
-        try:
-            if get_ident() == self._thread:
-                self._loop.call_soon(self._answered, response)
-            else:
-                self._loop.call_soon_threadsafe(self._answered, response)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
+        on the loop's next turn (``bridges.call_soon_threadsafe``), also on the loop's
+        own thread (a stub's answer is read there): the model's instance is released and
+        the next queued request sent to it before this client is written to, which keeps
+        a busy model busy (writing at once cost HTTP c=8 a quarter of its throughput and
+        ~5 % more CPU per inference, and saved nothing at c=1:
+        bench/http_concurrency_1.md)."""
+        call_soon_threadsafe(self._loop, self._answered, response)
 
     def _answered(self, response: InferenceResponse) -> None:
         """The model's response, on the loop."""

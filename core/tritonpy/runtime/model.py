@@ -385,22 +385,14 @@ class LoadedVersion:
         assert hook is not None
         start = time.monotonic_ns()
         try:
-            if len(jobs) == 1 and not self.sequence:  # ``_begin`` of the common case, inlined
-                job = jobs[0]
-                if job.queued:
-                    self.stats.dequeued(1)
-                if job.request._cancelled:
-                    jobs = self._drop_cancelled(jobs, start)
-                requests = [job.request]
-            else:
-                jobs = self._begin(jobs, start)
-                requests = [j.request for j in jobs]
+            jobs = self._begin(jobs, start)
         except Exception as exc:
             fail_unfinished(jobs, internal_error(f"starting a batch of model '{self.name}' failed", exc))
             jobs = []
         if not jobs:
             release()
             return
+        requests = [j.request for j in jobs]
         senders = SenderBatch(self, jobs, start, self.decoupled)
         ended = threading.Lock()
 
@@ -476,17 +468,11 @@ class LoadedVersion:
             # handed back and null requests.
             job = jobs[0]
             infer_end = time.monotonic_ns()
-            try:  # ``_prepared``, inlined
-                out = finish_response(self.spec, self.labels, job.request, responses[0])
-            except Exception as exc:
-                out = self._unprepared(job, exc)
+            out = self._prepared(job, responses[0])
             senders.close()
             times = ExecutionTimes(start, senders.infer_start, infer_end, time.monotonic_ns())
             self.stats.record_one(times, job.arrival_ns, requests[0].batch_size, out.error is None)
-            if self.cache is None and job.trace is None:  # ``_deliver`` with nothing but the answer
-                job.answer(out, RESPONSE_COMPLETE_FINAL)
-            else:
-                self._deliver(job, out, times)
+            self._deliver(job, out, times)
             return
         if error is not None:
             back: Sequence[int] = ()
@@ -575,14 +561,10 @@ class LoadedVersion:
         try:
             return finish_response(self.spec, self.labels, job.request, response)
         except Exception as exc:
-            return self._unprepared(job, exc)
-
-    def _unprepared(self, job: Job, exc: Exception) -> InferenceResponse:
-        """The error response of ``job`` whose response ``finish_response`` failed on."""
-        if not isinstance(exc, TritonError):
-            where = f"the response of model '{self.name}' could not be prepared"
-            exc = TritonError.internal(report(log, where, exc))
-        return self.error_response(job, exc)
+            if not isinstance(exc, TritonError):
+                where = f"the response of model '{self.name}' could not be prepared"
+                exc = TritonError.internal(report(log, where, exc))
+            return self.error_response(job, exc)
 
     def _deliver(self, job: Job, out: InferenceResponse, times: ExecutionTimes) -> None:
         """Cache ``out`` (when the model caches), stamp the job's trace, answer it."""

@@ -367,7 +367,7 @@ class WorkerPool(Frontend):
         worker.inflight[rid] = request
         try:
             if mode == wire.SINGLE:
-                self._server.start_infer_flags(request, functools.partial(self._single, worker, rid), refusal)
+                self._server.start_infer(request, functools.partial(self._one, worker, rid), refusal)
             else:
                 self._server.submit(request, functools.partial(self._answer, worker, rid))
         except TritonError as exc:
@@ -378,18 +378,15 @@ class WorkerPool(Frontend):
             log.error("request %d failed: %s: %s", rid, type(exc).__name__, exc, exc_info=exc)
             link.send(*wire.encode_refusal(rid, TritonError.internal(f"{type(exc).__name__}: {exc}")))
 
-    def _single(self, worker: _Worker, rid: int, response: InferenceResponse | None, flags: int) -> None:
-        """The one response of a ``SINGLE`` request: ``_answer`` with FINAL. A call
-        without a response is skipped, as ``start_infer`` skips it."""
-        if response is not None:
-            self._answer(worker, rid, response, RESPONSE_COMPLETE_FINAL)
+    def _one(self, worker: _Worker, rid: int, response: InferenceResponse) -> None:
+        self._answer(worker, rid, response, RESPONSE_COMPLETE_FINAL)
 
     def _answer(self, worker: _Worker, rid: int, response: InferenceResponse | None, flags: int) -> None:
         """A response, on whichever thread answered: encoded there, sent from the loop on
-        its next turn, also when answered on the loop's thread (a stub's answer is read
-        there): the model's instance is released and its next queued request sent first,
-        which keeps a busy model busy (bench/frontend_workers.md: c=8 +8-10 % throughput,
-        5-8 % less CPU per inference)."""
+        its next turn (``bridges.call_soon_threadsafe``), also when answered on the loop's
+        thread (a stub's answer is read there): the model's instance is released and its
+        next queued request sent first, which keeps a busy model busy
+        (bench/frontend_workers.md: c=8 +8-10 % throughput, 5-8 % less CPU per inference)."""
         link = worker.link
         if link is None or link.closed:
             return
@@ -397,12 +394,8 @@ class WorkerPool(Frontend):
             frame = wire.encode_answer(link, rid, flags, response)
         except (ValueError, BufferError, OSError):  # the worker died meanwhile: its arena is gone
             return
-        loop = self._loop
-        assert loop is not None
-        if asyncio._get_running_loop() is loop:  # a stub's answer, read on the loop
-            loop.call_soon(self._deliver, worker, rid, flags, frame)
-        else:
-            call_soon_threadsafe(loop, self._deliver, worker, rid, flags, frame)
+        assert self._loop is not None
+        call_soon_threadsafe(self._loop, self._deliver, worker, rid, flags, frame)
 
     def _deliver(self, worker: _Worker, rid: int, flags: int, frame: tuple[bytes, bytes]) -> None:
         if flags & RESPONSE_COMPLETE_FINAL:
