@@ -65,7 +65,8 @@ class TestBackend:
     'sender' = N answers each request from a background thread with N responses (request
     parameter 'responses' overrides N; each response has the parameter 'index'), then FINAL;
     'empty_final' = "yes" sends that FINAL alone, without a response; 'raise_after' = K sends
-    K responses from ``execute`` itself, then raises. A request with the parameter
+    K responses from ``execute`` itself, then raises. A request with the parameter 'bare' =
+    true gets its responses without 'index'. A request with the parameter
     'wait_cancel' = true waits, after its responses, until it is cancelled (recorded in
     ``WAITING``, then ``CANCELLED``, under its id), then sends FINAL.
     """
@@ -108,7 +109,8 @@ def _answer(r: InferenceRequest, params: dict[str, str]) -> None:
     separate_final = params.get("empty_final") == "yes" or bool(r.parameters.get("wait_cancel"))
     for i in range(count):
         last = i == count - 1 and not separate_final
-        sender.send(_with_index(_addsub(r), i), RESPONSE_COMPLETE_FINAL if last else 0)
+        response = _addsub(r) if r.parameters.get("bare") else _with_index(_addsub(r), i)
+        sender.send(response, RESPONSE_COMPLETE_FINAL if last else 0)
     if r.parameters.get("wait_cancel"):
         cancelled = threading.Event()
         r.on_cancel(cancelled.set)

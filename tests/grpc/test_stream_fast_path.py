@@ -136,6 +136,7 @@ def _cases() -> list[tuple[str, list[bytes], list[tuple[str, str]]]]:
         ("backend raises", ser(_request("failing", "f")), []),
         ("decoupled", ser(_request("decoupled", "d")), []),
         ("decoupled, empty final", ser(_request("decoupled", "d", **empty)), []),
+        ("decoupled, bare responses", ser(_request("decoupled", "db", bare=True)), []),
         ("separate final", ser(_request("decoupled_empty_final", "df")), []),
         ("separate final, empty final", ser(_request("decoupled_empty_final", "df", **empty)), []),
         (
@@ -182,6 +183,12 @@ def test_same_frames_either_way(native: GrpcServer) -> None:
     assert [k for k, _, _ in got["no message"][0]] == [HEADERS]  # Trailers-Only OK
     decoupled = _messages(got["decoupled"][0])
     assert [m.infer_response.parameters["triton_final_response"].bool_param for m in decoupled] == [
+        False,
+        False,
+        True,
+    ]
+    bare = _messages(got["decoupled, bare responses"][0])  # encoded by ResponseEncoder
+    assert [m.infer_response.parameters["triton_final_response"].bool_param for m in bare] == [
         False,
         False,
         True,
