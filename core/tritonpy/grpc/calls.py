@@ -269,6 +269,7 @@ class Call:
         "_parked",
         "_ending",
         "_taking",
+        "_draining",
     )
 
     def __init__(
@@ -301,6 +302,7 @@ class Call:
         self._parked: deque[tuple[bytes, int]] = deque()  # messages the handler has no room for
         self._ending = False  # the request stream ended while messages were parked
         self._taking = False  # in ``take``: what it hands on may call it again
+        self._draining = False  # ``take`` waits for the stream to drain (``Stream.when_drained``)
         if deadline is not None:
             loop = stream.conn.loop
             self._timer = loop.call_at(loop.time() + max(0.0, deadline - time.monotonic()), self._expire)
@@ -487,7 +489,9 @@ class Call:
                 if not handler.room:
                     return  # the handler calls ``take`` when a request completes
                 if stream.congested:
-                    stream.when_drained(self.take)
+                    if not self._draining:
+                        self._draining = True
+                        stream.when_drained(self._drained)
                     return
                 message, wire = parked.popleft()
                 stream.release(wire)
@@ -499,6 +503,10 @@ class Call:
         if self._ending and not parked and self._inflight:
             self._ending = False
             handler.end()
+
+    def _drained(self) -> None:
+        self._draining = False
+        self.take()
 
     def send_message(self, body: bytes) -> None:
         """The stream handler's response message, as ``_run_streaming`` sends a response

@@ -563,6 +563,7 @@ class StreamInfer:
     def message(self, data: bytes) -> None:
         plans = self._plans
         msg: pb.ModelInferRequest | None = None
+        entry: _Request | None = None
         try:
             split = plans.split(data)
             request = plans.request(data, split) if split is not None else None
@@ -598,6 +599,8 @@ class StreamInfer:
                 exc.__traceback__ = None
                 self._failed(entry.message(), exc)
         except Exception as exc:  # never leave the stream hanging on a bug
+            if entry is not None:
+                self._inflight.discard(entry)
             self._call.send_message(
                 pb.ModelStreamInferResponse(
                     error_message=report(log, "stream request failed", exc)
