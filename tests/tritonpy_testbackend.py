@@ -6,6 +6,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+from tritonclient.grpc import service_pb2 as pb
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
     BackendInfo,
@@ -216,3 +218,20 @@ def write_sender_models(repo: Path) -> None:
     write_model(repo, "sender_one", extra=params(sender="1"))
     write_model(repo, "sender_final_only", extra=params(sender="0"))
     write_model(repo, "raise_after", extra=decoupled + params(raise_after="1"))
+
+
+def infer_request(model: str, request_id: str = "", **params: bool | str | int) -> pb.ModelInferRequest:
+    """A gRPC ModelInferRequest for an INT32 addsub model ([1, 4] inputs 1 2 3 4 and 1 1 1 1),
+    with request parameters ``params``."""
+    msg = pb.ModelInferRequest(model_name=model, id=request_id)
+    for key, value in params.items():
+        if isinstance(value, bool):
+            msg.parameters[key].bool_param = value
+        elif isinstance(value, int):
+            msg.parameters[key].int64_param = value
+        else:
+            msg.parameters[key].string_param = value
+    for i, value in enumerate(([1, 2, 3, 4], [1, 1, 1, 1])):
+        msg.inputs.add(name=f"INPUT{i}", datatype="INT32", shape=[1, 4])
+        msg.raw_input_contents.append(np.array(value, np.int32).tobytes())
+    return msg

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2 as pb
 from tritonpy_h2 import DATA, END_STREAM, HEADERS, RST_STREAM, SETTINGS, RawH2, frame, grpc_request
-from tritonpy_testbackend import CANCELLED, WAITING, write_model, write_sender_models
+from tritonpy_testbackend import CANCELLED, WAITING, infer_request, write_model, write_sender_models
 from tritonpy_testservers import GrpcServer, start_grpc
 
 PATH = "/inference.GRPCInferenceService/ModelStreamInfer"
@@ -63,21 +63,6 @@ def path(request: pytest.FixtureRequest, native: GrpcServer) -> Iterator[str]:
     _use(native, True)
 
 
-def _request(model: str, request_id: str = "", **params: bool | str | int) -> pb.ModelInferRequest:
-    msg = pb.ModelInferRequest(model_name=model, id=request_id)
-    for key, value in params.items():
-        if isinstance(value, bool):
-            msg.parameters[key].bool_param = value
-        elif isinstance(value, int):
-            msg.parameters[key].int64_param = value
-        else:
-            msg.parameters[key].string_param = value
-    for i, value in enumerate(([1, 2, 3, 4], [1, 1, 1, 1])):
-        msg.inputs.add(name=f"INPUT{i}", datatype="INT32", shape=[1, 4])
-        msg.raw_input_contents.append(np.array(value, np.int32).tobytes())
-    return msg
-
-
 def _open(
     client: RawH2, bodies: list[bytes], extra: list[tuple[str, str]] | None = None, end: bool = True
 ) -> int:
@@ -87,13 +72,6 @@ def _open(
     frames += [client.message(stream_id, body, end and i == len(bodies) - 1) for i, body in enumerate(bodies)]
     client.send(*frames)
     return stream_id
-
-
-def _frames(client: RawH2, stream_id: int) -> Frames:
-    """What the server sent on ``stream_id`` until it ended it."""
-    while not client.ended(stream_id) and not client.resets(stream_id):
-        assert client.read(), "the server closed the connection"
-    return [(k, f, p) for k, f, s, p in client.frames if s == stream_id]
 
 
 def _messages(frames: Frames) -> list[pb.ModelStreamInferResponse]:
@@ -115,43 +93,47 @@ def _cases() -> list[tuple[str, list[bytes], list[tuple[str, str]]]]:
         typed.inputs.add(name=f"INPUT{i}", datatype="INT32", shape=[1, 4]).contents.int_contents.extend(
             [i, 2, 3, 4]
         )
-    bad_type = _request("addsub", "bad")
+    bad_type = infer_request("addsub", "bad")
     bad_type.inputs[0].datatype = "NOPE"
     bad_type.model_version = "1"
-    versioned = _request("addsub", "v")
+    versioned = infer_request("addsub", "v")
     versioned.model_version = "1"
     grpc_error = [("triton_grpc_error", "true")]
     trace = [("traceparent", "00-" + "1" * 32 + "-" + "2" * 16 + "-01")]
     empty = {"triton_enable_empty_final_response": True}
-    several = [_request("addsub", f"s{i}") for i in range(4)]  # the same layout: planned from the 2nd
+    several = [infer_request("addsub", f"s{i}") for i in range(4)]  # the same layout: planned from the 2nd
     return [
         ("several", ser(*several), []),
         ("several, traced", ser(*several), trace),
         ("no message", [], []),
         ("typed contents and a version", ser(typed, versioned), []),
-        ("response parameters", ser(_request("addsub", "e", echo="x")), []),
-        ("decode error between", ser(_request("addsub", "a"), bad_type, _request("addsub", "b")), []),
-        ("unknown model", ser(_request("nope", "n")), []),
-        ("bad version", ser(pb.ModelInferRequest(model_name="addsub", model_version="x", id="x")), []),
-        ("backend raises", ser(_request("failing", "f")), []),
-        ("decoupled", ser(_request("decoupled", "d")), []),
-        ("decoupled, empty final", ser(_request("decoupled", "d", **empty)), []),
-        ("decoupled, bare responses", ser(_request("decoupled", "db", bare=True)), []),
-        ("separate final", ser(_request("decoupled_empty_final", "df")), []),
-        ("separate final, empty final", ser(_request("decoupled_empty_final", "df", **empty)), []),
+        ("response parameters", ser(infer_request("addsub", "e", echo="x")), []),
         (
-            "final only",
-            ser(_request("sender_final_only", "fo"), _request("sender_final_only", "fo2", **empty)),
+            "decode error between",
+            ser(infer_request("addsub", "a"), bad_type, infer_request("addsub", "b")),
             [],
         ),
-        ("sender one", ser(_request("sender_one", "so", **empty)), []),
-        ("raise after", ser(_request("raise_after", "r")), []),
-        ("reserved parameter", ser(_request("addsub", "rp", triton_x=True)), []),
-        ("grpc error", ser(bad_type, _request("addsub", "after")), grpc_error),
-        ("grpc error, backend", ser(_request("failing", "f")), grpc_error),
-        ("grpc error, ok", ser(_request("addsub", "ok")), grpc_error),
-        ("not a message", [b"\xff\xff\xff", _request("addsub").SerializeToString()], []),
-        ("decoupled then not a message", [_request("addsub").SerializeToString(), b"\xff\xff\xff"], []),
+        ("unknown model", ser(infer_request("nope", "n")), []),
+        ("bad version", ser(pb.ModelInferRequest(model_name="addsub", model_version="x", id="x")), []),
+        ("backend raises", ser(infer_request("failing", "f")), []),
+        ("decoupled", ser(infer_request("decoupled", "d")), []),
+        ("decoupled, empty final", ser(infer_request("decoupled", "d", **empty)), []),
+        ("decoupled, bare responses", ser(infer_request("decoupled", "db", bare=True)), []),
+        ("separate final", ser(infer_request("decoupled_empty_final", "df")), []),
+        ("separate final, empty final", ser(infer_request("decoupled_empty_final", "df", **empty)), []),
+        (
+            "final only",
+            ser(infer_request("sender_final_only", "fo"), infer_request("sender_final_only", "fo2", **empty)),
+            [],
+        ),
+        ("sender one", ser(infer_request("sender_one", "so", **empty)), []),
+        ("raise after", ser(infer_request("raise_after", "r")), []),
+        ("reserved parameter", ser(infer_request("addsub", "rp", triton_x=True)), []),
+        ("grpc error", ser(bad_type, infer_request("addsub", "after")), grpc_error),
+        ("grpc error, backend", ser(infer_request("failing", "f")), grpc_error),
+        ("grpc error, ok", ser(infer_request("addsub", "ok")), grpc_error),
+        ("not a message", [b"\xff\xff\xff", infer_request("addsub").SerializeToString()], []),
+        ("decoupled then not a message", [infer_request("addsub").SerializeToString(), b"\xff\xff\xff"], []),
     ]
 
 
@@ -164,7 +146,7 @@ def test_same_frames_either_way(native: GrpcServer) -> None:
             client = RawH2(native.port)
             try:
                 for name, bodies, extra in _cases():
-                    got.setdefault(name, []).append(_frames(client, _open(client, bodies, extra)))
+                    got.setdefault(name, []).append(client.until_ended(_open(client, bodies, extra)))
             finally:
                 client.close()
     finally:
@@ -218,14 +200,16 @@ def test_out_of_order_then_reset_cancels(native: GrpcServer, path: str) -> None:
     request_id = f"ooo-{path}"
     client = RawH2(native.port)
     try:
-        first = _request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
-        stream_id = _open(client, [first, _request("addsub", "later").SerializeToString()], end=False)
+        first = infer_request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
+        stream_id = _open(client, [first, infer_request("addsub", "later").SerializeToString()], end=False)
         assert WAITING.saw(request_id)
         client.wait_for(DATA, stream_id)
         assert [m.infer_response.id for m in _messages(_sent(client, stream_id))] == ["later"]
         client.send(frame(RST_STREAM, 0, stream_id, (8).to_bytes(4, "big")))  # CANCEL
         assert CANCELLED.saw(request_id)
-        assert _messages(_frames(client, _open(client, [_request("addsub", "next").SerializeToString()])))
+        assert _messages(
+            client.until_ended(_open(client, [infer_request("addsub", "next").SerializeToString()]))
+        )
         assert not client.ended(stream_id)
     finally:
         client.close()
@@ -239,8 +223,8 @@ def test_deadline_cancels_the_requests(native: GrpcServer, path: str) -> None:
     request_id = f"deadline-{path}"
     client = RawH2(native.port)
     try:
-        body = _request("decoupled", request_id, wait_cancel=True).SerializeToString()
-        frames = _frames(client, _open(client, [body], [("grpc-timeout", "300m")], end=False))
+        body = infer_request("decoupled", request_id, wait_cancel=True).SerializeToString()
+        frames = client.until_ended(_open(client, [body], [("grpc-timeout", "300m")], end=False))
         heads = [p for k, _, p in frames if k == HEADERS]
         assert len(heads) == 2 and len(_messages(frames)) == 3
         assert b"grpc-status\x014" in heads[-1] and b"Deadline Exceeded" in heads[-1]
@@ -253,7 +237,7 @@ def test_connection_loss_cancels_the_requests(native: GrpcServer, path: str) -> 
     ids = [f"lost-{path}-{i}" for i in range(2)]
     client = RawH2(native.port)
     try:
-        bodies = [_request("sender_final_only", i, wait_cancel=True).SerializeToString() for i in ids]
+        bodies = [infer_request("sender_final_only", i, wait_cancel=True).SerializeToString() for i in ids]
         _open(client, bodies, end=False)
         assert all(WAITING.saw(i) for i in ids)
     finally:
@@ -269,11 +253,11 @@ def test_inflight_bound(native: GrpcServer, path: str) -> None:
     client = RawH2(native.port)
     options.grpc_stream_max_inflight = 1
     try:
-        first = _request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
+        first = infer_request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
         stream_id = _open(client, [first], end=False)
         assert WAITING.saw(request_id)
         updates = len([f for f in client.frames if f[0] == WINDOW_UPDATE and f[2] == stream_id])
-        client.send(client.message(stream_id, _request("addsub", "second").SerializeToString(), False))
+        client.send(client.message(stream_id, infer_request("addsub", "second").SerializeToString(), False))
         time.sleep(0.5)
         client.poll()
         assert not [f for f in client.frames if f[2] == stream_id and f[0] in (DATA, HEADERS)]
@@ -304,14 +288,14 @@ def test_slow_client(native: GrpcServer, path: str, monkeypatch: pytest.MonkeyPa
     options.grpc_stream_max_inflight = 1
     try:
         before = _inferences(native, "big")
-        bodies = [_request("big", f"slow{i}").SerializeToString() for i in range(6)]
+        bodies = [infer_request("big", f"slow{i}").SerializeToString() for i in range(6)]
         stream_id = _open(client, bodies, end=True)
         time.sleep(1.0)
         taken = _inferences(native, "big") - before
         assert taken == 1 if path == "callback" else 1 <= taken < 6
         grant = (1 << 30).to_bytes(4, "big")
         client.send(frame(WINDOW_UPDATE, 0, 0, grant), frame(WINDOW_UPDATE, 0, stream_id, grant))
-        frames = _frames(client, stream_id)
+        frames = client.until_ended(stream_id)
         assert [m.infer_response.id for m in _messages(frames)] == [f"slow{i}" for i in range(6)]
         assert b"grpc-status\x010" in frames[-1][2]
         assert _inferences(native, "big") - before == 6
@@ -329,7 +313,7 @@ def test_drain_then_close_cancels_a_stream_in_flight(repo: Path, fast: bool) -> 
     request_id = f"drain-stream-{fast}"
     client = RawH2(frontend.port)
     try:
-        body = _request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
+        body = infer_request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
         stream_id = _open(client, [body], end=False)
         assert WAITING.saw(request_id)
         stopping = asyncio.run_coroutine_threadsafe(frontend.aio.stop(0.5), frontend.loop)
