@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gzip
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -379,3 +380,73 @@ def test_the_encoder_writes_what_protobuf_writes() -> None:
             ) == core_pb.ModelStreamInferResponse.FromString(expected)
     with_parameters = InferenceResponse(two, model_name="m", model_version=1, parameters={"p": 1})
     assert encoder.encode_stream(with_parameters, True) is None
+
+
+def _both_ways(native: GrpcServer, send: Callable[[RawH2], int]) -> list[Frames]:
+    """The frames of the stream ``send`` opens, through the callback path, then the task."""
+    got = []
+    try:
+        for fast in (True, False):
+            _use(native, fast)
+            client = RawH2(native.port)
+            try:
+                got.append(client.until_ended(send(client)))
+            finally:
+                client.close()
+    finally:
+        _use(native, True)
+    return got
+
+
+def test_compressed_messages(native: GrpcServer) -> None:
+    """gzip request messages (grpc-encoding) are inflated before either path takes them."""
+
+    def send(client: RawH2) -> int:
+        stream_id = 2 * next(_ids) + 1
+        frames = [client.headers(stream_id, grpc_request(PATH, [("grpc-encoding", "gzip")]))]
+        for i in range(2):
+            body = gzip.compress(infer_request("addsub", f"z{i}").SerializeToString())
+            frames.append(
+                frame(DATA, END_STREAM if i else 0, stream_id, b"\x01" + len(body).to_bytes(4, "big") + body)
+            )
+        client.send(*frames)
+        return stream_id
+
+    fast, general = _both_ways(native, send)
+    assert fast == general
+    assert [m.infer_response.id for m in _messages(fast)] == ["z0", "z1"]
+
+
+def test_response_over_the_message_limit(native: GrpcServer) -> None:
+    """A response larger than --grpc-max-message-size ends the stream RESOURCE_EXHAUSTED."""
+    options = native.server.options
+    body = infer_request("addsub", "big-answer").SerializeToString()
+    limit = options.grpc_max_message_size
+    options.grpc_max_message_size = len(body) + 4  # the request fits, its response does not
+    try:
+        fast, general = _both_ways(native, lambda client: _open(client, [body]))
+    finally:
+        options.grpc_max_message_size = limit
+    assert fast == general
+    assert b"grpc-status\x018" in fast[-1][2] and b"Sent message larger than max" in fast[-1][2]
+
+
+def test_a_bug_answering_does_not_hang_the_stream(
+    native: GrpcServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected exception while answering a request becomes an in-stream error (the
+    server log has the details), and the stream goes on to its end."""
+    from tritonpy.grpc import servicer, tensors
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(servicer, "response_to_proto", broken)
+    monkeypatch.setattr(tensors.ResponseEncoder, "encode_stream", lambda self, response, final: None)
+    bodies = [infer_request("addsub", f"bug{i}").SerializeToString() for i in range(2)]
+    fast, general = _both_ways(native, lambda client: _open(client, bodies))
+    messages = [_messages(frames) for frames in (fast, general)]
+    assert [[m.error_message[:40] for m in got] for got in messages] == [
+        ["internal error (RuntimeError); the serve"] * 2
+    ] * 2
+    assert b"grpc-status\x010" in fast[-1][2] and b"grpc-status\x010" in general[-1][2]
