@@ -446,6 +446,10 @@ def test_a_bug_answering_does_not_hang_the_stream(
     bodies = [infer_request("addsub", f"bug{i}").SerializeToString() for i in range(2)]
     fast, general = _both_ways(native, lambda client: _open(client, bodies))
     messages = [_messages(frames) for frames in (fast, general)]
+    # a decoupled request ends at its first response's error: one error, no more responses
+    decoupled = [infer_request("decoupled", "bug-d", bare=True).SerializeToString()]
+    one_each = [_messages(frames) for frames in _both_ways(native, lambda client: _open(client, decoupled))]
+    assert [len(got) for got in one_each] == [1, 1] and one_each[0][0].error_message
     assert [[m.error_message[:40] for m in got] for got in messages] == [
         ["internal error (RuntimeError); the serve"] * 2
     ] * 2
