@@ -65,11 +65,6 @@ class Streamer(Protocol):
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
-    @property
-    def waiting(self) -> bool:
-        """Whether the call still runs (not ended, not cut short)."""
-        ...
-
     def send_message(self, body: bytes) -> None:
         """One response message (the response headers before the first)."""
         ...
@@ -300,7 +295,7 @@ class Call:
         self._ran = False  # the handler's work has begun (``Method.start``'s)
         self._handler: StreamHandler | None = None  # ``Method.stream_start``'s
         self._parked: deque[tuple[bytes, int]] = deque()  # messages the handler has no room for
-        self._ending = False  # the request stream ended while messages were parked
+        self._ending = False  # the request stream ended: ``take`` tells the handler after the last message
         self._taking = False  # in ``take``: what it hands on may call it again
         self._draining = False  # ``take`` waits for the stream to drain (``Stream.when_drained``)
         if deadline is not None:
@@ -514,7 +509,7 @@ class Call:
         if not self._inflight:
             return
         if len(body) > self.max_message:
-            self._fail(
+            self.fail(
                 StatusCode.RESOURCE_EXHAUSTED,
                 f"Sent message larger than max ({len(body)} vs. {self.max_message})",
             )

@@ -345,8 +345,7 @@ class InferenceServicer:
         ) -> pb.ModelStreamInferResponse | TritonError:
             if grpc_errors:
                 return error
-            out = pb.ModelInferResponse(model_name=msg.model_name, model_version=msg.model_version, id=msg.id)
-            return pb.ModelStreamInferResponse(error_message=error.message, infer_response=out)
+            return pb.ModelStreamInferResponse(error_message=error.message, infer_response=_named(msg))
 
         async def one(msg: pb.ModelInferRequest) -> None:
             try:
@@ -356,7 +355,7 @@ class InferenceServicer:
                 exc.__traceback__ = None  # its frames hold the message
                 await queue.put(failed(msg, exc))
                 return
-            flag_final = bool(parameters_from_proto(msg.parameters).get(EMPTY_FINAL))
+            flag_final = _empty_final(msg)
             try:
                 # Cancelling this task (the client closed the stream) cancels the request there.
                 async with contextlib.aclosing(self.server.stream_flags_async(core_request)) as calls:
@@ -370,9 +369,7 @@ class InferenceServicer:
                                 continue
                             # Triton's empty final response: the request's name, id and
                             # version string as sent (empty when it named none), no outputs.
-                            out = pb.ModelInferResponse(
-                                model_name=msg.model_name, model_version=msg.model_version, id=msg.id
-                            )
+                            out = _named(msg)
                         else:
                             out = response_to_proto(response, slots)
                         # Triton flags every stream response, with or without
@@ -641,12 +638,7 @@ class StreamInfer:
                 self._failed(entry.message(), response.error)
             elif response is None:
                 if entry.empty_final:
-                    # Triton's empty final response: the request's name, id and version
-                    # string as sent (empty when it named none), no outputs.
-                    msg = entry.message()
-                    out = pb.ModelInferResponse(
-                        model_name=msg.model_name, model_version=msg.model_version, id=msg.id
-                    )
+                    out = _named(entry.message())  # Triton's empty final response
                     out.parameters[FINAL_RESPONSE].bool_param = final
                     call.send_message(pb.ModelStreamInferResponse(infer_response=out).SerializeToString())
             else:
@@ -682,10 +674,14 @@ class StreamInfer:
         if self._grpc_errors:
             self._call.fail(status_of(error.code), error.message)
             return
-        out = pb.ModelInferResponse(model_name=msg.model_name, model_version=msg.model_version, id=msg.id)
-        self._call.send_message(
-            pb.ModelStreamInferResponse(error_message=error.message, infer_response=out).SerializeToString()
-        )
+        response = pb.ModelStreamInferResponse(error_message=error.message, infer_response=_named(msg))
+        self._call.send_message(response.SerializeToString())
+
+
+def _named(msg: pb.ModelInferRequest) -> pb.ModelInferResponse:
+    """A response naming ``msg``'s model, version and id as sent (the version empty when
+    it named none), nothing else: an error's in the stream, or the empty final response."""
+    return pb.ModelInferResponse(model_name=msg.model_name, model_version=msg.model_version, id=msg.id)
 
 
 def _empty_final(msg: pb.ModelInferRequest) -> bool:
