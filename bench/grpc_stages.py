@@ -170,6 +170,12 @@ class _AnsweredAtOnce:
     def start_infer(self, request: Any, on_response: Callable[[Any], None], *args: Any, **kw: Any) -> None:
         on_response(self._response(request))
 
+    def stream_flags_async(self, request: Any) -> Any:
+        """The server's, through this ``submit`` (what ModelStreamInfer's task path calls)."""
+        from tritonpy.server import Server
+
+        return Server.stream_flags_async(self, request)  # type: ignore[arg-type]
+
     def submit(self, request: Any, done: Callable[[Any, int], None], *args: Any, **kw: Any) -> None:
         from tritonpy_sdk import RESPONSE_COMPLETE_FINAL
 
