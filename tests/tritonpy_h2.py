@@ -134,6 +134,13 @@ class RawH2:
     def resets(self, stream_id: int) -> list[int]:
         return [int.from_bytes(p, "big") for k, _, s, p in self.frames if k == RST_STREAM and s == stream_id]
 
+    def until_ended(self, stream_id: int) -> list[tuple[int, int, bytes]]:
+        """(type, flags, payload) of what the server sent on ``stream_id``, read until it
+        ended or reset the stream."""
+        while not self.ended(stream_id) and not self.resets(stream_id):
+            assert self.read(), "the server closed the connection"
+        return [(k, f, p) for k, f, s, p in self.frames if s == stream_id]
+
     def ended(self, stream_id: int) -> bool:
         return any(
             k in (HEADERS, DATA) and flags & END_STREAM and s == stream_id for k, flags, s, _ in self.frames

@@ -6,6 +6,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+from tritonclient.grpc import service_pb2 as pb
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
     BackendInfo,
@@ -65,7 +67,8 @@ class TestBackend:
     'sender' = N answers each request from a background thread with N responses (request
     parameter 'responses' overrides N; each response has the parameter 'index'), then FINAL;
     'empty_final' = "yes" sends that FINAL alone, without a response; 'raise_after' = K sends
-    K responses from ``execute`` itself, then raises. A request with the parameter
+    K responses from ``execute`` itself, then raises. A request with the parameter 'bare' =
+    true gets its responses without 'index'. A request with the parameter
     'wait_cancel' = true waits, after its responses, until it is cancelled (recorded in
     ``WAITING``, then ``CANCELLED``, under its id), then sends FINAL.
     """
@@ -108,7 +111,8 @@ def _answer(r: InferenceRequest, params: dict[str, str]) -> None:
     separate_final = params.get("empty_final") == "yes" or bool(r.parameters.get("wait_cancel"))
     for i in range(count):
         last = i == count - 1 and not separate_final
-        sender.send(_with_index(_addsub(r), i), RESPONSE_COMPLETE_FINAL if last else 0)
+        response = _addsub(r) if r.parameters.get("bare") else _with_index(_addsub(r), i)
+        sender.send(response, RESPONSE_COMPLETE_FINAL if last else 0)
     if r.parameters.get("wait_cancel"):
         cancelled = threading.Event()
         r.on_cancel(cancelled.set)
@@ -214,3 +218,20 @@ def write_sender_models(repo: Path) -> None:
     write_model(repo, "sender_one", extra=params(sender="1"))
     write_model(repo, "sender_final_only", extra=params(sender="0"))
     write_model(repo, "raise_after", extra=decoupled + params(raise_after="1"))
+
+
+def infer_request(model: str, request_id: str = "", **params: bool | str | int) -> pb.ModelInferRequest:
+    """A gRPC ModelInferRequest for an INT32 addsub model ([1, 4] inputs 1 2 3 4 and 1 1 1 1),
+    with request parameters ``params``."""
+    msg = pb.ModelInferRequest(model_name=model, id=request_id)
+    for key, value in params.items():
+        if isinstance(value, bool):
+            msg.parameters[key].bool_param = value
+        elif isinstance(value, int):
+            msg.parameters[key].int64_param = value
+        else:
+            msg.parameters[key].string_param = value
+    for i, value in enumerate(([1, 2, 3, 4], [1, 1, 1, 1])):
+        msg.inputs.add(name=f"INPUT{i}", datatype="INT32", shape=[1, 4])
+        msg.raw_input_contents.append(np.array(value, np.int32).tobytes())
+    return msg

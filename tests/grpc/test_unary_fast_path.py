@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2 as pb
 from tritonpy_h2 import CONTINUATION, DATA, END_STREAM, HEADERS, RST_STREAM, RawH2, frame, grpc_request
-from tritonpy_testbackend import CANCELLED, WAITING, write_model, write_sender_models
+from tritonpy_testbackend import CANCELLED, WAITING, infer_request, write_model, write_sender_models
 from tritonpy_testservers import GrpcServer, start_grpc
 
 PATH = "/inference.GRPCInferenceService/ModelInfer"
@@ -51,48 +51,28 @@ def path(request: pytest.FixtureRequest, native: GrpcServer) -> Iterator[str]:
     native.aio.methods[key] = original
 
 
-def _request(model: str, request_id: str = "", **params: bool | str) -> pb.ModelInferRequest:
-    msg = pb.ModelInferRequest(model_name=model, id=request_id)
-    for key, value in params.items():
-        if isinstance(value, bool):
-            msg.parameters[key].bool_param = value
-        else:
-            msg.parameters[key].string_param = value
-    for i, value in enumerate(([1, 2, 3, 4], [1, 1, 1, 1])):
-        msg.inputs.add(name=f"INPUT{i}", datatype="INT32", shape=[1, 4])
-        msg.raw_input_contents.append(np.array(value, np.int32).tobytes())
-    return msg
-
-
-def _frames(client: RawH2, stream_id: int) -> list[tuple[int, int, bytes]]:
-    """What the server sent on ``stream_id`` until it ended it."""
-    while not client.ended(stream_id) and not client.resets(stream_id):
-        assert client.read(), "the server closed the connection"
-    return [(k, f, p) for k, f, s, p in client.frames if s == stream_id]
-
-
 def _call(
     client: RawH2, body: bytes, extra: list[tuple[str, str]] | None = None
 ) -> list[tuple[int, int, bytes]]:
     stream_id = 2 * next(_ids) + 1
     client.send(client.headers(stream_id, grpc_request(PATH, extra)), client.message(stream_id, body))
-    return _frames(client, stream_id)
+    return client.until_ended(stream_id)
 
 
 def _cases() -> list[tuple[str, bytes, list[tuple[str, str]]]]:
-    ok = _request("addsub", "ok-1", echo="x")
+    ok = infer_request("addsub", "ok-1", echo="x")
     typed = pb.ModelInferRequest(model_name="addsub")
     for i in range(2):
         typed.inputs.add(name=f"INPUT{i}", datatype="INT32", shape=[1, 4]).contents.int_contents.extend(
             [i, 2, 3, 4]
         )
-    bad_type = _request("addsub")
+    bad_type = infer_request("addsub")
     bad_type.inputs[0].datatype = "NOPE"
-    short = _request("addsub")
+    short = infer_request("addsub")
     del short.raw_input_contents[1]
-    versioned = _request("addsub")
+    versioned = infer_request("addsub")
     versioned.model_version = "1"
-    region = _request("addsub")
+    region = infer_request("addsub")
     region.outputs.add(name="OUTPUT0").parameters["shared_memory_region"].string_param = "nowhere"
     region.outputs[0].parameters["shared_memory_byte_size"].int64_param = 16
     return [
@@ -104,16 +84,16 @@ def _cases() -> list[tuple[str, bytes, list[tuple[str, str]]]]:
         ),
         ("typed contents", typed.SerializeToString(), []),
         ("model version", versioned.SerializeToString(), []),
-        ("unknown model", _request("nope").SerializeToString(), []),
+        ("unknown model", infer_request("nope").SerializeToString(), []),
         (
             "unknown version",
             pb.ModelInferRequest(model_name="addsub", model_version="7").SerializeToString(),
             [],
         ),
         ("bad version", pb.ModelInferRequest(model_name="addsub", model_version="x").SerializeToString(), []),
-        ("decoupled", _request("decoupled").SerializeToString(), []),
-        ("final only", _request("sender_final_only").SerializeToString(), []),
-        ("backend raises", _request("failing").SerializeToString(), []),
+        ("decoupled", infer_request("decoupled").SerializeToString(), []),
+        ("final only", infer_request("sender_final_only").SerializeToString(), []),
+        ("backend raises", infer_request("failing").SerializeToString(), []),
         ("bad datatype", bad_type.SerializeToString(), []),
         ("raw count", short.SerializeToString(), []),
         ("no such region", region.SerializeToString(), []),
@@ -157,12 +137,12 @@ def test_deadline_cancels_the_request(native: GrpcServer, path: str) -> None:
     request_id = f"deadline-{path}"
     client = RawH2(native.port)
     try:
-        body = _request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
+        body = infer_request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
         frames = _call(client, body, [("grpc-timeout", "300m")])
         assert len(frames) == 1 and frames[0][0] == HEADERS and frames[0][1] & END_STREAM
         assert b"grpc-status\x014" in frames[0][2] and b"Deadline Exceeded" in frames[0][2]
         assert CANCELLED.saw(request_id)
-        assert _call(client, _request("addsub").SerializeToString())[-1][1] & END_STREAM
+        assert _call(client, infer_request("addsub").SerializeToString())[-1][1] & END_STREAM
     finally:
         client.close()
 
@@ -174,12 +154,12 @@ def test_rst_stream_cancels_the_request(native: GrpcServer, path: str) -> None:
     client = RawH2(native.port)
     try:
         stream_id = 2 * next(_ids) + 1
-        body = _request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
+        body = infer_request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
         client.send(client.headers(stream_id, grpc_request(PATH)), client.message(stream_id, body))
         assert WAITING.saw(request_id)
         client.send(frame(RST_STREAM, 0, stream_id, (8).to_bytes(4, "big")))  # CANCEL
         assert CANCELLED.saw(request_id)
-        assert _call(client, _request("addsub").SerializeToString())[-1][1] & END_STREAM
+        assert _call(client, infer_request("addsub").SerializeToString())[-1][1] & END_STREAM
         assert not [
             k for k, _, s, _ in client.frames if s == stream_id and k in (HEADERS, DATA, CONTINUATION)
         ]
@@ -193,7 +173,7 @@ def test_connection_loss_cancels_the_request(native: GrpcServer, path: str) -> N
     client = RawH2(native.port)
     try:
         stream_id = 2 * next(_ids) + 1
-        body = _request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
+        body = infer_request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
         client.send(client.headers(stream_id, grpc_request(PATH)), client.message(stream_id, body))
         assert WAITING.saw(request_id)
     finally:
@@ -201,7 +181,7 @@ def test_connection_loss_cancels_the_request(native: GrpcServer, path: str) -> N
     assert CANCELLED.saw(request_id)
     other = RawH2(native.port)
     try:
-        assert _call(other, _request("addsub").SerializeToString())[-1][1] & END_STREAM
+        assert _call(other, infer_request("addsub").SerializeToString())[-1][1] & END_STREAM
     finally:
         other.close()
 
@@ -218,7 +198,7 @@ def test_drain_then_close_cancels_a_call_in_flight(repo: Path, fast: bool) -> No
     client = RawH2(frontend.port)
     try:
         stream_id = 2 * next(_ids) + 1
-        body = _request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
+        body = infer_request("sender_final_only", request_id, wait_cancel=True).SerializeToString()
         client.send(client.headers(stream_id, grpc_request(PATH)), client.message(stream_id, body))
         assert WAITING.saw(request_id)
         stopping = asyncio.run_coroutine_threadsafe(frontend.aio.stop(0.5), frontend.loop)

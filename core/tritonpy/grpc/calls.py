@@ -12,6 +12,13 @@ begins the work from the request's last frame and the call is answered from a
 callback (``Call.answer``, ``Call.fail``); a reset, the deadline or the
 connection's end cancel the work through what ``start`` returned. The wire is
 the same as the task's (tests/grpc/test_unary_fast_path.py).
+
+A streaming method with a ``stream_start`` (ModelStreamInfer) runs without a task
+or a queue too: the call hands each request message to the ``StreamHandler`` that
+``stream_start`` returned, as it arrives, while the handler has room and the stream
+is not congested (else the message stays parked, its bytes keeping the stream's
+window closed, as the task's queue does); the handler answers through the call
+(``Streamer``). The wire is the task's (tests/grpc/test_stream_fast_path.py).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import logging
 import time
 import urllib.parse
 import zlib
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
@@ -50,6 +58,58 @@ class Answerer(Protocol):
     def fail(self, code: StatusCode, message: str) -> None: ...
 
 
+class Streamer(Protocol):
+    """What a ``StreamHandler`` answers its streaming call through (``Call``); every
+    method on the loop's thread, each a no-op once the call has ended."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def send_message(self, body: bytes) -> None:
+        """One response message (the response headers before the first)."""
+        ...
+
+    def close(self) -> None:
+        """End the call with OK (every response sent)."""
+        ...
+
+    def fail(self, code: StatusCode, message: str) -> None:
+        """End the call with an error status; the handler is cancelled (``cancel``)."""
+        ...
+
+    def take(self) -> None:
+        """The handler has room again: hand it the request messages parked meanwhile."""
+        ...
+
+
+class StreamHandler(Protocol):
+    """A streaming method's work without a task (``Method.stream_start``)."""
+
+    @property
+    def room(self) -> bool:
+        """Whether it takes another request message now (else the call parks it until
+        the handler calls ``Streamer.take``)."""
+        ...
+
+    def message(self, data: bytes) -> None:
+        """One whole request message (decompressed), in order."""
+        ...
+
+    def end(self) -> None:
+        """The request stream ended, after its last message: end the call once answered."""
+        ...
+
+    def cancel(self) -> None:
+        """The call was cut short (reset, deadline, the connection's end, an error status):
+        cancel the work in flight; nothing more will be sent."""
+        ...
+
+
+#: A streaming method's work without a task: ``stream_start(context, call)`` returns the
+#: handler of the call's request messages; raises nothing.
+StreamStart = Callable[["Context", Streamer], StreamHandler]
+
+
 #: A unary method's work without a task: ``start(data, context, call)`` begins it for the
 #: request message's bytes, which it parses itself (a message that is not the request type:
 #: ``call.fail(INTERNAL, DESERIALIZING)``, as when ``Method.parse`` fails), and returns what
@@ -61,7 +121,8 @@ Start = Callable[[bytes, "Context", Answerer], "Callable[[], None] | None"]
 @dataclass(frozen=True, slots=True)
 class Method:
     """One RPC: its handler, how to parse its requests, and what it requires;
-    ``start``: the handler's work begun without a task (unary only; None: the task)."""
+    ``start``: the handler's work begun without a task (unary only; None: the task);
+    ``stream_start``: a streaming handler's without a task (None: the task)."""
 
     name: str
     handler: Callable[..., Any]
@@ -69,6 +130,7 @@ class Method:
     streaming: bool
     requirement: Requirement | None = None
     start: Start | None = None
+    stream_start: StreamStart | None = None
 
 
 def _literal(name: bytes, value: bytes) -> bytes:
@@ -198,6 +260,11 @@ class Call:
         "_inflight",
         "_cancel",
         "_ran",
+        "_handler",
+        "_parked",
+        "_ending",
+        "_taking",
+        "_draining",
     )
 
     def __init__(
@@ -226,10 +293,17 @@ class Call:
         self._inflight = False  # a ``Method.start``'s work runs, not yet answered
         self._cancel: Callable[[], None] | None = None  # what cancels that work
         self._ran = False  # the handler's work has begun (``Method.start``'s)
+        self._handler: StreamHandler | None = None  # ``Method.stream_start``'s
+        self._parked: deque[tuple[bytes, int]] = deque()  # messages the handler has no room for
+        self._ending = False  # the request stream ended: ``take`` tells the handler after the last message
+        self._taking = False  # in ``take``: what it hands on may call it again
+        self._draining = False  # ``take`` waits for the stream to drain (``Stream.when_drained``)
         if deadline is not None:
             loop = stream.conn.loop
             self._timer = loop.call_at(loop.time() + max(0.0, deadline - time.monotonic()), self._expire)
-        if method.streaming:
+        if method.streaming and method.stream_start is not None:
+            self._start_stream(method.stream_start)
+        elif method.streaming:
             self._queue = asyncio.Queue()
             self._start(self._run_streaming())
 
@@ -263,6 +337,9 @@ class Call:
             self._fail(StatusCode.INTERNAL, "the request stream ended inside a message")
         elif self._queue is not None:
             self._queue.put_nowait(_END)
+        elif self._handler is not None:
+            self._ending = True
+            self.take()
         elif self._request is None:
             self._fail(StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message")
         else:
@@ -314,7 +391,11 @@ class Call:
         elif flag != 0:
             self._fail(StatusCode.INTERNAL, f"bad message flags {flag}")
             return
-        if self._queue is not None:
+        if self._handler is not None:  # parked as in the task's queue, then taken if it has room
+            self.stream.parked += wire + MESSAGE_OVERHEAD
+            self._parked.append((message, wire))
+            self.take()
+        elif self._queue is not None:
             # Its bytes are released as the handler takes it; until then, with the others
             # queued, they keep the stream's window from reopening (http2._stream_credit).
             self.stream.parked += wire + MESSAGE_OVERHEAD
@@ -379,6 +460,78 @@ class Call:
         if self._inflight:  # not answered at once
             self._cancel = cancel
 
+    def _start_stream(self, stream_start: StreamStart) -> None:
+        """A streaming call's work through ``Method.stream_start``: what ``_run_streaming``
+        does, without a task; it counts as the task would (``Stream.working``)."""
+        self._ran = self._inflight = True
+        self.stream.working()
+        handler = self._handler = stream_start(self.context, self)
+        if self._inflight:
+            self._cancel = handler.cancel
+
+    def take(self) -> None:
+        """Hand the stream handler its parked request messages while it has room and the
+        stream is not congested (as the task's reader, which waits for a slot and for
+        ``Stream.drained``); after the last, the request stream's end."""
+        handler = self._handler
+        if handler is None or self._taking:
+            return  # the outer ``take`` goes on
+        parked = self._parked
+        stream = self.stream
+        self._taking = True
+        try:
+            while parked and self._inflight:
+                if not handler.room:
+                    return  # the handler calls ``take`` when a request completes
+                if stream.congested:
+                    if not self._draining:
+                        self._draining = True
+                        stream.when_drained(self._drained)
+                    return
+                message, wire = parked.popleft()
+                stream.release(wire)
+                stream.unpark(wire + MESSAGE_OVERHEAD)
+                handler.message(message)
+                del message
+        finally:
+            self._taking = False
+        if self._ending and not parked and self._inflight:
+            self._ending = False
+            handler.end()
+
+    def _drained(self) -> None:
+        self._draining = False
+        self.take()
+
+    def send_message(self, body: bytes) -> None:
+        """The stream handler's response message, as ``_run_streaming`` sends a response
+        (one over the limit ends the call RESOURCE_EXHAUSTED)."""
+        if not self._inflight:
+            return
+        if len(body) > self.max_message:
+            self.fail(
+                StatusCode.RESOURCE_EXHAUSTED,
+                f"Sent message larger than max ({len(body)} vs. {self.max_message})",
+            )
+            return
+        head = None if self._started else RESPONSE_HEADERS
+        self._started = True
+        self.stream.send(len(body).to_bytes(5, "big") + body, None, head)
+
+    def close(self) -> None:
+        """The stream handler's end: OK, after every response (as ``_run_streaming``'s)."""
+        if not self._inflight:
+            return
+        self._inflight = False
+        self._cancel = None
+        self._done()
+        if self._started:
+            self.stream.send(b"", TRAILERS_OK)
+        else:
+            self.stream.send_headers(RESPONSE_HEADERS + TRAILERS_OK, end_stream=True)
+        self._access(StatusCode.OK)
+        self.stream.worked()
+
     def answer(self, response: Any) -> None:
         """``Method.start``'s response (on the loop's thread); dropped once the call was
         cut short (reset, deadline, the connection's end)."""
@@ -406,8 +559,19 @@ class Call:
         self.stream.worked()
 
     def fail(self, code: StatusCode, message: str) -> None:
-        """``Method.start``'s error status (on the loop's thread), as an abort's."""
+        """``Method.start``'s error status (on the loop's thread), as an abort's; a stream
+        handler's ends the call as an abort ends the task (the handler cancelled)."""
         if not self._inflight:
+            return
+        if self._handler is not None:
+            if self._taking:
+                # Inside the request's frames: the status goes out on a later turn, after
+                # the rest of them (their END_STREAM included), as the task's would.
+                self._failed = True
+                self._abandon()
+                self.loop.call_soon(self._fail, code, message)
+            else:
+                self._fail(code, message)
             return
         self._inflight = False
         self._cancel = None
@@ -540,6 +704,9 @@ class Call:
             while not self._queue.empty():
                 self._queue.get_nowait()
             self.stream.parked = 0
+        elif self._parked:
+            self._parked.clear()
+            self.stream.parked = 0
         self.stream.release()
         if self._task is not None and not self._task.done():
             self._task.cancel()
@@ -585,4 +752,16 @@ def wbits_of(encoding: bytes | None) -> tuple[bool, int | None]:
     return True, _ENCODINGS[encoding]
 
 
-__all__ = ["Aborted", "Answerer", "Call", "Context", "Method", "RESPONSE_HEADERS", "Start", "TRAILERS_OK"]
+__all__ = [
+    "Aborted",
+    "Answerer",
+    "Call",
+    "Context",
+    "Method",
+    "RESPONSE_HEADERS",
+    "Start",
+    "StreamHandler",
+    "StreamStart",
+    "Streamer",
+    "TRAILERS_OK",
+]

@@ -351,6 +351,20 @@ class Stream:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
 
+    @property
+    def congested(self) -> bool:
+        """What ``drained`` waits out: more than ``HIGH_WATER`` bytes queued for the peer,
+        or the connection's writing paused (while the response can still be sent)."""
+        return (self._queued > HIGH_WATER or self.conn._paused) and self.open
+
+    def when_drained(self, callback: Callable[[], None]) -> None:
+        """``drained`` for a handler without a task: ``callback()`` on a later loop turn,
+        once the stream is no longer ``congested`` (or can no longer send)."""
+        waiter = self._drained
+        if waiter is None or waiter.done():
+            waiter = self._drained = self.conn.loop.create_future()
+        waiter.add_done_callback(lambda _: callback())
+
     def release(self, size: int = -1) -> None:
         """The receiver has handed ``size`` bytes (-1: all it holds) to the handler or
         dropped them: they stop counting against the connection's buffer limit, and

@@ -34,6 +34,7 @@ def methods(server: Server) -> dict[bytes, Method]:
     )
     for service, module, servicer in services:
         starts = servicer.unary_starts() if isinstance(servicer, InferenceServicer) else {}
+        stream_starts = servicer.stream_starts() if isinstance(servicer, InferenceServicer) else {}
         for rpc in service.methods:
             if rpc.name not in type(servicer).__dict__:
                 continue  # not implemented: UNIMPLEMENTED "Method not found!", as an unknown path
@@ -45,6 +46,7 @@ def methods(server: Server) -> dict[bytes, Method]:
                 rpc.client_streaming or rpc.server_streaming,
                 needs.get(rpc.name),
                 None if rpc.client_streaming or rpc.server_streaming else starts.get(rpc.name),
+                stream_starts.get(rpc.name) if rpc.client_streaming and rpc.server_streaming else None,
             )
     return table
 

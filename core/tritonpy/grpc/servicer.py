@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from google.protobuf import json_format
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
 
 from ..bridges import call_soon_threadsafe
 from ..failures import report
@@ -30,6 +30,8 @@ from .errors import status_of
 from .status import Aborted, StatusCode
 from .tensors import (
     EMPTY_FINAL,
+    FINAL_RESPONSE,
+    OutputSlots,
     RequestPlans,
     ResponseEncoder,
     parameters_from_proto,
@@ -38,7 +40,7 @@ from .tensors import (
 )
 
 if TYPE_CHECKING:
-    from .calls import Answerer
+    from .calls import Answerer, Streamer
 
 log = logging.getLogger("tritonpy.grpc")
 
@@ -106,6 +108,8 @@ class InferenceServicer:
         # ModelInfer's decoding and encoding without message objects (start_model_infer).
         self._plans = RequestPlans()
         self._encoder = ResponseEncoder()
+        # Whether a planned stream message asked for the empty final response, by plan key.
+        self._empty_finals: dict[bytes, bool] = {}
 
     # -- health and metadata ----------------------------------------------------------
 
@@ -303,6 +307,18 @@ class InferenceServicer:
             return {}
         return {"ModelInfer": self.start_model_infer}
 
+    def stream_starts(self) -> dict[str, Callable[[Any, Streamer], StreamInfer]]:
+        """The streaming RPCs the native transport may run without a task
+        (``calls.Method.stream_start``): ModelStreamInfer, where the server takes
+        callbacks (``submit``)."""
+        if not callable(getattr(self.server, "submit", None)):
+            return {}
+        return {"ModelStreamInfer": self.start_model_stream}
+
+    def start_model_stream(self, context: Any, call: Streamer) -> StreamInfer:
+        """``ModelStreamInfer`` without a coroutine or tasks, for the native transport."""
+        return StreamInfer(self.server, self._plans, self._encoder, self._empty_finals, context, call)
+
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
@@ -329,8 +345,7 @@ class InferenceServicer:
         ) -> pb.ModelStreamInferResponse | TritonError:
             if grpc_errors:
                 return error
-            out = pb.ModelInferResponse(model_name=msg.model_name, model_version=msg.model_version, id=msg.id)
-            return pb.ModelStreamInferResponse(error_message=error.message, infer_response=out)
+            return pb.ModelStreamInferResponse(error_message=error.message, infer_response=_named(msg))
 
         async def one(msg: pb.ModelInferRequest) -> None:
             try:
@@ -340,7 +355,7 @@ class InferenceServicer:
                 exc.__traceback__ = None  # its frames hold the message
                 await queue.put(failed(msg, exc))
                 return
-            flag_final = bool(parameters_from_proto(msg.parameters).get(EMPTY_FINAL))
+            flag_final = _empty_final(msg)
             try:
                 # Cancelling this task (the client closed the stream) cancels the request there.
                 async with contextlib.aclosing(self.server.stream_flags_async(core_request)) as calls:
@@ -354,16 +369,14 @@ class InferenceServicer:
                                 continue
                             # Triton's empty final response: the request's name, id and
                             # version string as sent (empty when it named none), no outputs.
-                            out = pb.ModelInferResponse(
-                                model_name=msg.model_name, model_version=msg.model_version, id=msg.id
-                            )
+                            out = _named(msg)
                         else:
                             out = response_to_proto(response, slots)
                         # Triton flags every stream response, with or without
                         # triton_enable_empty_final_response: a non-decoupled model's
                         # one response is final (true), a decoupled model's are not
                         # unless sent with the final flag.
-                        out.parameters["triton_final_response"].bool_param = final
+                        out.parameters[FINAL_RESPONSE].bool_param = final
                         await queue.put(pb.ModelStreamInferResponse(infer_response=out))
             except TritonError as exc:
                 exc.__traceback__ = None  # its frames hold the request
@@ -459,6 +472,221 @@ class InferenceServicer:
     ) -> pb.CudaSharedMemoryUnregisterResponse:
         self.server.shared_memory.unregister_cuda(request.name or None)
         return pb.CudaSharedMemoryUnregisterResponse()
+
+
+class _Request:
+    """One ModelStreamInfer request in flight (``StreamInfer``)."""
+
+    __slots__ = ("data", "msg", "request", "slots", "empty_final")
+
+    def __init__(
+        self,
+        data: bytes,
+        msg: pb.ModelInferRequest | None,
+        request: InferenceRequest,
+        slots: OutputSlots,
+        empty_final: bool,
+    ) -> None:
+        self.data = data  # the message's bytes, for ``message`` (the inputs are views of them)
+        self.msg = msg
+        self.request = request
+        self.slots = slots
+        self.empty_final = empty_final
+
+    def message(self) -> pb.ModelInferRequest:
+        """The request message (parsed when first asked: its name, version and id as
+        sent, for an error or the empty final response)."""
+        if self.msg is None:
+            self.msg = pb.ModelInferRequest.FromString(self.data)
+        return self.msg
+
+
+#: ``EMPTY_FINAL`` as it appears in a message's bytes: a planned message without it has not it.
+_EMPTY_FINAL_BYTES = EMPTY_FINAL.encode()
+
+
+class StreamInfer:
+    """``ModelStreamInfer`` for one call without tasks or queues (``calls.StreamHandler``):
+    each request message is decoded (from a plan when one fits, as ``start_model_infer``)
+    and submitted with a callback that carries its responses to the loop, where they are
+    encoded (``ResponseEncoder.encode_stream``) and sent at once, in order of completion.
+
+    What the coroutine ``ModelStreamInfer`` answers, byte for byte: the same in-stream
+    errors (or statuses with ``triton_grpc_error``), the same ``triton_final_response``
+    flags and empty final responses, at most ``grpc_stream_max_inflight`` requests in
+    flight (the call parks the next message until one completes), and every request in
+    flight cancelled when the call is cut short.
+    """
+
+    __slots__ = (
+        "_server",
+        "_plans",
+        "_encoder",
+        "_empty_finals",
+        "_call",
+        "_grpc_errors",
+        "_traceparent",
+        "_limit",
+        "_inflight",
+        "_ended",
+    )
+
+    def __init__(
+        self,
+        server: Server,
+        plans: RequestPlans,
+        encoder: ResponseEncoder,
+        empty_finals: dict[bytes, bool],
+        context: Any,
+        call: Streamer,
+    ) -> None:
+        self._server = server
+        self._plans = plans
+        self._encoder = encoder
+        self._empty_finals = empty_finals  # shared by the servicer's calls, at most 64
+        self._call = call
+        metadata = dict(context.invocation_metadata() or ())  # as ModelStreamInfer reads it
+        self._grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
+        traceparent = metadata.get("traceparent")
+        self._traceparent = traceparent if isinstance(traceparent, str) else ""
+        self._limit = max(1, server.options.grpc_stream_max_inflight)
+        self._inflight: set[_Request] = set()
+        self._ended = False
+
+    @property
+    def room(self) -> bool:
+        return len(self._inflight) < self._limit
+
+    def message(self, data: bytes) -> None:
+        plans = self._plans
+        msg: pb.ModelInferRequest | None = None
+        entry: _Request | None = None
+        try:
+            split = plans.split(data)
+            request = plans.request(data, split) if split is not None else None
+            if request is not None and split is not None:
+                slots: OutputSlots = None
+                empty_final = self._empty_final_of(split[0])
+            else:
+                try:
+                    msg = pb.ModelInferRequest.FromString(data)
+                except Exception:  # as the transport's Method.parse
+                    self._call.fail(StatusCode.INTERNAL, DESERIALIZING)
+                    return
+                try:
+                    request, slots = request_from_proto(msg, self._server.shared_memory)
+                except TritonError as exc:
+                    exc.__traceback__ = None  # its frames hold the message
+                    self._failed(msg, exc)
+                    return
+                if split is not None:
+                    plans.learn(split, msg, request, slots)
+                empty_final = _empty_final(msg)
+            request.trace_context = self._traceparent
+            entry = _Request(data, msg, request, slots, empty_final)
+            del data, msg
+            self._inflight.add(entry)
+            try:
+                # Answered on the loop's next turn, also on its own thread (start_model_infer).
+                self._server.submit(
+                    request, functools.partial(call_soon_threadsafe, self._call.loop, self._answered, entry)
+                )
+            except TritonError as exc:
+                self._inflight.discard(entry)
+                exc.__traceback__ = None
+                self._failed(entry.message(), exc)
+        except Exception as exc:  # never leave the stream hanging on a bug
+            if entry is not None:
+                self._inflight.discard(entry)
+            self._call.send_message(
+                pb.ModelStreamInferResponse(
+                    error_message=report(log, "stream request failed", exc)
+                ).SerializeToString()
+            )
+            exc.__traceback__ = None
+
+    def _empty_final_of(self, key: bytes) -> bool:
+        """Whether a planned message (its plan key: the message less id and raw contents)
+        asks for the empty final response; worked out once per key."""
+        known = self._empty_finals.get(key)
+        if known is None:
+            known = _EMPTY_FINAL_BYTES in key and _empty_final(pb.ModelInferRequest.FromString(key))
+            if len(self._empty_finals) >= 64:
+                self._empty_finals.clear()
+            self._empty_finals[key] = known
+        return known
+
+    def end(self) -> None:
+        self._ended = True
+        if not self._inflight:
+            self._call.close()
+
+    def cancel(self) -> None:
+        inflight, self._inflight = self._inflight, set()
+        for entry in inflight:
+            entry.request.cancel()
+
+    def _answered(self, entry: _Request, response: InferenceResponse | None, flags: int) -> None:
+        """One of ``entry``'s responses (on the loop's thread), as ModelStreamInfer's ``one``
+        handles it; dropped once the request was cancelled."""
+        if entry not in self._inflight:
+            return
+        call = self._call
+        final = bool(flags & RESPONSE_COMPLETE_FINAL)
+        try:
+            if response is not None and response.error is not None:
+                self._failed(entry.message(), response.error)
+            elif response is None:
+                if entry.empty_final:
+                    out = _named(entry.message())  # Triton's empty final response
+                    out.parameters[FINAL_RESPONSE].bool_param = final
+                    call.send_message(pb.ModelStreamInferResponse(infer_response=out).SerializeToString())
+            else:
+                body = self._encoder.encode_stream(response, final) if entry.slots is None else None
+                if body is None:
+                    out = response_to_proto(response, entry.slots)
+                    out.parameters[FINAL_RESPONSE].bool_param = final
+                    body = pb.ModelStreamInferResponse(infer_response=out).SerializeToString()
+                call.send_message(body)
+        except TritonError as exc:  # the request ends here, cancelled (as ``one``'s)
+            exc.__traceback__ = None  # its frames hold the request
+            if not final:
+                entry.request.cancel()
+                final = True
+            self._failed(entry.message(), exc)
+        except Exception as exc:  # never leave the stream hanging on a bug
+            if not final:
+                entry.request.cancel()
+                final = True
+            message = report(log, "stream request failed", exc)
+            exc.__traceback__ = None
+            call.send_message(pb.ModelStreamInferResponse(error_message=message).SerializeToString())
+        if final and entry in self._inflight:
+            self._inflight.discard(entry)
+            if self._ended and not self._inflight:
+                call.close()
+            else:
+                call.take()
+
+    def _failed(self, msg: pb.ModelInferRequest, error: TritonError) -> None:
+        """A request's error: in the stream as ``error_message``, or the call's status
+        with ``triton_grpc_error`` (ModelStreamInfer's ``failed``)."""
+        if self._grpc_errors:
+            self._call.fail(status_of(error.code), error.message)
+            return
+        response = pb.ModelStreamInferResponse(error_message=error.message, infer_response=_named(msg))
+        self._call.send_message(response.SerializeToString())
+
+
+def _named(msg: pb.ModelInferRequest) -> pb.ModelInferResponse:
+    """A response naming ``msg``'s model, version and id as sent (the version empty when
+    it named none), nothing else: an error's in the stream, or the empty final response."""
+    return pb.ModelInferResponse(model_name=msg.model_name, model_version=msg.model_version, id=msg.id)
+
+
+def _empty_final(msg: pb.ModelInferRequest) -> bool:
+    """Whether a request asked for the empty final response (``EMPTY_FINAL``)."""
+    return bool(parameters_from_proto(msg.parameters).get(EMPTY_FINAL))
 
 
 class HealthServicer:

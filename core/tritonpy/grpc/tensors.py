@@ -426,6 +426,8 @@ class ResponseEncoder:
     For a response without parameters whose outputs all go in ``raw_output_contents``
     (no shared-memory slots); ``encode`` returns None for any other, which
     ``response_to_proto`` encodes. At most ``size`` kept; all dropped when full.
+    ``encode_stream`` writes the same response as a ``ModelStreamInferResponse``, with
+    the ``triton_final_response`` parameter every stream response carries.
     """
 
     __slots__ = ("_heads", "size")
@@ -435,6 +437,23 @@ class ResponseEncoder:
         self.size = size
 
     def encode(self, response: InferenceResponse) -> bytes | None:
+        parts = self._parts(response, b"")
+        return None if parts is None else b"".join(parts)
+
+    def encode_stream(self, response: InferenceResponse, final: bool) -> bytes | None:
+        """``ModelStreamInferResponse(infer_response=out).SerializeToString()`` where ``out``
+        is ``response_to_proto(response)`` with ``triton_final_response`` = ``final``."""
+        parts = self._parts(response, _FINAL_TRUE if final else _FINAL_FALSE)
+        if parts is None:
+            return None
+        size = 0
+        for part in parts:
+            size += len(part)
+        parts[0] = b"\x12" + _varint(size) + parts[0]  # field 2, infer_response
+        return b"".join(parts)
+
+    def _parts(self, response: InferenceResponse, parameters: bytes) -> list[bytes] | None:
+        """The message's pieces in field order; ``parameters``: field 4's bytes."""
         rid = response.id
         if response.parameters or type(rid) is not str or type(response.model_version) is not int:
             return None
@@ -450,7 +469,7 @@ class ResponseEncoder:
             if heads is None:
                 return None
         first, tensors = heads
-        parts: list[bytes] = [first, _string(b"\x1a", rid), tensors]
+        parts: list[bytes] = [first, _string(b"\x1a", rid), parameters, tensors]
         for tensor in outputs.values():
             data, datatype = tensor.data, tensor.datatype
             if type(data) is np.ndarray and datatype is not DataType.BYTES:
@@ -458,7 +477,7 @@ class ResponseEncoder:
             else:
                 raw = bytes(array_to_buffer(data, datatype))
             parts += (b"\x32", _varint(len(raw)), raw)
-        return b"".join(parts)
+        return parts
 
     def _heads_of(self, response: InferenceResponse) -> tuple[bytes, bytes] | None:
         """Fields 1 and 2 (name, version), and 5 (the outputs' metadata), or None when a
@@ -485,6 +504,18 @@ class ResponseEncoder:
             self._heads.clear()
         heads = self._heads[tuple(key)] = (first, b"".join(entries))
         return heads
+
+
+def _final_parameter(final: bool) -> bytes:
+    """Field 4 of a stream response: ``triton_final_response`` = ``final``, as protobuf writes it."""
+    msg = pb.ModelInferResponse()
+    msg.parameters[FINAL_RESPONSE].bool_param = final
+    return bytes(msg.SerializeToString())
+
+
+#: The parameter Triton sets on every ModelStreamInfer response: whether it is the request's last.
+FINAL_RESPONSE = "triton_final_response"
+_FINAL_TRUE, _FINAL_FALSE = _final_parameter(True), _final_parameter(False)
 
 
 def _raw_count(expected: int, got: int) -> TritonError:
