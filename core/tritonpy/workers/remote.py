@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, OnResponse, TritonError
 
 from ..bridges import awaited_response, resolve, responses
 from ..config import ModelConfig
@@ -285,6 +285,19 @@ class RemoteServer:
                 on_response(InferenceResponse.from_error(body))
 
         self._send(wire.SINGLE, decoupled_message, request, answered)
+
+    def submit(self, request: InferenceRequest, done: OnResponse) -> None:
+        """As ``Server.submit`` for a front end: ``done(response, flags)`` gets every
+        response of ``request`` (None: flags alone), the last with
+        ``RESPONSE_COMPLETE_FINAL``, on the loop's thread. The core refuses a request
+        after it left, so a refusal (and the core's end) comes as that last call with an
+        error response rather than raised here; only a core already gone raises
+        (UNAVAILABLE)."""
+
+        def answered(flags: int, what: int, body: Any) -> None:
+            done(InferenceResponse.from_error(body) if what == wire.REFUSED else body, flags)
+
+        self._send(wire.STREAM, None, request, answered)
 
     async def infer_async(
         self, request: InferenceRequest, decoupled_message: str | None = None
