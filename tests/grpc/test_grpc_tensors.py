@@ -338,3 +338,23 @@ def test_what_the_encoder_leaves_to_protobuf() -> None:
     for n in range(5):
         assert encoder.encode(_response(name=f"m{n}")) is not None
         assert len(encoder._heads) <= 2
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_decode_keeps_a_streams_empty_final_flag_in_the_plan(asked: bool) -> None:
+    """``RequestPlans.decode``: the first two messages of a layout are parsed, the third
+    comes from the plan; each says whether it asked for the empty final response, which
+    the request's parameters leave out."""
+    plans = RequestPlans()
+    got = []
+    for i in range(3):
+        msg = _plain(f"r{i}", "FP32")
+        msg.parameters["triton_enable_empty_final_response"].bool_param = asked
+        decoded = plans.decode(msg.SerializeToString(), None)
+        assert decoded is not None
+        request, slots, parsed, empty_final = decoded
+        assert request.id == f"r{i}" and slots is None
+        assert "triton_enable_empty_final_response" not in request.parameters
+        got.append((parsed is None, empty_final))
+    assert got == [(False, asked), (False, asked), (True, asked)]
+    assert plans.decode(b"\xff\xff", None) is None  # not a ModelInferRequest

@@ -29,12 +29,11 @@ from .calls import DESERIALIZING
 from .errors import status_of
 from .status import Aborted, StatusCode
 from .tensors import (
-    EMPTY_FINAL,
     FINAL_RESPONSE,
     OutputSlots,
     RequestPlans,
     ResponseEncoder,
-    parameters_from_proto,
+    empty_final,
     request_from_proto,
     response_to_proto,
 )
@@ -108,8 +107,6 @@ class InferenceServicer:
         # ModelInfer's decoding and encoding without message objects (start_model_infer).
         self._plans = RequestPlans()
         self._encoder = ResponseEncoder()
-        # Whether a planned stream message asked for the empty final response, by plan key.
-        self._empty_finals: dict[bytes, bool] = {}
 
     # -- health and metadata ----------------------------------------------------------
 
@@ -251,21 +248,12 @@ class InferenceServicer:
         from the server's callback on the loop, with what ``ModelInfer`` through
         ``_unary`` answers. Returns what cancels the request (None: answered already)."""
         try:
-            split = self._plans.split(data)
-            planned = self._plans.request(data, split) if split is not None else None
-            if planned is not None:
-                core_request, slots = planned, None
-            else:
-                try:
-                    request = pb.ModelInferRequest.FromString(data)
-                except Exception:  # as the transport's Method.parse
-                    call.fail(StatusCode.INTERNAL, DESERIALIZING)
-                    return None
-                core_request, slots = request_from_proto(request, self.server.shared_memory)
-                if split is not None:
-                    self._plans.learn(split, request, core_request, slots)
-                del request
-            del data
+            decoded = self._plans.decode(data, self.server.shared_memory)
+            if decoded is None:  # as the transport's Method.parse
+                call.fail(StatusCode.INTERNAL, DESERIALIZING)
+                return None
+            core_request, slots, _, _ = decoded
+            del data, decoded
             core_request.trace_context = _traceparent(context)
 
             def finish(response: InferenceResponse) -> None:
@@ -317,7 +305,7 @@ class InferenceServicer:
 
     def start_model_stream(self, context: Any, call: Streamer) -> StreamInfer:
         """``ModelStreamInfer`` without a coroutine or tasks, for the native transport."""
-        return StreamInfer(self.server, self._plans, self._encoder, self._empty_finals, context, call)
+        return StreamInfer(self.server, self._plans, self._encoder, context, call)
 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
@@ -355,7 +343,7 @@ class InferenceServicer:
                 exc.__traceback__ = None  # its frames hold the message
                 await queue.put(failed(msg, exc))
                 return
-            flag_final = _empty_final(msg)
+            flag_final = empty_final(msg)
             try:
                 # Cancelling this task (the client closed the stream) cancels the request there.
                 async with contextlib.aclosing(self.server.stream_flags_async(core_request)) as calls:
@@ -501,10 +489,6 @@ class _Request:
         return self.msg
 
 
-#: ``EMPTY_FINAL`` as it appears in a message's bytes: a planned message without it has not it.
-_EMPTY_FINAL_BYTES = EMPTY_FINAL.encode()
-
-
 class StreamInfer:
     """``ModelStreamInfer`` for one call without tasks or queues (``calls.StreamHandler``):
     each request message is decoded (from a plan when one fits, as ``start_model_infer``)
@@ -522,7 +506,6 @@ class StreamInfer:
         "_server",
         "_plans",
         "_encoder",
-        "_empty_finals",
         "_call",
         "_grpc_errors",
         "_traceparent",
@@ -536,14 +519,12 @@ class StreamInfer:
         server: Server,
         plans: RequestPlans,
         encoder: ResponseEncoder,
-        empty_finals: dict[bytes, bool],
         context: Any,
         call: Streamer,
     ) -> None:
         self._server = server
         self._plans = plans
         self._encoder = encoder
-        self._empty_finals = empty_finals  # shared by the servicer's calls, at most 64
         self._call = call
         metadata = dict(context.invocation_metadata() or ())  # as ModelStreamInfer reads it
         self._grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
@@ -558,30 +539,19 @@ class StreamInfer:
         return len(self._inflight) < self._limit
 
     def message(self, data: bytes) -> None:
-        plans = self._plans
-        msg: pb.ModelInferRequest | None = None
         entry: _Request | None = None
         try:
-            split = plans.split(data)
-            request = plans.request(data, split) if split is not None else None
-            if request is not None and split is not None:
-                slots: OutputSlots = None
-                empty_final = self._empty_final_of(split[0])
-            else:
-                try:
-                    msg = pb.ModelInferRequest.FromString(data)
-                except Exception:  # as the transport's Method.parse
-                    self._call.fail(StatusCode.INTERNAL, DESERIALIZING)
-                    return
-                try:
-                    request, slots = request_from_proto(msg, self._server.shared_memory)
-                except TritonError as exc:
-                    exc.__traceback__ = None  # its frames hold the message
-                    self._failed(msg, exc)
-                    return
-                if split is not None:
-                    plans.learn(split, msg, request, slots)
-                empty_final = _empty_final(msg)
+            try:
+                decoded = self._plans.decode(data, self._server.shared_memory)
+            except TritonError as exc:
+                exc.__traceback__ = None  # its frames hold the message
+                self._failed(pb.ModelInferRequest.FromString(data), exc)
+                return
+            if decoded is None:  # as the transport's Method.parse
+                self._call.fail(StatusCode.INTERNAL, DESERIALIZING)
+                return
+            request, slots, msg, empty_final = decoded
+            del decoded
             request.trace_context = self._traceparent
             entry = _Request(data, msg, request, slots, empty_final)
             del data, msg
@@ -604,17 +574,6 @@ class StreamInfer:
                 ).SerializeToString()
             )
             exc.__traceback__ = None
-
-    def _empty_final_of(self, key: bytes) -> bool:
-        """Whether a planned message (its plan key: the message less id and raw contents)
-        asks for the empty final response; worked out once per key."""
-        known = self._empty_finals.get(key)
-        if known is None:
-            known = _EMPTY_FINAL_BYTES in key and _empty_final(pb.ModelInferRequest.FromString(key))
-            if len(self._empty_finals) >= 64:
-                self._empty_finals.clear()
-            self._empty_finals[key] = known
-        return known
 
     def end(self) -> None:
         self._ended = True
@@ -682,11 +641,6 @@ def _named(msg: pb.ModelInferRequest) -> pb.ModelInferResponse:
     """A response naming ``msg``'s model, version and id as sent (the version empty when
     it named none), nothing else: an error's in the stream, or the empty final response."""
     return pb.ModelInferResponse(model_name=msg.model_name, model_version=msg.model_version, id=msg.id)
-
-
-def _empty_final(msg: pb.ModelInferRequest) -> bool:
-    """Whether a request asked for the empty final response (``EMPTY_FINAL``)."""
-    return bool(parameters_from_proto(msg.parameters).get(EMPTY_FINAL))
 
 
 class HealthServicer:

@@ -178,6 +178,14 @@ def request_from_proto(
 EMPTY_FINAL = "triton_enable_empty_final_response"
 
 
+def empty_final(msg: pb.ModelInferRequest) -> bool:
+    """Whether a request asked for the empty final response (``EMPTY_FINAL``); a message
+    without the key (every unary one) pays one map lookup."""
+    if EMPTY_FINAL not in msg.parameters:
+        return False
+    return bool(parameters_from_proto(msg.parameters).get(EMPTY_FINAL))
+
+
 def _request_parameters(msg: pb.ModelInferRequest) -> dict[str, ParameterValue]:
     """A request's parameters as the model gets them: Triton's ``EMPTY_FINAL`` left out,
     any other key starting with ``triton_`` refused (Triton's words)."""
@@ -190,6 +198,12 @@ def _request_parameters(msg: pb.ModelInferRequest) -> dict[str, ParameterValue]:
             )
     params.pop(EMPTY_FINAL, None)
     return params
+
+
+#: A decoded ModelInferRequest (``RequestPlans.decode``): the request, its output slots in
+#: shared memory, the message (None: decoded from a plan, not parsed) and whether it asked
+#: for the empty final response.
+Decoded = tuple[InferenceRequest, OutputSlots, "pb.ModelInferRequest | None", bool]
 
 
 class RequestPlans:
@@ -224,31 +238,28 @@ class RequestPlans:
     def request(self, data: bytes, split: _Split) -> InferenceRequest | None:
         """The request for ``data`` (``split``) from its plan, or None (no plan: decode
         it in full)."""
-        key, rid, raws = split
-        plan = self._plans.get(key)
-        if plan is None or len(raws) != len(plan.inputs):
-            return None
+        plan = self._plans.get(split[0])
+        return None if plan is None else _planned(plan, data, split)
+
+    def decode(self, data: bytes, shared_memory: SystemSharedMemory | None) -> Decoded | None:
+        """``data`` as a request: from its plan when one fits, else decoded in full by
+        ``request_from_proto`` (and its plan learned). None when ``data`` is not a
+        ModelInferRequest; a message that does not decode raises ``request_from_proto``'s
+        ``TritonError``."""
+        split = _split(data)
+        if split is not None:
+            plan = self._plans.get(split[0])
+            planned = None if plan is None else _planned(plan, data, split)
+            if plan is not None and planned is not None:
+                return planned, None, None, plan.empty_final
         try:
-            inputs: dict[str, Tensor] = {}
-            for (name, datatype, shape, dtype, count), (start, end) in zip(plan.inputs, raws, strict=True):
-                if dtype is None:  # BYTES
-                    array = array_from_buffer(name, datatype, shape, memoryview(data)[start:end])
-                elif end - start != count * dtype.itemsize:
-                    return None  # the general decoding words the error
-                else:  # as array_from_buffer: a read-only view of the message's bytes
-                    array = np.frombuffer(data, dtype, count, start).reshape(shape)
-                inputs[name] = Tensor(name, array, datatype)
-            request_id = rid.decode() if rid else ""
-        except Exception:  # the general decoding words the error
+            msg = pb.ModelInferRequest.FromString(data)
+        except Exception:
             return None
-        return InferenceRequest(
-            model_name=plan.model_name,
-            model_version=plan.model_version,
-            inputs=inputs,
-            requested_outputs=[RequestedOutput(name, {}, None) for name in plan.outputs],
-            id=request_id,
-            parameters=dict(plan.parameters),
-        )
+        request, slots = request_from_proto(msg, shared_memory)
+        if split is not None:
+            self.learn(split, msg, request, slots)
+        return request, slots, msg, empty_final(msg)
 
     def learn(
         self, split: _Split, msg: pb.ModelInferRequest, request: InferenceRequest, slots: OutputSlots
@@ -293,6 +304,7 @@ class RequestPlans:
                 for t in request.inputs.values()
             ],
             [o.name for o in request.requested_outputs],
+            empty_final(msg),
         )
 
 
@@ -306,6 +318,38 @@ class _Plan:
     #: name, data type, shape, numpy dtype (None: BYTES), elements
     inputs: list[tuple[str, DataType, list[int], np.dtype[Any] | None, int]]
     outputs: list[str]
+    #: Whether the message asked for the empty final response (``EMPTY_FINAL``, which
+    #: the request's parameters leave out).
+    empty_final: bool
+
+
+def _planned(plan: _Plan, data: bytes, split: _Split) -> InferenceRequest | None:
+    """The request for ``data`` (``split``) from ``plan``, or None when its inputs do not fit
+    the plan (the general decoding words the error)."""
+    _, rid, raws = split
+    if len(raws) != len(plan.inputs):
+        return None
+    try:
+        inputs: dict[str, Tensor] = {}
+        for (name, datatype, shape, dtype, count), (start, end) in zip(plan.inputs, raws, strict=True):
+            if dtype is None:  # BYTES
+                array = array_from_buffer(name, datatype, shape, memoryview(data)[start:end])
+            elif end - start != count * dtype.itemsize:
+                return None  # the general decoding words the error
+            else:  # as array_from_buffer: a read-only view of the message's bytes
+                array = np.frombuffer(data, dtype, count, start).reshape(shape)
+            inputs[name] = Tensor(name, array, datatype)
+        request_id = rid.decode() if rid else ""
+    except Exception:  # the general decoding words the error
+        return None
+    return InferenceRequest(
+        model_name=plan.model_name,
+        model_version=plan.model_version,
+        inputs=inputs,
+        requested_outputs=[RequestedOutput(name, {}, None) for name in plan.outputs],
+        id=request_id,
+        parameters=dict(plan.parameters),
+    )
 
 
 #: The most bytes of a message, less its id and raw contents, that a plan is kept for.
