@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ class Deferred(CpuBackend):
     @hookimpl
     def instance_initialize(self, instance: ModelInstance) -> None:
         instance.nowait = True
+        instance.pipeline_depth = int(instance.model.parameters.get("depth") or 1)
 
     @hookimpl
     def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
@@ -70,7 +72,7 @@ class Deferred(CpuBackend):
         self.started.put((instance.name, threading.current_thread().name, complete, list(requests)))
 
 
-def _model(repo: Path, name: str, count: int = 1, mode: str = "", extra: str = "") -> None:
+def _model(repo: Path, name: str, count: int = 1, mode: str = "", extra: str = "", depth: int = 1) -> None:
     (repo / name / "1").mkdir(parents=True)
     (repo / name / "config.pbtxt").write_text(f"""
 backend: "deferred"
@@ -78,6 +80,7 @@ input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
 output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
 instance_group [ {{ count: {count} kind: KIND_CPU }} ]
 parameters {{ key: "mode" value: {{ string_value: "{mode}" }} }}
+parameters {{ key: "depth" value: {{ string_value: "{depth}" }} }}
 {extra}
 """)
 
@@ -395,6 +398,101 @@ def test_stop_lets_queued_work_finish_then_fails_what_could_not_run() -> None:
     (response,) = outcomes
     assert response.error.code is ErrorCode.UNAVAILABLE
     assert "stopped before the request could run" in response.error.message
+
+
+# -- instances that queue batches of their own (``pipeline_depth``) ---------------------------
+
+
+class _Lined:
+    """A runner that records where each job started and keeps its release, by job."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, int]] = []
+        self.releases: dict[int, Callable[[], None]] = {}
+
+    def __call__(self, instance: ModelInstance, jobs: Sequence[Job], release: Callable[[], None]) -> None:
+        for job in jobs:
+            self.started.append((instance.name, int(job.request.id)))
+            self.releases[int(job.request.id)] = release
+            job.answer(None, RESPONSE_COMPLETE_FINAL)
+
+
+def _deep(name: str, depth: int) -> ModelInstance:
+    instance = ModelInstance(name, "KIND_CPU", 0, model=None)  # type: ignore[arg-type]
+    instance.pipeline_depth = depth
+    return instance
+
+
+def test_a_pipelining_instance_takes_work_behind_its_batch_only_while_none_is_idle() -> None:
+    runner, answered = _Lined(), []
+    scheduler = InlineScheduler("m", [_deep("a", 2), _deep("b", 2)], runner)
+    scheduler.start()
+    for i in range(2):
+        scheduler.enqueue(_job(i, answered))
+    assert runner.started == [("a", 0), ("b", 1)]  # an idle instance each
+    for i in range(2, 4):
+        scheduler.enqueue(_job(i, answered))
+    assert runner.started[2:] == [("a", 2), ("b", 3)]  # both busy: behind their batches
+    scheduler.enqueue(_job(4, answered))
+    assert len(runner.started) == 4 and len(scheduler._queue) == 1  # both full: it waits
+    runner.releases[1]()  # b's first batch ended: the queued job goes behind b's second
+    assert runner.started[4] == ("b", 4) and not scheduler._queue
+    runner.releases[0]()
+    runner.releases[2]()  # a is idle again
+    scheduler.enqueue(_job(5, answered))
+    assert runner.started[5] == ("a", 5)  # the idle instance, though b has room for none
+    runner.releases[3]()  # b runs 4 alone: it has room again
+    scheduler.enqueue(_job(6, answered))
+    scheduler.enqueue(_job(7, answered))
+    assert sorted(runner.started[6:]) == [("a", 6), ("b", 7)]  # one behind each
+    scheduler.enqueue(_job(8, answered))
+    assert len(scheduler._queue) == 1
+
+    stopper = threading.Thread(target=scheduler.stop)
+    stopper.start()
+    for i in (4, 5, 6, 7):
+        runner.releases[i]()
+    assert runner.started[-1][1] == 8  # the queued job ran before stop returned
+    runner.releases[8]()
+    stopper.join(30)
+    assert not stopper.is_alive() and sorted(answered) == list(range(9))
+    assert len(scheduler._free) == 2 and not scheduler._room
+
+
+def test_instances_of_depth_one_are_never_handed_a_second_batch() -> None:
+    runner, answered = _Lined(), []
+    scheduler = InlineScheduler("m", [_deep("a", 1)], runner)
+    scheduler.start()
+    scheduler.enqueue(_job(0, answered))
+    scheduler.enqueue(_job(1, answered))
+    assert runner.started == [("a", 0)] and len(scheduler._queue) == 1
+    runner.releases[0]()
+    assert runner.started == [("a", 0), ("a", 1)]
+
+
+def test_a_request_started_behind_another_counts_its_wait_as_queueing(tmp_path: Path) -> None:
+    """The second request is handed to the busy instance at once (nothing pending in the
+    core), and its statistics count the time until the first ended as queueing."""
+    _model(tmp_path, "m", depth=2)
+    backend = Deferred()
+    with _serve(tmp_path, backend) as server:
+        version = server.get_version("m")
+        first = _call(server, "m", 1)
+        started_first = backend.started.get(timeout=30)
+        second = _call(server, "m", 2)
+        started_second = backend.started.get(timeout=30)  # at once, behind the first
+        assert started_second[0] == started_first[0] == "m_0_0"
+        assert version.stats.pending == 0
+        time.sleep(0.5)
+        for _, _, complete, requests in (started_first, started_second):
+            complete(CpuBackend.echo(requests))
+        np.testing.assert_array_equal(first()["Y"], [1])
+        np.testing.assert_array_equal(second()["Y"], [2])
+        (stats,) = server.model_statistics("m")
+        inference = stats["inference_stats"]
+        assert inference["success"]["count"] == 2
+        # The second request's wait behind the first (at least the 0.5 s slept) is queueing.
+        assert int(inference["queue"]["ns"]) >= 500_000_000
 
 
 # -- the per-request path's shortcuts: each gives what the general code gives ---------------

@@ -7,6 +7,7 @@ instance (on that instance's worker thread) and answers each job.
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 import threading
@@ -127,6 +128,11 @@ class LoadedVersion:
     #: The backend's ``execute_nowait``, bound once (``BackendHooks.nowait_function``);
     #: called with keywords.
     _execute_nowait: Callable[..., Any] | None = field(init=False, repr=False, default=None)
+    #: Per instance that pipelines (``ModelInstance.pipeline_depth`` above 1), its
+    #: batches started through ``execute_nowait`` and not yet completed, oldest first:
+    #: a batch behind another starts running when the one before it ends, and its
+    #: statistics count the wait as queueing. None when no instance pipelines.
+    _lines: dict[int, collections.deque[SenderBatch]] | None = field(init=False, repr=False, default=None)
     #: The backend's ``execute_direct`` when a ``predict`` may take the direct lane
     #: (``run_direct``): nothing between the caller and ``execute`` would change its
     #: request or its answer. None: every request goes through ``submit``.
@@ -153,6 +159,8 @@ class LoadedVersion:
             if limiter is not None:  # instances of groups without resources need nothing
                 needs = [self.needs.get(i.name) or Need((), i.device_id) for i in self.instances]
             nowait = self.hooks.execute_nowait is not None and all(i.nowait for i in self.instances)
+            if nowait and any(i.pipeline_depth > 1 for i in self.instances):
+                self._lines = {id(i): collections.deque() for i in self.instances if i.pipeline_depth > 1}
             scheduler = create_scheduler(
                 self.name,
                 self.config,
@@ -395,6 +403,9 @@ class LoadedVersion:
         requests = [j.request for j in jobs]
         senders = SenderBatch(self, jobs, start, self.decoupled)
         ended = threading.Lock()
+        line = None if self._lines is None else self._lines.get(id(instance))
+        if line is not None:
+            line.append(senders)
 
         def complete(
             responses: Sequence[InferenceResponse] | None, error: BaseException | None = None
@@ -403,7 +414,9 @@ class LoadedVersion:
                 log.warning("backend '%s' completed a batch of model '%s' twice", self.hooks.name, self.name)
                 return
             try:
-                self._finish(instance, jobs, requests, senders, start, responses, error)
+                if line is not None:
+                    _ended(line, senders)
+                self._finish(instance, jobs, requests, senders, senders.start_ns, responses, error)
             except Exception as exc:
                 message = report(log, f"finishing a batch of model '{self.name}' failed", exc)
                 fail_unfinished(jobs, TritonError.internal(message))
@@ -717,6 +730,24 @@ def _handed_back(requests: Sequence[InferenceRequest]) -> Sequence[int]:
 
 
 _FIRST = (0,)
+
+
+def _ended(line: collections.deque[SenderBatch], batch: SenderBatch) -> None:
+    """``batch`` ended on an instance whose batches queue there (``_lines``): the one
+    behind it starts running now, so its time until now counts as queueing."""
+    if line and line[0] is batch:
+        line.popleft()
+    else:  # completed out of order (a stub's restart): nothing started behind it
+        try:
+            line.remove(batch)
+        except ValueError:
+            pass
+        return
+    if line:
+        following = line[0]
+        now = time.monotonic_ns()
+        if following.start_ns < now:
+            following.start_ns = following.infer_start = now
 
 
 def finalize_quietly(hooks: BackendHooks, name: str, **kwargs: Any) -> None:

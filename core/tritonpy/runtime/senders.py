@@ -73,7 +73,7 @@ class SenderBatch:
     __slots__ = (
         "_model",
         "_jobs",
-        "_start",
+        "start_ns",
         "infer_start",
         "_decoupled",
         "_shut",
@@ -100,7 +100,7 @@ class SenderBatch:
     def __init__(self, model: LoadedVersion, jobs: Sequence[Job], start_ns: int, decoupled: bool) -> None:
         self._model = model
         self._jobs = jobs
-        self._start = start_ns
+        self.start_ns = start_ns
         self.infer_start = start_ns
         self._decoupled = decoupled
         self._shut = False  # close(): the senders are not used; any made now is closed
@@ -128,7 +128,7 @@ class SenderBatch:
             self._lock = threading.Lock()
             self._open = count
             self._returned = False
-            self._last_final = self._start
+            self._last_final = self.start_ns
             self._ok = [True] * count
             self._held = [None] * count
             self._answered = [False] * count  # a first response went (decoupled)
@@ -203,7 +203,7 @@ class SenderBatch:
             job.request._sender_source = self._closed_source  # done with: drop the batch
             now = time.monotonic_ns()
             if job.trace is not None:
-                for name, ns in zip(_STAMPS, (self._start, self.infer_start, now, now)):
+                for name, ns in zip(_STAMPS, (self.start_ns, self.infer_start, now, now)):
                     job.trace.stamp(name, ns)
         if final:
             self._finished_one(now)  # statistics first, as on the direct path
@@ -285,7 +285,7 @@ class SenderBatch:
 
     def _record(self) -> None:
         end = self._last_final
-        times = ExecutionTimes(self._start, self.infer_start, end, end)
+        times = ExecutionTimes(self.start_ns, self.infer_start, end, end)
         jobs, ok, padding = self._jobs, self._ok, 0
         if self._model.sequence and any(j.null for j in jobs):  # null requests: batch size only
             real = [i for i, j in enumerate(jobs) if not j.null]

@@ -8,6 +8,15 @@ reader) answers it and starts the next queued request on the same instance.
 Compared with ``DefaultScheduler`` this takes two thread hand-offs out of every
 request. Requests wait in one queue, in arrival order, only while every
 instance is busy.
+
+An instance with a ``pipeline_depth`` above 1 queues the batches it is handed
+and runs them in order (a stub reads them from its socket): while every
+instance is busy, the next request is started on one of them at once, behind
+the batch it runs, up to that depth. The instance then finds its next batch
+waiting when one ends instead of sleeping until the server, having read the
+answer, sends the next; that wake-up and the idle gap were a fifth of the CPU
+of a small stub-mode model at concurrency 8. An idle instance is always
+preferred, so with fewer requests than instances nothing waits behind another.
 """
 
 from __future__ import annotations
@@ -73,13 +82,19 @@ class Turns(Generic[T]):
 
 
 class InlineScheduler(Scheduler):
-    """One queue and a set of free instances; batches of one request; no threads."""
+    """One queue, the idle instances and the busy ones with room; batches of one request; no threads."""
 
     def __init__(self, model_name: str, instances: Sequence[ModelInstance], runner: NowaitRunner) -> None:
         self._model_name = model_name
         self._runner = runner
         self._count = len(instances)
         self._free = list(reversed(instances))  # pop() hands out the first instance first
+        #: Busy instances that may take another batch (``pipeline_depth`` above their
+        #: load), the one busy longest first; empty when no instance pipelines.
+        self._room: list[ModelInstance] = []
+        #: Batches started and not yet released, and how many may be, per instance.
+        self._load = {id(i): 0 for i in instances}
+        self._depth = {id(i): max(1, int(getattr(i, "pipeline_depth", 1))) for i in instances}
         self._queue: collections.deque[Job] = collections.deque()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -95,14 +110,23 @@ class InlineScheduler(Scheduler):
         self._open = True
 
     def enqueue(self, job: Job) -> None:
-        """Start ``job`` now on a free instance, or queue it; UNAVAILABLE once stopped."""
+        """Start ``job`` now on an idle instance, else behind the batch of a busy one
+        with room, or queue it; UNAVAILABLE once stopped."""
         with self._lock:
             if not self._open:
                 raise stopped(self._model_name)
-            if not self._free:
+            if self._free:
+                instance = self._free.pop()
+            elif self._room:
+                instance = self._room.pop(0)
+            else:
                 self._queue.append(job)
                 return
-            instance = self._free.pop()
+            key = id(instance)
+            load = self._load[key] + 1
+            self._load[key] = load
+            if load < self._depth[key]:
+                self._room.append(instance)
         self._turns.run_one((instance, job))
 
     def _start(self, turn: tuple[ModelInstance, Job]) -> None:
@@ -114,14 +138,23 @@ class InlineScheduler(Scheduler):
             self._release(instance)
 
     def _release(self, instance: ModelInstance) -> None:
-        """``instance`` finished its batch: start the oldest queued request on it."""
+        """A batch on ``instance`` ended: start the oldest queued request on it (it
+        keeps its load), or count one batch less on it."""
         with self._lock:
             if self._queue:
                 job = self._queue.popleft()
             else:
-                self._free.append(instance)
-                if self._waiting:
-                    self._changed.notify_all()
+                key = id(instance)
+                load = self._load[key] - 1
+                self._load[key] = load
+                if load + 1 < self._depth[key]:  # it had room: it leaves the busy ones
+                    self._room.remove(instance)
+                if load:
+                    self._room.append(instance)
+                else:
+                    self._free.append(instance)
+                    if self._waiting:
+                        self._changed.notify_all()
                 return
         self._turns.run_one((instance, job))
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import queue
 import shutil
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import tritonpy
+from tritonpy_sdk import ErrorCode
+from tritonpy_wait import wait_until
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,3 +57,69 @@ def test_stub_batches_need_no_worker_thread_unless_execute_can_time_out(tmp_path
             thread.join(30)
         (stats,) = server.model_statistics("plain")
         assert stats["inference_stats"]["success"]["count"] == 9
+
+
+def _spinner(repo: Path, name: str, parameters: str = "") -> None:
+    shutil.copytree(HERE / "models" / "spinner", repo / name)
+    config = repo / name / "config.pbtxt"
+    config.write_text(config.read_text().replace('name: "spinner"', f'name: "{name}"') + parameters)
+
+
+def _depth(value: str) -> str:
+    return f'parameters {{ key: "STUB_PIPELINE_DEPTH" value: {{ string_value: "{value}" }} }}\n'
+
+
+def _cancel_the_second(server: tritonpy.Server, name: str) -> dict[str, Any]:
+    """A request of 1 s, then one of 30 s sent while it runs and cancelled: their answers."""
+    version = server.get_version(name)
+    depth = version.instances[0].pipeline_depth
+    answers: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+
+    def send(rid: str, seconds: float) -> Any:
+        inputs = {"SECONDS": np.array([seconds], np.float32)}
+        request = server.model(name).create_request(inputs, request_id=rid)
+        server.submit(request, lambda response, flags: answers.put((rid, response)))
+        return request
+
+    send("1", 1.0)
+    time.sleep(0.2)  # the first runs
+    second = send("2", 30.0)
+    pending = 0 if depth > 1 else 1  # handed to the stub, or waiting in the core
+    wait_until(lambda: version.stats.pending == pending, "the second handed on or queued")
+    second.cancel()
+    return dict(answers.get(timeout=20) for _ in range(2))
+
+
+@pytest.mark.integration
+def test_a_busy_stub_is_handed_the_next_request_and_sees_it_cancelled_before_it_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While its instance runs a request, the next one goes to the stub at once (nothing
+    waits in the core); cancelled before it starts, it starts cancelled. With
+    STUB_PIPELINE_DEPTH 1 it waits in the core instead, which drops it."""
+    caplog.set_level(logging.INFO)  # the model's log_info
+    _spinner(tmp_path, "ahead")
+    _spinner(tmp_path, "single", _depth("1"))
+    with tritonpy.Server(model_repository=tmp_path) as server:
+        assert [i.pipeline_depth for i in server.get_version("ahead").instances] == [2]
+        assert [i.pipeline_depth for i in server.get_version("single").instances] == [1]
+
+        got = _cancel_the_second(server, "ahead")
+        assert got["1"].outputs["SAW_CANCEL"].data.tolist() == [False]
+        assert got["2"].outputs["SAW_CANCEL"].data.tolist() == [True]  # the stub ran it, cancelled
+        assert "request 2 was cancelled before it ran" in caplog.text
+
+        got = _cancel_the_second(server, "single")
+        assert got["1"].outputs["SAW_CANCEL"].data.tolist() == [False]
+        assert got["2"].error.code is ErrorCode.CANCELLED  # the core dropped it before it ran
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("value", ["0", "17", "two", "1.5"])
+def test_a_bad_stub_pipeline_depth_fails_the_load_with_the_reason(tmp_path: Path, value: str) -> None:
+    _copy(tmp_path, "m", _depth(value))
+    with tritonpy.Server(model_repository=tmp_path, exit_on_error=False) as server:
+        reason = server.repository_index()[0]["reason"]
+    assert reason.endswith(
+        f"model 'm': parameter STUB_PIPELINE_DEPTH must be a whole number from 1 to 16, got '{value}'"
+    ), reason

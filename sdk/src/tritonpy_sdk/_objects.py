@@ -122,6 +122,14 @@ class ModelInstance:
     ``direct``, set by ``instance_initialize``, says the instance takes a request
     of the in-process API's ``predict`` through the backend's ``execute_direct``
     hook (arrays in, arrays out) where the core allows it.
+
+    ``pipeline_depth``, set by ``instance_initialize`` for a ``nowait`` instance,
+    is how many batches the scheduler without threads (a model without dynamic
+    batching, sequences or rate limits) may have started on it at once: more than
+    1 says the instance queues the batches it is handed and runs them one after
+    another, in order, so the next one is already there when one ends (a child
+    process reading its socket). A busy instance is handed more only while no
+    instance is idle.
     """
 
     name: str
@@ -134,6 +142,7 @@ class ModelInstance:
     device_inputs: bool = False
     device_memory: DeviceMemory | None = None
     direct: bool = False
+    pipeline_depth: int = 1
 
 
 class ExecuteComplete(Protocol):

@@ -90,6 +90,29 @@ class LinkReader:
                 if self._awaited():  # the helper reads for the thread that awaits it
                     cv.notify_all()
 
+    def drain(self) -> None:
+        """Take the messages the socket already holds, when nobody else reads: a
+        batch sent while another ran (the server's ``pipeline_depth``) may have had
+        its cancellation sent behind it, and ``is_cancelled()`` should say so
+        when its ``execute`` starts. Main's messages wait for ``next``."""
+        cv = self._cv
+        with cv:
+            if self._reading:  # the helper reads: it hands cancellations on as they come
+                return
+            self._reading = True
+        try:
+            poll = self._link.conn.poll
+            while poll(0):
+                msg = self._recv()
+                if not self._dispatch(msg):
+                    with cv:
+                        self._mine.append(msg)
+        finally:
+            with cv:
+                self._reading = False
+                if self._awaited():
+                    cv.notify_all()
+
     def busy(self) -> None:
         """The main thread starts a batch."""
         self._busy_since = time.monotonic()

@@ -153,6 +153,14 @@ class Stub:
         self.version = 1
         self.loop: asyncio.AbstractEventLoop | None = None
         self.requests: dict[int, InferenceRequest] = {}
+        #: Cancellations read before their request was opened (its batch waits behind
+        #: another: the server's ``pipeline_depth``, an async model's loop), by token;
+        #: ``_opened`` is the highest token opened so far. Tokens only grow, so a
+        #: cancellation of a token above it is for a request still to come, and one
+        #: at or below it for a request already answered. Both under ``_opening``.
+        self._early: set[int] = set()
+        self._opened = 0
+        self._opening = threading.Lock()
         self.reader = LinkReader(link, self._dispatch, self.runtime.awaited, _unreadable)
         self.runtime.awaiting = self.reader.awaiting
 
@@ -165,7 +173,11 @@ class Stub:
             item = (msg.get("r"), msg.get("f", 0)) if op == "bls_resp" else (msg.get("v"), msg.get("e"))
             self.runtime.deliver(msg["c"], item)
         elif op == "cancel":
-            request = self.requests.get(msg["t"])
+            token = msg["t"]
+            with self._opening:
+                request = self.requests.get(token)
+                if request is None and token > self._opened:
+                    self._early.add(token)
             if request is not None:
                 request._cancelled.set()
         elif op == "rel":
@@ -250,7 +262,15 @@ class Stub:
         )
         for desc in msg["reqs"]:
             request = request_from_wire(link, desc, name, version, make_sender)
-            opened[desc[0]] = request
+            token = desc[0]
+            with self._opening:
+                opened[token] = request
+                if token > self._opened:
+                    self._opened = token
+                early = self._early
+                if early and token in early:
+                    early.discard(token)
+                    request._cancelled.set()
             requests.append(request)
         return requests
 
@@ -324,6 +344,8 @@ class Stub:
         try:
             assert self.host is not None
             requests = self._requests(msg)
+            if "p" in msg:  # sent while another ran: its cancellation may have come since
+                self.reader.drain()
             result = self.host.execute(list(requests))
             reply = self._reply(msg, requests, result)
             del result

@@ -9,7 +9,11 @@ runs it inside the server instead. Model parameters:
   interpreter runs the stub;
 - ``EXECUTE_TIMEOUT_SECONDS``: kill and restart a stub whose ``execute`` runs
   longer (default: no limit);
-- ``STUB_MEMORY_LIMIT_MB``: the stub's address-space limit (default: none).
+- ``STUB_MEMORY_LIMIT_MB``: the stub's address-space limit (default: none);
+- ``STUB_PIPELINE_DEPTH``: how many requests the server may have handed a
+  stub at once while every instance is busy (default 2: the next one waits in
+  the stub's socket, so the stub does not sleep between requests; 1: one at a
+  time).
 
 Backend settings (``--backend-config=python,<key>=<value>``):
 ``shm-default-byte-size`` (each stub's two shared-memory arenas, default 64 MiB,
@@ -170,10 +174,32 @@ def _settings(model: Model, state: _BackendState) -> tuple[bool, StubSettings]:
         start_timeout_s=state.start_timeout_s,
         execute_timeout_s=number("EXECUTE_TIMEOUT_SECONDS"),
         memory_limit_mb=int(number("STUB_MEMORY_LIMIT_MB")),
+        pipeline_depth=_pipeline_depth(model),
         error_frames=state.error_frames,
         cuda_ipc_bytes=state.cuda_ipc_bytes,
     )
     return mode == "in_process", settings
+
+
+#: The largest ``STUB_PIPELINE_DEPTH``: past 2 a stub rarely finds more waiting to use,
+#: and every request sent ahead is bound to its instance.
+_MAX_PIPELINE_DEPTH = 16
+
+
+def _pipeline_depth(model: Model) -> int:
+    raw = model.parameters.get("STUB_PIPELINE_DEPTH", "").strip()
+    if not raw:
+        return 2
+    try:
+        depth = int(raw)
+    except ValueError:
+        depth = 0
+    if not 1 <= depth <= _MAX_PIPELINE_DEPTH:
+        raise TritonError.invalid_arg(
+            f"model '{model.name}': parameter STUB_PIPELINE_DEPTH must be a whole number from 1 to "
+            f"{_MAX_PIPELINE_DEPTH}, got '{raw}'"
+        )
+    return depth
 
 
 @hookimpl
@@ -273,6 +299,7 @@ def instance_initialize(instance: ModelInstance) -> None:
     stub.start()
     instance.state = stub
     instance.nowait = stub.nowait
+    instance.pipeline_depth = stub.pipeline_depth
     instance.device_inputs = uses_cuda_ipc(instance, stub.gpu)
 
 

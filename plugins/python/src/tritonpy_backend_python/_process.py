@@ -129,6 +129,10 @@ class StubSettings:
     #: Bytes of each side's device arena per GPU for GPU tensors (CUDA IPC); 0: none
     #: (GPU tensors cross as host data). Used only with a GPU and cuda-python.
     cuda_ipc_bytes: int = 64 << 20
+    #: How many batches the core may have sent to a stub at once (the instance's
+    #: ``pipeline_depth``): the stub runs them in order, the next one already read
+    #: when one ends. 1: one at a time.
+    pipeline_depth: int = 2
 
 
 class _Batch:
@@ -428,6 +432,16 @@ class StubProcess:
         ``execute`` must be timed out (a waiting thread is the watchdog)."""
         return not self._settings.execute_timeout_s
 
+    @property
+    def pipeline_depth(self) -> int:
+        """How many batches the core may send before the first is answered (the
+        instance's ``pipeline_depth``): the setting for a synchronous ``execute``
+        through ``execute_nowait``; 1 otherwise (an async model's batches are
+        released as soon as they are sent)."""
+        if self.is_async or not self.nowait:
+            return 1
+        return self._settings.pipeline_depth
+
     def execute_nowait(self, requests: list[InferenceRequest], complete: ExecuteComplete) -> None:
         """Send the batch and return; the reader thread calls ``complete`` with its
         answer. A stub that is restarting (after a crash, at its memory limit) is
@@ -466,8 +480,11 @@ class StubProcess:
             try:
                 desc = request_to_wire(link, request, token, outputs)
                 opened[token] = request
+                msg = {"op": "exec", "b": batch_id, "reqs": [desc]}
+                if self._batches:  # it waits in the stub behind another (``pipeline_depth``)
+                    msg["p"] = 1
                 self._batches[batch_id] = batch
-                link.send({"op": "exec", "b": batch_id, "reqs": [desc]})
+                link.send(msg)
             except OSError:
                 self._batches.pop(batch_id, None)
                 opened.pop(token, None)
@@ -485,8 +502,11 @@ class StubProcess:
             # answer them (``_died``).
             for request, token in zip(requests, tokens):
                 opened[token] = request
+            msg = {"op": "exec", "b": batch_id, "reqs": descs}
+            if self._batches:
+                msg["p"] = 1
             self._batches[batch_id] = batch
-            link.send({"op": "exec", "b": batch_id, "reqs": descs})
+            link.send(msg)
         except OSError:
             # The stub is gone (the reader may have finished with it already).
             self._batches.pop(batch_id, None)

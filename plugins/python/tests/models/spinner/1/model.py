@@ -1,5 +1,6 @@
 # Spins in execute itself (the stub's main thread) until its request is cancelled
-# or SECONDS pass, then says which; logs when it saw the cancellation.
+# or SECONDS pass, then says which; logs when it saw the cancellation, and whether
+# it saw it before it began.
 import time
 
 import numpy as np
@@ -12,6 +13,9 @@ class TritonPythonModel:
         for request in requests:
             seconds = float(pb_utils.get_input_tensor_by_name(request, "SECONDS").as_numpy()[0])
             deadline = time.monotonic() + seconds
+            if request.is_cancelled():
+                rid = request.request_id()
+                pb_utils.Logger.log_info(f"spinner: request {rid} was cancelled before it ran")
             while not request.is_cancelled() and time.monotonic() < deadline:
                 time.sleep(0.005)
             saw = request.is_cancelled()
