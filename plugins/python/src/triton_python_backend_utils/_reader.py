@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -64,6 +65,7 @@ class LinkReader:
         #: the main thread without the lock: a plain attribute store.
         self._busy_since: float | None = None
         self._last_busy = 0.0
+        self._poller: select.poll | None = None  # ``drain``'s, made at its first call
         threading.Thread(target=self._help, name="stub-reader", daemon=True).start()
 
     # -- the main thread ---------------------------------------------------------------------
@@ -101,8 +103,12 @@ class LinkReader:
                 return
             self._reading = True
         try:
-            poll = self._link.conn.poll
-            while poll(0):
+            poller = self._poller
+            if poller is None:  # one poll object for the link's life (``Connection.poll``
+                # makes a selector per call: ~2 µs against ~0.3)
+                poller = self._poller = select.poll()
+                poller.register(self._link.conn.fileno(), select.POLLIN)
+            while poller.poll(0):
                 msg = self._recv()
                 if not self._dispatch(msg):
                     with cv:
