@@ -90,11 +90,11 @@ class InlineScheduler(Scheduler):
         self._count = len(instances)
         self._free = list(reversed(instances))  # pop() hands out the first instance first
         #: Busy instances that may take another batch (``pipeline_depth`` above their
-        #: load), the one busy longest first; empty when no instance pipelines.
+        #: load), in the order they came to have room; empty when no instance pipelines.
         self._room: list[ModelInstance] = []
         #: Batches started and not yet released, and how many may be, per instance.
         self._load = {id(i): 0 for i in instances}
-        self._depth = {id(i): max(1, int(getattr(i, "pipeline_depth", 1))) for i in instances}
+        self._depth = {id(i): max(1, i.pipeline_depth) for i in instances}
         self._queue: collections.deque[Job] = collections.deque()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import shutil
+import signal
 import threading
 import time
 from pathlib import Path
@@ -123,3 +125,30 @@ def test_a_bad_stub_pipeline_depth_fails_the_load_with_the_reason(tmp_path: Path
     assert reason.endswith(
         f"model 'm': parameter STUB_PIPELINE_DEPTH must be a whole number from 1 to 16, got '{value}'"
     ), reason
+
+
+@pytest.mark.integration
+def test_a_stub_that_dies_with_a_request_waiting_behind_another_fails_both_and_serves_on(
+    tmp_path: Path,
+) -> None:
+    _spinner(tmp_path, "spin")
+    with tritonpy.Server(model_repository=tmp_path) as server:
+        version = server.get_version("spin")
+        answers: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        for rid in ("1", "2"):
+            request = server.model("spin").create_request(
+                {"SECONDS": np.array([30.0], np.float32)}, request_id=rid
+            )
+            server.submit(request, lambda response, flags, rid=rid: answers.put((rid, response)))
+            time.sleep(0.2)
+        assert version.stats.pending == 0  # the second waits in the stub, behind the first
+        os.kill(version.instances[0].state._proc.pid, signal.SIGKILL)
+        got = dict(answers.get(timeout=30) for _ in range(2))
+        for rid in ("1", "2"):
+            assert got[rid].error.code is ErrorCode.INTERNAL
+            assert "Stub process 'spin_0' is not healthy." in got[rid].error.message
+        out = server.model("spin").predict({"SECONDS": np.array([0.0], np.float32)})  # a fresh stub
+        assert out["SAW_CANCEL"].tolist() == [False]
+        (stats,) = server.model_statistics("spin")
+        assert stats["inference_stats"]["fail"]["count"] == 2
+        assert stats["inference_stats"]["success"]["count"] == 1

@@ -835,6 +835,12 @@ class StubProcess:
             _LEFT_PROCS.discard(proc)
         was_alive = self._alive
         self._alive = False
+        sock = self._sock
+        if sock is not None:
+            # Nothing reads or writes through it (the link and the loop's reader have
+            # descriptors of their own; only ``stop`` shuts it down): closed now rather
+            # than by the garbage collector, which warns of an unclosed socket.
+            sock.close()
         if link is not None and link.device is not None:
             # The stub (``link``'s) has exited: nothing maps our device arenas any more,
             # and its arenas are closed here before a restarted stub's are opened.
