@@ -14,8 +14,8 @@ and runs them in order (a stub reads them from its socket): while every
 instance is busy, the next request is started on one of them at once, behind
 the batch it runs, up to that depth. The instance then finds its next batch
 waiting when one ends instead of sleeping until the server, having read the
-answer, sends the next; that wake-up and the idle gap were a fifth of the CPU
-of a small stub-mode model at concurrency 8. An idle instance is always
+answer, sends the next; that wake-up and the idle gap were 15–23 % of the CPU
+per request of a small stub-mode model at concurrency 8. An idle instance is always
 preferred, so with fewer requests than instances nothing waits behind another.
 """
 
