@@ -353,8 +353,10 @@ def _job(i: int, answered: list[int]) -> Job:
     return Job(request, lambda response, flags: answered.append(i))
 
 
-def _instance() -> Any:
-    return ModelInstance("m_0", "KIND_CPU", 0, model=None)  # type: ignore[arg-type]
+def _instance(name: str = "m_0", depth: int = 1) -> ModelInstance:
+    instance = ModelInstance(name, "KIND_CPU", 0, model=None)  # type: ignore[arg-type]
+    instance.pipeline_depth = depth
+    return instance
 
 
 def test_a_long_queue_completed_synchronously_runs_in_turn_not_in_recursion() -> None:
@@ -417,15 +419,9 @@ class _Lined:
             job.answer(None, RESPONSE_COMPLETE_FINAL)
 
 
-def _deep(name: str, depth: int) -> ModelInstance:
-    instance = ModelInstance(name, "KIND_CPU", 0, model=None)  # type: ignore[arg-type]
-    instance.pipeline_depth = depth
-    return instance
-
-
 def test_a_pipelining_instance_takes_work_behind_its_batch_only_while_none_is_idle() -> None:
     runner, answered = _Lined(), []
-    scheduler = InlineScheduler("m", [_deep("a", 2), _deep("b", 2)], runner)
+    scheduler = InlineScheduler("m", [_instance("a", 2), _instance("b", 2)], runner)
     scheduler.start()
     for i in range(2):
         scheduler.enqueue(_job(i, answered))
@@ -461,7 +457,7 @@ def test_a_pipelining_instance_takes_work_behind_its_batch_only_while_none_is_id
 
 def test_instances_of_depth_one_are_never_handed_a_second_batch() -> None:
     runner, answered = _Lined(), []
-    scheduler = InlineScheduler("m", [_deep("a", 1)], runner)
+    scheduler = InlineScheduler("m", [_instance("a")], runner)
     scheduler.start()
     scheduler.enqueue(_job(0, answered))
     scheduler.enqueue(_job(1, answered))

@@ -92,9 +92,8 @@ class InlineScheduler(Scheduler):
         #: Busy instances that may take another batch (``pipeline_depth`` above their
         #: load), in the order they came to have room; empty when no instance pipelines.
         self._room: list[ModelInstance] = []
-        #: Batches started and not yet released, and how many may be, per instance.
+        #: Batches started and not yet released, per instance (up to its ``pipeline_depth``).
         self._load = {id(i): 0 for i in instances}
-        self._depth = {id(i): max(1, i.pipeline_depth) for i in instances}
         self._queue: collections.deque[Job] = collections.deque()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -125,7 +124,7 @@ class InlineScheduler(Scheduler):
             key = id(instance)
             load = self._load[key] + 1
             self._load[key] = load
-            if load < self._depth[key]:
+            if load < instance.pipeline_depth:
                 self._room.append(instance)
         self._turns.run_one((instance, job))
 
@@ -147,7 +146,7 @@ class InlineScheduler(Scheduler):
                 key = id(instance)
                 load = self._load[key] - 1
                 self._load[key] = load
-                if load + 1 < self._depth[key]:  # it had room: it leaves the busy ones
+                if load + 1 < instance.pipeline_depth:  # it had room: it leaves the busy ones
                     self._room.remove(instance)
                 if load:
                     self._room.append(instance)

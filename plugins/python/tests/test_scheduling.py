@@ -24,10 +24,11 @@ A = np.array([1, 2, 3, 4], dtype=np.float32)
 B = np.array([10, 20, 30, 40], dtype=np.float32)
 
 
-def _copy(repo: Path, name: str, parameters: str = "") -> None:
-    shutil.copytree(HERE / "models" / "add_sub", repo / name)
+def _copy(repo: Path, name: str, parameters: str = "", model: str = "add_sub") -> None:
+    """The test model ``model`` as ``name``, with ``parameters`` added to its config."""
+    shutil.copytree(HERE / "models" / model, repo / name)
     config = repo / name / "config.pbtxt"
-    config.write_text(config.read_text().replace('name: "add_sub"', f'name: "{name}"') + parameters)
+    config.write_text(config.read_text().replace(f'name: "{model}"', f'name: "{name}"') + parameters)
 
 
 def _workers(model: str) -> list[str]:
@@ -59,12 +60,6 @@ def test_stub_batches_need_no_worker_thread_unless_execute_can_time_out(tmp_path
             thread.join(30)
         (stats,) = server.model_statistics("plain")
         assert stats["inference_stats"]["success"]["count"] == 9
-
-
-def _spinner(repo: Path, name: str, parameters: str = "") -> None:
-    shutil.copytree(HERE / "models" / "spinner", repo / name)
-    config = repo / name / "config.pbtxt"
-    config.write_text(config.read_text().replace('name: "spinner"', f'name: "{name}"') + parameters)
 
 
 def _depth(value: str) -> str:
@@ -100,8 +95,8 @@ def test_a_busy_stub_is_handed_the_next_request_and_sees_it_cancelled_before_it_
     waits in the core); cancelled before it starts, it starts cancelled. With
     STUB_PIPELINE_DEPTH 1 it waits in the core instead, which drops it."""
     caplog.set_level(logging.INFO)  # the model's log_info
-    _spinner(tmp_path, "ahead")
-    _spinner(tmp_path, "single", _depth("1"))
+    _copy(tmp_path, "ahead", model="spinner")
+    _copy(tmp_path, "single", _depth("1"), model="spinner")
     with tritonpy.Server(model_repository=tmp_path) as server:
         assert [i.pipeline_depth for i in server.get_version("ahead").instances] == [2]
         assert [i.pipeline_depth for i in server.get_version("single").instances] == [1]
@@ -131,7 +126,7 @@ def test_a_bad_stub_pipeline_depth_fails_the_load_with_the_reason(tmp_path: Path
 def test_a_stub_that_dies_with_a_request_waiting_behind_another_fails_both_and_serves_on(
     tmp_path: Path,
 ) -> None:
-    _spinner(tmp_path, "spin")
+    _copy(tmp_path, "spin", model="spinner")
     with tritonpy.Server(model_repository=tmp_path) as server:
         version = server.get_version("spin")
         answers: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()

@@ -87,10 +87,7 @@ class LinkReader:
                 if not self._dispatch(msg):
                     return msg
         finally:
-            with cv:
-                self._reading = False
-                if self._awaited():  # the helper reads for the thread that awaits it
-                    cv.notify_all()
+            self._end_turn()
 
     def drain(self) -> None:
         """Take the messages the socket already holds, when nobody else reads: a
@@ -114,10 +111,14 @@ class LinkReader:
                     with cv:
                         self._mine.append(msg)
         finally:
-            with cv:
-                self._reading = False
-                if self._awaited():
-                    cv.notify_all()
+            self._end_turn()
+
+    def _end_turn(self) -> None:
+        """The main thread gives up the reading turn it took in ``next`` or ``drain``."""
+        with self._cv:
+            self._reading = False
+            if self._awaited():  # the helper reads for the thread that awaits it
+                self._cv.notify_all()
 
     def busy(self) -> None:
         """The main thread starts a batch."""
