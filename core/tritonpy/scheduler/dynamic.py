@@ -39,11 +39,9 @@ Nothing here waits on the event loop.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
 import itertools
 import logging
-import sys
 import threading
 import time
 from collections import deque
@@ -53,28 +51,13 @@ from typing import Any
 
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstance, OnResponse, TritonError
 
+from ._deadline import DeadlineWait, precise_timeouts
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
 from .contract import Scheduler
 from .inline import NowaitRunner, Turns
 from .ratelimiter import Need, RateLimiter
 
 log = logging.getLogger(__name__)
-
-#: Linux's prctl option that sets the calling thread's timer slack, in ns.
-_PR_SET_TIMERSLACK = 29
-
-
-def precise_timeouts() -> bool:
-    """Let the calling thread's timed waits end within 1 µs of their deadline (Linux: its
-    timer slack, 50 µs by default, which a 100-500 µs queue delay would overrun by a
-    tenth or more). Whether it was set; elsewhere nothing changes."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return bool(ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, 1000, 0, 0, 0) == 0)
-    except (OSError, AttributeError):  # no C library to ask
-        return False
-
 
 #: ``DynamicBatcher._leader`` when a batcher thread forms the batches.
 _BATCHER = -1
@@ -222,6 +205,8 @@ class DynamicBatcher(Scheduler):
         lock = limiter.lock if limiter is not None else threading.Lock()
         self._cond = threading.Condition(lock)
         self._wakes = [threading.Condition(lock) for _ in self._instances]
+        #: The batch former's timed waits (the queue delay), ended at their deadline.
+        self._waits = DeadlineWait()
         #: Idle instances, the one to take next last (``_choose``): the first one at the start.
         self._idle: list[int] = list(reversed(range(len(self._instances))))
         #: The batch handed to each idle worker by the one that formed it (None: none).
@@ -487,7 +472,7 @@ class DynamicBatcher(Scheduler):
                     while True:
                         what, value = self._step(_BATCHER)
                         if what == _WAIT:
-                            self._cond.wait(value)
+                            self._waits.wait(self._cond, value)
                         elif what != _AGAIN:
                             break
                 if what == _EXIT:
@@ -701,7 +686,7 @@ class DynamicBatcher(Scheduler):
                         continue
                     what, value = self._step(index)
                     if what == _WAIT:
-                        self._cond.wait(value)
+                        self._waits.wait(self._cond, value)
                     elif what == _RUN:
                         self._leader = None
                         self._busy[index] = True

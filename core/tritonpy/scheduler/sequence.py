@@ -70,6 +70,7 @@ from tritonpy_sdk import (
     deserialize_bytes_tensor,
 )
 
+from ._deadline import DeadlineWait, precise_timeouts
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused, stopped
 from .contract import Scheduler
 from .dynamic import _Ordered
@@ -304,6 +305,8 @@ class SequenceBatcher(Scheduler):
         # so a request wakes only the worker of its sequence's instance.
         self._lock = threading.Lock()
         self._wakes = [threading.Condition(self._lock) for _ in self._instances]
+        #: The workers' timed waits (the queue delay), ended at their deadline.
+        self._waits = DeadlineWait()
         self._nowait = nowait
         #: Whether each instance runs a batch started through ``_nowait``.
         self._running = [False] * len(self._instances)
@@ -523,6 +526,8 @@ class SequenceBatcher(Scheduler):
     # -- batch formation and execution (instance worker threads) ---------------------------
 
     def _work(self, index: int) -> None:
+        if self.config.max_queue_delay_ns:
+            precise_timeouts()  # this worker's timed waits are the queue delay
         instance = self._instances[index]
         wake = self._wakes[index]
         while True:
@@ -537,7 +542,7 @@ class SequenceBatcher(Scheduler):
                         break
                     if not self._open and wait_ns is None:
                         return
-                    wake.wait(None if wait_ns is None else wait_ns / 1e9)
+                    self._waits.wait(wake, None if wait_ns is None else wait_ns / 1e9)
                 for entry in batch:
                     if entry is not None:
                         entry[0].busy = True
