@@ -45,7 +45,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,6 +225,11 @@ class DynamicBatcher(Scheduler):
         self._rows = 0
         policies = (config.default_policy, *config.level_policies.values())
         timeouts = any(p.default_timeout_us for p in policies)
+        #: Whether queued requests can time out (else none is ever expired or delayed).
+        self._timeouts = timeouts
+        #: The one queue when there is one and nothing in it is ever delayed: batches are
+        #: taken from its head (``_candidates``, ``_remove`` without copies).
+        self._only: deque[_Entry] | None = self._levels[1] if levels == 1 and not timeouts else None
         #: Whether an idle worker forms the batches and runs what it formed itself: a
         #: lone request costs one thread wake-up fewer than with a batcher thread handing
         #: it over. A batcher thread stays where queued requests must be watched while
@@ -432,9 +437,10 @@ class DynamicBatcher(Scheduler):
         another worker, ``(_REJECT, entries)`` to answer as expired, ``(_WAIT, seconds
         or None)``, or ``(_EXIT, None)``: stopped and nothing queued."""
         now = time.monotonic_ns()
-        rejected = self._expire(now)
-        if rejected:
-            return _REJECT, rejected
+        if self._timeouts:
+            rejected = self._expire(now)
+            if rejected:
+                return _REJECT, rejected
         pending = any(self._levels.values())
         if not pending and not self._open:
             if self._limiter is not None:
@@ -457,7 +463,7 @@ class DynamicBatcher(Scheduler):
                 waits_for_resources = True
         if self._limiter is not None and not waits_for_resources:
             self._limiter.withdraw(self)
-        deadline = self._next_deadline()
+        deadline = self._next_deadline() if self._timeouts else None
         if deadline is not None:
             wait_ns = min(wait_ns, deadline - now) if wait_ns is not None else deadline - now
         return _WAIT, None if wait_ns is None else max(wait_ns, 0) / 1e9
@@ -536,7 +542,9 @@ class DynamicBatcher(Scheduler):
         ]
         return min(deadlines) if deadlines else None
 
-    def _candidates(self) -> list[_Entry]:
+    def _candidates(self) -> Iterable[_Entry]:
+        if self._only is not None:
+            return self._only
         ordered: list[_Entry] = []
         for level in sorted(self._levels):
             entries = self._levels[level]
@@ -580,11 +588,20 @@ class DynamicBatcher(Scheduler):
         return None, due - now
 
     def _remove(self, batch: list[_Entry]) -> list[_Entry]:
+        only = self._only
+        if only is not None and only[0] is batch[0]:
+            # ``_form`` takes from the head of the one queue: the batch is its first entries.
+            for e in batch:
+                only.popleft()
+                self._rows -= e.size
+            return batch
         self._rows -= sum(e.size for e in batch)
         chosen = {id(e) for e in batch}
         for level, entries in self._levels.items():
             if any(id(e) in chosen for e in entries):
                 self._levels[level] = deque(e for e in entries if id(e) not in chosen)
+        if only is not None:
+            self._only = self._levels[1]
         return batch
 
     def _reject(self, entry: _Entry) -> None:
