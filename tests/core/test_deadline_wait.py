@@ -98,6 +98,13 @@ def test_lateness_is_capped_and_a_short_wait_only_yields() -> None:
     assert 20_000 <= timer.now - start < 20_000 + timer.pause_ns + 1
 
 
+def test_a_wait_already_due_only_lets_go_of_the_lock() -> None:
+    timer = LateTimer(late_ns=40_000)
+    waits = DeadlineWait(timer.clock, timer.pause)
+    assert waits.wait(timer, 0) is False  # type: ignore[arg-type]
+    assert timer.asked == [0] and timer.pauses == 0 and waits.lead_ns == 0
+
+
 def test_no_limit_waits_for_a_notification() -> None:
     cond = threading.Condition()
     waits = DeadlineWait()

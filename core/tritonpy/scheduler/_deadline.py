@@ -63,6 +63,8 @@ class DeadlineWait:
         no limit). The caller decides again either way, as after ``Condition.wait``."""
         if seconds is None:
             return cond.wait()
+        if seconds <= 0:
+            return cond.wait(0)  # due now: only let others take the lock a moment
         start = self._clock()
         due = start + int(seconds * 1e9)
         asked = due - start - self.lead_ns
