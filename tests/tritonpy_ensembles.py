@@ -105,15 +105,18 @@ def write_ensemble(
     dims: str = "-1",
     max_batch_size: int = 8,
     extra: str = "",
+    max_inflight: int = 0,
 ) -> None:
-    """An ensemble with ``inputs`` and ``outputs`` (name → TYPE_*) of ``dims``, and a ``1/`` folder."""
+    """An ensemble with ``inputs`` and ``outputs`` (name → TYPE_*) of ``dims``, and a ``1/``
+    folder; ``max_inflight``: its ``max_inflight_requests`` (0: not written)."""
     (repo / name / "1").mkdir(parents=True)
     ins = ", ".join(f'{{ name: "{n}" data_type: {t} dims: [ {dims} ] }}' for n, t in inputs.items())
     outs = ", ".join(f'{{ name: "{n}" data_type: {t} dims: [ {dims} ] }}' for n, t in outputs.items())
     (repo / name / "config.pbtxt").write_text(
         f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: {max_batch_size}\n'
         f"input [ {ins} ]\noutput [ {outs} ]\n"
-        f"ensemble_scheduling {{ step [ {', '.join(steps)} ] }}\n{extra}"
+        f"ensemble_scheduling {{ step [ {', '.join(steps)} ] "
+        f"{f'max_inflight_requests: {max_inflight} ' if max_inflight else ''}}}\n{extra}"
     )
 
 

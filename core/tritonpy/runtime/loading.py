@@ -335,6 +335,9 @@ class ModelLoader:
         config_dict = config_to_dict(config)
         outputs = [io.name for io in config.output]
         submit = self._submit
+        max_inflight = config.ensemble_scheduling.max_inflight_requests
+        if max_inflight:
+            log.info("ensemble model '%s' configured with max_inflight_requests: %d", mdir.name, max_inflight)
         for version in versions:
             load_start = time.monotonic()
             mv = LoadedVersion(
@@ -348,7 +351,9 @@ class ModelLoader:
                 instances=[],
                 labels=self._labels(mdir, version, config_dict),
                 cache=self._cache if config.response_cache.enable and not plan.decoupled else None,
-                scheduler_factory=lambda model: EnsembleScheduler(model, plan.steps, outputs, submit),
+                scheduler_factory=lambda model: EnsembleScheduler(
+                    model, plan.steps, outputs, submit, max_inflight
+                ),
             )
             mv.load_seconds = time.monotonic() - load_start
             mv.start()

@@ -18,6 +18,12 @@ A step's response that fails fails the whole request with the step's error
 ("in ensemble '<name>', <error>") and cancels the steps still in flight;
 cancelling the request cancels them too.
 
+``ensemble_scheduling.max_inflight_requests`` bounds, per step, the requests in
+flight at its member across all of the ensemble's requests (as Triton does). A
+step request over the bound waits in that step's queue (``_Gate``), in order,
+until one in flight at that step ends; nothing blocks the thread that made it
+(a member's answer may come on the event loop).
+
 Decoupled members: each response of a decoupled step forks the run's tensors
 (a new "generation" that shares what existed before the step), the steps
 downstream run once per response, and each generation that has every
@@ -31,6 +37,7 @@ import functools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -101,10 +108,59 @@ class EnsembleModel(Protocol):
         ...
 
 
+class _Gate:
+    """One step's bound on its requests in flight across the ensemble's requests
+    (``max_inflight_requests``): a step request over it waits here, in order, until
+    one in flight at that step ends. A waiting request whose run has finished (failed
+    or cancelled) is dropped, never sent."""
+
+    __slots__ = ("_inflight", "_limit", "_lock", "_waiting")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._inflight = 0
+        self._waiting: deque[tuple[_Run, _Call]] = deque()
+        self._lock = threading.Lock()
+
+    def admit(self, run: _Run, call: _Call) -> bool:
+        """Whether ``call`` may be sent now (then it counts as in flight); else it waits."""
+        with self._lock:
+            if self._inflight < self._limit and not self._waiting:
+                self._inflight += 1
+                return True
+            self._waiting.append((run, call))
+            return False
+
+    def release(self) -> list[tuple[_Run, _Call]]:
+        """One request in flight at this step ended: the waiting ones to send now."""
+        ready: list[tuple[_Run, _Call]] = []
+        with self._lock:
+            self._inflight -= 1
+            while self._waiting and self._inflight < self._limit:
+                run, call = self._waiting.popleft()
+                if run.finished:
+                    continue
+                self._inflight += 1
+                ready.append((run, call))
+        return ready
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+
 class EnsembleScheduler(Scheduler):
     """Drives each request of one ensemble version through its steps."""
 
-    def __init__(self, model: EnsembleModel, steps: Sequence[Step], outputs: Sequence[str], submit: Submit):
+    def __init__(
+        self,
+        model: EnsembleModel,
+        steps: Sequence[Step],
+        outputs: Sequence[str],
+        submit: Submit,
+        max_inflight: int = 0,
+    ):
+        """``max_inflight``: ``max_inflight_requests``, each step's bound (0: none)."""
         self.model = model
         self.steps = tuple(steps)
         self.outputs = tuple(outputs)
@@ -114,6 +170,10 @@ class EnsembleScheduler(Scheduler):
         self._open = False
         self._active = 0
         self._idle = threading.Condition()
+        #: Each step's ``_Gate``, by step index (None: no bound).
+        self.gates: dict[int, _Gate] | None = (
+            {s.index: _Gate(max_inflight) for s in self.steps} if max_inflight > 0 else None
+        )
 
     def start(self) -> None:
         self._open = True
@@ -239,6 +299,11 @@ class _Run:
 
     def _on_response(self, call: _Call, response: InferenceResponse | None, flags: int) -> None:
         final = bool(flags & RESPONSE_COMPLETE_FINAL)
+        gates = self.scheduler.gates
+        if final and gates is not None:
+            # The step's request ended: the next waiting at its gate goes (maybe another run's).
+            for run, waiting in gates[call.step.index].release():
+                run._send(waiting)
         calls: list[_Call] = []
         cancel: list[_Call] = []
         with self.lock:
@@ -380,14 +445,20 @@ class _Run:
                     self.delivering = False
 
     def _submit(self, calls: list[_Call]) -> None:
+        gates = self.scheduler.gates
         for call in calls:
-            try:
-                self.scheduler.submit(call.request, functools.partial(self.on_response, call))
-            except TritonError as exc:  # refused before queueing: that step's error
-                self.on_response(call, InferenceResponse.from_error(exc), RESPONSE_COMPLETE_FINAL)
-            except Exception as exc:
-                error = internal_error(f"submitting a step of ensemble '{self.model.name}' failed", exc)
-                self.on_response(call, InferenceResponse.from_error(error), RESPONSE_COMPLETE_FINAL)
+            if gates is None or gates[call.step.index].admit(self, call):
+                self._send(call)
+
+    def _send(self, call: _Call) -> None:
+        """Submit ``call`` to its member; its answers come to ``on_response``."""
+        try:
+            self.scheduler.submit(call.request, functools.partial(self.on_response, call))
+        except TritonError as exc:  # refused before queueing: that step's error
+            self.on_response(call, InferenceResponse.from_error(exc), RESPONSE_COMPLETE_FINAL)
+        except Exception as exc:
+            error = internal_error(f"submitting a step of ensemble '{self.model.name}' failed", exc)
+            self.on_response(call, InferenceResponse.from_error(error), RESPONSE_COMPLETE_FINAL)
 
     @staticmethod
     def _cancel(calls: list[_Call]) -> None:
