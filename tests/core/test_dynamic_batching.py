@@ -333,7 +333,8 @@ def test_full_queue_rejects_and_counts_nothing(make) -> None:  # type: ignore[no
 
 
 def test_expired_requests_are_rejected(make) -> None:  # type: ignore[no-untyped-def]
-    h = make(batching="default_queue_policy { default_timeout_microseconds: 1000 }")
+    # 0.2 s: the request that occupies the instance must start within the default too.
+    h = make(batching="default_queue_policy { default_timeout_microseconds: 200000 }")
     h.hold()
     h.send("late1")
     h.send("late2")
@@ -368,13 +369,16 @@ def test_a_request_timeout_only_shortens_the_default(make) -> None:  # type: ign
     # As Triton 2.51 (observed): with allow_timeout_override, a timeout longer than
     # default_timeout_microseconds does not extend it, and without a default timeout
     # the request's own is ignored.
+    # The default (0.2 s) applies to the request that occupies the instance too: long
+    # enough for it to start on a loaded machine (1 ms was not, once, in a
+    # full run of the suite on two busy cores).
     h = make(
-        batching="default_queue_policy { allow_timeout_override: true default_timeout_microseconds: 1000 }",
+        batching="default_queue_policy { allow_timeout_override: true default_timeout_microseconds: 200000 }",
         max_batch=1,
     )
     h.hold()
     h.send("longer", timeout=30_000_000)
-    h.wait_for("longer")  # expired after the default's 1 ms, the instance still busy
+    h.wait_for("longer")  # expired after the default's 0.2 s, the instance still busy
     error = h.responses["longer"].error
     assert error is not None and error.message == "Request timeout expired"
     h.backend.release.set()
