@@ -55,6 +55,15 @@ def write_repository(repo: Path) -> None:
         max_inflight=1,
     )
     write_step_model(repo, "held", add="5", sleep="0.5")
+    # A member that takes rows of exactly 2: a wider one is refused when it is submitted.
+    (repo / "pair" / "1").mkdir(parents=True)
+    (repo / "pair" / "config.pbtxt").write_text(
+        'backend: "stepbk"\nmax_batch_size: 8\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+        'parameters { key: "sleep" value: { string_value: "0.3" } }\n'
+    )
+    write_ensemble(repo, "pairs", [step("pair", {"X": "IN"}, {"Y": "OUT"})], *chain, max_inflight=1)
     write_ensemble(repo, "one_at_a_time", [step("held", {"X": "IN"}, {"Y": "OUT"})], *chain, max_inflight=1)
 
 
@@ -162,3 +171,39 @@ def test_a_decoupled_steps_responses_wait_their_turn(server: tritonpy.Server) ->
             np.testing.assert_array_equal(r.outputs["OUT"].to_numpy(), a + 2 * b)
     gate = server.get_version("streaming_bounded")._scheduler.gates[1]  # type: ignore[union-attr]
     assert gate.waiting == 0
+
+
+def test_many_waiting_requests_refused_by_the_member_each_get_its_error(server: tritonpy.Server) -> None:
+    # One request holds the step; 400 more wait behind it, each refused by the member
+    # when its turn comes (a row of 3). Each refusal frees the slot for the next: they
+    # are sent one after another on one thread, and each ensemble request gets the
+    # member's own error (a nested send per refusal would run out of stack).
+    gate = server.get_version("pairs")._scheduler.gates[0]  # type: ignore[union-attr]
+    model = server.model("pairs")
+    holder = threading.Thread(target=lambda: model.predict({"IN": np.ones((1, 2), np.float32)}))
+    holder.start()
+    deadline = time.monotonic() + 10
+    while gate._inflight == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    answers: list[object] = []
+    done = threading.Event()
+
+    def answered(response: object, flags: int) -> None:
+        answers.append(response)
+        if len(answers) == 400:
+            done.set()
+
+    for i in range(400):
+        request = model.create_request({"IN": np.ones((1, 3), np.float32)}, request_id=f"wide{i}")
+        server.submit(request, answered)
+    assert gate.waiting == 400
+    assert done.wait(30)
+    holder.join(10)
+    assert len(answers) == 400
+    for response in answers:
+        error = response.error  # type: ignore[attr-defined]
+        assert error is not None and error.message.startswith("in ensemble 'pairs', [request id: wide")
+        assert "unexpected shape for input 'X' for model 'pair'. Expected [-1,2], got [1,3]" in error.message
+    assert gate.waiting == 0 and gate._inflight == 0  # no slot lost
+    out = model.predict({"IN": np.ones((1, 2), np.float32)})
+    np.testing.assert_array_equal(out["OUT"], np.ones((1, 2), np.float32))

@@ -149,6 +149,30 @@ class _Gate:
         return len(self._waiting)
 
 
+#: Per thread, the step requests a gate released that wait to be sent (None: none is
+#: being sent on this thread).
+_releasing = threading.local()
+
+
+def _send_released(gate: _Gate) -> None:
+    """Release a slot of ``gate`` and send what it lets go. A send that fails at once
+    answers its step with the error, which releases a slot again: what that lets go is
+    sent by the loop below, not by a nested one, so a long queue of failing sends does
+    not deepen the stack."""
+    ready = gate.release()
+    queued: deque[tuple[_Run, _Call]] | None = getattr(_releasing, "queued", None)
+    if queued is not None:
+        queued.extend(ready)
+        return
+    _releasing.queued = queued = deque(ready)
+    try:
+        while queued:
+            run, call = queued.popleft()
+            run._send(call)
+    finally:
+        _releasing.queued = None
+
+
 class EnsembleScheduler(Scheduler):
     """Drives each request of one ensemble version through its steps."""
 
@@ -302,8 +326,7 @@ class _Run:
         gates = self.scheduler.gates
         if final and gates is not None:
             # The step's request ended: the next waiting at its gate goes (maybe another run's).
-            for run, waiting in gates[call.step.index].release():
-                run._send(waiting)
+            _send_released(gates[call.step.index])
         calls: list[_Call] = []
         cancel: list[_Call] = []
         with self.lock:
