@@ -129,6 +129,54 @@ def test_lightgbm_matches_predict_and_predict_proba(tmp_path: Path, lgb_models: 
     np.testing.assert_allclose(_infer(regr)["output__0"].ravel(), reg.predict(X), rtol=1e-5, atol=1e-5)
 
 
+def test_lightgbm_one_row_takes_the_single_row_api_with_predicts_results(
+    tmp_path: Path, lgb_models: dict[str, Any]
+) -> None:
+    # One row goes through LightGBM's single-row C API (its setup made once per
+    # instance), a batch through Booster.predict: the same numbers, bit for bit.
+    for name in ("binary", "multi", "regression"):
+        path = tmp_path / f"{name}.txt"
+        booster(lgb_models[name]).save_model(str(path))
+        options = Options.parse({"model_type": "lightgbm", "is_classifier": "false"}, "m")
+        forest = _forest.LightGBMForest(lgb, path, options)
+        assert forest._row is not None
+        reference = lgb.Booster(model_file=str(path))
+        for i in range(12):  # rows with and without missing values
+            row = X[i : i + 1]
+            want = np.asarray(reference.predict(row), dtype=np.float32).reshape(1, -1)
+            np.testing.assert_array_equal(forest.predict(row), want)
+        batch = forest.predict(X[:12])
+        want = np.asarray(reference.predict(X[:12]), dtype=np.float32).reshape(12, -1)
+        np.testing.assert_array_equal(batch, want)
+    # Served, one row per request: FIL's outputs from those numbers.
+    binary = lgb_models["binary"]
+    proba = write_model(
+        tmp_path, "proba", "lightgbm", _save_lgb(binary), is_classifier="true", predict_proba="true"
+    )
+    with _harness(proba) as h:
+        for i in range(6):
+            got = h.infer({"input__0": X[i : i + 1]})["output__0"]
+            np.testing.assert_allclose(got, binary.predict_proba(X[i : i + 1]), rtol=1e-5, atol=1e-6)
+
+
+def test_lightgbm_without_the_single_row_api_predicts_every_batch(
+    tmp_path: Path, lgb_models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tritonpy_backend_fil import _lgb_row
+
+    def unavailable(*args: Any) -> None:
+        raise AttributeError("no LGBM_BoosterPredictForMatSingleRowFastInit")
+
+    monkeypatch.setattr(_lgb_row.SingleRow, "__init__", unavailable)
+    path = tmp_path / "m.txt"
+    booster(lgb_models["binary"]).save_model(str(path))
+    options = Options.parse({"model_type": "lightgbm", "is_classifier": "false"}, "m")
+    forest = _forest.LightGBMForest(lgb, path, options)
+    assert forest._row is None
+    want = np.asarray(lgb.Booster(model_file=str(path)).predict(X[:1]), dtype=np.float32).reshape(1, -1)
+    np.testing.assert_array_equal(forest.predict(X[:1]), want)
+
+
 def test_threshold_applies_to_binary_classifiers(tmp_path: Path, xgb_models: dict[str, Any]) -> None:
     binary = xgb_models["binary"]
     folder = write_model(

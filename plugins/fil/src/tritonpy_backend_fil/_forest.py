@@ -6,7 +6,8 @@ model_type             first choice               fallback
 xgboost_json, _ubj     XGBoost ``inplace_predict``  Treelite GTIL
 xgboost (binary)       XGBoost (a file XGBoost      Treelite GTIL (XGBoost 3.1+
                        >= 2 wrote: UBJSON inside)   reads no legacy binary)
-lightgbm               LightGBM's predictor       Treelite GTIL
+lightgbm               LightGBM's predictor (one  Treelite GTIL
+                       row: its single-row API)
 treelite_checkpoint    Treelite GTIL              —
 =====================  =========================  ================================
 
@@ -40,6 +41,7 @@ import numpy as np
 from tritonpy_sdk import TritonError
 
 from ._gtil import Gtil
+from ._lgb_row import SingleRow
 from ._params import Options
 
 #: The extra of this package that brings each library.
@@ -297,8 +299,17 @@ class LightGBMForest:
         self.num_features = int(self._booster.num_feature())
         self.num_classes = int(self._booster.num_model_per_iteration())
         self._threads = Threads.create(options.cpu_nthread, int(self._booster.num_trees()))
+        #: One row through LightGBM's single-row C API (None: this LightGBM has none).
+        self._row: SingleRow | None = None
+        try:
+            self._row = SingleRow(lgb, self._booster, self.num_features, self.num_classes)
+        except Exception:  # an older or unusual LightGBM: Booster.predict serves every batch
+            self._row = None
 
     def predict(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        row = self._row
+        if row is not None and x.shape[0] == 1 and x.ndim == 2 and x.shape[1] == self.num_features:
+            return row.predict(np.ascontiguousarray(x, dtype=np.float32))
         out = self._booster.predict(x, num_threads=self._threads(x.shape[0]))
         return np.asarray(out, dtype=np.float32).reshape(x.shape[0], -1)
 
