@@ -28,6 +28,8 @@ class Recorder(CpuBackend):
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
         self.instances: list[str] = []
+        #: The thread each batch ran on.
+        self.threads: list[str] = []
         self.holding = threading.Event()
         self.release = threading.Event()
         self.blockers: dict[str, threading.Event] = {}
@@ -39,6 +41,7 @@ class Recorder(CpuBackend):
         ids = [r.id for r in requests]
         self.batches.append(ids)
         self.instances.append(instance.name)
+        self.threads.append(threading.current_thread().name)
         if any(i.startswith("hold") for i in ids):
             self.holding.set()
             assert self.release.wait(30)
@@ -478,3 +481,70 @@ def test_stop_runs_what_is_queued_behind_busy_instances(make) -> None:  # type: 
     assert not stopping.is_alive()
     h.wait_for("hold", "b1", *_ids(3))
     assert all(h.responses[rid].error is None for rid in _ids(3))
+
+
+def _infer_here(h: Harness, request_id: str) -> InferenceResponse:
+    """``request_id`` through the blocking in-process call (the caller may run it)."""
+    request = h.server.model("m").create_request({"X": np.zeros((1, 2), np.float32)}, request_id=request_id)
+    return h.server.infer(request)
+
+
+def test_a_blocking_caller_runs_a_lone_request_itself(make) -> None:  # type: ignore[no-untyped-def]
+    # Without a queue delay a lone request's batch is that request alone, formed at once:
+    # the caller that waits for it runs it, with no hand-off to a worker and back.
+    h = make()
+    response = _infer_here(h, "alone")
+    assert response.error is None and response.id == "alone"
+    assert h.backend.batches == [["alone"]]
+    assert h.backend.threads == [threading.current_thread().name]
+    (stats,) = h.server.model_statistics("m")
+    assert stats["execution_count"] == 1 and stats["inference_count"] == 1
+    assert stats["batch_stats"][0]["batch_size"] == 1
+
+
+def test_what_arrives_while_a_caller_runs_is_batched_after_it(make) -> None:  # type: ignore[no-untyped-def]
+    h = make()
+    gate = threading.Event()
+    h.backend.blockers["caller"] = gate
+    caller = threading.Thread(target=_infer_here, args=(h, "caller"), name="the-caller")
+    caller.start()
+    for _ in range(3000):  # until the caller runs it
+        if h.backend.batches:
+            break
+        threading.Event().wait(0.005)
+    for rid in ("a", "b", "c"):
+        h.send(rid)  # queued: the one instance is the caller's
+    threading.Event().wait(0.05)
+    assert h.backend.batches == [["caller"]]
+    gate.set()
+    caller.join(30)
+    h.wait_for("a", "b", "c")
+    assert h.backend.batches == [["caller"], ["a", "b", "c"]]
+    assert h.backend.threads[0] == "the-caller"
+    assert h.backend.threads[1].startswith("tritonpy-")
+
+
+def test_a_caller_on_the_leaders_instance_leaves_the_others_serving(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(instances=2, max_batch=1)
+    gate = threading.Event()
+    h.backend.blockers["caller"] = gate
+    caller = threading.Thread(target=_infer_here, args=(h, "caller"))
+    caller.start()
+    for _ in range(3000):
+        if h.backend.batches:
+            break
+        threading.Event().wait(0.005)
+    h.send("other")  # runs on the second instance while the caller holds the first
+    h.wait_for("other")
+    assert not gate.is_set() and len(set(h.backend.instances)) == 2
+    gate.set()
+    caller.join(30)
+    assert h.backend.batches == [["caller"], ["other"]]
+
+
+@pytest.mark.parametrize("batching", ["max_queue_delay_microseconds: 1000", "preserve_ordering: true"])
+def test_no_caller_runs_its_request_where_the_batcher_must_decide(make, batching: str) -> None:  # type: ignore[no-untyped-def]
+    # A queue delay may let others join the batch; ordering is kept across instances.
+    h = make(batching=batching)
+    assert _infer_here(h, "r").error is None
+    assert h.backend.threads[0].startswith("tritonpy-")

@@ -25,6 +25,12 @@ is busy (queue timeouts) and where the rate limiter chooses the instance (its
 resources reserved for the execution); without an instance that may run, the
 batch stays queued and can still grow.
 
+A caller that blocks for its answer (the in-process API) runs its request itself
+(``run_here``) when nothing is queued, an instance is idle and there is no queue
+delay, ordering, timeout or limiter to apply: the batch would be that request
+alone, formed at once. The instance is busy meanwhile; a leader whose own
+instance a caller holds hands what it forms to another idle instance.
+
 Instances that execute without a thread waiting on them (``execute_nowait``:
 the Python backend's stubs) have their batch started by their worker, which
 goes back to waiting; the thread the batch completes on answers it there and
@@ -247,6 +253,13 @@ class DynamicBatcher(Scheduler):
         #: (``enqueue``): one queue, no queue timeouts, no limiter, a delay.
         self._preferred = frozenset(config.preferred_batch_sizes)
         self._quiet = self._lead and levels == 1 and config.max_queue_delay_ns > 0
+        #: Whether a caller that blocks for its answer may run its request itself
+        #: (``run_here``) when nothing is queued and an instance is idle: with no queue
+        #: delay that batch would be this request alone anyway, formed at once; the
+        #: hand-off to a worker thread and back is what it saves.
+        self.can_run_here = (
+            self._lead and not self._inline and nowait is None and config.max_queue_delay_ns == 0
+        ) and not config.preserve_ordering
         self._open = False
         self._threads: list[threading.Thread] = []
 
@@ -371,6 +384,33 @@ class DynamicBatcher(Scheduler):
             starts = self._due()
         if starts:
             self._turns.run(starts)
+
+    def run_here(self, job: Job) -> bool:
+        """Run ``job`` on the calling thread when nothing is queued and an instance is
+        idle (``can_run_here``); whether it did. The instance is busy meanwhile: what
+        arrives queues, and is batched once it is free again (``_ran_here``)."""
+        with self._cond:
+            if not self._open or self._rows or not self._idle:
+                return False
+            # The instance that came back last (often the leader's: its worker keeps
+            # leading, and hands what it forms meanwhile to another idle instance).
+            index = self._idle.pop()
+            self._busy[index] = True
+        try:
+            self._runner(self._instances[index], [job])
+        except BaseException as exc:  # the runner answers jobs itself; never lose an instance
+            fail_unfinished([job], internal_error(f"execution on {self._instances[index].name} failed", exc))
+        finally:
+            self._ran_here(index)
+        return True
+
+    def _ran_here(self, index: int) -> None:
+        """A caller's request on instance ``index`` ended: the instance is idle again,
+        and whoever leads forms a batch of what queued meanwhile."""
+        with self._cond:
+            self._returned(index)
+            if any(self._levels.values()) and self._leader is not None and self._leader != _BATCHER:
+                self._cond.notify()  # the leader waits on ``_cond``: it may form a batch now
 
     def _arrived(self, pending: deque[_Entry], entry: _Entry) -> None:
         """Wake whoever must form batches now that ``entry`` is queued (under the lock)."""
@@ -500,7 +540,8 @@ class DynamicBatcher(Scheduler):
             # framework's threads warm (in-process ONNX MLP, 2 instances on 2 cores: +30%
             # at concurrency 1 and +8-24% at 8, against the one idle longest); at high
             # load every instance is busy either way.
-            if me == _BATCHER:
+            if me == _BATCHER or self._busy[me]:
+                # (A leader whose instance a caller runs on, ``run_here``: to another.)
                 return self._idle.pop()
             if self._idle[-1] == me:
                 self._idle.pop()
