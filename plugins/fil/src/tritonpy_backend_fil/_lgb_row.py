@@ -37,6 +37,20 @@ class SingleRow:
         lib = lgb.basic._LIB
         config = ctypes.c_void_p()
         self._lib = lib
+        # How many values a row's prediction writes: the buffer below must hold them all.
+        length = ctypes.c_int64(0)
+        self._check(
+            lib.LGBM_BoosterCalcNumPredict(
+                booster._handle,
+                ctypes.c_int(1),
+                ctypes.c_int(_PREDICT_NORMAL),
+                ctypes.c_int(0),
+                ctypes.c_int(booster.best_iteration),
+                ctypes.byref(length),
+            )
+        )
+        if length.value != num_outputs:
+            raise ValueError(f"a row predicts {length.value} values, not {num_outputs}")
         self._check(
             lib.LGBM_BoosterPredictForMatSingleRowFastInit(
                 booster._handle,
