@@ -542,6 +542,38 @@ def test_a_caller_on_the_leaders_instance_leaves_the_others_serving(make) -> Non
     assert h.backend.batches == [["caller"], ["other"]]
 
 
+def test_an_instance_freed_while_a_caller_holds_the_leaders_runs_what_queued(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(instances=2, max_batch=1)
+    h.send("warm")  # its worker leads afterwards, on the instance a caller takes next
+    h.wait_for("warm")
+    batcher = h.server.get_version("m")._scheduler
+    for _ in range(3000):  # until that worker is back, leading
+        with batcher._cond:
+            if len(batcher._idle) == 2 and batcher._leader == batcher._idle[-1]:
+                break
+        threading.Event().wait(0.005)
+    held, busy = threading.Event(), threading.Event()
+    h.backend.blockers.update(caller=held, busy=busy)
+    caller = threading.Thread(target=_infer_here, args=(h, "caller"))
+    caller.start()
+    for _ in range(3000):
+        if ["caller"] in h.backend.batches:
+            break
+        threading.Event().wait(0.005)
+    h.send("busy")  # the leader hands it to the other instance
+    for _ in range(3000):
+        if ["busy"] in h.backend.batches:
+            break
+        threading.Event().wait(0.005)
+    h.send("queued")  # no instance idle: it queues
+    threading.Event().wait(0.05)  # the leader has looked, found no instance, and waits
+    busy.set()  # the other instance is free: "queued" runs there, the caller still running
+    h.wait_for("busy", "queued")
+    assert not held.is_set()
+    held.set()
+    caller.join(30)
+
+
 @pytest.mark.parametrize("batching", ["max_queue_delay_microseconds: 1000", "preserve_ordering: true"])
 def test_no_caller_runs_its_request_where_the_batcher_must_decide(make, batching: str) -> None:  # type: ignore[no-untyped-def]
     # A queue delay may let others join the batch; ordering is kept across instances.

@@ -388,7 +388,7 @@ class DynamicBatcher(Scheduler):
     def run_here(self, job: Job) -> bool:
         """Run ``job`` on the calling thread when nothing is queued and an instance is
         idle (``can_run_here``); whether it did. The instance is busy meanwhile: what
-        arrives queues, and is batched once it is free again (``_ran_here``)."""
+        arrives queues, and is batched once it is free again (``_returned``)."""
         with self._cond:
             if not self._open or self._rows or not self._idle:
                 return False
@@ -397,20 +397,18 @@ class DynamicBatcher(Scheduler):
             index = self._idle.pop()
             self._busy[index] = True
         try:
-            self._runner(self._instances[index], [job])
-        except BaseException as exc:  # the runner answers jobs itself; never lose an instance
-            fail_unfinished([job], internal_error(f"execution on {self._instances[index].name} failed", exc))
+            self._execute(self._instances[index], [job])
         finally:
-            self._ran_here(index)
+            with self._cond:
+                self._returned(index)  # whoever leads forms a batch of what queued meanwhile
         return True
 
-    def _ran_here(self, index: int) -> None:
-        """A caller's request on instance ``index`` ended: the instance is idle again,
-        and whoever leads forms a batch of what queued meanwhile."""
-        with self._cond:
-            self._returned(index)
-            if any(self._levels.values()) and self._leader is not None and self._leader != _BATCHER:
-                self._cond.notify()  # the leader waits on ``_cond``: it may form a batch now
+    def _execute(self, instance: ModelInstance, jobs: list[Job]) -> None:
+        """Run ``jobs`` on ``instance`` on this thread (a worker's, or a caller's)."""
+        try:
+            self._runner(instance, jobs)
+        except BaseException as exc:  # the runner answers jobs itself; never lose an instance
+            fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
 
     def _arrived(self, pending: deque[_Entry], entry: _Entry) -> None:
         """Wake whoever must form batches now that ``entry`` is queued (under the lock)."""
@@ -683,10 +681,7 @@ class DynamicBatcher(Scheduler):
                 self._start((index, jobs))
                 jobs = None
                 continue
-            try:
-                self._runner(instance, jobs)
-            except BaseException as exc:  # the runner answers jobs itself; never lose a worker
-                fail_unfinished(jobs, internal_error(f"batch execution on {instance.name} failed", exc))
+            self._execute(instance, jobs)
             jobs = None  # not kept alive while idle
             back = True
 
@@ -701,8 +696,13 @@ class DynamicBatcher(Scheduler):
                 # The batcher waits for an idle instance only with requests queued (or for
                 # the limiter); with none, the next enqueue wakes it.
                 self._cond.notify()
-        elif self._leader is None and any(self._levels.values()):
-            self._promote()  # it leads; awake already, unless its batch ran without it
+        elif self._leader is None:
+            if any(self._levels.values()):
+                self._promote()  # it leads; awake already, unless its batch ran without it
+        elif len(self._idle) == 1 and any(self._levels.values()):
+            # A worker leads with no instance to form for until now: a caller held its own
+            # (``run_here``). It waits on ``_cond``.
+            self._cond.notify()
         if not self._open:
             self._wakes[index].notify()  # its worker may stop now
 
