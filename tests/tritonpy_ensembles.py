@@ -12,14 +12,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tritonpy
 from tritonpy_sdk import InferenceRequest, InferenceResponse, ModelInstance, Tensor, TritonError, hookimpl
-from tritonpy_testbackend import CpuBackend
+from tritonpy_testbackend import CpuBackend, TestBackend
 
 
 @dataclass
@@ -132,3 +134,15 @@ def write_pipe(repo: Path) -> None:
         {"IN": "TYPE_FP32"},
         {"OUT": "TYPE_FP32", "MID": "TYPE_FP32"},
     )
+
+
+@contextmanager
+def serving(repo: Path, write: Callable[[Path], None], steps: StepBackend) -> Iterator[tritonpy.Server]:
+    """A server on ``repo`` once ``write(repo)`` filled it, with ``steps`` as "stepbk"
+    and a ``TestBackend`` as "testbk"."""
+    write(repo)
+    server = tritonpy.Server(model_repository=repo)
+    server.backends.register("stepbk", steps)
+    server.backends.register("testbk", TestBackend())
+    with server:
+        yield server

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy_ensembles import StepBackend, step, write_ensemble, write_step_model
+from tritonpy_ensembles import StepBackend, serving, step, write_ensemble, write_step_model
 from tritonpy_sdk import ErrorCode, TritonError
-from tritonpy_testbackend import TestBackend, write_model, write_sender_models
+from tritonpy_testbackend import write_model, write_sender_models
 
 F = "TYPE_FP32"
 FOUR = "instance_group [ { kind: KIND_CPU count: 4 } ]"
@@ -74,12 +74,7 @@ def steps() -> StepBackend:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, steps: StepBackend) -> Iterator[tritonpy.Server]:
-    repo = tmp_path_factory.mktemp("repo")
-    write_repository(repo)
-    server = tritonpy.Server(model_repository=repo)
-    server.backends.register("stepbk", steps)
-    server.backends.register("testbk", TestBackend())
-    with server:
+    with serving(tmp_path_factory.mktemp("repo"), write_repository, steps) as server:
         yield server
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy_ensembles import StepBackend, step, write_ensemble, write_pipe, write_step_model
+from tritonpy_ensembles import StepBackend, serving, step, write_ensemble, write_pipe, write_step_model
 from tritonpy_sdk import ErrorCode, InferenceResponse, TritonError
-from tritonpy_testbackend import CANCELLED, WAITING, TestBackend, write_model, write_sender_models
+from tritonpy_testbackend import CANCELLED, WAITING, write_model, write_sender_models
 
 F = "TYPE_FP32"
 X = np.array([[1.0, 2.0, 3.0]], np.float32)
@@ -78,12 +78,7 @@ def steps() -> StepBackend:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, steps: StepBackend) -> Iterator[tritonpy.Server]:
-    repo = tmp_path_factory.mktemp("repo")
-    write_repository(repo)
-    server = tritonpy.Server(model_repository=repo)
-    server.backends.register("stepbk", steps)
-    server.backends.register("testbk", TestBackend())
-    with server:
+    with serving(tmp_path_factory.mktemp("repo"), write_repository, steps) as server:
         yield server
 
 

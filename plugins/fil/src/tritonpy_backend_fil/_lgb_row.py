@@ -66,7 +66,6 @@ class SingleRow:
         weakref.finalize(self, _free, lib, config, booster)
         self._config = config
         self._call = lib.LGBM_BoosterPredictForMatSingleRowFast
-        self.num_features = num_features
         self._out = np.empty(num_outputs, dtype=np.float64)
         self._out_ptr = ctypes.c_void_p(self._out.ctypes.data)
         self._length = ctypes.c_int64(0)

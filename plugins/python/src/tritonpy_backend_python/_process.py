@@ -465,6 +465,15 @@ class StubProcess:
         else:
             complete(responses)
 
+    def _post(self, link: Link, batch_id: int, batch: _Batch, descs: list[Any]) -> None:
+        """Register ``batch`` and send it to the stub; marked when it waits there behind
+        another (``pipeline_depth``), whose cancellation the stub then looks for first."""
+        msg: dict[str, Any] = {"op": "exec", "b": batch_id, "reqs": descs}
+        if self._batches:
+            msg["p"] = 1
+        self._batches[batch_id] = batch
+        link.send(msg)
+
     def _send(
         self, requests: list[InferenceRequest], complete: ExecuteComplete | None
     ) -> tuple[Link, _Batch]:
@@ -480,11 +489,7 @@ class StubProcess:
             try:
                 desc = request_to_wire(link, request, token, outputs)
                 opened[token] = request
-                msg = {"op": "exec", "b": batch_id, "reqs": [desc]}
-                if self._batches:  # it waits in the stub behind another (``pipeline_depth``)
-                    msg["p"] = 1
-                self._batches[batch_id] = batch
-                link.send(msg)
+                self._post(link, batch_id, batch, [desc])
             except OSError:
                 self._batches.pop(batch_id, None)
                 opened.pop(token, None)
@@ -502,11 +507,7 @@ class StubProcess:
             # answer them (``_died``).
             for request, token in zip(requests, tokens):
                 opened[token] = request
-            msg = {"op": "exec", "b": batch_id, "reqs": descs}
-            if self._batches:
-                msg["p"] = 1
-            self._batches[batch_id] = batch
-            link.send(msg)
+            self._post(link, batch_id, batch, descs)
         except OSError:
             # The stub is gone (the reader may have finished with it already).
             self._batches.pop(batch_id, None)
