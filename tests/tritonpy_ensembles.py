@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import tritonpy
 from tritonpy_sdk import InferenceRequest, InferenceResponse, ModelInstance, Tensor, TritonError, hookimpl
-from tritonpy_testbackend import CpuBackend, TestBackend
+from tritonpy_testbackend import CpuBackend, TestBackend, write_model, write_sender_models
 
 
 @dataclass
@@ -133,6 +133,25 @@ def write_pipe(repo: Path) -> None:
         [step("pre", {"X": "IN"}, {"Y": "MID"}), step("post", {"X": "MID"}, {"Y": "OUT"})],
         {"IN": "TYPE_FP32"},
         {"OUT": "TYPE_FP32", "MID": "TYPE_FP32"},
+    )
+
+
+def write_streaming(repo: Path, name: str, max_inflight: int = 0) -> None:
+    """``name``: "decoupled" (testbk, 3 responses per request) streams into "addsub";
+    OUT = A + 2 B for each response. Writes the two members too."""
+    write_sender_models(repo)
+    write_model(repo, "addsub")
+    write_ensemble(
+        repo,
+        name,
+        [
+            step("decoupled", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "s"}),
+            step("addsub", {"INPUT0": "s", "INPUT1": "B"}, {"OUTPUT0": "OUT"}),
+        ],
+        {"A": "TYPE_INT32", "B": "TYPE_INT32"},
+        {"OUT": "TYPE_INT32"},
+        dims="4",
+        max_inflight=max_inflight,
     )
 
 

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy_ensembles import StepBackend, serving, step, write_ensemble, write_step_model
+from tritonpy_ensembles import StepBackend, serving, step, write_ensemble, write_step_model, write_streaming
 from tritonpy_sdk import ErrorCode, TritonError
-from tritonpy_testbackend import write_model, write_sender_models
 
 F = "TYPE_FP32"
 FOUR = "instance_group [ { kind: KIND_CPU count: 4 } ]"
@@ -40,20 +39,7 @@ def write_repository(repo: Path) -> None:
         *chain,
     )
     # A decoupled member (3 responses) into a step that takes one at a time.
-    write_sender_models(repo)
-    write_model(repo, "addsub")
-    write_ensemble(
-        repo,
-        "streaming_bounded",
-        [
-            step("decoupled", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "s"}),
-            step("addsub", {"INPUT0": "s", "INPUT1": "B"}, {"OUTPUT0": "OUT"}),
-        ],
-        {"A": "TYPE_INT32", "B": "TYPE_INT32"},
-        {"OUT": "TYPE_INT32"},
-        dims="4",
-        max_inflight=1,
-    )
+    write_streaming(repo, "streaming_bounded", max_inflight=1)
     write_step_model(repo, "held", add="5", sleep="0.5")
     # A member that takes rows of exactly 2: a wider one is refused when it is submitted.
     (repo / "pair" / "1").mkdir(parents=True)

@@ -12,9 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy_ensembles import StepBackend, serving, step, write_ensemble, write_pipe, write_step_model
+from tritonpy_ensembles import (
+    StepBackend,
+    serving,
+    step,
+    write_ensemble,
+    write_pipe,
+    write_step_model,
+    write_streaming,
+)
 from tritonpy_sdk import ErrorCode, InferenceResponse, TritonError
-from tritonpy_testbackend import CANCELLED, WAITING, write_model, write_sender_models
+from tritonpy_testbackend import CANCELLED, WAITING
 
 F = "TYPE_FP32"
 X = np.array([[1.0, 2.0, 3.0]], np.float32)
@@ -56,19 +64,7 @@ def write_repository(repo: Path) -> None:
     write_ensemble(repo, "batching", [step("batched", {"X": "IN"}, {"Y": "OUT"})], {"IN": F}, {"OUT": F})
     write_ensemble(repo, "nested", [step("pipe", {"IN": "IN"}, {"OUT": "OUT"})], {"IN": F}, {"OUT": F})
     # Decoupled: "decoupled" (testbk) streams 3 responses; each goes on through addsub.
-    write_sender_models(repo)
-    write_model(repo, "addsub")
-    write_ensemble(
-        repo,
-        "streaming",
-        [
-            step("decoupled", {"INPUT0": "A", "INPUT1": "B"}, {"OUTPUT0": "s"}),
-            step("addsub", {"INPUT0": "s", "INPUT1": "B"}, {"OUTPUT0": "OUT"}),
-        ],
-        {"A": "TYPE_INT32", "B": "TYPE_INT32"},
-        {"OUT": "TYPE_INT32"},
-        dims="4",
-    )
+    write_streaming(repo, "streaming")
 
 
 @pytest.fixture(scope="module")
