@@ -86,6 +86,10 @@ _NO_CALLS_PING_INTERVAL = 7200.0
 #: whose ids are remembered, to answer the frames that may still come for them.
 _CLOSED_EARLY_KEPT = 1024
 
+#: The connection-age jitter's own generator: a server embedded in a program leaves the
+#: program's global ``random`` sequence alone (and is not counted as drawing from it).
+_JITTER = random.Random()
+
 
 #: A frame's 9-byte header: its length (high byte, low 16 bits), type, flags, stream id.
 _HEAD = struct.Struct(">BHBBL")
@@ -513,7 +517,7 @@ class Connection(asyncio.Protocol):
             self._idle_timer = self._loop.call_later(self.config.max_connection_idle, self._check_idle)
         if self.config.max_connection_age > 0:
             # grpc core's jitter (+-10%), so that connections made together do not all go at once.
-            age = self.config.max_connection_age * random.uniform(0.9, 1.1)
+            age = self.config.max_connection_age * _JITTER.uniform(0.9, 1.1)
             self._age_timer = self._loop.call_later(age, self._too_old)
 
     def _no_preface(self) -> None:
