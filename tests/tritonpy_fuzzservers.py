@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
 from tritonpy_testservers import GrpcServer, LiveServer
 
@@ -11,6 +12,17 @@ FUZZ = settings(
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+#: Hypothesis warns when the global ``random`` state changes while it draws an example,
+#: and cannot tell a strategy's use from another thread's: the servers under test run
+#: in this process, on threads of their own. These strategies draw only from
+#: Hypothesis (no ``random`` anywhere in tests/fuzz); the warning, made an error by the
+#: suite's filters, once failed a run as a "flaky" example. Hypothesis's own tracker
+#: lists such spurious warnings under threads (HypothesisWorks/hypothesis#4562).
+THREADED_SERVERS = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning"
 )
 
 

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
-from tritonpy_fuzzservers import FUZZ, Servers, assert_serves
+from tritonpy_fuzzservers import FUZZ, THREADED_SERVERS, Servers, assert_serves
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, THREADED_SERVERS]
 
 
 ALLOWED = {

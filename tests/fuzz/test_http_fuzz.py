@@ -16,9 +16,9 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tritonpy_fuzzservers import ADDSUB_BODY, FUZZ, Servers, assert_serves
+from tritonpy_fuzzservers import ADDSUB_BODY, FUZZ, THREADED_SERVERS, Servers, assert_serves
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, THREADED_SERVERS]
 
 
 #: Statuses a well-behaved server may give a fuzzed request: success, a client
