@@ -2,6 +2,7 @@
 
     python bench/http_stages.py                   # add_sub (Python backend, its stub)
     python bench/http_stages.py --profile 20      # and cProfile's top 20 through the protocol
+    python bench/http_stages.py --profile 150 --sort ncalls   # the calls each inference makes
 
 Steadier than a whole-server measurement on a shared machine: no HTTP client
 and no network. A real server (the Python add_sub model, its stub process) runs
@@ -105,6 +106,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=5000, help="inferences in the chain")
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N through the protocol")
+    parser.add_argument(
+        "--sort", default="tottime", help="the order of --profile's table (pstats' keys: tottime, ncalls)"
+    )
     args = parser.parse_args()
 
     from tritonpy.http.direct import encode_head
@@ -162,7 +166,7 @@ def main() -> None:
             profile.enable()
             served(args.n)
             profile.disable()
-            pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
+            pstats.Stats(profile, stream=sys.stdout).sort_stats(args.sort).print_stats(args.profile)
 
         # -- stages alone ----------------------------------------------------------------------
         n = 20000
