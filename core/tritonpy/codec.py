@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from tritonpy_sdk import DataType, TritonError, deserialize_bytes_tensor, serialize_bytes_tensor
+from tritonpy_sdk import (
+    DataType,
+    ErrorCode,
+    InferenceRequest,
+    TritonError,
+    deserialize_bytes_tensor,
+    serialize_bytes_tensor,
+)
 
 
 def element_count(name: str, shape: Sequence[int]) -> int:
@@ -43,13 +50,56 @@ def array_from_buffer(
     return np.frombuffer(buffer, dtype=datatype.numpy_dtype, count=count).reshape(shape)
 
 
-def check_byte_size(name: str, expected: int, given: int) -> None:
-    """INVALID_ARG (Triton's words) unless an input of a fixed-size type brings
-    exactly the bytes its shape needs."""
-    if given != expected:
-        raise TritonError.invalid_arg(
-            f"input byte size mismatch for input '{name}'. Expected {expected}, got {given}"
+class ByteSizeMismatch(TritonError):
+    """An input of a fixed-size type whose data is not the bytes its shape needs."""
+
+    def __init__(self, name: str, expected: int, given: int) -> None:
+        super().__init__(
+            f"input byte size mismatch for input '{name}'. Expected {expected}, got {given}",
+            ErrorCode.INVALID_ARG,
         )
+        self.name = name
+        self.expected = expected
+        self.given = given
+
+
+def check_byte_size(name: str, expected: int, given: int) -> None:
+    """``ByteSizeMismatch`` (INVALID_ARG, Triton's words) unless an input of a fixed-size
+    type brings exactly the bytes its shape needs."""
+    if given != expected:
+        raise ByteSizeMismatch(name, expected, given)
+
+
+class InputSizes(TritonError):
+    """A decoded request some of whose inputs brought data of the wrong size
+    (``mismatches``; their tensors are ``stand_in``s).
+
+    Triton checks byte sizes last, after the names, batch, data types and shapes of
+    the request's inputs against the model's config, and names the model: a front
+    end that has the config at hand words the error as Triton does
+    (``runtime.validation.size_error``). Unexplained, it is the first mismatch's own
+    error.
+    """
+
+    def __init__(self, request: InferenceRequest, mismatches: list[ByteSizeMismatch]) -> None:
+        super().__init__(mismatches[0].message, ErrorCode.INVALID_ARG)
+        self.request = request
+        self.mismatches = mismatches
+
+
+def stand_in(
+    mismatch: ByteSizeMismatch, datatype: DataType, shape: Sequence[int], found: list[ByteSizeMismatch]
+) -> np.ndarray[Any, Any]:
+    """An array of ``shape`` standing for an input whose data did not fit it, so that the
+    rest of the request can be checked before its size is reported (``InputSizes``):
+    one zero broadcast, no memory, read-only. ``found`` records ``mismatch``; where no
+    such array can be made (a shape too large to index) ``mismatch`` is raised as it is."""
+    try:
+        array = np.broadcast_to(np.zeros((), datatype.numpy_dtype), tuple(shape))
+    except (ValueError, TypeError):
+        raise mismatch from None
+    found.append(mismatch)
+    return array
 
 
 def _flatten(data: Any, out: list[Any]) -> None:

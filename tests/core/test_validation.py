@@ -48,48 +48,100 @@ def test_reshape_is_applied_before_execute() -> None:
     assert req.inputs["R"].shape == (3, 2, 2)
 
 
+_NOTE = (
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to "
+    "be prepended to each input shape. If you want to specify the full shape including the batch "
+    "dim in your input dims config, try setting max_batch_size to zero. See the model "
+    "configuration docs for more info on max_batch_size."
+)
+_ID = "[request id: <id_unknown>] "
+
+
 @pytest.mark.parametrize(
     ("arrays", "message"),
     [
-        (
+        (  # a model with an optional input: Triton's "between" form
             {"A": np.zeros((1, 4), np.float32)},
-            r"expected 3 inputs but got 1 inputs for model 'm'. Got input\(s\) \['A'\], but missing "
-            r"required input\(s\) \['B'\]",
+            f"{_ID}expected number of inputs between 2 and 3 but got 1 inputs for model 'm'. Got input(s) "
+            "['A'], but missing required input(s) ['B']. Please provide all required input(s).",
         ),
-        ({**_ok(), "C": np.zeros((3, 1), np.float32)}, "unexpected inference input 'C' for model 'm'"),
+        (  # too many: the given ones last first; none missing is Triton's lone ']'
+            {**_ok(), "R": np.zeros((3, 4), np.float32), "C": np.zeros((3, 1), np.float32)},
+            f"{_ID}expected number of inputs between 2 and 3 but got 4 inputs for model 'm'. Got input(s) "
+            "['C','R','B','A'], but missing required input(s) ]. Please provide all required input(s).",
+        ),
+        (  # a name is checked before anything else of the inputs, without the request id
+            {"A": np.zeros((2, 4), np.float64), "C": np.zeros((3, 1), np.float32)},
+            "unexpected inference input 'C' for model 'm'",
+        ),
         (
             {**_ok(), "A": np.zeros((3, 4), np.float64)},
-            "inference input 'A' data-type is 'FP64', but model 'm' expects 'FP32'",
+            f"{_ID}inference input 'A' data-type is 'FP64', but model 'm' expects 'FP32'",
         ),
         (
             {**_ok(), "A": np.zeros((3, 5), np.float32)},
-            r"unexpected shape for input 'A' for model 'm'. Expected \[-1,4\], got \[3,5\]",
+            f"{_ID}unexpected shape for input 'A' for model 'm'. Expected [-1,4], got [3,5]. {_NOTE}",
         ),
-        (
+        (  # inputs are visited last given first
             {"A": np.zeros((3, 4), np.float32), "B": np.zeros((2, 5, 2), np.int32)},
-            "input 'B' batch size does not match other inputs for 'm'",
+            f"{_ID}input 'A' batch size does not match other inputs for 'm'",
+        ),
+        (  # the batch before the data types
+            {"A": np.zeros((9, 4), np.float64), "B": np.zeros((9, 1, 2), np.int32)},
+            f"{_ID}inference request batch-size must be <= 8 for 'm'",
         ),
         (
-            {"A": np.zeros((9, 4), np.float32), "B": np.zeros((9, 1, 2), np.int32)},
-            "inference request batch-size must be <= 8 for 'm'",
+            {"A": np.zeros((3, 4), np.float32), "B": np.zeros((), np.int32)},
+            f"{_ID}input 'B' has no shape but model requires batch dimension for 'm'",
         ),
-        (
-            {"A": np.zeros(4, np.float32), "B": np.zeros((1, 1, 2), np.int32)},
-            r"Expected \[-1,4\], got \[\]|Expected \[-1,4\], got \[4\]",
+        (  # optional inputs in place of a required one: refused, in the count's words
+            {"B": np.zeros((1, 1, 2), np.int32), "R": np.zeros((1, 4), np.float32)},
+            f"{_ID}expected number of inputs between 2 and 3 but got 2 inputs for model 'm'. Got input(s) "
+            "['R','B'], but missing required input(s) ['A']. Please provide all required input(s).",
         ),
     ],
 )
-def test_invalid_requests(arrays: dict, message: str) -> None:
-    with pytest.raises(TritonError, match=message) as info:
+def test_invalid_requests_get_tritons_words(arrays: dict, message: str) -> None:
+    with pytest.raises(TritonError) as info:
         validate_request(SPEC, _req(**arrays))
     assert info.value.code.name == "INVALID_ARG"
+    assert info.value.message == message
 
 
-def test_unknown_requested_output() -> None:
-    req = _req(**_ok())
+def test_every_input_required_and_the_request_id() -> None:
+    spec = IOSpec.from_config({**CONFIG, "max_batch_size": 0, "input": CONFIG["input"][:2]}, 1)
+    req = InferenceRequest("m", 1, {}, id="r7")
+    with pytest.raises(TritonError) as info:
+        validate_request(spec, req)
+    assert info.value.message == (
+        "[request id: r7] expected 2 inputs but got 0 inputs for model 'm'. Got input(s) [], but "
+        "missing required input(s) ['A','B']. Please provide all required input(s)."
+    )
+    req = _req(A=np.zeros(4, np.float32), B=np.zeros((7, 3), np.int32))
+    req.id = "r8"
+    with pytest.raises(TritonError) as info:
+        validate_request(spec, req)
+    # Without a batch dimension Triton ends the sentence with a space and no note.
+    assert info.value.message == (
+        "[request id: r8] unexpected shape for input 'B' for model 'm'. Expected [-1,2], got [7,3]. "
+    )
+
+
+def test_an_unknown_requested_output_comes_first() -> None:
+    req = _req(A=np.zeros((3, 4), np.float32))  # B missing too
     req.requested_outputs = [RequestedOutput("NOPE")]
-    with pytest.raises(TritonError, match="unexpected inference output 'NOPE' for model 'm'"):
+    req.id = "x"
+    with pytest.raises(TritonError) as info:
         validate_request(SPEC, req)
+    assert info.value.message == "unexpected inference output 'NOPE' for model 'm'"
+
+
+def test_an_output_parameter_is_checked_with_its_name_and_without_the_request_id() -> None:
+    req = _req(A=np.zeros((3, 4), np.float32))  # B missing too: the parameter comes first
+    req.requested_outputs = [RequestedOutput("Z", {"classification": -1})]
+    with pytest.raises(TritonError) as info:
+        validate_request(SPEC, req)
+    assert info.value.message.startswith("Unable to set 'classification' of output 'Z'")
 
 
 def test_non_batching_model_takes_full_shape() -> None:

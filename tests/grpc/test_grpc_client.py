@@ -181,6 +181,43 @@ def test_errors_map_to_grpc_status(client: grpcclient.InferenceServerClient) -> 
     assert client.infer("addsub", _inputs(a, a, "INT32")).as_numpy("OUTPUT0").shape == (1, 4)
 
 
+def test_the_rest_of_a_request_is_checked_before_its_byte_sizes(
+    client: grpcclient.InferenceServerClient,
+) -> None:
+    """As Triton 2.51: an input whose data does not fit its shape is reported after every
+    other check of the request, in Triton's words; a wrong shape comes first."""
+    a = np.zeros((1, 4), np.int32)
+
+    def error(inputs: list[grpcclient.InferInput]) -> str:
+        with pytest.raises(InferenceServerException) as info:
+            client.infer("addsub", inputs)
+        assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+        return str(info.value.message())
+
+    short = _inputs(a, a, "INT32")
+    short[1].set_shape([1, 2])
+    short[1].set_data_from_numpy(np.zeros((1, 2), np.int32))
+    short[1].set_shape([1, 4])  # 8 bytes for 16
+    assert error(short) == (
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'addsub'. "
+        "Expected 16, got 8"
+    )
+    reshaped = _inputs(a, a, "INT32")
+    reshaped[1].set_shape([1, 2])  # its 16 bytes fit neither the shape nor the model's dims
+    assert error(reshaped).startswith(
+        "[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'addsub'. "
+        "Expected [-1,4], got [1,2]. NOTE: "
+    )
+    wrong_type = _inputs(a, a, "INT32")
+    wrong_type[0] = grpcclient.InferInput("INPUT0", [1, 2], "FP64")
+    wrong_type[0].set_data_from_numpy(np.zeros((1, 2), np.float64))
+    wrong_type[0].set_shape([1, 4])  # 16 bytes for 32, and the wrong type: the type first
+    assert error(wrong_type) == (
+        "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'FP64', but model 'addsub' "
+        "expects 'INT32'"
+    )
+
+
 def test_stream_infer_responses_and_errors(client: grpcclient.InferenceServerClient) -> None:
     results: queue.Queue = queue.Queue()
     client.start_stream(callback=partial(lambda q, result, error: q.put((result, error)), results))

@@ -161,7 +161,12 @@ def test_empty_binary_outputs_answer_plain_json(http: httpx.Client) -> None:
             b"\0" * 8,
             "unexpected size for input 'INPUT0', expecting 8 additional bytes for model 'addsub'",
         ),
-        (12, b"\0" * 12, "input byte size mismatch for input 'INPUT0'. Expected 16, got 12"),
+        (  # checked after the rest of the request, in Triton's words
+            12,
+            b"\0" * 12,
+            "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'addsub'. "
+            "Expected 16, got 12",
+        ),
         (16, b"\0" * 20, "unexpected additional input data for model 'addsub'"),
     ],
 )
@@ -230,7 +235,12 @@ def test_raw_bytes_body_is_one_element(http: httpx.Client) -> None:
     ("model", "payload", "message"),
     [
         ("addsub", b"\0" * 16, "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs"),
-        ("raw_fixed", b"\0" * 24, "input byte size mismatch for input 'INPUT0'. Expected 12, got 24"),
+        (  # Triton 2.51's words: its raw input is 'raw_input' until matched to the model's
+            "raw_fixed",
+            b"\0" * 24,
+            "[request id: <id_unknown>] input byte size mismatch for input 'raw_input' for model "
+            "'raw_fixed'. Expected 12, got 24",
+        ),
         ("one_input", b"\0" * 5, "Expected 4, got 5"),
         ("raw_two_variable", b"\0" * 8, "can not be deduced because there are more than one variable-sized"),
         ("nope", b"\0" * 4, "Request for unknown model: 'nope' is not found"),

@@ -425,7 +425,8 @@ def test_inference_errors(client: Any, regions: Regions) -> None:
         [None, None],
         "400",
         "INVALID_ARGUMENT",
-        "input byte size mismatch for input 'INPUT0'. Expected 64, got 60",
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'simple'. "
+        "Expected 64, got 60",
     )
     check(
         [ok, ok],

@@ -20,8 +20,10 @@ from google.protobuf import json_format
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
 
 from ..bridges import call_soon_threadsafe
+from ..codec import InputSizes
 from ..failures import report
 from ..repository.overrides import refuse_repository_name, split_load_parameters
+from ..runtime.validation import size_error
 from ..server import Server
 from . import grpc_service_pb2 as pb
 from . import health_pb2
@@ -55,6 +57,7 @@ class Context(Protocol):
 
 
 Msg = TypeVar("Msg")
+Failure = TypeVar("Failure", bound=Exception)
 Handler = Callable[[Any, Any, Context], Awaitable[Any]]
 
 
@@ -234,9 +237,25 @@ class InferenceServicer:
 
     # -- inference ---------------------------------------------------------------------
 
+    def _explained(self, exc: Failure) -> Failure | TritonError:
+        """A decoding error as Triton gives it: a request whose inputs brought data of the
+        wrong size (``InputSizes``) is checked against its model's config first, and
+        what Triton finds first reported (``validation.size_error``)."""
+        if not isinstance(exc, InputSizes):
+            return exc
+        request = exc.request
+        try:
+            spec = self.server.model_spec(request.model_name, request.model_version)
+        except TritonError as lookup:  # an unknown model (or version) first, as Triton's
+            return lookup
+        return size_error(spec, exc)
+
     @_unary
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
-        core_request, slots = request_from_proto(request, self.server.shared_memory)
+        try:
+            core_request, slots = request_from_proto(request, self.server.shared_memory)
+        except InputSizes as exc:
+            raise self._explained(exc) from None
         core_request.trace_context = _traceparent(context)
         response = await self.server.infer_async(core_request, _DECOUPLED_UNARY)
         return response_to_proto(response, slots)
@@ -284,7 +303,7 @@ class InferenceServicer:
             answered = functools.partial(call_soon_threadsafe, call.loop, finish)
             self.server.start_infer(core_request, answered, _DECOUPLED_UNARY)
         except Exception as exc:
-            call.fail(*_error_status(exc, "ModelInfer"))
+            call.fail(*_error_status(self._explained(exc), "ModelInfer"))
             return None
         return core_request.cancel
 
@@ -341,7 +360,7 @@ class InferenceServicer:
                 core_request.trace_context = traceparent
             except TritonError as exc:
                 exc.__traceback__ = None  # its frames hold the message
-                await queue.put(failed(msg, exc))
+                await queue.put(failed(msg, self._explained(exc)))
                 return
             flag_final = empty_final(msg)
             try:

@@ -24,7 +24,14 @@ from tritonpy_sdk import (
     TritonError,
 )
 
-from ..codec import array_from_buffer, array_to_buffer, element_count
+from ..codec import (
+    ByteSizeMismatch,
+    InputSizes,
+    array_from_buffer,
+    array_to_buffer,
+    element_count,
+    stand_in,
+)
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from ..model_version import parse_version
 from . import grpc_service_pb2 as pb
@@ -121,6 +128,8 @@ def request_from_proto(
     raw = msg.raw_input_contents
     expected = len(entries) - len(shared)
     inputs: dict[str, Tensor] = {}
+    #: Inputs whose data is not the size their shape needs (checked last, as Triton does).
+    mismatched: list[ByteSizeMismatch] = []
     i = 0
     for entry in entries:
         name = entry.name
@@ -131,7 +140,10 @@ def request_from_proto(
         if shared and name in shared:
             if entry.HasField("contents"):
                 raise TritonError.invalid_arg(f"input '{name}' has both 'contents' and '{REGION}'; send one")
-            inputs[name] = _memory(memory).input_tensor(name, datatype, shape, shared[name])
+            try:
+                inputs[name] = _memory(memory).input_tensor(name, datatype, shape, shared[name])
+            except ByteSizeMismatch as exc:
+                inputs[name] = Tensor(name, stand_in(exc, datatype, shape, mismatched), datatype)
             continue
         if raw:
             if entry.HasField("contents"):  # Triton's words, checked before the count
@@ -141,7 +153,10 @@ def request_from_proto(
                 )
             if len(raw) != expected:
                 raise _raw_count(expected, len(raw))
-            array = array_from_buffer(name, datatype, shape, raw[i])
+            try:
+                array = array_from_buffer(name, datatype, shape, raw[i])
+            except ByteSizeMismatch as exc:
+                array = stand_in(exc, datatype, shape, mismatched)
             i += 1
         else:
             array = _from_contents(name, datatype, shape, entry.contents)
@@ -170,6 +185,8 @@ def request_from_proto(
         id=msg.id,
         parameters=_request_parameters(msg) if msg.parameters else {},
     )
+    if mismatched:
+        raise InputSizes(request, mismatched)
     return request, slots
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from tritonpy_sdk import InferenceRequest, InferenceResponse, TritonError
 
+from ..codec import InputSizes
+from ..runtime.validation import size_error
 from .compression import choose_encoding, compress, decompress
 from .tensors import HEADER_LENGTH, Body, Placement, decode_raw, decode_request, encode_response
 
@@ -97,7 +99,9 @@ class HttpInference:
         except Exception as exc:
             # Outside the except block: the lookup's error must not chain the body's.
             error = exc
-        self.server.model_spec(model, version or None)  # its lookup error first, as Triton's
+        spec = self.server.model_spec(model, version or None)  # its lookup error first, as Triton's
+        if isinstance(error, InputSizes):
+            raise size_error(spec, error)  # what Triton finds first, the sizes in their turn
         raise error
 
     async def run(

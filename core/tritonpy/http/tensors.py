@@ -23,7 +23,15 @@ from tritonpy_sdk import (
     TritonError,
 )
 
-from ..codec import array_from_buffer, array_from_json, array_to_buffer, array_to_json
+from ..codec import (
+    ByteSizeMismatch,
+    InputSizes,
+    array_from_buffer,
+    array_from_json,
+    array_to_buffer,
+    array_to_json,
+    stand_in,
+)
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from ..model_version import parse_version
 from ..runtime.spec import IOSpec
@@ -116,6 +124,8 @@ def decode_request(
     if not isinstance(inputs_doc, list):
         raise _bad("the request JSON must have an 'inputs' array")
     inputs: dict[str, Tensor] = {}
+    #: Inputs whose data is not the size their shape needs (checked last, as Triton does).
+    mismatched: list[ByteSizeMismatch] = []
     offset = 0
     for entry in inputs_doc:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
@@ -131,7 +141,10 @@ def decode_request(
             if size is not None or "data" in entry:
                 set_ = "'data'" if "data" in entry else "'binary_data_size'"
                 raise _bad(f"{_ONE_OF} But set {set_} 'shared_memory_region'")
-            inputs[name] = _shared(memory).input_tensor(name, datatype, shape, in_params)
+            try:
+                inputs[name] = _shared(memory).input_tensor(name, datatype, shape, in_params)
+            except ByteSizeMismatch as exc:
+                inputs[name] = Tensor(name, stand_in(exc, datatype, shape, mismatched), datatype)
             continue
         if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -143,7 +156,10 @@ def decode_request(
                     f"unexpected size for input '{name}', expecting {offset + size - len(binary)} "
                     f"additional bytes for model '{model}'"
                 )
-            array = array_from_buffer(name, datatype, shape, binary[offset : offset + size])
+            try:
+                array = array_from_buffer(name, datatype, shape, binary[offset : offset + size])
+            except ByteSizeMismatch as exc:
+                array = stand_in(exc, datatype, shape, mismatched)
             offset += size
         elif "data" in entry:
             array = array_from_json(name, datatype, shape, entry["data"])
@@ -185,6 +201,8 @@ def decode_request(
         id=request_id,
         parameters=params,
     )
+    if mismatched:
+        raise InputSizes(request, mismatched)
     if len(text) <= _PLAN_MAX_BYTES and _Plan.fits(inputs_doc, binary_flags):
         if len(_PLANS) >= _PLAN_COUNT:
             _PLANS.clear()
@@ -300,7 +318,15 @@ def decode_raw(model: str, version: str, spec: IOSpec, body: memoryview) -> Infe
         if variable:
             known = math.prod(d for d in shape if d != -1)
             shape[variable[0]] = len(body) // (known * ispec.datatype.itemsize) if known else 0
-        array = array_from_buffer(ispec.name, ispec.datatype, shape, body)
+        try:
+            array = array_from_buffer(ispec.name, ispec.datatype, shape, body)
+        except ByteSizeMismatch as exc:
+            # Triton's words: its raw request's one input is named 'raw_input' until it is
+            # matched to the model's (a raw request has no id).
+            raise _bad(
+                f"[request id: <id_unknown>] input byte size mismatch for input 'raw_input' for model "
+                f"'{model}'. Expected {exc.expected}, got {exc.given}"
+            ) from None
     tensor = Tensor(ispec.name, array, ispec.datatype)
     return InferenceRequest(
         model_name=model, model_version=parse_version(version), inputs={ispec.name: tensor}

@@ -239,12 +239,7 @@ class LoadedVersion:
             raise self._not_ready()
         if request.parameters:
             take_reserved_parameters(request)
-        try:
-            validate_request(self.spec, request)
-        except TritonError as exc:  # Triton prefixes request errors with the request id
-            exc.message = f"[request id: {request.id or '<id_unknown>'}] {exc.message}"
-            exc.args = (exc.message,)
-            raise
+        validate_request(self.spec, request)  # its errors in Triton's words and order
         arrival = time.monotonic_ns()
         key = None
         lookup_ns = 0

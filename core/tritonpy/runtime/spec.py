@@ -40,6 +40,8 @@ class IOSpec:
     inputs: dict[str, TensorSpec]
     outputs: dict[str, TensorSpec]
     required_inputs: frozenset[str]
+    #: Every input's name (one set check finds an unknown one).
+    input_names: frozenset[str]
     #: Whether some output has a ``reshape`` (undone on every response when it has).
     reshaped_outputs: bool
     #: ``max_batch_size > 0``: inputs and outputs carry a batch dimension (a field, not
@@ -58,6 +60,7 @@ class IOSpec:
             inputs=inputs,
             outputs=outputs,
             required_inputs=frozenset(n for n, t in inputs.items() if not t.optional),
+            input_names=frozenset(inputs),
             reshaped_outputs=any(t.reshape is not None for t in outputs.values()),
             batching=int(config.get("max_batch_size", 0)) > 0,
         )

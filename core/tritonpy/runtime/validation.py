@@ -9,7 +9,7 @@ follow Triton's wording.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from tritonpy_sdk import (
     TritonError,
 )
 
+from ..codec import ByteSizeMismatch, InputSizes
 from ..inputs import NUMERIC
 from ..memory.shared import SHARED_MEMORY_KEYS
 from .spec import IOSpec, TensorSpec
@@ -58,7 +59,7 @@ def take_reserved_parameters(request: InferenceRequest) -> None:
             or not isinstance(value, int | str)
             or (isinstance(value, int) and not 0 <= value < 2**64)
         ):
-            # Triton's prefix; Triton answers 500 here, a client's mistake is a 400.
+            # Triton's prefix (no request id); Triton answers 500 here, a client's mistake is a 400.
             raise TritonError.invalid_arg(
                 "Unable to parse 'sequence_id': it must be an unsigned 64-bit integer or a string, "
                 f"got {json.dumps(value)}"
@@ -110,69 +111,146 @@ def direct_batch_size(spec: IOSpec, inputs: dict[str, Any]) -> int:
     return batch
 
 
-def validate_request(spec: IOSpec, request: InferenceRequest) -> None:
-    """Raise ``TritonError`` (INVALID_ARG) unless ``request`` fits ``spec``."""
+def validate_request(
+    spec: IOSpec, request: InferenceRequest, sizes: Mapping[str, ByteSizeMismatch] | None = None
+) -> None:
+    """Raise ``TritonError`` (INVALID_ARG) unless ``request`` fits ``spec``.
+
+    The checks come in Triton 2.51's order, with its words, so that a request with
+    several faults gets the error Triton gives: the requested outputs' names; the
+    number of inputs; the inputs' names; then, for a batching model, each input's
+    batch dimension and the batch size; then each input's data type, shape and byte
+    size. Inputs are visited last given first, the order in which Triton's map of them
+    usually comes back. Like Triton, the messages about a count, a batch, a data type,
+    a shape or a size start with the request id; those about an unknown name do not.
+    ``sizes``: inputs whose data did not fit their shapes (``size_error``).
+    """
     model = spec.name
     inputs = request.inputs
-    missing = spec.required_inputs.difference(inputs)
-    if missing:
-        given = sorted(inputs)
-        raise TritonError.invalid_arg(
-            f"expected {len(spec.inputs)} inputs but got {len(inputs)} inputs for model "
-            f"'{model}'. Got input(s) {given}, but missing required input(s) "
-            f"{sorted(missing)}. Please provide all required input(s)."
-        )
-    batch = 0
+    specs = spec.inputs
+    for out in request.requested_outputs:
+        if out.name not in spec.outputs:
+            raise TritonError.invalid_arg(f"unexpected inference output '{out.name}' for model '{model}'")
+        if out.parameters:  # Triton refuses a bad one as it parses the request: first
+            _check_output_parameters(out.name, out.parameters)
+    given = len(inputs)
+    if given > len(specs) or given < len(spec.required_inputs):
+        raise _count_error(spec, request)
+    if not spec.input_names.issuperset(inputs):  # one set check when every name is known
+        for name in reversed(inputs):
+            if name not in specs:
+                raise TritonError.invalid_arg(f"unexpected inference input '{name}' for model '{model}'")
+    if given < len(specs) and not spec.required_inputs.issubset(inputs):
+        # Optional inputs given in place of required ones: Triton runs the model without
+        # them; refused here, in the words of the count check.
+        raise _count_error(spec, request)
     batching = spec.batching
+    batch = 0
+    # The first data type, shape or size at fault, reported once the batch is known to be
+    # right (Triton checks every input's batch dimension first); one pass over the inputs.
+    fault: str | None = None
     reshaped: list[str] = []
-    for name, tensor in inputs.items():
-        ispec = spec.inputs.get(name)
-        if ispec is None:
-            raise TritonError.invalid_arg(f"unexpected inference input '{name}' for model '{model}'")
-        if tensor.datatype is not ispec.datatype:
-            raise TritonError.invalid_arg(
-                f"inference input '{name}' data-type is '{tensor.datatype.value}', but model "
-                f"'{model}' expects '{ispec.datatype.value}'"
-            )
-        if ispec.reshape is not None:
-            reshaped.append(name)
+    for name, tensor in reversed(inputs.items()):
+        ispec = specs[name]
         device = tensor.device  # a device-resident input is not copied to be checked
         shape = device.shape if device is not None else tensor.data.shape
         if batching:
-            if len(shape) == 0:
+            if not shape:
                 raise TritonError.invalid_arg(
-                    f"unexpected shape for input '{name}' for model '{model}'. "
-                    f"Expected {_fmt(ispec.full_shape(True))}, got [].{_BATCH_NOTE}"
+                    f"{_prefix(request)}input '{name}' has no shape but model requires batch dimension "
+                    f"for '{model}'"
                 )
-            b = shape[0]
             if batch == 0:
-                batch = b
-            elif b != batch:
+                batch = shape[0]
+            elif shape[0] != batch:
                 raise TritonError.invalid_arg(
-                    f"input '{name}' batch size does not match other inputs for '{model}'"
+                    f"{_prefix(request)}input '{name}' batch size does not match other inputs for '{model}'"
                 )
             dims = shape[1:]
         else:
             dims = shape
-        if dims != ispec.dims:  # equal: it fits (the common case, one comparison)
-            _check_dims(model, ispec, shape, dims)
+        if fault is None:
+            if tensor.datatype is not ispec.datatype:
+                fault = (
+                    f"inference input '{name}' data-type is '{tensor.datatype.value}', "
+                    f"but model '{model}' expects '{ispec.datatype.value}'"
+                )
+            elif dims != ispec.dims and not _dims_fit(ispec.dims, dims):  # equal: it fits
+                fault = shape_mismatch(model, ispec, shape, batching)
+            elif sizes is not None and name in sizes:
+                size = sizes[name]
+                fault = (
+                    f"input byte size mismatch for input '{name}' for model '{model}'. "
+                    f"Expected {size.expected}, got {size.given}"
+                )
+        if ispec.reshape is not None:
+            reshaped.append(name)
     if batching:
-        if batch < 1 or batch > spec.max_batch_size:
+        if batch > spec.max_batch_size:
             raise TritonError.invalid_arg(
-                f"inference request batch-size must be <= {spec.max_batch_size} for '{model}'"
-                if batch > spec.max_batch_size
-                else f"inference request batch-size must be >= 1 for '{model}'"
+                f"{_prefix(request)}inference request batch-size must be <= {spec.max_batch_size} "
+                f"for '{model}'"
+            )
+        if batch < 1:  # Triton lets it through to a byte-size mismatch
+            raise TritonError.invalid_arg(
+                f"{_prefix(request)}inference request batch-size must be >= 1 for '{model}'"
             )
         request.batch_size = batch
     else:
         request.batch_size = 1
-    for out in request.requested_outputs:
-        if out.name not in spec.outputs:
-            raise TritonError.invalid_arg(f"unexpected inference output '{out.name}' for model '{model}'")
-        if out.parameters:
-            _check_output_parameters(out.name, out.parameters)
+    if fault is not None:
+        raise TritonError.invalid_arg(_prefix(request) + fault)
     if reshaped:  # only once the whole request is valid: it changes the request
         _apply_reshape(spec, request, reshaped)
+
+
+def size_error(spec: IOSpec, error: InputSizes) -> TritonError:
+    """Triton's error for a request some of whose inputs brought data of the wrong size:
+    what it finds first, checking the request (its stand-ins) against the model's
+    config and each input's byte size in its turn."""
+    try:
+        validate_request(spec, error.request, {m.name: m for m in error.mismatches})
+    except TritonError as exc:
+        return exc
+    return error  # not reached: a mismatched input is always reported
+
+
+def _prefix(request: InferenceRequest) -> str:
+    """What Triton puts before most request errors (``LogRequest``)."""
+    return f"[request id: {request.id or '<id_unknown>'}] "
+
+
+def _quoted(names: Iterable[str], empty: str) -> str:
+    """Names as Triton lists them: ``['a','b']``; ``empty`` when there are none."""
+    inner = ",".join(f"'{n}'" for n in names)
+    return f"[{inner}]" if inner else empty
+
+
+def _count_error(spec: IOSpec, request: InferenceRequest) -> TritonError:
+    """Triton's error for a request with too few or too many inputs: the given ones
+    last first, the missing ones in the config's order."""
+    total = len(spec.inputs)
+    required = len(spec.required_inputs)
+    inputs = request.inputs
+    expected = f"{total} inputs" if required == total else f"number of inputs between {required} and {total}"
+    missing = [n for n, t in spec.inputs.items() if not t.optional and n not in inputs]
+    return TritonError.invalid_arg(
+        f"{_prefix(request)}expected {expected} but got {len(inputs)} inputs for model '{spec.name}'. "
+        f"Got input(s) {_quoted(reversed(inputs), '[]')}, but missing required input(s) "
+        # With none missing Triton's list is a lone ']' (it drops the last character of
+        # "[" for the missing comma): the same text here.
+        f"{_quoted(missing, ']')}. Please provide all required input(s)."
+    )
+
+
+def shape_mismatch(model: str, ispec: TensorSpec, shape: tuple[int, ...], batching: bool) -> str:
+    """Triton's words for an input of ``shape`` that does not fit ``ispec`` (without
+    the request id)."""
+    return (
+        f"unexpected shape for input '{ispec.name}' for model '{model}'. "
+        f"Expected {_fmt(ispec.full_shape(batching))}, got {_fmt(shape)}. "
+        + (_BATCH_NOTE if batching else "")
+    )
 
 
 #: Output parameters of the classification extension (``class_count`` is tritonpy's alias).
@@ -201,7 +279,7 @@ def _check_output_parameters(name: str, parameters: Mapping[str, ParameterValue]
             continue
         value = parameters[key]
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
-            # Triton's prefix; Triton answers 500 here, a client's mistake is a 400.
+            # Triton's prefix (no request id); Triton answers 500 here, a client's mistake is a 400.
             raise TritonError.invalid_arg(
                 f"Unable to set '{key}' of output '{name}': it must be a non-negative integer "
                 f"(the number of classes to return), got {json.dumps(value)}"
@@ -209,7 +287,7 @@ def _check_output_parameters(name: str, parameters: Mapping[str, ParameterValue]
 
 
 _BATCH_NOTE = (
-    " NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to "
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to "
     "be prepended to each input shape. If you want to specify the full shape including the batch "
     "dim in your input dims config, try setting max_batch_size to zero. See the model "
     "configuration docs for more info on max_batch_size."
@@ -219,16 +297,6 @@ _BATCH_NOTE = (
 def _dims_fit(expected: tuple[int, ...], dims: tuple[int, ...]) -> bool:
     """Whether ``dims`` fit the config's ``expected`` dims (-1: any size)."""
     return len(dims) == len(expected) and all(e == -1 or e == d for e, d in zip(expected, dims))
-
-
-def _check_dims(model: str, ispec: TensorSpec, shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
-    if not _dims_fit(ispec.dims, dims):
-        batching = len(shape) != len(dims)
-        raise TritonError.invalid_arg(
-            f"unexpected shape for input '{ispec.name}' for model '{model}'. "
-            f"Expected {_fmt(ispec.full_shape(batching))}, got {_fmt(shape)}."
-            + (_BATCH_NOTE if batching else "")
-        )
 
 
 def _apply_reshape(spec: IOSpec, request: InferenceRequest, names: list[str]) -> None:
