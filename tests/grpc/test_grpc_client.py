@@ -381,9 +381,54 @@ def test_unknown_shared_memory_regions(client: grpcclient.InferenceServerClient)
     assert info.value.message() == "Unable to find shared memory region: 'output_region'"
 
 
-@pytest.mark.parametrize("version", ["\u0663", "\uff11", " 1", "+1", "1_0"])
-def test_versions_are_ascii_digits(client: grpcclient.InferenceServerClient, version: str) -> None:
+_STOL = "version should be an integral value > 0"
+
+
+@pytest.mark.parametrize(
+    ("version", "error"),
+    [
+        # Triton 2.51 reads the field with std::stol: white space, a sign, then ASCII digits.
+        (
+            "\u0663",
+            f"failed to get model version from specified version string '\u0663' (details: stol), {_STOL}",
+        ),
+        (
+            "\uff11",
+            f"failed to get model version from specified version string '\uff11' (details: stol), {_STOL}",
+        ),
+        ("x1", f"failed to get model version from specified version string 'x1' (details: stol), {_STOL}"),
+        (
+            str(2**63),
+            f"failed to get model version from specified version string '{2**63}' (details: stol), {_STOL}",
+        ),
+        ("-1", f"invalid model version specified '-1' , {_STOL}"),
+        ("0", "Request for unknown model: 'addsub' version 0 is not found"),
+        (" 1", None),
+        ("+1", None),
+        ("1_0", None),  # what follows the digits is ignored
+    ],
+)
+def test_versions_as_triton_reads_them(
+    client: grpcclient.InferenceServerClient, version: str, error: str | None
+) -> None:
     a = np.ones((1, 4), np.int32)
-    with pytest.raises(InferenceServerException, match="it must be an integer") as info:
+    if error is None:
+        assert (
+            client.infer("addsub", _inputs(a, a, "INT32"), model_version=version).get_response().model_version
+            == "1"
+        )
+        assert client.is_model_ready("addsub", version)
+        assert client.get_model_metadata("addsub", version).name == "addsub"
+        return
+    with pytest.raises(InferenceServerException) as info:
         client.infer("addsub", _inputs(a, a, "INT32"), model_version=version)
+    assert info.value.message() == error
+    if version == "0":
+        assert info.value.status() == "StatusCode.NOT_FOUND"
+        assert not client.is_model_ready("addsub", version)
+        return
     assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+    for call in (client.is_model_ready, client.get_model_metadata, client.get_inference_statistics):
+        with pytest.raises(InferenceServerException) as info:
+            call("addsub", version)
+        assert info.value.message() == error

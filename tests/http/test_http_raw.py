@@ -556,3 +556,34 @@ def test_unknown_shared_memory_regions(live) -> None:  # type: ignore[no-untyped
         client.infer("addsub", inputs, outputs=[output])
     assert info.value.status() == "404"
     assert info.value.message() == "Unable to find shared memory region: 'output_region'"
+
+
+def test_versions_as_triton_reads_them(http: httpx.Client) -> None:
+    """Version 0 is a number, which no model has; digits that do not fit a C long are
+    refused with Triton 2.51's std::stol message."""
+    for path, status in (("", 404), ("/ready", 400), ("/config", 404)):
+        resp = http.get(f"/v2/models/addsub/versions/0{path}")
+        assert resp.status_code == status, resp.text
+    assert http.get("/v2/models/addsub/versions/0").json() == {
+        "error": "Request for unknown model: 'addsub' version 0 is not found"
+    }
+    _error(
+        http.get("/v2/models/addsub/versions/0/stats"),
+        400,
+        "requested model version is not available for model 'addsub'",
+    )
+    infer = http.post("/v2/models/addsub/versions/0/infer", json=_two_inputs())
+    assert infer.status_code == 404
+    assert infer.json()["error"] == "Request for unknown model: 'addsub' version 0 is not found"
+    huge = str(2**63)
+    for resp in (
+        http.get(f"/v2/models/addsub/versions/{huge}"),
+        http.post(f"/v2/models/addsub/versions/{huge}/infer", json=_two_inputs()),
+    ):
+        _error(
+            resp,
+            400,
+            f"failed to get model version from specified version string '{huge}' (details: stol), "
+            "version should be an integral value > 0",
+        )
+    assert http.get("/v2/models/addsub/versions/01").status_code == 200

@@ -22,6 +22,7 @@ from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceRes
 from ..bridges import call_soon_threadsafe
 from ..codec import InputSizes
 from ..failures import report
+from ..model_version import parse_version
 from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..runtime.validation import size_error
 from ..server import Server
@@ -96,8 +97,9 @@ def _error_status(exc: BaseException, where: str) -> tuple[StatusCode, str]:
     return code, message
 
 
-def _version(text: str) -> str | None:
-    return text or None
+def _version(text: str) -> int:
+    """A request's version field as Triton reads it (-1: the latest; ``protocol_version``)."""
+    return parse_version(text)
 
 
 class InferenceServicer:

@@ -25,7 +25,7 @@ from tritonpy_sdk import TritonError
 
 from ..failures import report
 from ..memory.cuda import IPC_HANDLE_SIZE
-from ..model_version import is_version
+from ..model_version import is_version, parse_version
 from ..repository.overrides import FILE_PREFIX, refuse_repository_name, split_load_parameters
 from ..server import Server
 from .body import read_body, request_chunks
@@ -86,21 +86,21 @@ class HttpFrontend:
 
     async def model_metadata(self, request: Request) -> Response:
         p = request.path_params
-        return _json(self.server.model_metadata(p["model"], _version(p) or None))
+        return _json(self.server.model_metadata(p["model"], _number(p)))
 
     async def model_ready(self, request: Request) -> Response:
         p = request.path_params
-        if await self.server.model_ready_async(p["model"], _version(p) or None):
+        if await self.server.model_ready_async(p["model"], _number(p)):
             return Response(status_code=200)
         return error_response("Model version not ready", 400)
 
     async def model_config(self, request: Request) -> Response:
         p = request.path_params
-        return _json(self.server.model_config(p["model"], _version(p) or None))
+        return _json(self.server.model_config(p["model"], _number(p)))
 
     async def statistics(self, request: Request) -> Response:
         p = request.path_params
-        stats = self.server.model_statistics(p.get("model", ""), _version(p) or None)
+        stats = self.server.model_statistics(p.get("model", ""), _number(p))
         return _json({"model_stats": stats})
 
     async def logging_get(self, request: Request) -> Response:
@@ -198,6 +198,12 @@ def _version(path_params: dict[str, Any]) -> str:
     if version and not is_version(version):
         raise HTTPException(404)
     return version
+
+
+def _number(path_params: dict[str, Any]) -> int:
+    """The version of a model path as Triton reads it (-1: none, the latest; digits too
+    many for a ``long`` are refused in Triton's words)."""
+    return parse_version(_version(path_params))
 
 
 def register_fields(doc: Any) -> tuple[str, int, int]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from tritonpy_sdk import InferenceRequest, InferenceResponse, TritonError
 
 from ..codec import InputSizes
+from ..model_version import parse_version
 from ..runtime.validation import size_error
 from .compression import choose_encoding, compress, decompress
 from .tensors import HEADER_LENGTH, Body, Placement, decode_raw, decode_request, encode_response
@@ -93,13 +94,14 @@ class HttpInference:
             if n == 0:
                 # Raw binary request: the body is the single input's data; Triton
                 # answers it with every output in binary.
-                spec = self.server.model_spec(model, version or None)
+                spec = self.server.model_spec(model, parse_version(version))
                 return decode_raw(model, version, spec, view), True, {}
             return decode_request(model, version, view[:n], view[n:], self.server.shared_memory)
         except Exception as exc:
             # Outside the except block: the lookup's error must not chain the body's.
             error = exc
-        spec = self.server.model_spec(model, version or None)  # its lookup error first, as Triton's
+        # The version's and the lookup's errors first, as Triton's.
+        spec = self.server.model_spec(model, parse_version(version))
         if isinstance(error, InputSizes):
             raise size_error(spec, error)  # what Triton finds first, the sizes in their turn
         raise error

@@ -519,11 +519,11 @@ class ModelManager:
         if record is None or not record.versions:
             raise TritonError.invalid_arg(f"requested model '{name}' is not available")
         v = parse_version(version, name)
-        if v <= 0:
+        if v < 0:
             return [record.versions[k] for k in sorted(record.versions)]
         if v in record.versions:
             return [record.versions[v]]
-        raise TritonError.invalid_arg(f"requested model '{name}' version {v} is not available")
+        raise TritonError.invalid_arg(f"requested model version is not available for model '{name}'")
 
     def loaded_versions(self) -> list[LoadedVersion]:
         """Every serving model version, by name then version (read at each metrics scrape)."""
@@ -611,7 +611,7 @@ def _version_of(record: LoadRecord | None, name: str, version: int | str | None)
     if record is None:
         raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
     v = version if type(version) is int else parse_version(version, name)
-    if v <= 0:  # the latest ready version (the common case: one loop, no list)
+    if v < 0:  # the latest ready version (the common case: one loop, no list); 0 is a number
         latest: LoadedVersion | None = None
         for candidate in record.versions.values():
             # ``candidate.ready``, read without the property's call
