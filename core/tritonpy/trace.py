@@ -79,14 +79,29 @@ class Trace:
         self.stamps.append((name, ns))
 
 
+#: The largest number a numeric trace setting takes: Triton 2.51 reads them into an
+#: ``int`` (its message names the range of the field it stores them in).
+_INT_MAX = 2**31 - 1
+_RANGES = {"trace_count": "[ -1, 2147483647 ]"}
+
+
 def _int(key: str, value: Any, minimum: int) -> int:
+    """A numeric trace setting (``trace_rate``, ``trace_count``, ``log_frequency``), in
+    Triton's words where it has some."""
     if isinstance(value, bool):
-        raise TritonError.invalid_arg(f"unable to parse '{key}', got: {value!r}")
+        raise TritonError.invalid_arg(f"Unable to parse '{key}', got: {value}")
     try:
         number = int(value)
     except (TypeError, ValueError, OverflowError):
-        raise TritonError.invalid_arg(f"unable to parse '{key}', got: {value!r}") from None
-    if number < minimum:
+        raise TritonError.invalid_arg(f"Unable to parse '{key}', got: {value}") from None
+    if number > _INT_MAX:
+        raise TritonError.invalid_arg(
+            f"Unable to parse '{key}', value is out of range {_RANGES.get(key, '[ 0, 4294967295 ]')}, "
+            f"got: {value}"
+        )
+    if key == "trace_count" and number < -1:
+        raise TritonError.invalid_arg(f"Unable to parse 'trace_count'. Expecting value >= -1, got:{value}")
+    if number < minimum:  # a rate of 0 or a negative number (Triton wraps those around)
         raise TritonError.invalid_arg(f"'{key}' must be >= {minimum}, got {number}")
     return number
 

@@ -51,8 +51,17 @@ def test_a_trace_level_needs_a_trace_file(model: str) -> None:
     [
         ({"trace_file": "/tmp/x"}, "can not be updated through network protocol"),
         ({"trace_level": ["LOUD"]}, "invalid trace level"),
-        ({"trace_rate": "often"}, "unable to parse 'trace_rate'"),
+        ({"trace_rate": "often"}, "^Unable to parse 'trace_rate', got: often$"),
         ({"trace_rate": "0"}, "'trace_rate' must be >= 1"),
+        (  # Triton 2.51's words and limits
+            {"trace_rate": "2147483648"},
+            r"^Unable to parse 'trace_rate', value is out of range \[ 0, 4294967295 \], got: 2147483648$",
+        ),
+        (
+            {"trace_count": "99999999999999999999"},
+            r"^Unable to parse 'trace_count', value is out of range \[ -1, 2147483647 \], got: 9{20}$",
+        ),
+        ({"trace_count": "-2"}, r"^Unable to parse 'trace_count'. Expecting value >= -1, got:-2$"),
         ({"trace_mode": "opentelemetry"}, "cannot be set while serving"),
         ({"nonsense": "1"}, "unknown trace setting"),
     ],

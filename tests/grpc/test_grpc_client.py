@@ -432,3 +432,13 @@ def test_versions_as_triton_reads_them(
         with pytest.raises(InferenceServerException) as info:
             call("addsub", version)
         assert info.value.message() == error
+
+
+def test_an_input_given_twice_in_tritons_words(client: grpcclient.InferenceServerClient) -> None:
+    a = np.zeros((1, 4), np.int32)
+    twice = _inputs(a, a, "INT32")
+    twice[1] = twice[0]
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("addsub", twice, request_id="r1")
+    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert info.value.message() == "[request id: r1] input 'INPUT0' already exists in request"

@@ -415,6 +415,12 @@ def test_repository_index_ready_filter(http: httpx.Client) -> None:
     assert {m["name"] for m in ready} <= {m["name"] for m in every}
     assert all(m["state"] == "READY" for m in ready)
     _error(http.post("/v2/repository/index", content=b"{nope"), 400, "failed to parse")
+    # Triton 2.51's words (a 500 there): "ready" must be a JSON boolean
+    _error(
+        http.post("/v2/repository/index", json={"ready": "yes"}),
+        400,
+        "attempt to access JSON non-boolean as boolean",
+    )
 
 
 def test_bytes_truncated_in_binary(http: httpx.Client) -> None:
@@ -480,6 +486,15 @@ def test_trace_settings(http: httpx.Client) -> None:
     )
     _error(http.post("/v2/trace/setting", json={"trace_file": "/tmp/t"}), 501, "can not be updated")
     _error(http.post("/v2/trace/setting", json={"trace_level": ["LOUD"]}), 400, "invalid trace level")
+    # The JSON types Triton 2.51 reads (its words; a 500 there): nothing of such an update applies
+    for bad, words in (
+        ({"trace_level": "TIMESTAMPS"}, "attempt to access JSON non-array as array"),
+        ({"trace_level": [5]}, "attempt to access JSON non-string as string"),
+        ({"trace_rate": 5}, "attempt to access JSON non-string as string"),
+        ({"trace_count": ["7"]}, "attempt to access JSON non-string as string"),
+    ):
+        _error(http.post("/v2/trace/setting", json=bad), 400, words)
+    assert http.get("/v2/trace/setting").json()["trace_rate"] == "1000"
     # Triton 2.51 (observed): a level without a trace file is 400, and nothing of the update applies
     no_file = "Attempting to set invalid trace setting :trace file name is not given"
     for path in ("/v2/trace/setting", "/v2/models/addsub/trace/setting"):
@@ -587,3 +602,13 @@ def test_versions_as_triton_reads_them(http: httpx.Client) -> None:
             "version should be an integral value > 0",
         )
     assert http.get("/v2/models/addsub/versions/01").status_code == 200
+
+
+def test_an_input_given_twice_in_tritons_words(http: httpx.Client) -> None:
+    body = _two_inputs(id="q")
+    body["inputs"][1] = body["inputs"][0]
+    _error(
+        http.post("/v2/models/addsub/infer", json=body),
+        400,
+        "[request id: q] input 'INPUT0' already exists in request",
+    )

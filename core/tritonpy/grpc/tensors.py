@@ -134,7 +134,9 @@ def request_from_proto(
     for entry in entries:
         name = entry.name
         if name in inputs:
-            raise TritonError.invalid_arg(f"input '{name}' is given more than once")
+            raise TritonError.invalid_arg(  # Triton's words
+                f"[request id: {msg.id or '<id_unknown>'}] input '{name}' already exists in request"
+            )
         datatype = _datatype(name, entry.datatype)
         shape = list(entry.shape)
         if shared and name in shared:

@@ -115,11 +115,15 @@ class HttpFrontend:
 
     async def trace_post(self, request: Request) -> Response:
         doc = _parse_object(await read_body(request, self.max_input))
+        _check_trace_json(doc)
         return _json(self.server.trace_settings(request.path_params.get("model", ""), doc))
 
     async def repository_index(self, request: Request) -> Response:
         doc = _parse_object(await read_body(request, self.max_input))
-        return _json(self.server.repository_index(ready=bool(doc.get("ready", False))))
+        ready = doc.get("ready", False)
+        if not isinstance(ready, bool):  # Triton's words (a 500 there)
+            raise TritonError.invalid_arg("attempt to access JSON non-boolean as boolean")
+        return _json(self.server.repository_index(ready=ready))
 
     async def load(self, request: Request) -> Response:
         refuse_repository_name(request.path_params.get("repository", ""))
@@ -187,6 +191,22 @@ class HttpFrontend:
         chunks = await request_chunks(request, self.max_input)
         parts, headers, media_type = await self.inference.run(p["model"], version, chunks, request.headers)
         return Response(b"".join(parts), media_type=media_type, headers=headers)
+
+
+def _check_trace_json(doc: dict[str, Any]) -> None:
+    """The JSON types Triton 2.51 reads a trace setting update with, in its words (400
+    here, 500 there): ``trace_level`` an array of strings, every other setting a
+    string; null clears a model's override."""
+    for key, value in doc.items():
+        if value is None:
+            continue
+        if key == "trace_level":
+            if not isinstance(value, list):
+                raise TritonError.invalid_arg("attempt to access JSON non-array as array")
+            if not all(isinstance(v, str) for v in value):
+                raise TritonError.invalid_arg("attempt to access JSON non-string as string")
+        elif not isinstance(value, str):
+            raise TritonError.invalid_arg("attempt to access JSON non-string as string")
 
 
 def _version(path_params: dict[str, Any]) -> str:

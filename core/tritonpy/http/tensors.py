@@ -132,7 +132,9 @@ def decode_request(
             raise _bad("each input must be an object with a 'name' string")
         name = entry["name"]
         if name in inputs:
-            raise _bad(f"input '{name}' already exists in request")
+            rid = doc.get("id")
+            rid = rid if isinstance(rid, str) and rid else "<id_unknown>"
+            raise _bad(f"[request id: {rid}] input '{name}' already exists in request")  # Triton's words
         shape = _shape(entry, name)
         datatype = _datatype(entry, name)
         in_params = _parameters(entry, f"input '{name}'")
