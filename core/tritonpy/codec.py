@@ -30,12 +30,23 @@ def element_count(name: str, shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
+def request_prefix(request_id: str) -> str:
+    """What Triton puts before most errors about a request (its ``LogRequest``)."""
+    return f"[request id: {request_id or '<id_unknown>'}] "
+
+
 def array_from_buffer(
-    name: str, datatype: DataType, shape: Sequence[int], buffer: bytes | memoryview
+    name: str,
+    datatype: DataType,
+    shape: Sequence[int],
+    buffer: bytes | memoryview,
+    mismatched: list[ByteSizeMismatch] | None = None,
 ) -> np.ndarray[Any, Any]:
     """The array that ``buffer`` holds for an input of ``datatype`` and ``shape``.
 
-    Fixed-size types are a read-only view of ``buffer``; BYTES are decoded.
+    Fixed-size types are a read-only view of ``buffer``; BYTES are decoded. Data of
+    the wrong size raises ``ByteSizeMismatch``, or, given ``mismatched``, is recorded
+    there and stood in for (``stand_in``).
     """
     count = element_count(name, shape)
     if datatype is DataType.BYTES:
@@ -46,7 +57,9 @@ def array_from_buffer(
                 f"'{name}', expecting {count}"
             )
         return flat.reshape(shape)
-    check_byte_size(name, count * datatype.itemsize, len(buffer))
+    expected = count * datatype.itemsize
+    if len(buffer) != expected:
+        return stand_in(ByteSizeMismatch(name, expected, len(buffer)), datatype, shape, mismatched)
     return np.frombuffer(buffer, dtype=datatype.numpy_dtype, count=count).reshape(shape)
 
 
@@ -61,13 +74,6 @@ class ByteSizeMismatch(TritonError):
         self.name = name
         self.expected = expected
         self.given = given
-
-
-def check_byte_size(name: str, expected: int, given: int) -> None:
-    """``ByteSizeMismatch`` (INVALID_ARG, Triton's words) unless an input of a fixed-size
-    type brings exactly the bytes its shape needs."""
-    if given != expected:
-        raise ByteSizeMismatch(name, expected, given)
 
 
 class InputSizes(TritonError):
@@ -88,12 +94,18 @@ class InputSizes(TritonError):
 
 
 def stand_in(
-    mismatch: ByteSizeMismatch, datatype: DataType, shape: Sequence[int], found: list[ByteSizeMismatch]
+    mismatch: ByteSizeMismatch,
+    datatype: DataType,
+    shape: Sequence[int],
+    found: list[ByteSizeMismatch] | None,
 ) -> np.ndarray[Any, Any]:
     """An array of ``shape`` standing for an input whose data did not fit it, so that the
     rest of the request can be checked before its size is reported (``InputSizes``):
-    one zero broadcast, no memory, read-only. ``found`` records ``mismatch``; where no
-    such array can be made (a shape too large to index) ``mismatch`` is raised as it is."""
+    one zero broadcast, no memory, read-only. ``found`` records ``mismatch``; without
+    ``found``, or where no such array can be made (a shape too large to index),
+    ``mismatch`` is raised."""
+    if found is None:
+        raise mismatch
     try:
         array = np.broadcast_to(np.zeros((), datatype.numpy_dtype), tuple(shape))
     except (ValueError, TypeError):

@@ -82,7 +82,6 @@ class Trace:
 #: The largest number a numeric trace setting takes: Triton 2.51 reads them into an
 #: ``int`` (its message names the range of the field it stores them in).
 _INT_MAX = 2**31 - 1
-_RANGES = {"trace_count": "[ -1, 2147483647 ]"}
 
 
 def _int(key: str, value: Any, minimum: int) -> int:
@@ -95,9 +94,9 @@ def _int(key: str, value: Any, minimum: int) -> int:
     except (TypeError, ValueError, OverflowError):
         raise TritonError.invalid_arg(f"Unable to parse '{key}', got: {value}") from None
     if number > _INT_MAX:
+        limits = "[ -1, 2147483647 ]" if key == "trace_count" else "[ 0, 4294967295 ]"
         raise TritonError.invalid_arg(
-            f"Unable to parse '{key}', value is out of range {_RANGES.get(key, '[ 0, 4294967295 ]')}, "
-            f"got: {value}"
+            f"Unable to parse '{key}', value is out of range {limits}, got: {value}"
         )
     if key == "trace_count" and number < -1:
         raise TritonError.invalid_arg(f"Unable to parse 'trace_count'. Expecting value >= -1, got:{value}")

@@ -30,7 +30,7 @@ from ..codec import (
     array_from_buffer,
     array_to_buffer,
     element_count,
-    stand_in,
+    request_prefix,
 )
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from ..model_version import parse_version
@@ -134,18 +134,13 @@ def request_from_proto(
     for entry in entries:
         name = entry.name
         if name in inputs:
-            raise TritonError.invalid_arg(  # Triton's words
-                f"[request id: {msg.id or '<id_unknown>'}] input '{name}' already exists in request"
-            )
+            raise TritonError.invalid_arg(f"{request_prefix(msg.id)}input '{name}' already exists in request")
         datatype = _datatype(name, entry.datatype)
         shape = list(entry.shape)
         if shared and name in shared:
             if entry.HasField("contents"):
                 raise TritonError.invalid_arg(f"input '{name}' has both 'contents' and '{REGION}'; send one")
-            try:
-                inputs[name] = _memory(memory).input_tensor(name, datatype, shape, shared[name])
-            except ByteSizeMismatch as exc:
-                inputs[name] = Tensor(name, stand_in(exc, datatype, shape, mismatched), datatype)
+            inputs[name] = _memory(memory).input_tensor(name, datatype, shape, shared[name], mismatched)
             continue
         if raw:
             if entry.HasField("contents"):  # Triton's words, checked before the count
@@ -155,10 +150,7 @@ def request_from_proto(
                 )
             if len(raw) != expected:
                 raise _raw_count(expected, len(raw))
-            try:
-                array = array_from_buffer(name, datatype, shape, raw[i])
-            except ByteSizeMismatch as exc:
-                array = stand_in(exc, datatype, shape, mismatched)
+            array = array_from_buffer(name, datatype, shape, raw[i], mismatched)
             i += 1
         else:
             array = _from_contents(name, datatype, shape, entry.contents)

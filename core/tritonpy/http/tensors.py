@@ -30,7 +30,7 @@ from ..codec import (
     array_from_json,
     array_to_buffer,
     array_to_json,
-    stand_in,
+    request_prefix,
 )
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from ..model_version import parse_version
@@ -133,8 +133,8 @@ def decode_request(
         name = entry["name"]
         if name in inputs:
             rid = doc.get("id")
-            rid = rid if isinstance(rid, str) and rid else "<id_unknown>"
-            raise _bad(f"[request id: {rid}] input '{name}' already exists in request")  # Triton's words
+            prefix = request_prefix(rid if isinstance(rid, str) else "")
+            raise _bad(f"{prefix}input '{name}' already exists in request")  # Triton's words
         shape = _shape(entry, name)
         datatype = _datatype(entry, name)
         in_params = _parameters(entry, f"input '{name}'")
@@ -143,10 +143,7 @@ def decode_request(
             if size is not None or "data" in entry:
                 set_ = "'data'" if "data" in entry else "'binary_data_size'"
                 raise _bad(f"{_ONE_OF} But set {set_} 'shared_memory_region'")
-            try:
-                inputs[name] = _shared(memory).input_tensor(name, datatype, shape, in_params)
-            except ByteSizeMismatch as exc:
-                inputs[name] = Tensor(name, stand_in(exc, datatype, shape, mismatched), datatype)
+            inputs[name] = _shared(memory).input_tensor(name, datatype, shape, in_params, mismatched)
             continue
         if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -158,10 +155,7 @@ def decode_request(
                     f"unexpected size for input '{name}', expecting {offset + size - len(binary)} "
                     f"additional bytes for model '{model}'"
                 )
-            try:
-                array = array_from_buffer(name, datatype, shape, binary[offset : offset + size])
-            except ByteSizeMismatch as exc:
-                array = stand_in(exc, datatype, shape, mismatched)
+            array = array_from_buffer(name, datatype, shape, binary[offset : offset + size], mismatched)
             offset += size
         elif "data" in entry:
             array = array_from_json(name, datatype, shape, entry["data"])
@@ -326,7 +320,7 @@ def decode_raw(model: str, version: str, spec: IOSpec, body: memoryview) -> Infe
             # Triton's words: its raw request's one input is named 'raw_input' until it is
             # matched to the model's (a raw request has no id).
             raise _bad(
-                f"[request id: <id_unknown>] input byte size mismatch for input 'raw_input' for model "
+                f"{request_prefix('')}input byte size mismatch for input 'raw_input' for model "
                 f"'{model}'. Expected {exc.expected}, got {exc.given}"
             ) from None
     tensor = Tensor(ispec.name, array, ispec.datatype)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from tritonpy_sdk import DataType, ErrorCode, Tensor, TritonError
 
-from ..codec import array_from_buffer, array_to_buffer, check_byte_size, element_count
+from ..codec import ByteSizeMismatch, array_from_buffer, array_to_buffer, element_count, stand_in
 from .cuda import Runtime
 from .cuda_shared import CudaRegion, DeviceSpan, open_region
 from .region import check_bounds
@@ -247,22 +247,34 @@ class SystemSharedMemory:
             raise TritonError.invalid_arg(f"Invalid offset + byte size for shared memory region: '{name}'")
         return region.slice(offset, byte_size)
 
-    def input_tensor(self, name: str, datatype: DataType, shape: list[int], params: Any) -> Tensor:
+    def input_tensor(
+        self,
+        name: str,
+        datatype: DataType,
+        shape: list[int],
+        params: Any,
+        mismatched: list[ByteSizeMismatch] | None = None,
+    ) -> Tensor:
         """An input read from the region its parameters name. A fixed-size type in
         a CUDA region stays there: a device-resident tensor over the region's
         memory (the core copies it to host memory for instances that do not take
         device inputs). Otherwise the array a system region's map holds, a read-only
         view (no copy) for fixed-size types, or a CUDA region's bytes copied to host
-        memory first; BYTES are decoded from the bytes."""
+        memory first; BYTES are decoded from the bytes. A span of the wrong size raises
+        ``ByteSizeMismatch``, or is recorded in ``mismatched`` (``codec.array_from_buffer``)."""
         span = self.slice(params)
         if isinstance(span, DeviceSpan) and datatype not in HOST_ONLY:
-            check_byte_size(name, element_count(name, shape) * datatype.itemsize, len(span))
+            expected = element_count(name, shape) * datatype.itemsize
+            if len(span) != expected:
+                mismatch = ByteSizeMismatch(name, expected, len(span))
+                return Tensor(name, stand_in(mismatch, datatype, shape, mismatched), datatype)
             array = span.device_array(self._runtime(), shape, datatype.numpy_dtype)
             return Tensor.on_device(name, array, datatype)
         if isinstance(span, memoryview):
-            return Tensor(name, array_from_buffer(name, datatype, shape, span.toreadonly()), datatype)
-        host = memoryview(span.to_host(self._runtime()))
-        return Tensor(name, array_from_buffer(name, datatype, shape, host), datatype)
+            data = span.toreadonly()
+        else:
+            data = memoryview(span.to_host(self._runtime()))
+        return Tensor(name, array_from_buffer(name, datatype, shape, data, mismatched), datatype)
 
     def output_slot(self, name: str, params: Any) -> OutputSlot:
         """Where output ``name`` goes, from its parameters."""

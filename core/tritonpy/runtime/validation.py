@@ -22,7 +22,7 @@ from tritonpy_sdk import (
     TritonError,
 )
 
-from ..codec import ByteSizeMismatch, InputSizes
+from ..codec import ByteSizeMismatch, InputSizes, request_prefix
 from ..inputs import NUMERIC
 from ..memory.shared import SHARED_MEMORY_KEYS
 from .spec import IOSpec, TensorSpec
@@ -216,8 +216,7 @@ def size_error(spec: IOSpec, error: InputSizes) -> TritonError:
 
 
 def _prefix(request: InferenceRequest) -> str:
-    """What Triton puts before most request errors (``LogRequest``)."""
-    return f"[request id: {request.id or '<id_unknown>'}] "
+    return request_prefix(request.id)
 
 
 def _quoted(names: Iterable[str], empty: str) -> str:

@@ -57,6 +57,7 @@ from typing import Any
 
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstance, OnResponse, TritonError
 
+from ..codec import request_prefix
 from ._deadline import DeadlineWait, precise_timeouts
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
 from .contract import Scheduler
@@ -351,9 +352,7 @@ class DynamicBatcher(Scheduler):
                 raise stopped(self._name)
             pending = self._levels[level]
             if policy.max_queue_size and len(pending) >= policy.max_queue_size:
-                raise TritonError.unavailable(
-                    f"[request id: {job.request.id or '<id_unknown>'}] Exceeds maximum queue size"
-                )
+                raise TritonError.unavailable(f"{request_prefix(job.request.id)}Exceeds maximum queue size")
             pending.append(entry)
             self._rows += entry.size
             if not self._inline:
