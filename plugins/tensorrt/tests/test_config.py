@@ -287,6 +287,73 @@ def test_shape_tensors_are_refused_saying_so() -> None:
         check_config("m", cfg, engine)
 
 
+def _vectorized_engine() -> EngineInfo:
+    """X [-1,3,8,8] half in TensorRT's CHW32 layout (C padded to 32 in memory) -> linear Y."""
+    return EngineInfo(
+        (
+            TensorInfo("X", True, "HALF", (-1, 3, 8, 8), io_format="CHW32"),
+            tensor("Y", (-1, 3, 8, 8), "HALF", is_input=False),
+        ),
+        (profile(0, X=((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))),),
+    )
+
+
+def test_non_linear_io_formats_are_marked_as_triton_marks_them_then_refused() -> None:
+    engine = _vectorized_engine()
+    cfg = config()
+    complete_config("m", cfg, engine)
+    assert cfg["input"][0]["is_non_linear_format_io"] is True
+    assert "is_non_linear_format_io" not in cfg["output"][0]
+    given = config(
+        "max_batch_size: 4\n"
+        'input [ { name: "X" data_type: TYPE_FP16 dims: [ 3, 8, 8 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP16 dims: [ 3, 8, 8 ] } ]\n'
+    )
+    complete_config("m", given, engine)  # a config that leaves it out gets it set
+    assert given["input"][0]["is_non_linear_format_io"] is True
+    with pytest.raises(TritonError) as err:
+        check_config("m", given, engine)
+    assert err.value.code.name == "UNSUPPORTED"
+    assert (
+        "input 'X' of model 'm' uses TensorRT's non-linear IO format CHW32, which the tritonpy "
+        "TensorRT backend does not serve" in str(err.value)
+    )
+
+
+def test_is_non_linear_format_io_contradicting_the_engine_fails_with_tritons_message() -> None:
+    marked_linear = config(
+        "max_batch_size: 8\n"
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] is_non_linear_format_io: true } ]\n'
+    )
+    with pytest.raises(TritonError) as err:
+        complete_config("m", marked_linear, add_engine(max_batch=8))
+    assert err.value.code.name == "INVALID_ARG"
+    assert str(err.value) == (
+        "'INPUT0' uses a linear IO format, but 'is_non_linear_format_io' is incorrectly set to true "
+        "in the model configuration."
+    )
+    cfg = config()
+    complete_config("m", cfg, add_engine(max_batch=8))
+    cfg["output"][0]["is_non_linear_format_io"] = True  # without auto-complete, as loaded
+    with pytest.raises(TritonError) as err:
+        check_config("m", cfg, add_engine(max_batch=8))
+    assert err.value.code.name == "INTERNAL"
+    assert str(err.value) == (
+        "output 'OUTPUT0' for model 'm' uses a linear IO format, but 'is_non_linear_format_io' is "
+        "incorrectly set to true in the model configuration."
+    )
+    engine = _vectorized_engine()
+    cfg = config()
+    complete_config("m", cfg, engine)
+    cfg["input"][0]["is_non_linear_format_io"] = False
+    with pytest.raises(TritonError) as err:
+        check_config("m", cfg, engine)
+    assert str(err.value) == (
+        "input 'X' for model 'm' uses a non-linear IO format, but 'is_non_linear_format_io' is "
+        "incorrectly set to false in the model configuration."
+    )
+
+
 # ---- instance groups and profiles -----------------------------------------------------------
 
 

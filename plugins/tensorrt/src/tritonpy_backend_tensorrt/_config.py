@@ -211,6 +211,10 @@ def complete_config(model_name: str, config: dict[str, Any], engine: EngineInfo)
                 entry["dims"] = list(ref["dims"])
                 if "reshape" in ref:
                     entry["reshape"] = dict(ref["reshape"])
+            if ref.get("is_non_linear_format_io"):
+                entry["is_non_linear_format_io"] = True
+            elif entry.get("is_non_linear_format_io"):
+                raise TritonError.invalid_arg(_format_message(f"'{ref['name']}'", linear=True))
     return warnings
 
 
@@ -220,6 +224,8 @@ def _reference_entry(model_name: str, kind: str, tensor: TensorInfo, batching: b
     if data_type is None:
         raise _unsupported_type(model_name, kind, tensor)
     entry: dict[str, Any] = {"name": tensor.name, "data_type": data_type}
+    if tensor.is_non_linear:
+        entry["is_non_linear_format_io"] = True
     if tensor.is_shape_tensor:
         entry["dims"] = [tensor.dims[0] - (1 if batching else 0)] if tensor.dims else []
         entry["is_shape_tensor"] = True
@@ -237,6 +243,19 @@ def _unsupported_type(model_name: str, kind: str, tensor: TensorInfo) -> TritonE
     return TritonError.unsupported(
         f"{kind} '{tensor.name}' of model '{model_name}' has TensorRT data type {tensor.data_type}, "
         "which Triton has no data type for"
+    )
+
+
+def _format_message(subject: str, linear: bool) -> str:
+    """Triton's words for an ``is_non_linear_format_io`` that contradicts the engine."""
+    if linear:
+        return (
+            f"{subject} uses a linear IO format, but 'is_non_linear_format_io' is incorrectly set "
+            "to true in the model configuration."
+        )
+    return (
+        f"{subject} uses a non-linear IO format, but 'is_non_linear_format_io' is incorrectly set "
+        "to false in the model configuration."
     )
 
 
@@ -292,10 +311,21 @@ def check_config(
                 )
             _check_type(model_name, kind, entry, found, where)
             _check_dims(model_name, entry, found, batching)
+            if bool(entry.get("is_non_linear_format_io")) != found.is_non_linear:
+                subject = f"{kind} '{name}' for model '{model_name}'"
+                raise TritonError.internal(_format_message(subject, linear=not found.is_non_linear))
     for tensor in (*engine_inputs, *engine_outputs):
         if tensor.name not in seen:
             kind = "input" if tensor.is_input else "output"
             raise TritonError.invalid_arg(f"expected configuration for {kind} '{tensor.name}' for {where}")
+    for tensor in (*engine.inputs, *engine.outputs):
+        if tensor.is_non_linear:
+            raise TritonError.unsupported(
+                f"{'input' if tensor.is_input else 'output'} '{tensor.name}' of model '{model_name}' uses "
+                f"TensorRT's non-linear IO format {tensor.io_format}, which the tritonpy TensorRT backend "
+                "does not serve: build the engine with linear IO formats (trtexec's default, or "
+                "--inputIOFormats/--outputIOFormats with ':linear')"
+            )
     for index in profiles:
         profile = engine.profiles[index]
         for entry in config_inputs:

@@ -21,7 +21,8 @@ class TensorInfo:
 
     ``data_type`` is TensorRT's ``DataType`` name (``FLOAT``, ``HALF``,
     ``BF16``, ``INT8``, ``INT32``, ``INT64``, ``BOOL``, ``UINT8``, ...);
-    ``dims`` has -1 for a dimension set at run time.
+    ``dims`` has -1 for a dimension set at run time; ``io_format`` is TensorRT's
+    ``TensorFormat`` name (``LINEAR``, or a vectorized layout such as ``CHW32``).
     """
 
     name: str
@@ -29,6 +30,13 @@ class TensorInfo:
     data_type: str
     dims: tuple[int, ...]
     is_shape_tensor: bool = False
+    io_format: str = "LINEAR"
+
+    @property
+    def is_non_linear(self) -> bool:
+        """Whether the tensor's memory layout is not plain row-major (Triton's
+        ``is_non_linear_format_io``)."""
+        return self.io_format != "LINEAR"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +91,7 @@ def read_engine(trt: Any, engine: Any) -> EngineInfo:
                 data_type=engine.get_tensor_dtype(name).name,
                 dims=tuple(int(d) for d in engine.get_tensor_shape(name)),
                 is_shape_tensor=bool(engine.is_shape_inference_io(name)),
+                io_format=engine.get_tensor_format(name).name,
             )
         )
     profiles = []
