@@ -4,6 +4,7 @@ saying what to install, and the rest of the repository serves."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -47,9 +48,13 @@ def _python_model(root: Path) -> None:
     )
 
 
-def test_the_backend_lists_and_initializes_without_tensorrt() -> None:
+def test_the_backend_lists_and_initializes_without_tensorrt(caplog: pytest.LogCaptureFixture) -> None:
     b = Backend("tensorrt", {})
-    backend.initialize(b)
+    with caplog.at_level(logging.INFO, logger="tritonpy"):
+        backend.initialize(b)
+    # under the server's "tritonpy" logger, so the reason is in the server's log
+    said = [r for r in caplog.records if r.name == "tritonpy.backend.tensorrt"]
+    assert said and "needs the 'tensorrt' package" in said[0].getMessage()
     assert isinstance(b.state, TensorRT) and b.state.trt is None
     support = backend.gpu_support(b)
     assert not support.usable

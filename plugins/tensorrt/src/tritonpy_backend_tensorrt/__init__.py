@@ -40,7 +40,7 @@ from ._runtime import TensorRT
 __all__ = ["__version__"]
 __version__ = "0.1.0"
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tritonpy.backend.tensorrt")
 
 
 @hookimpl

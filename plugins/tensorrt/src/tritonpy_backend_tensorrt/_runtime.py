@@ -94,7 +94,7 @@ def _logger(trt: Any) -> Any:
     refused) and passing everything at WARNING and above to Python's logging."""
     import logging
 
-    log = logging.getLogger("tritonpy_backend_tensorrt")
+    log = logging.getLogger("tritonpy.backend.tensorrt")
 
     class Logger(trt.ILogger):  # type: ignore[misc]  # TensorRT's pybind11 base class
         def __init__(self) -> None:
