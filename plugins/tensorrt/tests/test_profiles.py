@@ -1,4 +1,5 @@
-"""Profile choice, request shape checks, CUDA graph specs and availability messages, on plain data."""
+"""Profile choice, request shape checks, CUDA graph specs, where outputs go and availability messages,
+on plain data."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 from tritonpy.config import config_to_dict, parse_config_text
 from tritonpy_backend_tensorrt._availability import deserialize_message, unavailable_reason
 from tritonpy_backend_tensorrt._graphs import GraphKey, GraphSpec, find_graph, graph_shapes, graph_specs
+from tritonpy_backend_tensorrt._instance import stays_on_device
 from tritonpy_backend_tensorrt._profiles import choose_profile, profile_names
-from tritonpy_sdk import TritonError
+from tritonpy_sdk import DataType, InferenceRequest, RequestedOutput, TritonError
 from trt_engines import two_profile_engine
 
 ENGINE = two_profile_engine()
@@ -116,3 +118,18 @@ def test_a_refused_plan_says_why() -> None:
         "(NVIDIA H100, compute capability 9.0): The engine plan file is not compatible"
     )
     assert "build it again on this host" in message
+
+
+def _wanting(*devices: int | None) -> list[InferenceRequest]:
+    """One request per entry, each naming output Y wanted on that GPU (None: the host)."""
+    return [InferenceRequest("m", 1, {}, [RequestedOutput("Y", device_id=d)]) for d in devices]
+
+
+def test_outputs_stay_on_the_gpu_where_their_consumers_want_them() -> None:
+    fp32 = DataType.FP32
+    assert stays_on_device(_wanting(0, 0), "Y", 0, fp32) == (True, False)  # never copied to the host
+    assert stays_on_device(_wanting(0, None), "Y", 0, fp32) == (True, True)  # a mixed batch: both
+    assert stays_on_device(_wanting(None), "Y", 0, fp32) == (False, True)
+    assert stays_on_device(_wanting(1), "Y", 0, fp32) == (False, True)  # another GPU's consumer: via the host
+    assert stays_on_device(_wanting(0), "Z", 0, fp32) == (False, True)  # Z not named: the host, as always
+    assert stays_on_device(_wanting(0), "Y", 0, DataType.BF16) == (False, True)

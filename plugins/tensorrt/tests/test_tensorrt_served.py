@@ -1,7 +1,8 @@
 """Real engines, served: tiny ONNX graphs built into plans with TensorRT's builder on the GPU
 (identity; add with a dynamic batch; one input with two profiles; add with CUDA graphs),
-served by ``tritonpy serve`` over HTTP and gRPC. Marked ``gpu``: skipped without tensorrt,
-cuda-python or a CUDA device (so everywhere this project's machines have run so far)."""
+served by ``tritonpy serve`` over HTTP and gRPC, outputs into clients' CUDA shared-memory
+regions without the host. Marked ``gpu``: skipped without tensorrt, cuda-python or a CUDA
+device (so everywhere this project's machines have run so far)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import tensorrt as trt  # noqa: E402
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
+from tritonpy_cudaregions import Region, said_on_gpu  # noqa: E402
 from tritonpy_serverprocess import ServerProcess  # noqa: E402
 
 Shapes = dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
@@ -97,6 +99,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 20000 }\n"
         "optimization { cuda { graphs: true\n"
         "  graph_spec [ { batch_size: 4 graph_lower_bound { batch_size: 2 } } ] } }\n",
+    )
+    _model(
+        root,
+        "add_mixed",  # four requests wait for each other (up to half a second): one batch mixes them
+        _plan(_onnx("add", ["N", 4]), [{"INPUT0": batch, "INPUT1": batch}]),
+        "max_batch_size: 8\n"
+        "dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 500000 }\n",
     )
     log = tmp_path_factory.mktemp("logs") / "server.log"
     proc = ServerProcess([root], "--exit-on-error=false", log=log)
@@ -169,6 +178,56 @@ def test_dynamic_batches_of_several_sizes_through_cuda_graphs(server: ServerProc
     for a, p in zip(arrays, pending):
         np.testing.assert_array_equal(p.get_result().as_numpy("OUTPUT0"), 2 * a)
     http.close()
+
+
+def _add_request(module: Any, a: np.ndarray, region: Region | None) -> tuple[list[Any], list[Any]]:
+    inputs = [module.InferInput(n, list(a.shape), "FP32") for n in ("INPUT0", "INPUT1")]
+    for tensor in inputs:
+        tensor.set_data_from_numpy(a)
+    out = module.InferRequestedOutput("OUTPUT0")
+    if region is not None:
+        out.set_shared_memory(region.name, a.nbytes)
+    return inputs, [out]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_output_goes_into_a_cuda_region_without_the_host(server: ServerProcess, protocol: str) -> None:
+    module: Any = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(server.url if protocol == "http" else server.grpc_url)
+    a = np.random.default_rng(5).normal(size=(3, 4)).astype(np.float32)
+    region = Region(client, f"trt_out_{protocol}", a.nbytes)
+    try:
+        inputs, outputs = _add_request(module, a, region)
+        client.infer("add", inputs, outputs=outputs)
+        np.testing.assert_allclose(region.contents([3, 4]), 2 * a, rtol=1e-6)
+    finally:
+        region.close()
+        client.close()
+    assert said_on_gpu(server, "add", "OUTPUT0"), (
+        f"the server's log ({server.log}): the output went via the host"
+    )
+
+
+def test_a_batch_mixing_cuda_regions_and_plain_outputs(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.url, concurrency=4)
+    feeds = [np.full((1, 4), float(i + 1), np.float32) for i in range(4)]
+    regions = [Region(client, f"trt_mixed_{i}", 16) if i % 2 == 0 else None for i in range(4)]
+    try:
+        pending = []
+        for a, region in zip(feeds, regions):
+            inputs, outputs = _add_request(httpclient, a, region)
+            pending.append(client.async_infer("add_mixed", inputs, outputs=outputs))
+        results = [p.get_result() for p in pending]
+        for i, (a, region, result) in enumerate(zip(feeds, regions, results)):
+            got = region.contents([1, 4]) if region is not None else result.as_numpy("OUTPUT0")
+            np.testing.assert_array_equal(got, 2 * a, err_msg=f"request {i}")
+        stats = client.get_inference_statistics("add_mixed")["model_stats"][0]
+        assert int(stats["execution_count"]) < 4, "the 4 requests never shared a batch"
+    finally:
+        for region in regions:
+            if region is not None:
+                region.close()
+        client.close()
 
 
 def test_a_plan_that_is_not_one_is_refused_saying_why(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ on the device). The in-process checks of the same path: test_device_outputs.py."
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from torch_testmodels import OUT, double_and_halve
 from tritonpy.memory import load_runtime
+from tritonpy_cudaregions import Region, said_on_gpu, stays_on_gpu_line
 from tritonpy_serverprocess import ServerProcess
 
 pytestmark = [
@@ -29,11 +29,6 @@ pytestmark = [
 
 #: Four requests wait for each other (up to half a second) so that one batch mixes them.
 BATCHING = "dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 500000 }"
-
-
-def _saying(model: str) -> str:
-    """The torch backend's log line when ``model`` first hands ``OUT`` out on GPU 0."""
-    return f"model '{model}': output '{OUT}' stays on GPU 0"
 
 
 @pytest.fixture(scope="module")
@@ -50,39 +45,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc = ServerProcess([repo], log=log)
     yield proc
     proc.stop()
-
-
-def _said(server: ServerProcess, model: str, timeout: float = 5.0) -> bool:
-    """Whether the server's log says ``model``'s output stayed on the GPU (polled: a file)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if _saying(model) in server.log.read_text(errors="replace"):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-
-
-class Region:
-    """A CUDA shared-memory region on GPU 0 made by tritonclient and registered with the server."""
-
-    def __init__(self, client: Any, name: str, nbytes: int) -> None:
-        import tritonclient.utils.cuda_shared_memory as cudashm
-
-        self.cudashm = cudashm
-        self.client = client
-        self.name = name
-        self.nbytes = nbytes
-        self.handle = cudashm.create_shared_memory_region(name, nbytes, 0)
-        cudashm.set_shared_memory_region(self.handle, [np.full(nbytes // 4, -1.0, np.float32)])
-        client.register_cuda_shared_memory(name, cudashm.get_raw_handle(self.handle), 0, nbytes)
-
-    def contents(self, shape: list[int]) -> np.ndarray[Any, Any]:
-        return np.asarray(self.cudashm.get_contents_as_numpy(self.handle, np.float32, shape))
-
-    def close(self) -> None:
-        self.client.unregister_cuda_shared_memory(self.name)
-        self.cudashm.destroy_shared_memory_region(self.handle)
 
 
 def _request(module: Any, x: np.ndarray[Any, Any], region: Region | None) -> tuple[list[Any], list[Any]]:
@@ -109,8 +71,8 @@ def test_an_output_goes_into_a_cuda_region_without_the_host(server: ServerProces
     finally:
         region.close()
         client.close()
-    assert _said(server, f"gpu_{protocol}"), (
-        f"the server's log ({server.log}) never says {_saying(f'gpu_{protocol}')!r}: "
+    assert said_on_gpu(server, f"gpu_{protocol}", OUT), (
+        f"the server's log ({server.log}) never says {stays_on_gpu_line(f'gpu_{protocol}', OUT)!r}: "
         "the output went through the host"
     )
 

@@ -11,14 +11,17 @@ A batch runs like this, all on the instance's own stream:
    into pool buffers, and ``execute_async_v3`` enqueues the engine, or a
    captured CUDA graph is launched when one matches (``_graphs.py``);
 3. outputs are copied asynchronously to pinned host memory, and one event
-   recorded after them is waited for (no whole-stream or device sync). When
-   every input of the batch came in device memory of this GPU, the consumer
-   works in device memory: the outputs are left there, in their pool buffers,
-   and handed over as device-resident tensors.
+   recorded after them is waited for (no whole-stream or device sync). An
+   output whose consumer wants it on this GPU (``InferenceRequest.output_device``:
+   a client's CUDA shared-memory region, an ensemble step that takes device
+   inputs) is left there, in its pool buffer (a graph's is copied out of the
+   graph's buffer), and handed to those requests as rows of a device tensor;
+   a mixed batch gets both.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,12 +34,12 @@ from tritonpy_sdk import (
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
-    Tensor,
     TritonError,
-    batch_sizes,
     gather_tensor,
     outputs_to_compute,
+    scatter_device_outputs,
     scatter_responses,
+    wanted_on_device,
 )
 
 from ._config import check_config, instance_group, instance_profiles, max_batch_size
@@ -45,6 +48,8 @@ from ._engine import ProfileShapes, read_engine
 from ._graphs import GraphKey, find_graph, graph_shapes, graph_specs
 from ._profiles import choose_profile
 from ._runtime import TensorRT
+
+log = logging.getLogger("tritonpy.backend.tensorrt")
 
 
 @dataclass(eq=False)
@@ -79,6 +84,10 @@ class Instance:
     #: Every engine input: the config's, and a sequence model's controls and states (the core's).
     input_names: tuple[str, ...] = ()
     graphs: list[tuple[GraphKey, int, int, _Graph]] = field(default_factory=list)
+    #: Output tensors handed out on the GPU (not copied to the host), for statistics and tests.
+    device_outputs: int = 0
+    #: The outputs whose staying on the GPU the log has said (once per output).
+    said_on_device: set[str] = field(default_factory=set)
 
     @classmethod
     def create(
@@ -130,7 +139,6 @@ class Instance:
         held: list[Any] = []  # host and device memory in use until the event is waited for
         try:
             feeds: dict[str, tuple[tuple[int, ...], int, int, bool]] = {}  # shape, address, nbytes, on device
-            all_device = True
             for name in self.input_names:
                 tensor = gather_tensor(requests, name, device_memory=self.memory, allocator=self.pinned)
                 datatype = self.input_types.get(name) or tensor.datatype
@@ -139,10 +147,9 @@ class Instance:
                     held.append(device)
                     feeds[name] = (device.shape, device.address, device.nbytes, True)
                     continue
-                all_device = False
-                host = self._staged(tensor.data, datatype, gathered=len(requests) > 1)
-                held.append(host)
-                feeds[name] = (tuple(host.shape), host.ctypes.data, host.nbytes, False)
+                staged = self._staged(tensor.data, datatype, gathered=len(requests) > 1)
+                held.append(staged)
+                feeds[name] = (tuple(staged.shape), staged.ctypes.data, staged.nbytes, False)
             shapes = {name: f[0] for name, f in feeds.items()}
             _, profile = choose_profile(self.name, self.profiles, shapes)
             wanted = outputs_to_compute(requests, self.output_names)
@@ -153,23 +160,33 @@ class Instance:
                 outputs = self._run_graph(found[0], feeds, held, wanted, batch)
             else:
                 outputs = self._run(self.contexts[profile.index], feeds, held)
-            keep = all_device and bool(feeds)
-            results: dict[str, Any] = {}
+            host: dict[str, Any] = {}
+            kept: dict[str, DeviceArray] = {}
             for name in wanted:
                 array = outputs[name]
+                keep, to_host = stays_on_device(requests, name, self.device, self.output_types.get(name))
                 if keep:
-                    results[name] = self._device_copy(array) if found is not None else array
-                else:
-                    results[name] = self._to_host(array)
+                    kept[name] = self._device_copy(array) if found is not None else array
+                if to_host:
+                    host[name] = self._to_host(array)
             self.cuda.record_and_wait(self.event, self.stream)
         except BaseException:
             self._drain()  # copies may still read what `held` keeps alive
             raise
         del held
-        if keep:
-            return self._device_responses(requests, results)
-        types = {n: self.output_types[n] for n in results}
-        return scatter_responses(requests, results, types)
+        responses = scatter_responses(requests, host, {n: self.output_types[n] for n in host})
+        if kept:
+            self.device_outputs += scatter_device_outputs(requests, responses, kept, self.output_types)
+            for name in kept.keys() - self.said_on_device:
+                self.said_on_device.add(name)
+                log.info(
+                    "model '%s': output '%s' stays on GPU %d for the consumers that want it there "
+                    "(not copied to the host)",
+                    self.model_name,
+                    name,
+                    self.device,
+                )
+        return responses
 
     def _input_dtype(self, name: str) -> Any:
         datatype = self.input_types.get(name)
@@ -265,21 +282,6 @@ class Instance:
             self.cuda.on_device(copy.address, array.address, array.nbytes, self.stream)
         return copy
 
-    def _device_responses(
-        self, requests: Sequence[InferenceRequest], arrays: dict[str, DeviceArray]
-    ) -> list[InferenceResponse]:
-        sizes = batch_sizes(requests) if self.batching else [1]
-        responses = []
-        start = 0
-        for rows in sizes[: len(requests)]:
-            outputs = {}
-            for name, array in arrays.items():
-                part = array.rows(start, rows) if self.batching and len(requests) > 1 else array
-                outputs[name] = Tensor.on_device(name, part, self.output_types[name])
-            responses.append(InferenceResponse(outputs))
-            start += rows
-        return responses
-
     # ---- CUDA graphs ---------------------------------------------------------------------------
 
     def _capture_graphs(self, config: dict[str, Any]) -> None:
@@ -327,6 +329,19 @@ class Instance:
         self.contexts.clear()
         self.cuda.destroy(self.stream, self.event)
         self.engine = None
+
+
+def stays_on_device(
+    requests: Sequence[InferenceRequest], name: str, device: int, datatype: DataType | None
+) -> tuple[bool, bool]:
+    """``(keep, host)`` for output ``name`` of a batch on GPU ``device``: whether to keep it
+    there (some request's consumer wants it on that GPU) and whether to copy it to the host
+    too (some request's does not). BF16 always goes to the host: DLPack, through which an
+    ensemble step would read it, carries no BF16 that every framework takes."""
+    if datatype is DataType.BF16:
+        return False, True
+    count = wanted_on_device(requests, name, device)
+    return count > 0, count < len(requests)
 
 
 def _context(engine: Any, index: int, stream: Any, cuda: Cuda, event: Any, where: str) -> Any:
