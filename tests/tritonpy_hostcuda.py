@@ -1,12 +1,17 @@
-"""A host-memory stand-in for the CUDA runtime, for the tests of the memory
-bookkeeping that must run where there is no GPU (pools, CUDA regions)."""
+"""Host-memory stand-ins for the CUDA runtime and for a backend's device memory, for the
+tests of the memory bookkeeping that must run where there is no GPU (pools, CUDA regions,
+a backend's device buffers)."""
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 from tritonpy.memory.cuda import IPC_HANDLE_SIZE, CudaError
 from tritonpy.memory.pool import host_allocator
+from tritonpy_sdk import DeviceArray
 
 
 class HostRuntime:
@@ -70,3 +75,28 @@ class HostRuntime:
     def _check_copy(self) -> None:
         if self.fail_copies:
             raise CudaError("an illegal memory access was encountered")
+
+
+class HostDeviceMemory:
+    """``tritonpy_sdk.DeviceMemory`` on ctypes buffers; ``fail`` refuses every allocation."""
+
+    def __init__(self) -> None:
+        self.fail = False
+        self.allocated: list[int] = []
+
+    def allocate(self, device_id: int, shape: Sequence[int], dtype: Any) -> DeviceArray:
+        if self.fail:
+            raise MemoryError("the pool is exhausted")
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        buffer = ctypes.create_string_buffer(nbytes)
+        self.allocated.append(nbytes)
+
+        def to_host() -> np.ndarray[Any, Any]:
+            return np.frombuffer(bytes(buffer), np.uint8).copy()
+
+        return DeviceArray(
+            ctypes.addressof(buffer), shape, dtype, device_id=device_id, owner=buffer, to_host=to_host
+        )
+
+    def copy(self, device_id: int, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)

@@ -25,7 +25,9 @@ from typing import Any
 import pytest
 import trt_bindings
 from tritonpy_backend_tensorrt import _cuda, _types
+from tritonpy_backend_tensorrt._outputs import OutputBuffers, allocator
 from tritonpy_backend_tensorrt._runtime import TensorRT, _logger
+from tritonpy_hostcuda import HostDeviceMemory
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parent / "src" / "tritonpy_backend_tensorrt"
@@ -41,6 +43,7 @@ HOLDERS: dict[Path, dict[str, str]] = {
         "context": "tensorrt.IExecutionContext",
     },
     SOURCE / "_cuda.py": {"self.rt": "cudart", "cuda.rt": "cudart"},
+    SOURCE / "_outputs.py": {"trt": "tensorrt"},
     HERE / "test_tensorrt_served.py": {
         "trt": "tensorrt",
         "builder": "tensorrt.Builder",
@@ -261,3 +264,19 @@ def test_the_probe_on_a_host_without_a_gpu(trt: ModuleType, monkeypatch: pytest.
         assert "needs cuda-python" in found.reason
     else:
         assert found.reason.startswith(f"TensorRT {trt.__version__} is installed but there is no CUDA GPU")
+
+
+def test_the_output_allocator_overrides_what_tensorrt_calls(trt: ModuleType) -> None:
+    buffers = OutputBuffers(HostDeviceMemory(), device=0)
+    made = allocator(trt, buffers)
+    assert isinstance(made, trt.IOutputAllocator)
+    # The methods TensorRT calls, as the bindings document them (the base class shows none).
+    documented = dict(re.findall(r"def (\w+)\(self, ([^)]*)\)", trt.IOutputAllocator.__doc__ or ""))
+    assert {"reallocate_output_async", "notify_shape"} <= documented.keys(), documented
+    for name, params in documented.items():
+        ours = inspect.signature(getattr(type(made), name))
+        assert [p for p in ours.parameters if p != "self"] == [p.strip() for p in params.split(",")], name
+    address = made.reallocate_output_async("IDX", 0, 24, 8, 0)
+    made.notify_shape("IDX", trt.Dims([3]))
+    assert address % 8 == 0
+    assert buffers.take("IDX", "int64", "m_0").shape == (3,)

@@ -1,5 +1,6 @@
 """Real engines, served: tiny ONNX graphs built into plans with TensorRT's builder on the GPU
-(identity; add with a dynamic batch; one input with two profiles; add with CUDA graphs),
+(identity; add with a dynamic batch; one input with two profiles; add with CUDA graphs;
+NonZero, whose output's shape depends on the data),
 served by ``tritonpy serve`` over HTTP and gRPC, outputs into clients' CUDA shared-memory
 regions without the host. Marked ``gpu``: skipped without tensorrt, cuda-python or a CUDA
 device (so everywhere this project's machines have run so far)."""
@@ -41,13 +42,16 @@ Shapes = dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
 
 
 def _onnx(kind: str, dims: list[Any]) -> bytes:
-    if kind == "identity":
-        nodes = [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])]
+    outputs = [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, dims)]
+    if kind in ("identity", "nonzero"):
+        op = "Identity" if kind == "identity" else "NonZero"
+        nodes = [helper.make_node(op, ["INPUT0"], ["OUTPUT0"])]
         inputs = [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, dims)]
+        if kind == "nonzero":  # [rank, count of nonzero values]: known once it has run
+            outputs = [helper.make_tensor_value_info("OUTPUT0", TensorProto.INT64, [len(dims), "K"])]
     else:
         nodes = [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"])]
         inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in ("INPUT0", "INPUT1")]
-    outputs = [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, dims)]
     graph = helper.make_graph(nodes, kind, inputs, outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -84,6 +88,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("plans")
     batch = ((1, 4), (4, 4), (8, 4))
     _model(root, "identity", _plan(_onnx("identity", [2, 4]), []))
+    _model(root, "nonzero", _plan(_onnx("nonzero", [6]), []))
     _model(root, "add", _plan(_onnx("add", ["N", 4]), [{"INPUT0": batch, "INPUT1": batch}]))
     two = [
         {"INPUT0": ((1, 4), (2, 4), (4, 4))},
@@ -155,6 +160,18 @@ def test_identity_and_add_answer(client: tuple[Any, Any]) -> None:
     for rows in (1, 3, 8):
         a = np.random.default_rng(rows).normal(size=(rows, 4)).astype(np.float32)
         np.testing.assert_allclose(_infer(c, module, "add", {"INPUT0": a, "INPUT1": a}), 2 * a, rtol=1e-6)
+
+
+def test_an_output_whose_shape_depends_on_the_data(client: tuple[Any, Any]) -> None:
+    c, module = client
+    for values, where in (
+        ([0, 2, 0, 0, 5, 1], [[1, 4, 5]]),
+        ([0.0] * 6, np.zeros((1, 0))),
+        ([1.0] * 6, [range(6)]),
+    ):
+        got = _infer(c, module, "nonzero", {"INPUT0": np.array(values, np.float32)})
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, np.asarray(where, np.int64).reshape(1, -1))
 
 
 def test_the_profile_is_chosen_by_shape_and_checked(client: tuple[Any, Any]) -> None:

@@ -8,8 +8,10 @@ A batch runs like this, all on the instance's own stream:
    buffer of the GPU's pool (``instance.device_memory``);
 2. the profile is chosen and the shapes checked (``_profiles.py``),
    ``set_input_shape`` / ``set_tensor_address`` bind every tensor, outputs
-   into pool buffers, and ``execute_async_v3`` enqueues the engine, or a
-   captured CUDA graph is launched when one matches (``_graphs.py``);
+   into pool buffers (an output whose shape depends on the data through an
+   output allocator instead: ``_outputs.py``), and ``execute_async_v3``
+   enqueues the engine, or a captured CUDA graph is launched when one
+   matches (``_graphs.py``);
 3. outputs are copied asynchronously to pinned host memory, and one event
    recorded after them is waited for (no whole-stream or device sync). An
    output whose consumer wants it on this GPU (``InferenceRequest.output_device``:
@@ -46,6 +48,7 @@ from ._config import check_config, instance_group, instance_profiles, max_batch_
 from ._cuda import Cuda, PlainDeviceMemory
 from ._engine import ProfileShapes, read_engine
 from ._graphs import GraphKey, find_graph, graph_shapes, graph_specs
+from ._outputs import OutputBuffers, allocator
 from ._profiles import choose_profile
 from ._runtime import TensorRT
 
@@ -88,6 +91,11 @@ class Instance:
     device_outputs: int = 0
     #: The outputs whose staying on the GPU the log has said (once per output).
     said_on_device: set[str] = field(default_factory=set)
+    #: Data-dependent outputs: what TensorRT's output allocator was given and told, and the
+    #: allocator itself (``_outputs.py``); the names of such outputs seen so far.
+    output_buffers: OutputBuffers | None = None
+    output_allocator: Any = None
+    data_dependent: set[str] = field(default_factory=set)
 
     @classmethod
     def create(
@@ -123,6 +131,8 @@ class Instance:
             output_names=tuple(t.name for t in info.outputs),
             input_names=tuple(t.name for t in info.inputs),
         )
+        state.output_buffers = OutputBuffers(state.memory, state.device)
+        state.output_allocator = allocator(tensorrt.trt, state.output_buffers)
         try:
             state._capture_graphs(config)
         except BaseException:
@@ -172,6 +182,8 @@ class Instance:
             self.cuda.record_and_wait(self.event, self.stream)
         except BaseException:
             self._drain()  # copies may still read what `held` keeps alive
+            if self.output_buffers is not None:
+                self.output_buffers.clear()
             raise
         del held
         responses = scatter_responses(requests, host, {n: self.output_types[n] for n in host})
@@ -229,20 +241,27 @@ class Instance:
                 )
             context.set_tensor_address(name, address)
         outputs = {}
+        dependent = []
         for name in self.output_names:
             shape = tuple(int(d) for d in context.get_tensor_shape(name))
-            if any(d < 0 for d in shape):
-                raise TritonError.unsupported(
-                    f"output '{name}' of model '{self.model_name}' has a data-dependent shape "
-                    f"{list(shape)}, which the tritonpy TensorRT backend does not serve"
-                )
-            dtype = self.output_types[name].numpy_dtype if name in self.output_types else np.uint8
-            buffer = self.memory.allocate(self.device, shape, dtype)
+            if any(d < 0 for d in shape):  # known once the engine has run: TensorRT asks for memory
+                dependent.append(name)
+                self.data_dependent.add(name)
+                context.set_output_allocator(name, self.output_allocator)
+                continue
+            buffer = self.memory.allocate(self.device, shape, self._output_dtype(name))
             outputs[name] = buffer
             context.set_tensor_address(name, buffer.address or 1)  # TensorRT refuses null for empty ones
         if not context.execute_async_v3(int(self.stream)):
             raise TritonError.internal(f"unable to enqueue for inference {self.name}")
+        assert self.output_buffers is not None
+        for name in dependent:  # their shapes are known once execute_async_v3 has returned
+            outputs[name] = self.output_buffers.take(name, self._output_dtype(name), self.name)
         return outputs
+
+    def _output_dtype(self, name: str) -> Any:
+        datatype = self.output_types.get(name)
+        return datatype.numpy_dtype if datatype is not None else np.uint8
 
     def _run_graph(
         self,
@@ -312,6 +331,12 @@ class Instance:
         held: list[Any] = []
         outputs = self._run(context, feeds, held)  # TensorRT must run once before a capture
         self.cuda.record_and_wait(self.event, self.stream)
+        if self.data_dependent:
+            raise TritonError.unsupported(
+                f"CUDA graphs cannot run model '{self.model_name}': the shape of its output "
+                f"'{sorted(self.data_dependent)[0]}' depends on the data; set "
+                "optimization { cuda { graphs: false } }"
+            )
         self.cuda.begin_capture(self.stream)
         try:
             enqueued = context.execute_async_v3(int(self.stream))
