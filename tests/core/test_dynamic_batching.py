@@ -332,7 +332,7 @@ def test_full_queue_rejects_and_counts_nothing(make) -> None:  # type: ignore[no
     from tritonpy.metrics import Metrics
 
     text = Metrics(h.server.loaded_versions(), cpu=False, gpu=False).render()
-    assert 'nv_inference_request_failure{model="m",version="1",reason="REJECTED"} 0' in text
+    assert 'nv_inference_request_failure{model="m",reason="REJECTED",version="1"} 0' in text
 
 
 def test_expired_requests_are_rejected(make) -> None:  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tritonpy
 from tritonpy.metrics import Metrics, MetricsConfig
+from tritonpy.metrics._exposition import Family, render
 from tritonpy.runtime.model import LoadedVersion
 from tritonpy_sdk import TritonError
 from tritonpy_testbackend import TestBackend
@@ -100,8 +101,8 @@ def test_metrics_equal_statistics(server: tritonpy.Server) -> None:
     assert s[f"nv_inference_count{key}"] == 5
     assert s[f"nv_inference_exec_count{key}"] == 3
     assert s[f"nv_inference_pending_request_count{key}"] == 0
-    assert s['nv_inference_request_failure{model="failing",version="1",reason="BACKEND"}'] == 1
-    assert s['nv_inference_request_failure{model="addsub",version="1",reason="BACKEND"}'] == 0
+    assert s['nv_inference_request_failure{model="failing",reason="BACKEND",version="1"}'] == 1
+    assert s['nv_inference_request_failure{model="addsub",reason="BACKEND",version="1"}'] == 0
     (stats,) = server.model_statistics("addsub")
     assert (
         s[f"nv_inference_compute_infer_duration_us{key}"]
@@ -154,6 +155,16 @@ def test_metrics_read_the_current_models_at_every_scrape(server: tritonpy.Server
     assert key not in metrics.render()
 
 
+def test_labels_are_written_in_tritons_order() -> None:
+    family = Family("h", "help", "histogram")
+    family.add({"version": "1", "model": "m", "le": "100", "_team": "t"}, 2, "_bucket")
+    summary = Family("s", "help", "summary")
+    summary.add({"quantile": "0.5", "version": "1", "model": "m"}, 3)
+    text = render([family, summary])
+    assert 'h_bucket{_team="t",model="m",version="1",le="100"} 2' in text  # by name, le last
+    assert 's{model="m",version="1",quantile="0.5"} 3' in text
+
+
 def test_metrics_config_errors() -> None:
     with pytest.raises(ValueError, match="expects key=value"):
         MetricsConfig.parse(["summary_latencies"])
@@ -170,7 +181,7 @@ def test_metric_tags_become_labels(tmp_path: Path) -> None:
     with server:
         _send(server, "tagged", 1)
         text = Metrics(server.loaded_versions(), cpu=False, gpu=False).render()
-    assert 'nv_inference_request_success{model="tagged",version="1",team="search"} 1' in text
+    assert 'nv_inference_request_success{_team="search",model="tagged",version="1"} 1' in text
 
 
 @pytest.mark.gpu

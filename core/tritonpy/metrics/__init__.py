@@ -91,8 +91,10 @@ class _Histogram:
 
 
 def _labels(mv: LoadedVersion) -> dict[str, str]:
+    """A version's labels: ``model``, ``version`` and each of the config's ``metric_tags``
+    with Triton's ``_`` before its name (so no tag can replace a label of Triton's own)."""
     labels = {"model": mv.name, "version": str(mv.version)}
-    labels.update(dict(mv.config.metric_tags))
+    labels.update({f"_{key}": value for key, value in mv.config.metric_tags.items()})
     return labels
 
 

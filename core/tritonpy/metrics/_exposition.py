@@ -42,6 +42,12 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
+def _label_order(name: str) -> tuple[bool, str]:
+    """Labels as Triton (prometheus-cpp) writes them: by name, a histogram's ``le`` and a
+    summary's ``quantile`` last."""
+    return name in ("le", "quantile"), name
+
+
 def render(families: Iterable[Family]) -> str:
     lines: list[str] = []
     for family in families:
@@ -49,7 +55,7 @@ def render(families: Iterable[Family]) -> str:
         lines.append(f"# TYPE {family.name} {family.type}")
         for name, labels, value in family.samples:
             if labels:
-                text = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
+                text = ",".join(f'{k}="{_escape(str(labels[k]))}"' for k in sorted(labels, key=_label_order))
                 lines.append(f"{name}{{{text}}} {_number(value)}")
             else:
                 lines.append(f"{name} {_number(value)}")
