@@ -1,6 +1,7 @@
 """Real engines, served: tiny ONNX graphs built into plans with TensorRT's builder on the GPU
 (identity; add with a dynamic batch; one input with two profiles; add with CUDA graphs;
-NonZero, whose output's shape depends on the data),
+NonZero, whose output's shape depends on the data; a ragged input with a batch_input and a
+batch_output),
 served by ``tritonpy serve`` over HTTP and gRPC, outputs into clients' CUDA shared-memory
 regions without the host. Marked ``gpu``: skipped without tensorrt, cuda-python or a CUDA
 device (so everywhere this project's machines have run so far)."""
@@ -53,6 +54,28 @@ def _onnx(kind: str, dims: list[Any]) -> bytes:
         nodes = [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"])]
         inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in ("INPUT0", "INPUT1")]
     graph = helper.make_graph(nodes, kind, inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def _ragged_onnx() -> bytes:
+    """Y = 2 * X for a flat X; OFFSETS (a batch_input) is read too (added times 0), so that
+    TensorRT keeps it as an input."""
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+    nodes = [
+        helper.make_node("Mul", ["X", "two"], ["doubled"]),
+        helper.make_node("ReduceSum", ["OFFSETS"], ["total"], keepdims=0),
+        helper.make_node("Mul", ["total", "zero"], ["nothing"]),
+        helper.make_node("Add", ["doubled", "nothing"], ["Y"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N"]),
+        helper.make_tensor_value_info("OFFSETS", TensorProto.FLOAT, ["B"]),
+    ]
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N"])]
+    graph = helper.make_graph(nodes, "ragged", inputs, outputs, initializer=[two, zero])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return bytes(model.SerializeToString())
@@ -111,6 +134,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         _plan(_onnx("add", ["N", 4]), [{"INPUT0": batch, "INPUT1": batch}]),
         "max_batch_size: 8\n"
         "dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 500000 }\n",
+    )
+    _model(
+        root,
+        "ragged",
+        _plan(_ragged_onnx(), [{"X": ((1,), (8,), (64,)), "OFFSETS": ((1,), (4,), (8,))}]),
+        "max_batch_size: 8\n"
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        'batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "OFFSETS"\n'
+        '                data_type: TYPE_FP32 source_input: "X" } ]\n'
+        'batch_output [ { target_name: "Y" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "X" } ]\n'
+        "dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 500000 }\n",
     )
     log = tmp_path_factory.mktemp("logs") / "server.log"
     proc = ServerProcess([root], "--exit-on-error=false", log=log)
@@ -244,6 +279,23 @@ def test_a_batch_mixing_cuda_regions_and_plain_outputs(server: ServerProcess) ->
         for region in regions:
             if region is not None:
                 region.close()
+        client.close()
+
+
+def test_ragged_requests_run_as_one_batch_and_get_their_own_shapes(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.url, concurrency=3)
+    feeds = [np.arange(n, dtype=np.float32).reshape(1, n) + 10 * n for n in (2, 5, 1)]
+    try:
+        pending = []
+        for x in feeds:
+            tensor = httpclient.InferInput("X", list(x.shape), "FP32")
+            tensor.set_data_from_numpy(x)
+            pending.append(client.async_infer("ragged", [tensor]))
+        for x, p in zip(feeds, pending):
+            np.testing.assert_array_equal(p.get_result().as_numpy("Y"), 2 * x)
+        stats = client.get_inference_statistics("ragged")["model_stats"][0]
+        assert int(stats["execution_count"]) < 3, "the 3 ragged requests never shared a batch"
+    finally:
         client.close()
 
 

@@ -84,11 +84,6 @@ def auto_complete_config(model: Model) -> None:
 @hookimpl
 def model_initialize(model: Model) -> None:
     model.backend.state.require()
-    if model.config.get("batch_input") or model.config.get("batch_output"):
-        raise TritonError.unsupported(
-            f"model '{model.name}': batch_input and batch_output are not supported by the tritonpy "
-            "TensorRT backend"
-        )
     if not model.model_path.is_file():
         raise TritonError.unavailable(f"unable to find '{model.model_path}' for model '{model.name}'")
 

@@ -282,6 +282,7 @@ def check_config(
     engine_inputs = [t for t in engine.inputs if t.name not in fed]
     engine_outputs = [t for t in engine.outputs if t.name not in kept]
     config_inputs = config.get("input", [])
+    scattered = {str(t) for b in config.get("batch_output", []) for t in b.get("target_name", [])}
     if len(config_inputs) > len(engine_inputs):
         raise TritonError.invalid_arg(
             f"unable to load model '{model_name}', configuration expects {len(config_inputs)} inputs, "
@@ -310,10 +311,19 @@ def check_config(
                     f"{kind} '{name}' is expected to be an {kind} in model for {where}"
                 )
             _check_type(model_name, kind, entry, found, where)
-            _check_dims(model_name, entry, found, batching)
+            if name not in scattered:  # a batch_output's dims are its requests' (Triton skips it too)
+                _check_dims(model_name, entry, found, batching)
             if bool(entry.get("is_non_linear_format_io")) != found.is_non_linear:
                 subject = f"{kind} '{name}' for model '{model_name}'"
                 raise TritonError.internal(_format_message(subject, linear=not found.is_non_linear))
+    for batch_input in config.get("batch_input", []):
+        for target in batch_input.get("target_name", []):
+            found = engine.tensor(str(target))
+            if found is None or not found.is_input:
+                raise TritonError.invalid_arg(
+                    f"batch input '{target}' of model '{model_name}' is not an input of the engine ({where})"
+                )
+            _check_type(model_name, "input", batch_input, found, where)
     for tensor in (*engine_inputs, *engine_outputs):
         if tensor.name not in seen:
             kind = "input" if tensor.is_input else "output"

@@ -44,6 +44,7 @@ from tritonpy_sdk import (
     wanted_on_device,
 )
 
+from ._batchio import BatchIO
 from ._config import check_config, instance_group, instance_profiles, max_batch_size
 from ._cuda import Cuda, PlainDeviceMemory
 from ._engine import ProfileShapes, read_engine
@@ -96,6 +97,8 @@ class Instance:
     output_buffers: OutputBuffers | None = None
     output_allocator: Any = None
     data_dependent: set[str] = field(default_factory=set)
+    #: Ragged inputs, batch_input targets and batch_output scatters (``_batchio.py``).
+    batch_io: BatchIO = field(default_factory=BatchIO)
 
     @classmethod
     def create(
@@ -130,6 +133,7 @@ class Instance:
             output_types={o["name"]: DataType.from_config(o["data_type"]) for o in config.get("output", [])},
             output_names=tuple(t.name for t in info.outputs),
             input_names=tuple(t.name for t in info.inputs),
+            batch_io=BatchIO.from_config(config),
         )
         state.output_buffers = OutputBuffers(state.memory, state.device)
         state.output_allocator = allocator(tensorrt.trt, state.output_buffers)
@@ -143,13 +147,20 @@ class Instance:
     # ---- execution -----------------------------------------------------------------------------
 
     def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
-        if len(requests) > 1 and (not self.batching or not _same_tails(requests)):
+        if len(requests) > 1 and (not self.batching or not _same_tails(requests, self.batch_io.ragged)):
             return [self.execute([r])[0] for r in requests]
         self.cuda.set_device(self.device)  # this worker thread's current GPU
         held: list[Any] = []  # host and device memory in use until the event is waited for
         try:
             feeds: dict[str, tuple[tuple[int, ...], int, int, bool]] = {}  # shape, address, nbytes, on device
             for name in self.input_names:
+                fed = self.batch_io.host_input(requests, name) if self.batch_io else None
+                if fed is not None:  # a ragged input, flat; a batch_input target
+                    target = self.batch_io.inputs.get(name)
+                    staged = self._staged(fed, target.datatype if target else self.input_types[name], False)
+                    held.append(staged)
+                    feeds[name] = (tuple(staged.shape), staged.ctypes.data, staged.nbytes, False)
+                    continue
                 tensor = gather_tensor(requests, name, device_memory=self.memory, allocator=self.pinned)
                 datatype = self.input_types.get(name) or tensor.datatype
                 device = tensor.device
@@ -165,7 +176,8 @@ class Instance:
             wanted = outputs_to_compute(requests, self.output_names)
             batch = shapes[next(iter(shapes))][0] if self.batching and shapes else 0
             tails = tuple(s[1:] if self.batching else s for s in shapes.values())
-            found = find_graph(self.graphs, GraphKey(profile.index, tails), batch) if self.graphs else None
+            graphs = self.graphs and not self.batch_io  # none is captured for ragged batches
+            found = find_graph(self.graphs, GraphKey(profile.index, tails), batch) if graphs else None
             if found is not None:
                 outputs = self._run_graph(found[0], feeds, held, wanted, batch)
             else:
@@ -175,6 +187,8 @@ class Instance:
             for name in wanted:
                 array = outputs[name]
                 keep, to_host = stays_on_device(requests, name, self.device, self.output_types.get(name))
+                if name in self.batch_io.scatter:  # split by the requests' input shapes, on the host
+                    keep, to_host = False, True
                 if keep:
                     kept[name] = self._device_copy(array) if found is not None else array
                 if to_host:
@@ -186,7 +200,10 @@ class Instance:
                 self.output_buffers.clear()
             raise
         del held
+        scattered = {n: host.pop(n) for n in list(host) if n in self.batch_io.scatter}
         responses = scatter_responses(requests, host, {n: self.output_types[n] for n in host})
+        if scattered:
+            self.batch_io.scatter_outputs(requests, responses, scattered, self.output_types)
         if kept:
             self.device_outputs += scatter_device_outputs(requests, responses, kept, self.output_types)
             for name in kept.keys() - self.said_on_device:
@@ -307,6 +324,13 @@ class Instance:
         specs = graph_specs(config)
         if not specs:
             return
+        if self.batch_io:
+            log.warning(
+                "model '%s': no CUDA graphs are captured for a model with ragged inputs, batch_input "
+                "or batch_output (its batches' shapes vary with their requests)",
+                self.model_name,
+            )
+            return
         self.cuda.set_device(self.device)
         for _, profile in self.profiles:
             opt = {name: profile.opt(name) for name in profile.shapes}
@@ -387,11 +411,12 @@ def _out_of(profile: ProfileShapes, name: str, shape: tuple[int, ...]) -> bool:
     return len(shape) != len(high) or any(not lo <= d <= hi for d, lo, hi in zip(shape, low, high))
 
 
-def _same_tails(requests: Sequence[InferenceRequest]) -> bool:
-    """Whether the requests' inputs agree beyond the batch dim (so they concatenate)."""
+def _same_tails(requests: Sequence[InferenceRequest], ragged: frozenset[str] = frozenset()) -> bool:
+    """Whether the requests' inputs agree beyond the batch dim (so they concatenate); a
+    ragged input need not (it is fed flat)."""
     first = requests[0].inputs
     for r in requests[1:]:
         for name, tensor in r.inputs.items():
-            if tensor.shape[1:] != first[name].shape[1:]:
+            if name not in ragged and tensor.shape[1:] != first[name].shape[1:]:
                 return False
     return True

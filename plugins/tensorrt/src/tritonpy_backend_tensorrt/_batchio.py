@@ -1,0 +1,135 @@
+"""Ragged batches for an engine: ``allow_ragged_batch`` inputs, ``batch_input`` and ``batch_output``.
+
+As Triton's TensorRT backend does:
+
+- an input with ``allow_ragged_batch: true`` (engine dims ``[-1]``) is fed the
+  batch's values flat, each request's after the one before
+  (``tritonpy_sdk.gather_ragged``); requests whose ragged inputs differ in
+  shape still run as one batch;
+- a ``batch_input`` target is an engine input the backend computes from the
+  batch (``tritonpy_sdk.batch_input_array``: element counts, accumulated
+  counts, item shapes...), of the entry's data type; clients never send it;
+- a ``batch_output`` of kind ``BATCH_SCATTER_WITH_INPUT_SHAPE`` is an output
+  the engine writes flat for the whole batch: each request gets the next
+  elements of it, in the shape of its own source input (each -1 of the
+  output's dims, batch dim first, takes the size of the same dimension of
+  the request's input).
+
+Plain data in and out: tested without TensorRT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tritonpy_sdk import (
+    DataType,
+    InferenceRequest,
+    InferenceResponse,
+    Tensor,
+    TritonError,
+    batch_input_array,
+    gather_ragged,
+)
+
+from ._config import config_dims, max_batch_size
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    """A ``batch_input`` target: what the backend feeds it."""
+
+    kind: str
+    sources: tuple[str, ...]
+    datatype: DataType
+
+
+@dataclass(frozen=True)
+class BatchIO:
+    """A model's ragged inputs, ``batch_input`` targets and ``batch_output`` scatters."""
+
+    inputs: Mapping[str, BatchInput] = field(default_factory=dict)
+    ragged: frozenset[str] = frozenset()
+    #: Output name -> (source input, the output's full dims with -1 where the input's size goes).
+    scatter: Mapping[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> BatchIO:
+        inputs = {}
+        for entry in config.get("batch_input", []):
+            kind = str(entry.get("kind", "BATCH_ELEMENT_COUNT"))
+            datatype = DataType.from_config(str(entry.get("data_type", "TYPE_INT32")))
+            for target in entry.get("target_name", []):
+                inputs[str(target)] = BatchInput(kind, tuple(entry.get("source_input", [])), datatype)
+        outputs = {str(o.get("name", "")): o for o in config.get("output", [])}
+        scatter = {}
+        batching = max_batch_size(config) > 0
+        for entry in config.get("batch_output", []):  # of the one kind there is, a scatter
+            for target in entry.get("target_name", []):
+                dims = config_dims(outputs[str(target)])  # the core checked that it is an output
+                full = (-1, *dims) if batching else tuple(dims)
+                scatter[str(target)] = (str(entry.get("source_input", [""])[0]), full)
+        ragged = frozenset(str(i["name"]) for i in config.get("input", []) if i.get("allow_ragged_batch"))
+        return cls(inputs, ragged, scatter)
+
+    def __bool__(self) -> bool:
+        return bool(self.inputs or self.ragged or self.scatter)
+
+    def host_input(self, requests: Sequence[InferenceRequest], name: str) -> np.ndarray[Any, Any] | None:
+        """The batch's array for engine input ``name`` when this object feeds it (a
+        ``batch_input`` target or a ragged input); None for an input gathered as usual."""
+        target = self.inputs.get(name)
+        if target is not None:
+            return batch_input_array(target.kind, requests, target.sources, target.datatype.numpy_dtype)
+        if name in self.ragged:
+            return gather_ragged(requests, name)
+        return None
+
+    def scatter_outputs(
+        self,
+        requests: Sequence[InferenceRequest],
+        responses: Sequence[InferenceResponse],
+        arrays: Mapping[str, np.ndarray[Any, Any]],
+        datatypes: Mapping[str, DataType],
+    ) -> None:
+        """Give each response its part of every ``batch_output`` in ``arrays`` (the batch's
+        flat outputs), in the shape of its request's source input."""
+        for name, flat in arrays.items():
+            source, dims = self.scatter[name]
+            values = flat.reshape(-1)
+            offset = 0
+            for request, response in zip(requests, responses):
+                given = request.inputs.get(source)
+                if given is None:
+                    raise TritonError.invalid_arg(
+                        f"batch_output '{name}' needs input '{source}', which a request lacks"
+                    )
+                shape = _scattered_shape(dims, given.data.shape)
+                count = int(np.prod(shape, dtype=np.int64))
+                if offset + count > values.size:
+                    raise TritonError.internal(
+                        f"batch output '{name}' has {values.size} elements, fewer than the batch's "
+                        f"'{source}' inputs need"
+                    )
+                response.outputs[name] = Tensor(
+                    name, values[offset : offset + count].reshape(shape), datatypes[name]
+                )
+                offset += count
+
+
+def _scattered_shape(dims: Sequence[int], input_shape: Sequence[int]) -> tuple[int, ...]:
+    """``dims`` with each -1 replaced by the size of the same dimension of ``input_shape``."""
+    shape = []
+    for i, d in enumerate(dims):
+        if d == -1:
+            if i >= len(input_shape):
+                raise TritonError.invalid_arg(
+                    f"batch output dims {list(dims)} have more dimensions than its source input's "
+                    f"shape {list(input_shape)}"
+                )
+            d = int(input_shape[i])
+        shape.append(int(d))
+    return tuple(shape)
