@@ -191,7 +191,14 @@ def test_disconnect_before_the_first_response_cancels_the_request(live: LiveServ
         (b"[1, 2]", "the generate request must be a JSON object"),
         (b"", "expected 2 inputs but got 0 inputs"),
         (b'{"INPUT0": [1, 2, 3, 4]}', "expected 2 inputs but got 1 inputs"),
-        (b'{"INPUT0": [1, 2, 3, 4], "INPUT0": [1, 2, 3, 4]}', "input 'INPUT0' already exists in request"),
+        (
+            b'{"INPUT0": [1, 2, 3, 4], "INPUT0": [1, 2, 3, 4]}',
+            "[request id: <id_unknown>] input 'INPUT0' already exists in request",
+        ),
+        (  # Triton names the object's first id, wherever it stands
+            b'{"INPUT0": [1, 2, 3, 4], "id": "a", "INPUT0": [1, 2, 3, 4], "id": "b"}',
+            "[request id: a] input 'INPUT0' already exists in request",
+        ),
         (b'{"INPUT0": ["a", 2, 3, 4], "INPUT1": [1, 1, 1, 1]}', "unable to parse 'data' of input 'INPUT0'"),
         (b'{"INPUT0": [1, 2, 3], "INPUT1": [1, 1, 1, 1]}', "can not convert input 'INPUT0' to tensor"),
         (
@@ -213,6 +220,12 @@ def test_invalid_requests(http: httpx.Client, route: str, body: bytes, message: 
     r = http.post(f"/addsub/{route}", content=body)
     assert r.status_code == 400 and r.headers["content-type"] == "application/json"
     assert message in r.json()["error"]
+
+
+def test_the_first_id_given_is_the_requests(http: httpx.Client) -> None:
+    body = b'{"id": "a", "INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1], "id": "b"}'
+    r = http.post("/addsub/generate", content=body)
+    assert r.status_code == 200 and r.json()["id"] == "a"  # as Triton reads it
 
 
 @pytest.mark.parametrize("route", ["generate", "generate_stream"])

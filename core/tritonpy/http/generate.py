@@ -31,7 +31,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from tritonpy_sdk import InferenceRequest, InferenceResponse, ParameterValue, Tensor, TritonError
 
-from ..codec import array_from_json, array_to_json
+from ..codec import array_from_json, array_to_json, request_prefix
 from ..runtime.spec import IOSpec
 from .body import read_body
 from .errors import error_response, triton_error_response
@@ -168,10 +168,16 @@ def decode_generate(model: str, version: int, spec: IOSpec, body: bytes) -> Infe
     def no_duplicate_inputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         doc = dict(pairs)
         if len(doc) != len(pairs):
+            # Triton reads an object's first "id" wherever it stands (the request's id, and
+            # the one this error names); a key given twice otherwise keeps its last value
+            ids = [value for key, value in pairs if key == "id"]
+            if ids:
+                doc["id"] = ids[0]
             seen: set[str] = set()
             for key, _ in pairs:
                 if key in seen and key in spec.inputs:
-                    raise _bad(f"input '{key}' already exists in request")
+                    prefix = request_prefix(ids[0] if ids and isinstance(ids[0], str) else "")
+                    raise _bad(f"{prefix}input '{key}' already exists in request")
                 seen.add(key)
         return doc
 
