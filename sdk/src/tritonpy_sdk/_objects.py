@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._errors import TritonError
+
 if TYPE_CHECKING:
     from ._device_memory import DeviceMemory
     from ._inference import InferenceResponse
@@ -45,6 +47,21 @@ class Backend:
             return int(self.config.get("default-max-batch-size", "4"))
         except ValueError:
             return 4
+
+    def setting_bool(self, key: str, default: bool) -> bool:
+        """The boolean ``--backend-config=<name>,<key>=<value>`` (``true``/``false``,
+        ``1``/``0``, ``yes``/``no``, ``on``/``off``, any case), ``default`` when it is not
+        given; INVALID_ARG naming the setting for anything else."""
+        raw = self.config.get(key, "").strip().lower()
+        if not raw:
+            return default
+        if raw in ("true", "1", "yes", "on"):
+            return True
+        if raw in ("false", "0", "no", "off"):
+            return False
+        raise TritonError.invalid_arg(
+            f"backend setting '{key}' must be true or false, got '{self.config[key]}'"
+        )
 
 
 @dataclass(eq=False)

@@ -100,17 +100,6 @@ def _int_setting(config: dict[str, str], key: str, default: int) -> int:
         ) from None
 
 
-def _bool_setting(config: dict[str, str], key: str, default: bool) -> bool:
-    raw = config.get(key, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("true", "1", "yes", "on"):
-        return True
-    if raw in ("false", "0", "no", "off"):
-        return False
-    raise TritonError.invalid_arg(f"backend setting '{key}' must be true or false, got '{config[key]}'")
-
-
 @hookimpl
 def initialize(backend: Backend) -> None:
     services = ServerServices(backend.server, backend.logger)
@@ -119,7 +108,7 @@ def initialize(backend: Backend) -> None:
         InProcessRuntime(services),
         shm_bytes=max(1 << 20, _int_setting(backend.config, "shm-default-byte-size", 64 << 20)),
         start_timeout_s=float(_int_setting(backend.config, "stub-timeout-seconds", 120)),
-        error_frames=_bool_setting(backend.config, "error-frames", True),
+        error_frames=backend.setting_bool("error-frames", True),
         cuda_ipc_bytes=max(0, _int_setting(backend.config, "cuda-ipc-byte-size", 64 << 20)),
     )
 

@@ -36,6 +36,7 @@ from ._config import check_config, complete_config, group_profiles
 from ._engine import read_engine
 from ._instance import Instance
 from ._runtime import TensorRT
+from ._settings import Settings, load_plugins
 
 __all__ = ["__version__"]
 __version__ = "0.1.0"
@@ -56,9 +57,13 @@ def backend_info() -> BackendInfo:
 
 @hookimpl
 def initialize(backend: Backend) -> None:
+    settings = Settings.from_backend(backend)
     backend.state = TensorRT.probe()
     if backend.state.reason:
         log.info("tensorrt backend: %s", backend.state.reason)
+        return
+    backend.state.version_compatible = settings.version_compatible
+    backend.state.plugins = load_plugins(settings.plugins)
 
 
 @hookimpl

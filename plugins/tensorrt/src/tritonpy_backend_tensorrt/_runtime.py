@@ -10,6 +10,7 @@ GPU: an engine is deserialized while the instance's GPU is current).
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from tritonpy_sdk import TritonError
 from ._availability import deserialize_message, unavailable_reason
 from ._cuda import Cuda, bindings
 
+log = logging.getLogger("tritonpy.backend.tensorrt")
+
 
 @dataclass(eq=False)
 class TensorRT:
@@ -28,6 +31,10 @@ class TensorRT:
     trt: Any = None
     cuda: Cuda | None = None
     reason: str = ""
+    #: Whether version-compatible plans may run their embedded host code, and the plugin
+    #: libraries loaded for the backend (kept loaded) (``_settings.py``).
+    version_compatible: bool = False
+    plugins: list[Any] = field(default_factory=list)
     _runtime: Any = None
     _logger: Any = None
     #: TensorRT's deserialization is serialized (as Triton does, with one global lock).
@@ -55,11 +62,17 @@ class TensorRT:
             raise TritonError.unavailable(self.reason)
 
     def runtime(self) -> Any:
-        """The server's ``tensorrt.Runtime``, made once."""
+        """The server's ``tensorrt.Runtime``, made once, after TensorRT's own plugins are
+        registered (as Triton registers them: engines using NMS and the like need them)."""
         with self._lock:
             if self._runtime is None:
                 self._logger = _logger(self.trt)
-                self._runtime = self.trt.Runtime(self._logger)
+                if not self.trt.init_libnvinfer_plugins(self._logger, ""):
+                    log.error("Failed to register TensorRT Plugins")
+                runtime = self.trt.Runtime(self._logger)
+                if self.version_compatible:
+                    runtime.engine_host_code_allowed = True
+                self._runtime = runtime
             return self._runtime
 
     def deserialize(self, model_name: str, path: Path, device: int) -> Any:
@@ -92,9 +105,6 @@ class TensorRT:
 def _logger(trt: Any) -> Any:
     """A ``tensorrt.ILogger`` keeping the errors of the call in progress (the reason a plan is
     refused) and passing everything at WARNING and above to Python's logging."""
-    import logging
-
-    log = logging.getLogger("tritonpy.backend.tensorrt")
 
     class Logger(trt.ILogger):  # type: ignore[misc]  # TensorRT's pybind11 base class
         def __init__(self) -> None:
