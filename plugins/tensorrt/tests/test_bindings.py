@@ -252,6 +252,9 @@ def test_tensor_modes_and_logger_severities(trt: ModuleType) -> None:
     for severity in trt.ILogger.Severity.__members__.values():
         logger.log(severity, f"a {severity.name} message")
     assert logger.errors == ["a INTERNAL_ERROR message", "a ERROR message"]
+    # the runtime registers TensorRT's plugins with this logger: the bindings take it (an
+    # object they cannot take raises TypeError); over the stand-ins nothing registers
+    assert trt.init_libnvinfer_plugins(logger, "") in (True, False)
 
 
 def test_the_probe_on_a_host_without_a_gpu(trt: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
