@@ -20,7 +20,8 @@ All functions here take plain data (a config dict in Triton's JSON form and an
   (missing tensors are reported by ``check_config``, as Triton does at load).
 
 ``check_config`` is Triton's per-instance validation of the config against
-the engine (names, counts, data types, dims, the profile's shape range).
+the engine (names, counts, data types, dims, IO formats, ``batch_input`` targets,
+the profile's shape range).
 """
 
 from __future__ import annotations
