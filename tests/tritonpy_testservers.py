@@ -13,6 +13,7 @@ import uvicorn
 from tritonpy.grpc import create_grpc_server
 from tritonpy.http import create_app
 from tritonpy.http.protocol import Implementation, direct_frontend, http_protocol
+from tritonpy.http.uvicorn_server import TRITON_HEADERS
 from tritonpy_serverprocess import free_port
 from tritonpy_testbackend import TestBackend
 
@@ -68,6 +69,7 @@ class LiveServer:
             ),
             log_level="warning",
             lifespan="off",
+            **TRITON_HEADERS,
         )
         self._uvicorn = uvicorn.Server(config)
         self._thread = threading.Thread(target=lambda: asyncio.run(self._uvicorn.serve()), daemon=True)

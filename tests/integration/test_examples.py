@@ -147,6 +147,10 @@ def test_statistics_and_metrics_over_every_protocol(server_factory) -> None:  # 
     assert h["batch_stats"][0]["batch_size"] == 2
     with urllib.request.urlopen(server.metrics_url, timeout=10) as resp:
         text = resp.read().decode()
+        headers = {k.lower() for k in resp.headers}
+    with urllib.request.urlopen(f"http://{server.url}/v2/health/ready", timeout=10) as ready:
+        headers |= {k.lower() for k in ready.headers}
+    assert not headers & {"server", "date"}, headers  # as Triton's: uvicorn would name itself
     assert 'nv_inference_request_success{model="simple",version="1"} 5' in text
     assert 'nv_inference_count{model="simple",version="1"} 10' in text
     assert 'nv_inference_exec_count{model="simple",version="1"} 5' in text

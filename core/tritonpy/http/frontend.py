@@ -17,7 +17,7 @@ from ..frontends import Frontend, FrontendError
 from ..ports import listen
 from .app import create_app
 from .protocol import direct_frontend, http_protocol
-from .uvicorn_server import UVICORN_LOGGING, FrontendServer
+from .uvicorn_server import TRITON_HEADERS, UVICORN_LOGGING, FrontendServer
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -42,6 +42,7 @@ class HttpFrontend(Frontend):
             app,
             http=http_protocol(options, direct=direct_frontend(app, options)),
             **UVICORN_LOGGING,
+            **TRITON_HEADERS,
             proxy_headers=False,  # Triton reads no X-Forwarded-* headers; nor, per request, do we
             timeout_graceful_shutdown=max(1, int(options.exit_timeout_secs)),
             lifespan="off",

@@ -21,6 +21,10 @@ import uvicorn
 #: levels instead: the access log is on while the verbose level is above 0.
 UVICORN_LOGGING: dict[str, Any] = {"log_config": None, "log_level": None, "access_log": True}
 
+#: Triton's responses carry neither a ``Server`` nor a ``Date`` header; uvicorn would add
+#: ``server: uvicorn`` (naming the software to anyone who asks) and the date to each.
+TRITON_HEADERS: dict[str, Any] = {"server_header": False, "date_header": False}
+
 
 class FrontendServer(uvicorn.Server):
     """uvicorn's server minus its signal handling: ``serving.serve`` owns the signals.

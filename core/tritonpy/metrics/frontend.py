@@ -15,7 +15,7 @@ import uvicorn
 
 from ..frontends import Frontend, FrontendError
 from ..http.protocol import http_protocol
-from ..http.uvicorn_server import UVICORN_LOGGING, FrontendServer
+from ..http.uvicorn_server import TRITON_HEADERS, UVICORN_LOGGING, FrontendServer
 from ..ports import listen
 from . import Metrics, MetricsConfig, create_metrics_app
 
@@ -53,6 +53,7 @@ class MetricsFrontend(Frontend):
                 create_metrics_app(self._metrics),
                 http=http_protocol(options),  # the same head limits: it shares the event loop
                 **UVICORN_LOGGING,
+                **TRITON_HEADERS,
                 lifespan="off",
             )
         )
