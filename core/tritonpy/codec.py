@@ -30,9 +30,11 @@ def element_count(name: str, shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
-def request_prefix(request_id: str) -> str:
-    """What Triton puts before most errors about a request (its ``LogRequest``)."""
-    return f"[request id: {request_id or '<id_unknown>'}] "
+def request_prefix(request_id: object) -> str:
+    """What Triton puts before most errors about a request (its ``LogRequest``): the id
+    when it is a non-empty string (as a request's JSON may give anything)."""
+    known = request_id if isinstance(request_id, str) and request_id else "<id_unknown>"
+    return f"[request id: {known}] "
 
 
 def array_from_buffer(

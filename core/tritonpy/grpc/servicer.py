@@ -97,11 +97,6 @@ def _error_status(exc: BaseException, where: str) -> tuple[StatusCode, str]:
     return code, message
 
 
-def _version(text: str) -> int:
-    """A request's version field as Triton reads it (-1: the latest; ``protocol_version``)."""
-    return parse_version(text)
-
-
 class InferenceServicer:
     """The RPCs of ``inference.GRPCInferenceService``: each is a method named as its RPC
     (both transports look them up in the class's ``__dict__``); one not defined here
@@ -125,7 +120,7 @@ class InferenceServicer:
 
     @_unary
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
-        ready = await self.server.model_ready_async(request.name, _version(request.version))
+        ready = await self.server.model_ready_async(request.name, parse_version(request.version))
         return pb.ModelReadyResponse(ready=ready)
 
     @_unary
@@ -139,7 +134,7 @@ class InferenceServicer:
 
     @_unary
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
-        meta = self.server.model_metadata(request.name, _version(request.version))
+        meta = self.server.model_metadata(request.name, parse_version(request.version))
         response = pb.ModelMetadataResponse(
             name=meta["name"], versions=meta["versions"], platform=meta["platform"]
         )
@@ -150,7 +145,7 @@ class InferenceServicer:
 
     @_unary
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: Any) -> pb.ModelConfigResponse:
-        config = self.server.model_config_proto(request.name, _version(request.version))
+        config = self.server.model_config_proto(request.name, parse_version(request.version))
         response = pb.ModelConfigResponse()
         response.config.CopyFrom(config)
         return response
@@ -159,7 +154,7 @@ class InferenceServicer:
     async def ModelStatistics(
         self, request: pb.ModelStatisticsRequest, context: Any
     ) -> pb.ModelStatisticsResponse:
-        stats = self.server.model_statistics(request.name, _version(request.version))
+        stats = self.server.model_statistics(request.name, parse_version(request.version))
         response = pb.ModelStatisticsResponse()
         json_format.ParseDict({"model_stats": stats}, response)
         return response

@@ -176,7 +176,7 @@ def decode_generate(model: str, version: int, spec: IOSpec, body: bytes) -> Infe
             seen: set[str] = set()
             for key, _ in pairs:
                 if key in seen and key in spec.inputs:
-                    prefix = request_prefix(ids[0] if ids and isinstance(ids[0], str) else "")
+                    prefix = request_prefix(ids[0] if ids else None)
                     raise _bad(f"{prefix}input '{key}' already exists in request")
                 seen.add(key)
         return doc

@@ -132,8 +132,7 @@ def decode_request(
             raise _bad("each input must be an object with a 'name' string")
         name = entry["name"]
         if name in inputs:
-            rid = doc.get("id")
-            prefix = request_prefix(rid if isinstance(rid, str) else "")
+            prefix = request_prefix(doc.get("id"))
             raise _bad(f"{prefix}input '{name}' already exists in request")  # Triton's words
         shape = _shape(entry, name)
         datatype = _datatype(entry, name)
