@@ -30,9 +30,9 @@ def _two_inputs(**over: object) -> dict:
     return doc
 
 
-def _error(resp: httpx.Response, status: int, text: str) -> None:
+def _error(resp: httpx.Response, status: int, text: str, media_type: str = "application/json") -> None:
     assert resp.status_code == status, resp.text
-    assert resp.headers["content-type"] == "application/json"
+    assert resp.headers["content-type"] == media_type
     assert text in resp.json()["error"]
 
 
@@ -380,15 +380,42 @@ def test_parameters_of_every_kind_pass_through(http: httpx.Client) -> None:
 
 
 def test_routing_errors(http: httpx.Client) -> None:
-    _error(http.get("/v2/models/addsub/infer"), 405, "Method Not Allowed")
-    _error(http.post("/v2/health/live"), 405, "Method Not Allowed")
-    _error(http.get("/v2/nothing/here"), 404, "Not Found")
+    # Triton labels these text/plain, their JSON body notwithstanding.
+    text = "text/plain"
+    _error(http.get("/v2/models/addsub/infer"), 405, "Method Not Allowed", text)
+    _error(http.post("/v2/health/live"), 405, "Method Not Allowed", text)
+    _error(http.get("/v2/nothing/here"), 404, "Not Found", text)
     # Triton's routes take only digits as a version: anything else is an unknown path.
-    _error(http.get("/v2/models/addsub/versions/x"), 404, "Not Found")
-    _error(http.get("/v2/models/addsub/versions/x/ready"), 404, "Not Found")
-    _error(http.post("/v2/models/addsub/versions/x/infer", json=_two_inputs()), 404, "Not Found")
-    _error(http.get("/v2/models/nope/ready"), 400, "Model version not ready")
-    _error(http.get("/v2/models/addsub/versions/7/ready"), 400, "Model version not ready")
+    _error(http.get("/v2/models/addsub/versions/x"), 404, "Not Found", text)
+    _error(http.get("/v2/models/addsub/versions/x/ready"), 404, "Not Found", text)
+    _error(http.post("/v2/models/addsub/versions/x/infer", json=_two_inputs()), 404, "Not Found", text)
+    _error(http.get("/v2/models/nope/ready"), 400, "Model version not ready", text)
+    _error(http.get("/v2/models/addsub/versions/7/ready"), 400, "Model version not ready", text)
+
+
+def test_bodiless_answers_and_error_documents_byte_for_byte(http: httpx.Client) -> None:
+    """As Triton 2.51 writes them: health answers labelled text/plain, control answers
+    application/json, and an error as compact JSON."""
+
+    def answer(resp: httpx.Response) -> tuple[int, str | None, bytes]:
+        return resp.status_code, resp.headers.get("content-type"), resp.content
+
+    for path in ("/v2/health/live", "/v2/health/ready", "/v2/models/addsub/ready"):
+        assert answer(http.get(path)) == (200, "text/plain", b"")
+    assert answer(http.post("/v2/systemsharedmemory/unregister")) == (200, "application/json", b"")
+    assert answer(http.get("/v2/models/nope/ready")) == (
+        400,
+        "text/plain",
+        b'{"error":"Model version not ready"}',
+    )
+    assert answer(http.get("/v2/models/nope")) == (
+        404,
+        "application/json",
+        b'{"error":"Request for unknown model: \'nope\' is not found"}',
+    )
+    inference = http.post("/v2/models/addsub/infer", content=b'{"inputs": []}')
+    assert inference.status_code == 400
+    assert inference.content.startswith(b'{"error":"[request id: <id_unknown>] expected 2 inputs')
 
 
 def test_load_and_unload_are_refused_in_control_mode_none(http: httpx.Client) -> None:
@@ -519,14 +546,14 @@ def test_trace_settings(http: httpx.Client) -> None:
 )
 def test_paths_that_triton_does_not_route(http: httpx.Client, path: str) -> None:
     resp = http.get(path, follow_redirects=False)
-    _error(resp, 404, "Not Found")
+    _error(resp, 404, "Not Found", "text/plain")
 
 
 @pytest.mark.parametrize("version", ["%D9%A3", "%EF%BC%91", "1%20", "+1"])
 def test_inference_with_a_non_ascii_version_is_not_routed(http: httpx.Client, version: str) -> None:
     body = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "INT32", "data": [1, 2, 3, 4]}]}
     resp = http.post(f"/v2/models/addsub/versions/{version}/infer", json=body, follow_redirects=False)
-    _error(resp, 404, "Not Found")
+    _error(resp, 404, "Not Found", "text/plain")
 
 
 def test_a_failure_while_encoding_fails_that_request_only_and_shows_no_internals(

@@ -304,21 +304,21 @@ def test_register_bodies_over_http(server, regions: Regions) -> None:  # type: i
     # Triton's words; Triton answers 500 for a field of the wrong type, a client's mistake is a 400.
     assert post(b'{"byte_size": 16}') == (
         400,
-        '{"error": "Shared memory register request has no \'key\' field"}',
+        '{"error":"Shared memory register request has no \'key\' field"}',
     )
-    assert post(b"[1]") == (400, '{"error": "Shared memory register request has no \'key\' field"}')
+    assert post(b"[1]") == (400, '{"error":"Shared memory register request has no \'key\' field"}')
     assert post(f'{{"key": "{key}"}}'.encode()) == (
         400,
-        '{"error": "Shared memory register request has no \'byte_size\' field"}',
+        '{"error":"Shared memory register request has no \'byte_size\' field"}',
     )
     assert post(b'{"key": 1, "byte_size": 16}') == (
         400,
-        '{"error": "attempt to access JSON non-string as string"}',
+        '{"error":"attempt to access JSON non-string as string"}',
     )
     for bad in (b'"16"', b"-1", b"true", b"1.5"):
         assert post(b'{"key": "%s", "byte_size": %s}' % (key.encode(), bad)) == (
             400,
-            '{"error": "attempt to access JSON non-unsigned-integer as unsigned-integer"}',
+            '{"error":"attempt to access JSON non-unsigned-integer as unsigned-integer"}',
         )
     assert post(f'{{"key": "{key}", "offset": 0, "byte_size": 16}}'.encode()) == (200, "")
     urllib.request.urlopen(

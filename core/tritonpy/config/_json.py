@@ -45,7 +45,29 @@ def config_to_dict(config: ModelConfig) -> dict[str, Any]:
         always_print_fields_with_no_presence=True,
     )
     _numbers(config.DESCRIPTOR, data)
-    return data
+    return _ordered(config.DESCRIPTOR, data)
+
+
+def _ordered(descriptor: Descriptor, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its fields in the order the proto declares them, as Triton's JSON lists
+    them (protobuf's Python printer lists the fields a message holds before the defaults).
+    Map entries keep their order; Triton's follows its hash map."""
+    ordered: dict[str, Any] = {}
+    for field in descriptor.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        message = field.message_type
+        if message is not None and message.GetOptions().map_entry:
+            message = message.fields_by_name["value"].message_type
+            if message is not None:
+                value = {key: _ordered(message, item) for key, item in value.items()}
+        elif message is not None:
+            value = (
+                [_ordered(message, v) for v in value] if isinstance(value, list) else _ordered(message, value)
+            )
+        ordered[field.name] = value
+    return ordered
 
 
 def _numbers(descriptor: Descriptor, data: dict[str, Any]) -> None:

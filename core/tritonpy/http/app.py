@@ -45,6 +45,20 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type="application/json")
 
 
+#: As a header, not a media type: starlette would add a charset Triton does not send.
+_TEXT_PLAIN = {"content-type": "text/plain"}
+
+
+def _health(ok: bool) -> Response:
+    """A health answer: no body, 200 or 400, labelled ``text/plain`` as Triton labels it."""
+    return Response(status_code=200 if ok else 400, headers=_TEXT_PLAIN)
+
+
+def _done() -> Response:
+    """Triton's answer to a control call that succeeded (load, unload, region registration)."""
+    return Response(status_code=200, media_type="application/json")
+
+
 def _guarded(handler: Handler) -> Handler:
     """Turn TritonError into its HTTP error and any other exception into a logged 500."""
 
@@ -76,10 +90,10 @@ class HttpFrontend:
     # -- health and metadata --------------------------------------------------------
 
     async def live(self, request: Request) -> Response:
-        return Response(status_code=200 if self.server.live() else 400)
+        return _health(self.server.live())
 
     async def ready(self, request: Request) -> Response:
-        return Response(status_code=200 if self.server.ready() else 400)
+        return _health(self.server.ready())
 
     async def server_metadata(self, request: Request) -> Response:
         return _json(self.server.metadata())
@@ -91,8 +105,8 @@ class HttpFrontend:
     async def model_ready(self, request: Request) -> Response:
         p = request.path_params
         if await self.server.model_ready_async(p["model"], _number(p)):
-            return Response(status_code=200)
-        return error_response("Model version not ready", 400)
+            return _health(True)
+        return error_response("Model version not ready", 400, "text/plain")
 
     async def model_config(self, request: Request) -> Response:
         p = request.path_params
@@ -131,7 +145,7 @@ class HttpFrontend:
         config, files = _load_parameters(name, _parse_object(await read_body(request, self.max_input)))
         # A load takes as long as the model takes to initialize: off the event loop.
         await asyncio.to_thread(self.server.load_model, name, config, files)
-        return Response(status_code=200)
+        return _done()
 
     async def unload(self, request: Request) -> Response:
         refuse_repository_name(request.path_params.get("repository", ""))
@@ -140,7 +154,7 @@ class HttpFrontend:
         if not isinstance(dependents, bool):
             raise TritonError.invalid_arg("the 'unload_dependents' parameter must be true or false")
         await asyncio.to_thread(self.server.unload_model, request.path_params["model"], dependents)
-        return Response(status_code=200)
+        return _done()
 
     # -- shared memory -----------------------------------------------------------------
 
@@ -160,11 +174,11 @@ class HttpFrontend:
         name = request.path_params["region"]
         key, offset, byte_size = register_fields(await self._register_body(request))
         self.server.shared_memory.register(name, key, offset, byte_size)
-        return Response(status_code=200)
+        return _done()
 
     async def shm_unregister(self, request: Request) -> Response:
         self.server.shared_memory.unregister(request.path_params.get("region"))
-        return Response(status_code=200)
+        return _done()
 
     async def cuda_shm_status(self, request: Request) -> Response:
         return _json(self.server.shared_memory.cuda_status(request.path_params.get("region")))
@@ -175,11 +189,11 @@ class HttpFrontend:
         await asyncio.to_thread(
             self.server.shared_memory.register_cuda, name, raw_handle, device_id, byte_size
         )
-        return Response(status_code=200)
+        return _done()
 
     async def cuda_shm_unregister(self, request: Request) -> Response:
         self.server.shared_memory.unregister_cuda(request.path_params.get("region"))
-        return Response(status_code=200)
+        return _done()
 
     # -- inference ---------------------------------------------------------------------
 
@@ -310,7 +324,7 @@ def _load_parameters(model: str, doc: dict[str, Any]) -> tuple[str, dict[str, by
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     messages = {404: "Not Found", 405: "Method Not Allowed"}
-    return error_response(messages.get(exc.status_code, exc.detail), exc.status_code)
+    return error_response(messages.get(exc.status_code, exc.detail), exc.status_code, "text/plain")
 
 
 def create_app(server: Server) -> ASGIApp:

@@ -25,8 +25,15 @@ def status_of(error: TritonError) -> int:
     return STATUS.get(error.code, 400)
 
 
-def error_response(message: str, status: int) -> Response:
-    return Response(json.dumps({"error": message}), status_code=status, media_type="application/json")
+def error_body(message: str) -> bytes:
+    """Triton's error document, ``{"error":"..."}``, written compactly as its JSON writer does."""
+    return json.dumps({"error": message}, separators=(",", ":")).encode()
+
+
+def error_response(message: str, status: int, media_type: str = "application/json") -> Response:
+    """An error answer. Triton labels a few of them ``text/plain`` (an unknown route, a model
+    that is not ready), though their body is the same JSON document."""
+    return Response(error_body(message), status_code=status, headers={"content-type": media_type})
 
 
 def triton_error_response(error: TritonError) -> Response:
@@ -42,4 +49,4 @@ def error_answer(exc: Exception, path: str) -> tuple[int, bytes]:
     else:
         status, message = 500, report(log, f"unhandled error in POST {path}", exc)
     exc.__traceback__ = None  # its frames hold the request body: no cycle until a GC
-    return status, json.dumps({"error": message}).encode()
+    return status, error_body(message)

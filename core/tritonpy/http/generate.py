@@ -34,7 +34,7 @@ from tritonpy_sdk import InferenceRequest, InferenceResponse, ParameterValue, Te
 from ..codec import array_from_json, array_to_json, request_prefix
 from ..runtime.spec import IOSpec
 from .body import read_body
-from .errors import error_response, triton_error_response
+from .errors import error_body, error_response, triton_error_response
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -141,7 +141,7 @@ async def _disconnect(receive: Receive) -> None:
 
 def _event(response: InferenceResponse) -> bytes:
     if response.error is not None:
-        return b"data: " + json.dumps({"error": response.error.message}).encode() + b"\n\n"
+        return b"data: " + error_body(response.error.message) + b"\n\n"
     return b"data: " + encode_generate(response) + b"\n\n"
 
 

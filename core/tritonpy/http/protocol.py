@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import http
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from .direct import DirectInfer
+from .errors import error_body
 from .fastpath import InferFastPath, infer_target
 
 try:  # uvicorn's "auto" choice: httptools when it is installed, else h11
@@ -171,7 +171,7 @@ _plain_infer_url = re.compile(rb"/v2/models/([!-\"$&-.0->@-~]+)(?:/versions/([0-
 
 def _answer(status: int, message: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
     """A complete ``{"error": ...}`` response that closes the connection."""
-    body = json.dumps({"error": message}).encode()
+    body = error_body(message)
     phrase = http.HTTPStatus(status).phrase
     lines = [f"HTTP/1.1 {status} {phrase}\r\n".encode()]
     lines += [name + b": " + value + b"\r\n" for name, value in default_headers]

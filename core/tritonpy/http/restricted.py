@@ -6,10 +6,10 @@ restricted, so an unrestricted server pays nothing.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from ..restricted import Requirement
+from .errors import error_body
 
 if TYPE_CHECKING:
     from .fastpath import ASGIApp, Receive, Scope, Send
@@ -71,7 +71,8 @@ class RestrictedApi:
 
 
 async def _forbid(send: Send, key: str) -> None:
-    body = json.dumps({"error": f"This API is restricted, expecting header '{key}'"}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    body = error_body(f"This API is restricted, expecting header '{key}'")
+    # text/plain, as Triton labels it, though the body is its JSON error document
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 403, "headers": headers})
     await send({"type": "http.response.body", "body": body})
