@@ -542,3 +542,89 @@ def test_a_response_for_a_handed_back_request_stands(tmp_path: Path) -> None:
         assert len(backend.seen) == 1
     finally:
         server.stop()
+
+
+class Concatenating(CpuBackend):
+    """Runs a batch as one array, as the ONNX and PyTorch backends do: X of every
+    request concatenated (which fails when their shapes differ); Y = each row's sum.
+    Records each batch as [(corrid, ready, X's length)]."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[int, bool, int]]] = []
+        self.gate = threading.Event()
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        assert self.gate.wait(30)
+        x = np.concatenate([r.inputs["X"].data for r in requests])
+        self.batches.append(
+            [
+                (int(_scalar(r, "CORRID")), bool(_scalar(r, "READY")), r.inputs["X"].data.shape[1])
+                for r in requests
+            ]
+        )
+        sums = x.sum(axis=1, keepdims=True).astype(np.int32)
+        return [
+            InferenceResponse({"Y": Tensor.from_numpy("Y", sums[i : i + 1])}) for i in range(len(requests))
+        ]
+
+
+VARIABLE = """
+backend: "cat"
+max_batch_size: 4
+input [ { name: "X" data_type: TYPE_INT32 dims: [ -1 ] } ]
+output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+instance_group [ { count: 1, kind: KIND_CPU } ]
+sequence_batching {
+  %s
+  control_input [
+    { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] } ] },
+    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+  ]
+}
+"""
+
+
+@pytest.mark.parametrize("strategy", ["direct { }", "oldest { max_candidate_sequences: 4 }"])
+def test_requests_of_different_shapes_never_share_a_batch(tmp_path: Path, strategy: str) -> None:
+    """As Triton's sequence batcher: a sequence whose next request's shape differs from
+    the batch's waits for a later batch (direct: its slot gets a null request)."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text(VARIABLE % strategy)
+    server = tritonpy.Server(model_repository=tmp_path)
+    backend = Concatenating()
+    server.backends.register("cat", backend)
+    server.start()
+    try:
+        model = server.model("m")
+
+        def infer(sid: int, length: int, **flags: bool) -> int:
+            x = np.full((1, length), sid, np.int32)
+            (response,) = model.infer({"X": x}, parameters={"sequence_id": sid, **flags})
+            return int(response.outputs["Y"].data[0, 0])
+
+        first, box = _in_thread(infer, 1, 2, sequence_start=True)  # runs alone, held at the gate
+        time.sleep(0.2)
+        waiting = [
+            _in_thread(infer, 1, 2),  # sequence 1's slot: 2 values
+            _in_thread(infer, 2, 3, sequence_start=True),  # 3 values: not with those of 2
+            _in_thread(infer, 3, 2, sequence_start=True),
+        ]
+        time.sleep(0.3)
+        backend.gate.set()
+        for t, _ in [(first, box), *waiting]:
+            t.join(10)
+        assert box == [2] and [b for _, b in waiting] == [[2], [6], [6]]
+        for batch in backend.batches:
+            assert len({length for _, _, length in batch}) == 1, backend.batches
+        ran = sorted(
+            (corrid, length) for batch in backend.batches for corrid, ready, length in batch if ready
+        )
+        assert ran == [(1, 2), (1, 2), (2, 3), (3, 2)]
+        if strategy.startswith("direct"):  # sequence 2's slot held a null request beside 1 and 3
+            assert [(1, True, 2), (0, False, 2), (3, True, 2)] in backend.batches
+    finally:
+        backend.gate.set()
+        server.stop()

@@ -199,3 +199,27 @@ def test_classification_top_k_with_labels() -> None:
         [b"0.500000:0:cat", b"0.400000:2:bird"],
     ]
     assert classify(t, 9, None).shape == (2, 3)
+
+
+def test_a_shape_tensor_carries_no_batch_dimension() -> None:
+    """As Triton takes one (its L0_trt_shape_tensors requests): in a batching model a
+    shape tensor input is sent with its config dims alone, and the other inputs say the
+    batch size."""
+    config = {
+        **CONFIG,
+        "platform": "tensorrt_plan",
+        "input": [
+            {"name": "A", "data_type": "TYPE_FP32", "dims": [4]},
+            {"name": "S", "data_type": "TYPE_INT32", "dims": [2], "is_shape_tensor": True},
+        ],
+    }
+    spec = IOSpec.from_config(config, 1)
+    req = _req(A=np.zeros((3, 4), np.float32), S=np.array([32, 32], np.int32))
+    validate_request(spec, req)
+    assert req.batch_size == 3 and req.inputs["S"].data.shape == (2,)
+    with pytest.raises(TritonError) as err:  # a batch dimension on it is a shape mismatch
+        validate_request(spec, _req(A=np.zeros((1, 4), np.float32), S=np.array([[32, 32]], np.int32)))
+    assert err.value.message.startswith(
+        "[request id: <id_unknown>] unexpected shape for input 'S' for model 'm'. "
+        "Expected [-1,2], got [1,2]. NOTE: Setting a non-zero max_batch_size"
+    )

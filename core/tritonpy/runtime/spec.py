@@ -47,12 +47,16 @@ class IOSpec:
     #: ``max_batch_size > 0``: inputs and outputs carry a batch dimension (a field, not
     #: a property: validation reads it for every request).
     batching: bool
+    #: Inputs that are shape tensors (TensorRT): in a batching model they carry no batch
+    #: dimension, their one copy holding for the whole batch.
+    shape_tensors: frozenset[str] = frozenset()
 
     @classmethod
     def from_config(cls, config: dict[str, Any], version: int) -> IOSpec:
         """Build from the config in Triton's JSON form (as ``config_to_dict`` gives)."""
         inputs = {t.name: t for t in (_tensor(d) for d in config.get("input", []))}
         outputs = {t.name: t for t in (_tensor(d) for d in config.get("output", []))}
+        shape_tensors = [d for d in config.get("input", []) if d.get("is_shape_tensor")]
         return cls(
             name=str(config["name"]),
             version=version,
@@ -63,6 +67,7 @@ class IOSpec:
             input_names=frozenset(inputs),
             reshaped_outputs=any(t.reshape is not None for t in outputs.values()),
             batching=int(config.get("max_batch_size", 0)) > 0,
+            shape_tensors=frozenset(str(d["name"]) for d in shape_tensors),
         )
 
 

@@ -85,7 +85,7 @@ def direct_batch_size(spec: IOSpec, inputs: dict[str, Any]) -> int:
     change nothing: no ``reshape``); else 0, and ``validate_request`` decides (and
     words any refusal)."""
     specs = spec.inputs
-    if len(inputs) != len(specs) and not spec.required_inputs.issubset(inputs):
+    if (len(inputs) != len(specs) and not spec.required_inputs.issubset(inputs)) or spec.shape_tensors:
         return 0
     batching = spec.batching
     batch = 0 if batching else 1
@@ -145,6 +145,7 @@ def validate_request(
         # them; refused here, in the words of the count check.
         raise _count_error(spec, request)
     batching = spec.batching
+    shape_tensors = spec.shape_tensors
     batch = 0
     # The first data type, shape or size at fault, reported once the batch is known to be
     # right (Triton checks every input's batch dimension first); one pass over the inputs.
@@ -154,7 +155,7 @@ def validate_request(
         ispec = specs[name]
         device = tensor.device  # a device-resident input is not copied to be checked
         shape = device.shape if device is not None else tensor.data.shape
-        if batching:
+        if batching and not (shape_tensors and name in shape_tensors):  # a shape tensor has no batch dim
             if not shape:
                 raise TritonError.invalid_arg(
                     f"{_prefix(request)}input '{name}' has no shape but model requires batch dimension "
@@ -306,9 +307,10 @@ def _apply_reshape(spec: IOSpec, request: InferenceRequest, names: list[str]) ->
         assert target is not None
         device = tensor.device
         have = device.shape if device is not None else tensor.data.shape
-        dims = have[1:] if spec.batching else have
+        batched = spec.batching and name not in spec.shape_tensors
+        dims = have[1:] if batched else have
         new = fill_variable_dims(target, spec.inputs[name].dims, dims)
-        shape = (have[0], *new) if spec.batching else new
+        shape = (have[0], *new) if batched else new
         if device is not None:  # device-resident: the same memory under the new shape
             request.inputs[name] = Tensor.on_device(name, device.reshape(shape), tensor.datatype)
         else:

@@ -2,8 +2,9 @@
 
 Formation, as Triton does it: when an instance is free, requests are taken in
 arrival order from the highest non-empty priority level (1 is highest), then
-lower levels, while their non-batch shapes match (unless the input allows
-ragged batches) and the batch stays within ``max_batch_size``; a request that
+lower levels, while they may share a batch (``EqualInputs``: the same shapes
+past the batch dimension unless an input allows ragged batches, the same
+shape tensor values) and the batch stays within ``max_batch_size``; a request that
 carries its own batch counts by its batch size. The largest preferred batch
 size that can be formed is sent at once; without one, an incomplete batch
 waits until its oldest request has waited ``max_queue_delay_microseconds``
@@ -59,6 +60,7 @@ from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceResponse, ModelInstan
 
 from ..codec import request_prefix
 from ._deadline import DeadlineWait, precise_timeouts
+from ._equal_inputs import EqualInputs
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, stopped
 from .contract import Scheduler
 from .inline import NowaitRunner, Turns
@@ -92,7 +94,8 @@ class BatcherConfig:
     default_priority_level: int = 0
     default_policy: QueuePolicy = QueuePolicy()
     level_policies: dict[int, QueuePolicy] = field(default_factory=dict)
-    ragged_inputs: frozenset[str] = frozenset()
+    #: What requests of one batch must share.
+    equal: EqualInputs = EqualInputs()
 
     def policy(self, level: int) -> QueuePolicy:
         return self.level_policies.get(level, self.default_policy)
@@ -119,7 +122,7 @@ class BatcherConfig:
             default_priority_level=db.default_priority_level,
             default_policy=policy(db.default_queue_policy),
             level_policies={int(k): policy(v) for k, v in db.priority_queue_policy.items()},
-            ragged_inputs=frozenset(i.name for i in config.input if i.allow_ragged_batch),
+            equal=EqualInputs.from_config(config),
         )
 
 
@@ -332,21 +335,14 @@ class DynamicBatcher(Scheduler):
             timeout_us = requested
         return job.arrival_ns + timeout_us * 1000 if timeout_us > 0 else 0
 
-    def _shape_key(self, job: Job) -> tuple[Any, ...]:
-        ragged = self.config.ragged_inputs
-        return tuple(
-            (name, t.shape[1:], t.datatype)
-            for name, t in sorted(job.request.inputs.items())
-            if name not in ragged
-        )
-
     def enqueue(self, job: Job) -> None:
         """Queue ``job``; TritonError when stopped or its queue is full."""
         level = self._level_of(job)
         policy = self.config.policy(level)
         if self._ordered is not None:
             job.done = self._ordered.wrap(job.done)
-        entry = _Entry(job, job.request.batch_size, level, self._deadline(job, policy), self._shape_key(job))
+        key = self.config.equal.key(job.request)
+        entry = _Entry(job, job.request.batch_size, level, self._deadline(job, policy), key)
         with self._cond:
             if not self._open:
                 raise stopped(self._name)

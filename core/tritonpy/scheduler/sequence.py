@@ -71,6 +71,7 @@ from tritonpy_sdk import (
 )
 
 from ._deadline import DeadlineWait, precise_timeouts
+from ._equal_inputs import EqualInputs
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused, stopped
 from .contract import Scheduler
 from .dynamic import _Ordered
@@ -129,6 +130,8 @@ class SequenceConfig:
     #: ``iterative_sequence``: requests without an id start their own sequence, and
     #: the backend may hand requests back to run again.
     iterative: bool = False
+    #: What requests of one batch must share.
+    equal: EqualInputs = EqualInputs()
 
     @property
     def corrid_type(self) -> DataType | None:
@@ -161,6 +164,7 @@ class SequenceConfig:
             preferred_batch_sizes=tuple(sorted(sb.oldest.preferred_batch_size)) if oldest else (),
             preserve_ordering=oldest and sb.oldest.preserve_ordering,
             iterative=sb.iterative_sequence,
+            equal=EqualInputs.from_config(config) if batch > 0 else EqualInputs(),
         )
 
 
@@ -241,6 +245,11 @@ def _state(model: str, state: Any, model_path: Path | None) -> State:
     else:
         initial = _zeros(dims, dtype)
     return State(state.input_name, state.output_name, dtype, initial)
+
+
+def _null_data(tensor: Tensor, shape_tensor: bool) -> np.ndarray[Any, Any]:
+    """A null request's data for ``tensor``: zeros, or a shape tensor's own values."""
+    return tensor.data if shape_tensor else _zeros(tensor.data.shape, tensor.datatype)
 
 
 def _zeros(shape: tuple[int, ...], dtype: DataType) -> np.ndarray[Any, Any]:
@@ -602,6 +611,10 @@ class SequenceBatcher(Scheduler):
         cfg = self.config
         if cfg.oldest:
             heads = sorted(ready, key=lambda k: slots[k].jobs[0].arrival_ns)  # type: ignore[union-attr]
+            equal = cfg.equal
+            if equal.matters:  # those that may share the oldest one's batch
+                first = equal.key(slots[heads[0]].jobs[0].request)  # type: ignore[union-attr]
+                heads = [k for k in heads if equal.key(slots[k].jobs[0].request) == first]  # type: ignore[union-attr]
             limit = max(1, cfg.max_batch_size)
             count = min(len(heads), limit)
             preferred = [p for p in cfg.preferred_batch_sizes if p <= count]
@@ -611,9 +624,8 @@ class SequenceBatcher(Scheduler):
                     return None, due - now
             elif preferred and count < limit:
                 count = preferred[-1]
-            chosen = heads[:count]
             batch: list[_Entry] = []
-            for k in chosen:
+            for k in heads[:count]:
                 seq = slots[k]
                 assert seq is not None
                 batch.append((seq, seq.jobs.popleft()))
@@ -623,10 +635,14 @@ class SequenceBatcher(Scheduler):
             due = oldest + cfg.max_queue_delay_ns
             if now < due:
                 return None, due - now
+        # A slot whose next request cannot share the lowest ready slot's batch (its
+        # shapes or shape tensor values differ) gets a null request and waits, as in Triton.
+        equal = cfg.equal
+        first = equal.key(slots[ready[0]].jobs[0].request)  # type: ignore[union-attr]
         batch = []
         for k in range(ready[-1] + 1):
             seq = slots[k]
-            if seq is not None and seq.jobs:
+            if seq is not None and seq.jobs and equal.key(seq.jobs[0].request) == first:
                 batch.append((seq, seq.jobs.popleft()))
             else:
                 batch.append(None)
@@ -728,11 +744,13 @@ class SequenceBatcher(Scheduler):
         return keep
 
     def _null_job(self, template: Job) -> Job:
-        """Triton's null request for an empty slot: ``template``'s inputs as zeros,
-        READY false, its response dropped."""
+        """Triton's null request for an empty slot: ``template``'s inputs as zeros (its
+        shape tensors' values as they are: they hold for the whole batch), READY false,
+        its response dropped."""
         source = template.request
+        shape_tensors = self.config.equal.shape_tensors
         inputs = {
-            name: Tensor(name, _zeros(t.data.shape, t.datatype), t.datatype)
+            name: Tensor(name, _null_data(t, name in shape_tensors), t.datatype)
             for name, t in source.inputs.items()
         }
         request = InferenceRequest(
