@@ -60,6 +60,7 @@ def run_warmup(
     rng = np.random.default_rng(0)
     batching = config.max_batch_size > 0
     decoupled = config.model_transaction_policy.decoupled
+    shape_tensors = {i.name for i in config.input if i.is_shape_tensor}  # no batch dimension
     for sample in config.model_warmup:
         batch = max(1, sample.batch_size)
         inputs: dict[str, Tensor] = {}
@@ -69,7 +70,7 @@ def run_warmup(
                 raise TritonError.invalid_arg(
                     f"warmup sample '{sample.name}': input '{name}' has variable dims"
                 )
-            shape = [batch, *dims] if batching else dims
+            shape = [batch, *dims] if batching and name not in shape_tensors else dims
             try:
                 datatype = DataType.from_config(model_config_pb2.DataType.Name(spec.data_type))
             except ValueError:

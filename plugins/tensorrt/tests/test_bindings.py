@@ -51,6 +51,9 @@ HOLDERS: dict[Path, dict[str, str]] = {
         "parser": "tensorrt.OnnxParser",
         "config": "tensorrt.IBuilderConfig",
         "profile": "tensorrt.IOptimizationProfile",
+        "resize": "tensorrt.IResizeLayer",
+        "resized": "tensorrt.ITensor",
+        "shape_tensor": "tensorrt.ITensor",
     },
 }
 

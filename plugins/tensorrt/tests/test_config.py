@@ -16,7 +16,7 @@ from tritonpy_backend_tensorrt._config import (
 from tritonpy_backend_tensorrt._engine import EngineInfo, TensorInfo
 from tritonpy_backend_tensorrt._types import config_type
 from tritonpy_sdk import TritonError
-from trt_engines import add_engine, profile, static_engine, tensor, two_profile_engine
+from trt_engines import add_engine, profile, shape_tensor_engine, static_engine, tensor, two_profile_engine
 
 
 def config(text: str = "") -> dict[str, Any]:
@@ -266,25 +266,100 @@ def test_a_type_triton_lacks_is_unsupported() -> None:
     assert "has TensorRT data type FP8, which Triton has no data type for" in str(err.value)
 
 
-def test_shape_tensors_are_refused_saying_so() -> None:
-    engine = EngineInfo(
-        (
-            tensor("X", (-1, 4)),
-            TensorInfo("SHAPE", True, "INT32", (2,), is_shape_tensor=True),
-            tensor("Y", (-1, 4), is_input=False),
-        ),
-        (profile(0, X=((1, 4), (1, 4), (2, 4))),),
+def test_shape_tensors_are_completed_and_checked_as_triton_does() -> None:
+    engine = shape_tensor_engine()
+    cfg = config()
+    assert complete_config("m", cfg, engine) == []
+    assert cfg["max_batch_size"] == 8
+    shape_input = {"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [2], "is_shape_tensor": True}
+    shape_output = {"name": "OUTPUT0", "data_type": "TYPE_INT64", "dims": [2], "is_shape_tensor": True}
+    assert shape_input.items() <= cfg["input"][1].items()
+    assert shape_output.items() <= cfg["output"][1].items()
+    check_config("m", cfg, engine)
+    # a config that names the tensor but does not mark it gets the mark, as Triton's autofill gives it
+    partial = config(
+        'max_batch_size: 8 input [ { name: "DUMMY_INPUT0" data_type: TYPE_FP32 dims: [ -1, -1 ] }, '
+        '{ name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]'
     )
+    complete_config("m", partial, engine)
+    assert partial["input"][1]["is_shape_tensor"] is True
+
+
+def test_the_batch_limit_counts_a_shape_tensors_batch_value() -> None:
+    # The shape tensor allows batches of up to 4, the dummy input 8: 4 it is, as Triton's
+    # GetProfileMaxBatchSize takes the first max value of a shape tensor.
+    engine = shape_tensor_engine()
+    low, opt, high = engine.profiles[0].values["INPUT0"]
+    engine = EngineInfo(
+        engine.tensors,
+        (
+            profile(
+                0,
+                {"INPUT0": (low, opt, (4, *high[1:]))},
+                DUMMY_INPUT0=engine.profiles[0].shapes["DUMMY_INPUT0"],
+            ),
+        ),
+    )
+    assert engine_max_batch_size(engine, [0]) == 4
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "message"),
+    [
+        (
+            lambda c: c["input"][1].update(is_shape_tensor=False),
+            "INTERNAL",
+            "input 'INPUT0' for model 'm' is a shape tensor but the model configuration doesn't mark it as a "
+            "shape tensor.",
+        ),
+        (
+            lambda c: c["output"][0].update(is_shape_tensor=True),
+            "INTERNAL",
+            "output 'DUMMY_OUTPUT0' for model 'm' is incorrectly marked as a shape tensor in the model "
+            "configuration.",
+        ),
+        (
+            lambda c: c["input"][1].update(data_type="TYPE_FP32"),
+            "INVALID_ARG",
+            "unexpected datatype TYPE_FP32 in model configuration for shape input 'INPUT0', expecting "
+            "TYPE_INT32 or TYPE_INT64 for m_0",
+        ),
+        (
+            lambda c: c["input"][1].update(data_type="TYPE_INT64"),
+            "INVALID_ARG",
+            "unexpected datatype TYPE_INT32 in engine for shape input 'INPUT0', expecting TYPE_INT64 for m_0",
+        ),
+        (
+            lambda c: c["output"][1].update(data_type="TYPE_INT32"),
+            "INVALID_ARG",
+            "unexpected datatype 'TYPE_INT32 in model configuration for shape output 'OUTPUT0', expecting "
+            "TYPE_INT64 for m_0",
+        ),
+        (
+            lambda c: c["input"][1].update(dims=[3]),
+            "INTERNAL",
+            "unable to load model 'm', binding 'INPUT0' shape expected by framework [3] doesn't match model "
+            "configuration shape [3]",
+        ),
+    ],
+)
+def test_shape_tensor_mistakes_in_tritons_words(change: Any, code: str, message: str) -> None:
+    engine = shape_tensor_engine()
     cfg = config()
     complete_config("m", cfg, engine)
-    assert cfg["input"][1] == {
-        "name": "SHAPE",
-        "data_type": "TYPE_INT32",
-        "dims": [1],
-        "is_shape_tensor": True,
-    }
-    with pytest.raises(TritonError, match="'SHAPE' of model 'm' is a shape tensor"):
-        check_config("m", cfg, engine)
+    change(cfg)
+    with pytest.raises(TritonError) as err:
+        check_config("m", cfg, engine, where="m_0")
+    assert (err.value.code.name, err.value.message) == (code, message)
+
+
+def test_marking_a_plain_tensor_as_a_shape_tensor_fails_autofill() -> None:
+    cfg = config(
+        'max_batch_size: 8 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] '
+        "is_shape_tensor: true } ]"
+    )
+    with pytest.raises(TritonError, match="^'INPUT0' is incorrectly specified as a shape tensor.$"):
+        complete_config("m", cfg, add_engine())
 
 
 def _vectorized_engine() -> EngineInfo:

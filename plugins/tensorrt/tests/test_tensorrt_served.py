@@ -1,7 +1,7 @@
 """Real engines, served: tiny ONNX graphs built into plans with TensorRT's builder on the GPU
 (identity; add with a dynamic batch; one input with two profiles; add with CUDA graphs;
 NonZero, whose output's shape depends on the data; a ragged input with a batch_input and a
-batch_output),
+batch_output; a resize by a shape tensor, built with the network API),
 served by ``tritonpy serve`` over HTTP and gRPC, outputs into clients' CUDA shared-memory
 regions without the host. Marked ``gpu``: skipped without tensorrt, cuda-python or a CUDA
 device (so everywhere this project's machines have run so far)."""
@@ -311,3 +311,79 @@ def test_a_plan_that_is_not_one_is_refused_saying_why(tmp_path: Path) -> None:
         http.close()
     finally:
         proc.stop()
+
+
+def _shape_tensor_plan() -> bytes:
+    """The model of Triton's own shape tensor tests: DUMMY_INPUT0 [-1,-1,-1] resized to the
+    values of INPUT0 (an INT32 shape tensor: the batch size, then 2 values), and OUTPUT0,
+    an INT64 shape tensor of DUMMY_OUTPUT0's shape."""
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    dummy = network.add_input("DUMMY_INPUT0", trt.float32, (-1, -1, -1))
+    values = network.add_input("INPUT0", trt.int32, (3,))
+    resize = network.add_resize(dummy)
+    resize.set_input(1, values)  # the output's shape, from the shape tensor's values
+    resized = resize.get_output(0)
+    resized.name = "DUMMY_OUTPUT0"
+    network.mark_output(resized)
+    shape_tensor = network.add_shape(resized).get_output(0)
+    shape_tensor.name = "OUTPUT0"
+    assert network.mark_output_for_shapes(shape_tensor)
+    config = builder.create_builder_config()
+    profile = builder.create_optimization_profile()
+    low, opt, high = (1, 1, 1), (4, 16, 16), (8, 32, 32)
+    profile.set_shape("DUMMY_INPUT0", low, opt, high)
+    profile.set_shape_input("INPUT0", low, opt, high)
+    config.add_optimization_profile(profile)
+    plan = builder.build_serialized_network(network, config)
+    assert plan is not None
+    return bytes(plan)
+
+
+@pytest.fixture(scope="module")
+def shapes_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("shape_plans")
+    _model(
+        root,
+        "shapes",  # requests wait for each other (up to half a second): equal values batch together
+        _shape_tensor_plan(),
+        "max_batch_size: 8\n"
+        "dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 500000 }\n",
+    )
+    proc = ServerProcess([root], "--exit-on-error=false", log=tmp_path_factory.mktemp("logs") / "server.log")
+    yield proc
+    proc.stop()
+
+
+def _shape_request(module: Any, batch: int, values: list[int]) -> tuple[list[Any], list[Any]]:
+    dummy = module.InferInput("DUMMY_INPUT0", [batch, 4, 4], "FP32")
+    dummy.set_data_from_numpy(np.ones((batch, 4, 4), np.float32))
+    shape = module.InferInput("INPUT0", [len(values)], "INT32")
+    shape.set_data_from_numpy(np.array(values, np.int32))
+    outputs = [module.InferRequestedOutput("DUMMY_OUTPUT0"), module.InferRequestedOutput("OUTPUT0")]
+    return [dummy, shape], outputs
+
+
+def test_shape_tensors_set_the_output_shape_and_come_back(shapes_server: ServerProcess) -> None:
+    http = httpclient.InferenceServerClient(shapes_server.url, concurrency=4)
+    try:
+        config = http.get_model_config("shapes")
+        assert [(i["name"], i["is_shape_tensor"]) for i in config["input"]] == [
+            ("DUMMY_INPUT0", False),
+            ("INPUT0", True),
+        ]
+        # batches 1 and 2 with [8, 8], one with [16, 16]: only the equal values share a batch
+        sent = [(1, [8, 8]), (2, [8, 8]), (1, [16, 16])]
+        pending = [http.async_infer("shapes", *_shape_request(httpclient, b, v)) for b, v in sent]
+        for (batch, values), p in zip(sent, pending):
+            result = p.get_result()
+            assert result.as_numpy("DUMMY_OUTPUT0").shape == (batch, *values)
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.array([values] * batch, np.int64))
+        inputs, outputs = _shape_request(httpclient, 1, [8, 33])
+        with pytest.raises(
+            Exception, match="The shape value at index 2 is expected to be in range from 1 to 32"
+        ):
+            http.infer("shapes", inputs, outputs=outputs)
+    finally:
+        http.close()

@@ -9,8 +9,12 @@ def tensor(name: str, dims: tuple[int, ...], dtype: str = "FLOAT", is_input: boo
     return TensorInfo(name, is_input, dtype, dims)
 
 
-def profile(index: int, **shapes: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]) -> ProfileShapes:
-    return ProfileShapes(index, shapes)
+Range = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def profile(index: int, values: dict[str, Range] | None = None, **shapes: Range) -> ProfileShapes:
+    """Profile ``index``: each input's (min, opt, max) shape; a shape tensor's values in ``values``."""
+    return ProfileShapes(index, shapes, values or {})
 
 
 def add_engine(max_batch: int = 8) -> EngineInfo:
@@ -39,4 +43,20 @@ def static_engine() -> EngineInfo:
     return EngineInfo(
         (tensor("X", (2, 3), "INT32"), tensor("Y", (2, 3), "INT32", is_input=False)),
         (profile(0, X=shape),),
+    )
+
+
+def shape_tensor_engine(max_batch: int = 8, max_value: int = 32) -> EngineInfo:
+    """The engine of Triton's own shape tensor tests (``plan_zero_1_float32_int32``): DUMMY_INPUT0
+    [-1,-1,-1] float resized to the values of INPUT0, an INT32 shape tensor of the batch size
+    and 2 values, into DUMMY_OUTPUT0, and OUTPUT0, an INT64 shape tensor of the same values."""
+    low, opt, high = (1, 1, 1), (max(1, max_batch // 2), 16, 16), (max_batch, max_value, max_value)
+    return EngineInfo(
+        (
+            tensor("DUMMY_INPUT0", (-1, -1, -1)),
+            TensorInfo("INPUT0", True, "INT32", (3,), is_shape_tensor=True),
+            tensor("DUMMY_OUTPUT0", (-1, -1, -1), is_input=False),
+            TensorInfo("OUTPUT0", False, "INT64", (3,), is_shape_tensor=True),
+        ),
+        (profile(0, {"INPUT0": (low, opt, high)}, DUMMY_INPUT0=(low, opt, high)),),
     )

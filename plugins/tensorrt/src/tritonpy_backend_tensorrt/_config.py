@@ -105,9 +105,9 @@ def engine_max_batch_size(engine: EngineInfo, profiles: Sequence[int]) -> int:
     """The largest batch ``profiles`` allow, 0 when the engine cannot batch.
 
     Batching needs every (non-shape) input to lead with a dynamic dimension;
-    each profile allows the smallest ``max`` leading dimension of its inputs,
-    and the engine the largest of those over ``profiles`` (Triton's
-    ``GetMaxSupportedBatchSize``).
+    each profile allows the smallest ``max`` leading dimension of its inputs (a
+    shape tensor's first ``max`` value, the batch size it allows), and the engine
+    the largest of those over ``profiles`` (Triton's ``GetMaxSupportedBatchSize``).
     """
     inputs = [t for t in engine.inputs if not t.is_shape_tensor]
     if not inputs or any(not t.dims or t.dims[0] != -1 for t in inputs):
@@ -117,7 +117,9 @@ def engine_max_batch_size(engine: EngineInfo, profiles: Sequence[int]) -> int:
         if index < 0 or index >= len(engine.profiles):
             continue
         profile = engine.profiles[index]
-        best = max(best, min(profile.max(t.name)[0] for t in inputs))
+        limits = [profile.max(t.name)[0] for t in inputs]
+        limits += [ranges[2][0] for ranges in profile.values.values() if ranges[2]]
+        best = max(best, min(limits))
     return best
 
 
@@ -212,6 +214,10 @@ def complete_config(model_name: str, config: dict[str, Any], engine: EngineInfo)
                 entry["dims"] = list(ref["dims"])
                 if "reshape" in ref:
                     entry["reshape"] = dict(ref["reshape"])
+            if ref.get("is_shape_tensor"):
+                entry["is_shape_tensor"] = True
+            elif entry.get("is_shape_tensor"):
+                raise TritonError.invalid_arg(f"'{ref['name']}' is incorrectly specified as a shape tensor.")
             if ref.get("is_non_linear_format_io"):
                 entry["is_non_linear_format_io"] = True
             elif entry.get("is_non_linear_format_io"):
@@ -289,12 +295,6 @@ def check_config(
             f"unable to load model '{model_name}', configuration expects {len(config_inputs)} inputs, "
             f"model provides at most {len(engine_inputs)}"
         )
-    for tensor in (*engine.inputs, *engine.outputs):
-        if tensor.is_shape_tensor:
-            raise TritonError.unsupported(
-                f"{'input' if tensor.is_input else 'output'} '{tensor.name}' of model '{model_name}' is a "
-                "shape tensor, which the tritonpy TensorRT backend does not serve"
-            )
     seen: set[str] = set()
     for kind, entries in (("input", config_inputs), ("output", config.get("output", []))):
         for entry in entries:
@@ -311,6 +311,17 @@ def check_config(
                 raise TritonError.invalid_arg(
                     f"{kind} '{name}' is expected to be an {kind} in model for {where}"
                 )
+            if bool(entry.get("is_shape_tensor")) != found.is_shape_tensor:
+                subject = f"{kind} '{name}' for model '{model_name}'"
+                raise TritonError.internal(
+                    f"{subject} is a shape tensor but the model configuration doesn't mark it as a shape "
+                    "tensor."
+                    if found.is_shape_tensor
+                    else f"{subject} is incorrectly marked as a shape tensor in the model configuration."
+                )
+            if found.is_shape_tensor:
+                _check_shape_tensor(model_name, kind, entry, found, batching, where)
+                continue
             _check_type(model_name, kind, entry, found, where)
             if name not in scattered:  # a batch_output's dims are its requests' (Triton skips it too)
                 _check_dims(model_name, entry, found, batching)
@@ -341,6 +352,53 @@ def check_config(
         profile = engine.profiles[index]
         for entry in config_inputs:
             _check_profile_range(model_name, entry, profile, batching)
+
+
+def _check_shape_tensor(
+    model: str, kind: str, entry: dict[str, Any], tensor: TensorInfo, batching: bool, where: str
+) -> None:
+    """Triton's checks of a shape tensor's entry (``InitializeShapeInputBinding``, its output
+    twin, ``CompareShapeDimsSupported``): INT32 or INT64 values in (INT64 out), the engine's
+    type, and 1-D, one value longer in the engine when the model batches (the batch size)."""
+    given = str(entry.get("data_type", "TYPE_INVALID"))
+    engine_type = config_type(tensor.data_type) or type_text(tensor.data_type)
+    name = tensor.name
+    if kind == "input":
+        if given not in ("TYPE_INT32", "TYPE_INT64"):
+            raise TritonError.invalid_arg(
+                f"unexpected datatype {given} in model configuration for shape input '{name}', "
+                f"expecting TYPE_INT32 or TYPE_INT64 for {where}"
+            )
+        if engine_type != given:
+            raise TritonError.invalid_arg(
+                f"unexpected datatype {engine_type} in engine for shape input '{name}', expecting {given} "
+                f"for {where}"
+            )
+    else:
+        if given != "TYPE_INT64":  # the lone quote is Triton's
+            raise TritonError.invalid_arg(
+                f"unexpected datatype '{given} in model configuration for shape output '{name}', "
+                f"expecting TYPE_INT64 for {where}"
+            )
+        if engine_type != given:
+            raise TritonError.invalid_arg(
+                f"unexpected datatype {engine_type} for inference output '{name}', expecting {given} "
+                f"for {where}"
+            )
+    dims = config_dims(entry)
+    engine_dims = list(tensor.dims)
+    if len(engine_dims) > 1:
+        raise TritonError.internal(
+            f"unable to load model '{model}', shape binding '{name}' can only be 0-d or 1-D tensor, got "
+            f"{shape_text(engine_dims)}"
+        )
+    if len(dims) != len(engine_dims) or (
+        engine_dims and (dims[0] == -1 or dims[0] + (1 if batching else 0) != engine_dims[0])
+    ):
+        raise TritonError.internal(
+            f"unable to load model '{model}', binding '{name}' shape expected by framework "
+            f"{shape_text(engine_dims)} doesn't match model configuration shape {shape_text(dims)}"
+        )
 
 
 def _check_type(model: str, kind: str, entry: dict[str, Any], tensor: TensorInfo, where: str) -> None:

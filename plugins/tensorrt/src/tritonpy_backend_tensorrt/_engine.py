@@ -2,7 +2,8 @@
 
 ``EngineInfo`` holds an engine's I/O tensors (name, input or output, data
 type, dims with -1 for dynamic ones, shape tensor or not) and, per
-optimization profile, each input's min / opt / max shape. Everything that
+optimization profile, each input's min / opt / max shape (a shape tensor
+input's min / opt / max values). Everything that
 decides something (auto-complete, config checks, profile choice, request
 shape checks) works on it, so it is tested without TensorRT or a GPU;
 ``read_engine`` is the only code here that touches a TensorRT object.
@@ -39,14 +40,18 @@ class TensorInfo:
         return self.io_format != "LINEAR"
 
 
+#: Name → (min, opt, max): shapes of inputs, or values of shape tensor inputs.
+Ranges = Mapping[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileShapes:
-    """One optimization profile: each input's (min, opt, max) shape."""
+    """One optimization profile: each input's (min, opt, max) shape, and each shape
+    tensor input's (min, opt, max) values."""
 
     index: int
-    shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = field(
-        default_factory=dict
-    )
+    shapes: Ranges = field(default_factory=dict)
+    values: Ranges = field(default_factory=dict)
 
     def min(self, name: str) -> tuple[int, ...]:
         return self.shapes[name][0]
@@ -97,8 +102,13 @@ def read_engine(trt: Any, engine: Any) -> EngineInfo:
     profiles = []
     for p in range(engine.num_optimization_profiles):
         shapes = {}
+        values = {}
         for t in tensors:
-            if t.is_input and not t.is_shape_tensor:
+            if t.is_input and t.is_shape_tensor:
+                # (profile, name): the bindings' own parameter names say the opposite
+                low, opt, high = engine.get_tensor_profile_values(p, t.name)
+                values[t.name] = (_dims(low), _dims(opt), _dims(high))
+            elif t.is_input:
                 try:
                     low, opt, high = engine.get_tensor_profile_shape(t.name, p)
                     shapes[t.name] = (_dims(low), _dims(opt), _dims(high))
@@ -106,7 +116,7 @@ def read_engine(trt: Any, engine: Any) -> EngineInfo:
                     shapes[t.name] = (t.dims, t.dims, t.dims)
                 if any(d < 0 for d in shapes[t.name][2]):  # none given: the fixed dims are the range
                     shapes[t.name] = (t.dims, t.dims, t.dims)
-        profiles.append(ProfileShapes(p, shapes))
+        profiles.append(ProfileShapes(p, shapes, values))
     return EngineInfo(tuple(tensors), tuple(profiles))
 
 

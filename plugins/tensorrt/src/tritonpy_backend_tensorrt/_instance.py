@@ -7,7 +7,8 @@ A batch runs like this, all on the instance's own stream:
    memory (``instance.host_allocator``) and copied asynchronously into a
    buffer of the GPU's pool (``instance.device_memory``);
 2. the profile is chosen and the shapes checked (``_profiles.py``),
-   ``set_input_shape`` / ``set_tensor_address`` bind every tensor, outputs
+   ``set_input_shape`` / ``set_tensor_address`` bind every tensor (shape
+   tensors in host memory: ``_shapes.py``), outputs
    into pool buffers (an output whose shape depends on the data through an
    output allocator instead: ``_outputs.py``), and ``execute_async_v3``
    enqueues the engine, or a captured CUDA graph is launched when one
@@ -24,7 +25,7 @@ A batch runs like this, all on the instance's own stream:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,7 @@ from ._graphs import GraphKey, find_graph, graph_shapes, graph_specs
 from ._outputs import OutputBuffers, allocator
 from ._profiles import choose_profile
 from ._runtime import TensorRT
+from ._shapes import shape_outputs, shape_values
 
 log = logging.getLogger("tritonpy.backend.tensorrt")
 
@@ -99,6 +101,9 @@ class Instance:
     data_dependent: set[str] = field(default_factory=set)
     #: Ragged inputs, batch_input targets and batch_output scatters (``_batchio.py``).
     batch_io: BatchIO = field(default_factory=BatchIO)
+    #: Shape tensor inputs (→ the engine's numpy type for them) and outputs (``_shapes.py``).
+    shape_inputs: dict[str, np.dtype[Any]] = field(default_factory=dict)
+    shape_outputs: frozenset[str] = frozenset()
 
     @classmethod
     def create(
@@ -134,6 +139,12 @@ class Instance:
             output_names=tuple(t.name for t in info.outputs),
             input_names=tuple(t.name for t in info.inputs),
             batch_io=BatchIO.from_config(config),
+            shape_inputs={
+                t.name: np.dtype(np.int32 if t.data_type == "INT32" else np.int64)
+                for t in info.inputs
+                if t.is_shape_tensor
+            },
+            shape_outputs=frozenset(t.name for t in info.outputs if t.is_shape_tensor),
         )
         state.output_buffers = OutputBuffers(state.memory, state.device)
         state.output_allocator = allocator(tensorrt.trt, state.output_buffers)
@@ -147,13 +158,17 @@ class Instance:
     # ---- execution -----------------------------------------------------------------------------
 
     def execute(self, requests: Sequence[InferenceRequest]) -> list[InferenceResponse]:
-        if len(requests) > 1 and (not self.batching or not _same_tails(requests, self.batch_io.ragged)):
+        if len(requests) > 1 and (
+            not self.batching or not _same_tails(requests, self.batch_io.ragged, self.shape_inputs)
+        ):
             return [self.execute([r])[0] for r in requests]
         self.cuda.set_device(self.device)  # this worker thread's current GPU
         held: list[Any] = []  # host and device memory in use until the event is waited for
         try:
             feeds: dict[str, tuple[tuple[int, ...], int, int, bool]] = {}  # shape, address, nbytes, on device
             for name in self.input_names:
+                if name in self.shape_inputs:
+                    continue  # below, once the batch size is known
                 fed = self.batch_io.host_input(requests, name) if self.batch_io else None
                 if fed is not None:  # a ragged input, flat; a batch_input target
                     target = self.batch_io.inputs.get(name)
@@ -172,19 +187,28 @@ class Instance:
                 held.append(staged)
                 feeds[name] = (tuple(staged.shape), staged.ctypes.data, staged.nbytes, False)
             shapes = {name: f[0] for name, f in feeds.items()}
-            _, profile = choose_profile(self.name, self.profiles, shapes)
+            rows = shapes[next(iter(shapes))][0] if shapes else sum(r.batch_size for r in requests)
+            values = {  # shape tensor inputs, in host memory: the batch size, then the values
+                name: self._host(shape_values(requests, name, rows if self.batching else None, dtype))
+                for name, dtype in self.shape_inputs.items()
+            }
+            given = {name: tuple(int(v) for v in array) for name, array in values.items()}
+            _, profile = choose_profile(self.name, self.profiles, shapes, given)
             wanted = outputs_to_compute(requests, self.output_names)
             batch = shapes[next(iter(shapes))][0] if self.batching and shapes else 0
             tails = tuple(s[1:] if self.batching else s for s in shapes.values())
             graphs = self.graphs and not self.batch_io  # none is captured for ragged batches
             found = find_graph(self.graphs, GraphKey(profile.index, tails), batch) if graphs else None
+            shaped: dict[str, np.ndarray[Any, Any]] = {}  # shape tensor outputs, in host memory
             if found is not None:
                 outputs = self._run_graph(found[0], feeds, held, wanted, batch)
             else:
-                outputs = self._run(self.contexts[profile.index], feeds, held)
+                outputs = self._run(self.contexts[profile.index], feeds, held, values, shaped)
             host: dict[str, Any] = {}
             kept: dict[str, DeviceArray] = {}
             for name in wanted:
+                if name in shaped:
+                    continue
                 array = outputs[name]
                 keep, to_host = stays_on_device(requests, name, self.device, self.output_types.get(name))
                 if name in self.batch_io.scatter:  # split by the requests' input shapes, on the host
@@ -202,6 +226,12 @@ class Instance:
         del held
         scattered = {n: host.pop(n) for n in list(host) if n in self.batch_io.scatter}
         responses = scatter_responses(requests, host, {n: self.output_types[n] for n in host})
+        for name in wanted:
+            if name in shaped:
+                for response, tensor in zip(
+                    responses, shape_outputs(requests, name, shaped[name], self.batching, self.name)
+                ):
+                    response.outputs[name] = tensor
         if scattered:
             self.batch_io.scatter_outputs(requests, responses, scattered, self.output_types)
         if kept:
@@ -216,6 +246,14 @@ class Instance:
                     self.device,
                 )
         return responses
+
+    def _host(self, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """``array`` in pinned memory where there is a pool (as Triton keeps shape tensors)."""
+        if self.pinned is None:
+            return array
+        pinned: np.ndarray[Any, Any] = self.pinned(array.shape, array.dtype)
+        pinned[...] = array
+        return pinned
 
     def _input_dtype(self, name: str) -> Any:
         datatype = self.input_types.get(name)
@@ -245,7 +283,20 @@ class Instance:
         context: Any,
         feeds: dict[str, tuple[tuple[int, ...], int, int, bool]],
         held: list[Any],
+        values: dict[str, np.ndarray[Any, Any]] | None = None,
+        shaped: dict[str, np.ndarray[Any, Any]] | None = None,
     ) -> dict[str, DeviceArray]:
+        """Bind and enqueue: ``feeds`` copied to the GPU where they are not on it, the shape
+        tensor inputs' ``values`` bound in host memory (as TensorRT reads them); the device
+        outputs returned, the shape tensor outputs put in ``shaped`` (host memory, written
+        as the engine is enqueued)."""
+        for name, array in (values or {}).items():
+            if not context.set_input_shape(name, array.shape):
+                raise TritonError.invalid_arg(
+                    f"trt failed to set binding dimension to {list(array.shape)} for input '{name}' "
+                    f"for {self.name}"
+                )
+            context.set_tensor_address(name, array.ctypes.data)
         for name, (shape, address, nbytes, on_device) in feeds.items():
             if not on_device:
                 buffer = self.memory.allocate(self.device, (nbytes,), np.uint8)
@@ -261,6 +312,13 @@ class Instance:
         dependent = []
         for name in self.output_names:
             shape = tuple(int(d) for d in context.get_tensor_shape(name))
+            if name in self.shape_outputs:
+                written = self._host(np.zeros(shape, np.int64))
+                context.set_tensor_address(name, written.ctypes.data)
+                if shaped is not None:
+                    shaped[name] = written
+                held.append(written)
+                continue
             if any(d < 0 for d in shape):  # known once the engine has run: TensorRT asks for memory
                 dependent.append(name)
                 self.data_dependent.add(name)
@@ -324,10 +382,10 @@ class Instance:
         specs = graph_specs(config)
         if not specs:
             return
-        if self.batch_io:
+        if self.batch_io or self.shape_inputs or self.shape_outputs:
             log.warning(
-                "model '%s': no CUDA graphs are captured for a model with ragged inputs, batch_input "
-                "or batch_output (its batches' shapes vary with their requests)",
+                "model '%s': no CUDA graphs are captured for a model with ragged inputs, batch_input, "
+                "batch_output or shape tensors (its batches' shapes vary with their requests)",
                 self.model_name,
             )
             return
@@ -411,12 +469,20 @@ def _out_of(profile: ProfileShapes, name: str, shape: tuple[int, ...]) -> bool:
     return len(shape) != len(high) or any(not lo <= d <= hi for d, lo, hi in zip(shape, low, high))
 
 
-def _same_tails(requests: Sequence[InferenceRequest], ragged: frozenset[str] = frozenset()) -> bool:
+def _same_tails(
+    requests: Sequence[InferenceRequest],
+    ragged: frozenset[str] = frozenset(),
+    shape_tensors: Mapping[str, Any] | frozenset[str] = frozenset(),
+) -> bool:
     """Whether the requests' inputs agree beyond the batch dim (so they concatenate); a
-    ragged input need not (it is fed flat)."""
+    ragged input need not (it is fed flat), a shape tensor must hold the same values
+    (its one copy holds for the batch)."""
     first = requests[0].inputs
     for r in requests[1:]:
         for name, tensor in r.inputs.items():
-            if name not in ragged and tensor.shape[1:] != first[name].shape[1:]:
+            if name in shape_tensors:
+                if not np.array_equal(tensor.data, first[name].data):
+                    return False
+            elif name not in ragged and tensor.shape[1:] != first[name].shape[1:]:
                 return False
     return True
