@@ -33,6 +33,9 @@ def test_variable_sizes_batch_only_with_equal_shapes_unless_ragged() -> None:
         rule, X=np.ones((5, 2), np.float32), L=np.ones((5, 1), np.int32)
     )
     assert _key(rule, X=two, L=label) != _key(rule, X=three, L=label)
+    # what the core adds (a sequence's controls and states, there once a request ran) counts not
+    control = np.ones((1, 1), np.int32)
+    assert _key(rule, X=two, L=label) == _key(rule, X=two, L=label, START=control)
     ragged = _rule('{ name: "X" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true }')
     assert not ragged.matters
 

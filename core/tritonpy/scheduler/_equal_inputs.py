@@ -20,8 +20,9 @@ from tritonpy_sdk import InferenceRequest, Tensor
 
 @dataclass(frozen=True, slots=True)
 class EqualInputs:
-    #: Inputs with ``allow_ragged_batch``: any shapes batch together.
-    ragged: frozenset[str] = frozenset()
+    #: The config's inputs but those with ``allow_ragged_batch`` (any shapes batch
+    #: together); inputs the core adds (sequence controls and states) do not count.
+    compared: frozenset[str] = frozenset()
     #: Shape tensors: their values must be equal too.
     shape_tensors: frozenset[str] = frozenset()
     #: Whether requests can differ in a way that keeps them apart at all.
@@ -30,21 +31,21 @@ class EqualInputs:
     @classmethod
     def from_config(cls, config: Any) -> EqualInputs:
         """From a ``ModelConfig`` message."""
-        ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)
+        compared = frozenset(i.name for i in config.input if not i.allow_ragged_batch)
         shape_tensors = frozenset(i.name for i in config.input if i.is_shape_tensor)
         variable = any(-1 in i.dims and not i.allow_ragged_batch for i in config.input)
         optional = any(i.optional for i in config.input)
-        return cls(ragged, shape_tensors, bool(shape_tensors) or variable or optional)
+        return cls(compared, shape_tensors, bool(shape_tensors) or variable or optional)
 
     def key(self, request: InferenceRequest) -> tuple[Any, ...]:
         """Equal for requests that may share a batch."""
         if not self.matters:
             return ()
-        ragged, shape_tensors = self.ragged, self.shape_tensors
+        compared, shape_tensors = self.compared, self.shape_tensors
         return tuple(
             _values(name, tensor) if name in shape_tensors else (name, tensor.shape[1:], tensor.datatype)
             for name, tensor in sorted(request.inputs.items())
-            if name not in ragged
+            if name in compared
         )
 
 
