@@ -5,8 +5,8 @@ A stub-mode (the default) ``KIND_GPU`` Python model with
 shared-memory region as a GPU tensor and answers with a torch CUDA tensor, which
 reaches the client as a normal output and, device to device, in a CUDA
 shared-memory output region. Many requests in a row and at once (the arenas'
-blocks reused, regions freed and made again), and a GPU output of a stub whose
-inputs are host data.
+blocks reused, regions freed and made again), a GPU output of a stub whose
+inputs are host data, and BLS outputs where each ``PreferredMemory`` wants them.
 
 Every model reports what it saw (``SEEN``, a string) so a failure says so.
 """
@@ -58,13 +58,51 @@ class TritonPythonModel:
         return responses
 """
 
+#: Calls ``host_in`` (whose OUTPUT0 is a GPU tensor) through BLS three times: with no
+#: PreferredMemory, preferring GPU 0 and preferring the CPU; says where each output was.
+BLS_MODEL = """
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0")
+            seen = []
+            out = None
+            for label, preferred in (
+                ("default", None),
+                ("gpu", pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_GPU, 0)),
+                ("cpu", pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0)),
+            ):
+                call = pb_utils.InferenceRequest(
+                    model_name="host_in",
+                    inputs=[pb_utils.Tensor("INPUT0", x.as_numpy())],
+                    requested_output_names=["OUTPUT0"],
+                    preferred_memory=preferred,
+                )
+                response = call.exec()
+                if response.has_error():
+                    raise pb_utils.TritonModelException(response.error().message())
+                y = pb_utils.get_output_tensor_by_name(response, "OUTPUT0")
+                seen.append(f"{label} is_cpu={y.is_cpu()}")
+                host = y.as_numpy() if y.is_cpu() else torch.from_dlpack(y.to_dlpack()).cpu().numpy()
+                out = host if out is None else out
+            text = pb_utils.Tensor("SEEN", np.array([" ".join(seen).encode()], dtype=np.object_))
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out), text]))
+        return responses
+"""
+
 N = 16
 
 
-def _model(repo: Path, name: str, force_cpu: str) -> None:
+def _model(repo: Path, name: str, force_cpu: str, source: str = MODEL) -> None:
     folder = repo / name
     (folder / "1").mkdir(parents=True)
-    (folder / "1" / "model.py").write_text(MODEL)
+    (folder / "1" / "model.py").write_text(source)
     expect = "yes" if force_cpu == "no" else "no"
     (folder / "config.pbtxt").write_text(
         textwrap.dedent(
@@ -96,6 +134,7 @@ def server(server_factory, tmp_path_factory: pytest.TempPathFactory):  # type: i
     repo = tmp_path_factory.mktemp("cuda_ipc_repo")
     _model(repo, "gpu_in", "no")  # stub mode (the default), GPU inputs through CUDA IPC
     _model(repo, "host_in", "yes")  # stub mode, host inputs, GPU output
+    _model(repo, "bls_gpu", "yes", BLS_MODEL)  # BLS to host_in with each PreferredMemory
     return server_factory([repo])
 
 
@@ -228,6 +267,20 @@ def test_a_gpu_output_of_a_stub_with_host_inputs(server: Any) -> None:
     finally:
         client.unregister_cuda_shared_memory()
         cudashm.destroy_shared_memory_region(outs)
+        client.close()
+
+
+def test_bls_outputs_come_where_their_preferred_memory_says(server: Any) -> None:
+    client = httpclient.InferenceServerClient(server.url)
+    try:
+        values = np.arange(N, dtype=np.float32)
+        inp = httpclient.InferInput("INPUT0", [N], "FP32")
+        inp.set_data_from_numpy(values)
+        result = client.infer("bls_gpu", [inp])
+        seen = _seen(result)
+        assert seen == "default is_cpu=False gpu is_cpu=False cpu is_cpu=True", seen
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values * 2, err_msg=seen)
+    finally:
         client.close()
 
 

@@ -22,15 +22,22 @@ import pytest
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils import _cuda
 from triton_python_backend_utils._api import GpuTensor
-from triton_python_backend_utils._convert import tensor_from_wire, tensor_to_wire
+from triton_python_backend_utils._convert import bls_request_to_wire, tensor_from_wire, tensor_to_wire
+from triton_python_backend_utils._convert import response_from_wire as stub_response_from_wire
 from triton_python_backend_utils._device import DeviceLink
 from triton_python_backend_utils._gpu_memory import KDLCUDA, GpuView, gpu_source
 from triton_python_backend_utils._stub import _device_link
 from triton_python_backend_utils._wire import Arena, Link
 from tritonpy_backend_python import uses_cuda_ipc
-from tritonpy_backend_python._convert import _device_input, response_from_wire
+from tritonpy_backend_python._convert import (
+    _device_tensor,
+    bls_request_from_pb,
+    bls_request_from_wire,
+    response_from_wire,
+)
+from tritonpy_backend_python._convert import response_to_wire as server_response_to_wire
 from tritonpy_backend_python._convert import tensor_from_wire as server_tensor_from_wire
-from tritonpy_sdk import Backend, DataType, DeviceArray, Model, ModelInstance, Tensor
+from tritonpy_sdk import Backend, DataType, DeviceArray, InferenceResponse, Model, ModelInstance, Tensor
 
 
 class HostCuda:
@@ -106,7 +113,7 @@ def test_a_gpu_input_crosses_as_a_handle_and_comes_back_as_a_gpu_tensor(links: A
     server, stub, cuda = links
     values = np.arange(12, dtype=np.float32).reshape(3, 4)
     array, source = _on_gpu(values, device=1)
-    desc = _device_input(server, "X", Tensor.on_device("X", array, DataType.FP32))
+    desc = _device_tensor(server, "X", Tensor.on_device("X", array, DataType.FP32))
     name, datatype, shape, where, place, nbytes = desc
     assert (name, datatype, shape, where, nbytes) == ("X", "FP32", (3, 4), "g", 48)
     device, handle, offset = place
@@ -144,7 +151,7 @@ def test_the_arena_is_opened_once_for_many_tensors(links: Any) -> None:
     received = []
     for i in range(5):
         array, _ = _on_gpu(np.full(8, i, np.int32))
-        server.send({"i": [_device_input(server, "X", Tensor.on_device("X", array, DataType.INT32))]})
+        server.send({"i": [_device_tensor(server, "X", Tensor.on_device("X", array, DataType.INT32))]})
         received.append(tensor_from_wire(stub, stub.recv()["i"][0]))
     assert [t.to_host().tolist() for t in received] == [[i] * 8 for i in range(5)]  # type: ignore[attr-defined]
     assert len(cuda.opened) == 1
@@ -200,7 +207,7 @@ def test_a_gpu_output_lands_in_the_instances_device_memory(links: Any) -> None:
 def test_a_gpu_input_passed_back_as_an_output_is_copied_from_the_servers_arena(links: Any) -> None:
     server, stub, _ = links
     array, _keep = _on_gpu(np.arange(4, dtype=np.int32))
-    server.send({"i": [_device_input(server, "X", Tensor.on_device("X", array, DataType.INT32))]})
+    server.send({"i": [_device_tensor(server, "X", Tensor.on_device("X", array, DataType.INT32))]})
     tensor = tensor_from_wire(stub, stub.recv()["i"][0])
     out = pb_utils.Tensor.from_dlpack("Y", tensor)
     desc = tensor_to_wire(stub, out)
@@ -214,18 +221,67 @@ def test_without_cuda_ipc_gpu_tensors_cross_as_host_data(links: Any) -> None:
     server, stub, _ = links
     server.device = stub.device = None
     array, _keep = _on_gpu(np.arange(3, dtype=np.float64))
-    desc = _device_input(server, "X", Tensor.on_device("X", array, DataType.FP64))
+    desc = _device_tensor(server, "X", Tensor.on_device("X", array, DataType.FP64))
     assert desc[3] in ("i", "s")
     view = GpuView(array.address, (3,), np.float64, 0, _keep, lambda: np.arange(3, dtype=np.float64))
     desc = tensor_to_wire(stub, GpuTensor("Y", view, pb_utils.TRITONSERVER_TYPE_FP64))
     assert desc[3] in ("i", "s") and stub.get(desc).tolist() == [0.0, 1.0, 2.0]
 
 
+def test_a_bls_request_asks_for_its_outputs_where_its_preferred_memory_says(links: Any) -> None:
+    """Triton's ``PreferredMemory``: GPU asks the called model for its outputs on that GPU
+    (a request naming none names them all); CPU, or none, keeps them in host memory."""
+    server, stub, _ = links
+    outputs_of = {("m", -1): ["Y", "Z"]}
+
+    def request(preferred: pb_utils.PreferredMemory | None, names: list[str]) -> list[tuple[str, int | None]]:
+        pb_request = pb_utils.InferenceRequest(
+            model_name="m", requested_output_names=names, inputs=[], preferred_memory=preferred
+        )
+        desc = bls_request_to_wire(stub, pb_request)
+        made = bls_request_from_wire(server, desc, None, lambda m, v: outputs_of[(m, v)])
+        return [(o.name, o.device_id) for o in made.requested_outputs]
+
+    gpu1 = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_GPU, 1)
+    assert request(gpu1, ["Z"]) == [("Z", 1)]
+    assert request(gpu1, []) == [("Y", 1), ("Z", 1)]
+    assert request(pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0), ["Z"]) == [("Z", None)]
+    assert request(None, []) == []
+    server.device = None  # no CUDA IPC to this stub: its outputs come as host data
+    assert request(gpu1, ["Z"]) == [("Z", None)]
+
+
+def test_a_bls_output_on_the_gpu_reaches_the_stub_as_a_gpu_tensor(links: Any) -> None:
+    """Where the called model put it, as Triton hands BLS outputs over without a
+    ``PreferredMemory``; one that prefers the CPU gets host data."""
+    server, stub, _ = links
+    values = np.arange(6, dtype=np.int32).reshape(2, 3)
+    array, _keep = _on_gpu(values, device=1)
+    on_host = np.ones(2, np.float32)
+    response = InferenceResponse(
+        {"Y": Tensor.on_device("Y", array, DataType.INT32), "H": Tensor.from_numpy("H", on_host)}
+    )
+    server.send({"r": server_response_to_wire(server, response)})
+    got = stub_response_from_wire(stub, stub.recv()["r"])
+    y = pb_utils.get_output_tensor_by_name(got, "Y")
+    assert isinstance(y, GpuTensor) and not y.is_cpu() and y.__dlpack_device__() == (KDLCUDA, 1)
+    np.testing.assert_array_equal(y.to_host(), values)
+    h = pb_utils.get_output_tensor_by_name(got, "H")
+    assert h.is_cpu() and h.as_numpy().tolist() == [1.0, 1.0]
+    server.send({"r": server_response_to_wire(server, response, to_host=True)})  # preferred the CPU
+    got = stub_response_from_wire(stub, stub.recv()["r"])
+    assert pb_utils.get_output_tensor_by_name(got, "Y").as_numpy().tolist() == values.tolist()
+    server.device = None  # without CUDA IPC: host data, as before
+    server.send({"r": server_response_to_wire(server, response)})
+    got = stub_response_from_wire(stub, stub.recv()["r"])
+    assert pb_utils.get_output_tensor_by_name(got, "Y").as_numpy().tolist() == values.tolist()
+
+
 def test_a_tensor_larger_than_the_arena_crosses_as_host_data(links: Any) -> None:
     server, _, _ = links
     values = np.zeros((1 << 20) // 4 + 1, np.float32)
     array, _keep = _on_gpu(values)
-    desc = _device_input(server, "X", Tensor.on_device("X", array, DataType.FP32))
+    desc = _device_tensor(server, "X", Tensor.on_device("X", array, DataType.FP32))
     assert desc[3] in ("i", "s")
 
 
@@ -234,11 +290,11 @@ def test_the_servers_arenas_are_freed_and_the_stubs_closed_when_the_link_ends(li
     array, _keep = _on_gpu(np.arange(4, dtype=np.int32))
     stub.send({"o": [tensor_to_wire(stub, GpuTensor("Y", _view(array), pb_utils.TRITONSERVER_TYPE_INT32))]})
     server_tensor_from_wire(server, server.recv()["o"][0], None)
-    server.send({"i": [_device_input(server, "X", Tensor.on_device("X", array, DataType.INT32))]})
+    server.send({"i": [_device_tensor(server, "X", Tensor.on_device("X", array, DataType.INT32))]})
     before = len(cuda.buffers)
     server.device.close()
     assert len(cuda.closed) == 1 and len(cuda.buffers) == before - 1
-    assert _device_input(server, "X", Tensor.on_device("X", array, DataType.INT32))[3] != "g"
+    assert _device_tensor(server, "X", Tensor.on_device("X", array, DataType.INT32))[3] != "g"
 
 
 def _view(array: DeviceArray) -> GpuView:
@@ -301,3 +357,14 @@ def test_the_stub_declines_cuda_ipc_without_a_gpu_or_cuda_python(tmp_path: Path)
     finally:
         link.conn.close()
         ours.close()
+
+
+def test_an_in_process_bls_request_reads_its_preferred_memory_too() -> None:
+    gpu0 = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_GPU, 0)
+    request = pb_utils.InferenceRequest(
+        model_name="m", requested_output_names=[], inputs=[], preferred_memory=gpu0
+    )
+    made = bls_request_from_pb(request, lambda m, v: ["Y"])
+    assert [(o.name, o.device_id) for o in made.requested_outputs] == [("Y", 0)]
+    plain = pb_utils.InferenceRequest(model_name="m", requested_output_names=["Y"], inputs=[])
+    assert [(o.name, o.device_id) for o in bls_request_from_pb(plain).requested_outputs] == [("Y", None)]

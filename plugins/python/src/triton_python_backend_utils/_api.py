@@ -234,7 +234,10 @@ class GpuTensor(Tensor):
 class PreferredMemory:
     """Where a BLS call would like its outputs (``TRITONSERVER_MEMORY_CPU``/``_GPU``, device).
 
-    Accepted for compatibility; outputs are on the CPU in this backend.
+    ``TRITONSERVER_MEMORY_GPU`` asks the model called for its outputs on that GPU: a model
+    that produces them there (PyTorch, ONNX Runtime or TensorRT on that GPU) hands them
+    over without a copy to the host, and they reach ``execute`` as GPU tensors. Without
+    it, or with ``TRITONSERVER_MEMORY_CPU``, outputs come in host memory.
     """
 
     def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
@@ -298,6 +301,7 @@ class InferenceRequest:
 
     # What ``__init__`` sets these to, for ``_received``, which leaves them to the class.
     _trace: InferenceTrace | None = None
+    _preferred_memory: PreferredMemory | None = None
     _sender: InferenceResponseSender | None = None
     _token: Any = None
     _release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
@@ -330,6 +334,7 @@ class InferenceRequest:
         self._flags = flags
         self._timeout = timeout
         self._trace = trace
+        self._preferred_memory = preferred_memory
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
         self._parameters: dict[str, Any] = _checked_parameters(parameters or {})

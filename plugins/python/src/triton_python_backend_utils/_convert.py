@@ -108,7 +108,16 @@ def bls_request_to_wire(link: Link, request: InferenceRequest) -> dict[str, Any]
         "to": request.timeout(),
         "p": request._parameters,
         "tc": request.trace()._context or "",
+        "pm": _preferred(request),
     }
+
+
+def _preferred(request: InferenceRequest) -> tuple[int, int] | None:
+    """A BLS request's ``PreferredMemory`` as (memory type, device id); None: not given."""
+    preferred = request._preferred_memory
+    if preferred is None:
+        return None
+    return (int(preferred.preferred_memory_type), int(preferred.preferred_device_id))
 
 
 def request_from_wire(

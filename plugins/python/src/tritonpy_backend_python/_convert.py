@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -95,7 +95,7 @@ def request_to_wire(link: Link, request: InferenceRequest, token: int, all_outpu
         request.timeout_us,
         request.parameters,
         [
-            put(name, _NAME_OF[id(t.datatype)], t.data) if t.device is None else _device_input(link, name, t)
+            put(name, _NAME_OF[id(t.datatype)], t.data) if t.device is None else _device_tensor(link, name, t)
             for name, t in request.inputs.items()
         ],
         _requested(request, all_outputs),
@@ -103,10 +103,10 @@ def request_to_wire(link: Link, request: InferenceRequest, token: int, all_outpu
     )
 
 
-def _device_input(link: Link, name: str, tensor: Tensor) -> TensorDesc:
-    """An input with a ``DeviceArray``: through CUDA IPC when it lies on a GPU and the
-    link has it (the core hands device inputs only to instances that take them), else
-    as host data."""
+def _device_tensor(link: Link, name: str, tensor: Tensor) -> TensorDesc:
+    """A tensor with a ``DeviceArray`` for the stub (an input; a BLS response's output
+    asked for on the GPU): through CUDA IPC when it lies on a GPU and the link has it
+    (the core hands device inputs only to instances that take them), else as host data."""
     array = tensor.device
     datatype = _NAME_OF[id(tensor.datatype)]
     device = link.device
@@ -162,21 +162,61 @@ def response_from_wire(
     )
 
 
-def response_to_wire(link: Link, response: InferenceResponse) -> ResponseDesc:
+def response_to_wire(link: Link, response: InferenceResponse, to_host: bool = False) -> ResponseDesc:
+    """A BLS response for the stub: an output on a GPU crosses through CUDA IPC, as an
+    input does, unless its request preferred host memory (``to_host``)."""
     if response.error is not None:
         return ([], error_to_pair(response.error), response.parameters)
-    outputs = [link.put(name, t.datatype.value, t.data) for name, t in response.outputs.items()]
+    outputs = [
+        link.put(name, t.datatype.value, t.data)
+        if t.device is None or to_host
+        else _device_tensor(link, name, t)
+        for name, t in response.outputs.items()
+    ]
     return (outputs, None, response.parameters)
 
 
+def bls_output_device(preferred: Any) -> int | None:
+    """The GPU a BLS request's ``PreferredMemory`` (as (memory type, device id), or None)
+    asks its outputs on; None for none asked, or host memory."""
+    if preferred is None or int(preferred[0]) != pb_utils.TRITONSERVER_MEMORY_GPU:
+        return None
+    return int(preferred[1])
+
+
+def bls_wants_host(preferred: Any) -> bool:
+    """Whether a BLS request's ``PreferredMemory`` asks for host memory (its GPU outputs
+    are then copied there); without one, outputs stay where the model put them."""
+    return preferred is not None and int(preferred[0]) != pb_utils.TRITONSERVER_MEMORY_GPU
+
+
+def bls_outputs(names: Collection[str], device: int | None) -> list[RequestedOutput]:
+    """A BLS request's requested outputs, each wanted on GPU ``device`` (None: the host)."""
+    return [RequestedOutput(n, device_id=device) for n in names]
+
+
+#: The output names of a model (name, version), for a BLS request that names none.
+OutputsOf = Callable[[str, int], Collection[str]]
+
+
 def bls_request_from_wire(
-    link: Link, desc: dict[str, Any], memory: DeviceMemory | None = None
+    link: Link,
+    desc: dict[str, Any],
+    memory: DeviceMemory | None = None,
+    outputs_of: OutputsOf | None = None,
 ) -> InferenceRequest:
+    """A stub's BLS request. One whose ``PreferredMemory`` asks for a GPU names its outputs
+    (``outputs_of`` the model, when it named none) as wanted there, if this link can carry
+    GPU tensors; else its outputs come as host data."""
+    device = bls_output_device(desc.get("pm")) if link.device is not None else None
+    names = desc["r"]
+    if not names and device is not None and outputs_of is not None:
+        names = outputs_of(desc["m"], int(desc["v"]))
     return InferenceRequest(
         model_name=desc["m"],
         model_version=int(desc["v"]),
         inputs={d[0]: tensor_from_wire(link, d, memory) for d in desc["i"]},
-        requested_outputs=[RequestedOutput(n) for n in desc["r"]],
+        requested_outputs=bls_outputs(names, device),
         id=desc["id"],
         parameters=desc["p"],
         correlation_id=desc["cid"],
@@ -238,15 +278,19 @@ def response_from_pb(
     return InferenceResponse(outputs, parameters=params)
 
 
-def response_to_pb(response: InferenceResponse) -> pb_utils.InferenceResponse:
+def response_to_pb(response: InferenceResponse, to_host: bool = False) -> pb_utils.InferenceResponse:
+    """``response`` for an in-process model: GPU outputs as they are, or copied to host
+    memory (``to_host``: its BLS request preferred that)."""
     if response.error is not None:
         message, code = error_to_pair(response.error)
         return pb_utils.InferenceResponse(
             error=pb_utils.TritonError(message, code), parameters=response.parameters
         )
-    return pb_utils.InferenceResponse(
-        [tensor_to_pb(t) for t in response.outputs.values()], parameters=response.parameters
-    )
+    if to_host:
+        outputs = [pb_utils.Tensor(t.name, t.data, _PB_CODES[t.datatype]) for t in response.outputs.values()]
+    else:
+        outputs = [tensor_to_pb(t) for t in response.outputs.values()]
+    return pb_utils.InferenceResponse(outputs, parameters=response.parameters)
 
 
 class _Received:
@@ -315,12 +359,23 @@ def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils
     return pb_request
 
 
-def bls_request_from_pb(request: pb_utils.InferenceRequest) -> InferenceRequest:
+def bls_request_from_pb(
+    request: pb_utils.InferenceRequest, outputs_of: OutputsOf | None = None
+) -> InferenceRequest:
+    """An in-process model's BLS request (``PreferredMemory`` as ``bls_request_from_wire``
+    reads it: a GPU tensor output is handed to the model as it is)."""
+    preferred = request._preferred_memory
+    device = None
+    if preferred is not None:
+        device = bls_output_device((preferred.preferred_memory_type, preferred.preferred_device_id))
+    names = request.requested_output_names()
+    if not names and device is not None and outputs_of is not None:
+        names = list(outputs_of(request.model_name(), request.model_version()))
     return InferenceRequest(
         model_name=request.model_name(),
         model_version=request.model_version(),
         inputs={t.name(): tensor_from_pb(t) for t in request.inputs()},
-        requested_outputs=[RequestedOutput(n) for n in request.requested_output_names()],
+        requested_outputs=bls_outputs(names, device),
         id=request.request_id(),
         parameters=dict(request._parameters),
         correlation_id=request.correlation_id(),

@@ -29,6 +29,7 @@ from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, DirectCall, InferenceRequest, 
 from ._convert import (
     _Received,
     bls_request_from_pb,
+    bls_wants_host,
     execute_error,
     request_to_pb,
     response_from_pb,
@@ -58,7 +59,7 @@ class InProcessRuntime(_runtime.Runtime):
     def _submit(self, request: pb_utils.InferenceRequest, deliver: Any) -> InferenceRequest | None:
         """Start a BLS request; the core request (to cancel), or None when it failed at once."""
         try:
-            core_request = bls_request_from_pb(request)
+            core_request = bls_request_from_pb(request, self.services.output_names)
         except TritonError as exc:
             deliver(InferenceResponse.from_error(exc), _FINAL)
             return None
@@ -69,7 +70,12 @@ class InProcessRuntime(_runtime.Runtime):
         inbox = BlsInbox(loop)
         core_request = self._submit(request, lambda response, flags: inbox.put((response, flags)))
         cancel = core_request.cancel if core_request is not None else (lambda: None)
-        return ResponseIterator(inbox, response_to_pb, request, timeout, cancel, lambda: None)
+        preferred = request._preferred_memory
+        to_host = preferred is not None and bls_wants_host((preferred.preferred_memory_type, 0))
+        to_pb: Callable[[InferenceResponse], pb_utils.InferenceResponse] = response_to_pb
+        if to_host:
+            to_pb = _to_host_pb
+        return ResponseIterator(inbox, to_pb, request, timeout, cancel, lambda: None)
 
     def bls(self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
         responses = self._call(request, timeout, None)
@@ -98,6 +104,10 @@ class InProcessRuntime(_runtime.Runtime):
 
     def model_control(self, op: str, name: str, version: int, config: str, files: dict[str, bytes]) -> Any:
         return _model_errors(self.services.control, op, name, version, config, files)
+
+
+def _to_host_pb(response: InferenceResponse) -> pb_utils.InferenceResponse:
+    return response_to_pb(response, to_host=True)
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:

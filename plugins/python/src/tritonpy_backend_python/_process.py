@@ -40,6 +40,7 @@ from tritonpy_sdk import (
 
 from ._convert import (
     bls_request_from_wire,
+    bls_wants_host,
     execute_error,
     request_to_wire,
     response_from_wire,
@@ -811,18 +812,19 @@ class StubProcess:
 
     def _on_bls(self, link: Link, msg: dict[str, Any]) -> None:
         call = msg["c"]
+        to_host = bls_wants_host(msg["req"].get("pm"))
 
         def answer(response: InferenceResponse | None, flags: int) -> None:
             if flags & RESPONSE_COMPLETE_FINAL:
                 self._bls.pop(call, None)
             try:
-                desc = None if response is None else response_to_wire(link, response)
+                desc = None if response is None else response_to_wire(link, response, to_host)
                 link.send({"op": "bls_resp", "c": call, "r": desc, "f": flags})
             except OSError:
                 pass  # the stub is gone
 
         try:
-            request = bls_request_from_wire(link, msg["req"], self.device_memory)
+            request = bls_request_from_wire(link, msg["req"], self.device_memory, self._services.output_names)
         except TritonError as exc:
             answer(InferenceResponse.from_error(exc), RESPONSE_COMPLETE_FINAL)
             return

@@ -69,6 +69,15 @@ class ServerServices:
         except TritonError as exc:
             answer(InferenceResponse.from_error(_bls_error(request, exc)), RESPONSE_COMPLETE_FINAL)
 
+    def output_names(self, model: str, version: int) -> list[str]:
+        """The outputs of a model a BLS request calls ([] when it has none to tell: the
+        request then fails with the server's own words)."""
+        try:
+            config = self._server().model_config(model, version)
+        except TritonError:
+            return []
+        return [str(o["name"]) for o in config.get("output", [])]
+
     def log(self, level: str, message: str, filename: str, line: int) -> None:
         levelno = _LEVELS.get(level, logging.INFO)
         if not self.logger.isEnabledFor(levelno):
