@@ -24,6 +24,8 @@ from ..config import model_config_pb2
 def _array(
     name: str, datatype: DataType, spec: Any, shape: list[int], warmup_dir: Path, rng: np.random.Generator
 ) -> np.ndarray:
+    """One item of a sample's input (``shape``: with a batch dimension of 1 when the model
+    batches), as Triton makes it: zeros, random values, or the start of a data file."""
     choice = spec.WhichOneof("input_data_type")
     count = math.prod(shape)
     if choice == "input_data_file":
@@ -33,7 +35,13 @@ def _array(
         except OSError as exc:
             raise TritonError.invalid_arg(f"warmup data file {path} cannot be read: {exc.strerror}") from None
         if datatype is not DataType.BYTES:
-            data = data[: count * datatype.itemsize]
+            need = count * datatype.itemsize
+            if len(data) < need:  # Triton's words, its missing space included
+                raise TritonError.invalid_arg(
+                    f"[request id: <id_unknown>] warmup setting expects {need} bytes, but the data provided "
+                    f"from {spec.input_data_file}only has {len(data)} bytes"
+                )
+            data = data[:need]
         return array_from_buffer(name, datatype, shape, data)
     if datatype is DataType.BYTES:
         out = np.empty(count, dtype=object)
@@ -54,7 +62,9 @@ def run_warmup(
     model_dir: Path,
     instances: list[ModelInstance],
 ) -> None:
-    """Run every ``model_warmup`` sample ``count`` times on each instance."""
+    """Run every ``model_warmup`` sample ``count`` times on each instance, as Triton does:
+    a sample of ``batch_size`` N is N requests of one item each (without an id), executed
+    together; a sample of batch size 0 is skipped."""
     if len(config.model_warmup) == 0:
         return
     rng = np.random.default_rng(0)
@@ -62,15 +72,16 @@ def run_warmup(
     decoupled = config.model_transaction_policy.decoupled
     shape_tensors = {i.name for i in config.input if i.is_shape_tensor}  # no batch dimension
     for sample in config.model_warmup:
-        batch = max(1, sample.batch_size)
+        if sample.batch_size == 0:
+            continue
         inputs: dict[str, Tensor] = {}
         for name, spec in sample.inputs.items():
             dims = [int(d) for d in spec.dims]
             if any(d < 0 for d in dims):
                 raise TritonError.invalid_arg(
-                    f"warmup sample '{sample.name}': input '{name}' has variable dims"
+                    f"warmup setting expects all variable-size dimensions are specified for input '{name}'"
                 )
-            shape = [batch, *dims] if batching and name not in shape_tensors else dims
+            shape = [1, *dims] if batching and name not in shape_tensors else dims
             try:
                 datatype = DataType.from_config(model_config_pb2.DataType.Name(spec.data_type))
             except ValueError:
@@ -81,25 +92,26 @@ def run_warmup(
             inputs[name] = Tensor(name, array, datatype)
         for instance in instances:
             for _ in range(max(1, sample.count)):
-                request = InferenceRequest(
-                    model_name=config.name,
-                    model_version=0,
-                    inputs=inputs,
-                    id=f"warmup:{sample.name}",
-                    batch_size=batch if batching else 1,
-                )
-                try:
-                    responses = execute_collect(
-                        functools.partial(hooks.execute, instance), [request], decoupled
-                    )[0]
-                except TritonError as exc:
-                    raise TritonError.invalid_arg(
-                        f"model warmup '{sample.name}' failed: {exc.message}"
-                    ) from None
-                except Exception as exc:  # the backend's bug, reported as the load failure
-                    raise TritonError.invalid_arg(f"model warmup '{sample.name}' failed: {exc}") from None
-                response = next((r for r in responses if r.error is not None), None)
-                if response is not None and response.error is not None:
-                    raise TritonError.invalid_arg(
-                        f"model warmup '{sample.name}' failed: {response.error.message}"
-                    )
+                requests = [
+                    InferenceRequest(model_name=config.name, model_version=0, inputs=dict(inputs))
+                    for _ in range(sample.batch_size)
+                ]
+                _run_sample(hooks, instance, sample.name, requests, decoupled)
+
+
+def _run_sample(
+    hooks: BackendHooks, instance: ModelInstance, name: str, requests: list[InferenceRequest], decoupled: bool
+) -> None:
+    """One execution of a sample's requests; INVALID_ARG naming every error, in Triton's words
+    (``failed to run warmup sample 'w': e1; e2; ``)."""
+    try:
+        answered = execute_collect(functools.partial(hooks.execute, instance), requests, decoupled)
+        errors = [r.error.message for responses in answered for r in responses if r.error is not None]
+    except TritonError as exc:  # the whole batch failed: each request has that error
+        errors = [exc.message] * len(requests)
+    except Exception as exc:  # the backend's bug, reported as the load failure
+        errors = [f"{type(exc).__name__}: {exc}"] * len(requests)
+    if errors:
+        raise TritonError.invalid_arg(
+            f"failed to run warmup sample '{name}': " + "".join(f"{e}; " for e in errors)
+        )
