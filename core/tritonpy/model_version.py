@@ -30,7 +30,7 @@ def parse_version(version: int | str | None, model: str | None = None) -> int:
     -1 (the latest) when absent or empty, else its number; TritonError otherwise.
 
     A protocol's field (no ``model``) is read as Triton's front ends read it, with
-    ``std::stol`` (``protocol_version``): "0" is version 0, which no model has. A
+    ``std::stol`` (``protocol_version``): "0" is version 0 (a folder ``0/``). A
     lookup of ``model`` (``ModelManager.get_version``) takes an int as it is, and
     digits with the in-process API's "-1" for the latest.
     """

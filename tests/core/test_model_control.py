@@ -288,6 +288,31 @@ def test_a_failed_first_load_is_reported_and_cleared_by_an_unload(
     assert explicit.ready()  # tritonpy: unloading the failed model clears its failure
 
 
+def test_a_load_that_fails_for_one_version_serves_none(
+    explicit: tritonpy.Server, repo: Path, backend: Scale
+) -> None:
+    """As Triton 2.51 (observed): the versions that did load are unloaded ("unloaded" in
+    the index) and the model has no available version; version 0 is a version too."""
+    folder = write_model(repo, "v", {0: "2", 1: "3", 2: "fail"})
+    with (folder / "config.pbtxt").open("a") as config:
+        config.write("version_policy: { all: { } }\n")
+    with pytest.raises(TritonError, match="^load failed for model 'v': version 2 is at UNAVAILABLE state: "):
+        explicit.load_model("v")
+    wait_for(lambda: ("v", 0) in backend.finalized and ("v", 1) in backend.finalized)
+    rows = {
+        e["version"]: (e["state"], e.get("reason", ""))
+        for e in explicit.repository_index()
+        if e["name"] == "v"
+    }
+    assert rows["0"] == rows["1"] == ("UNAVAILABLE", "unloaded")
+    assert rows["2"][0] == "UNAVAILABLE" and "this model file says fail" in rows["2"][1]
+    with pytest.raises(TritonError, match="Request for unknown model: 'v' has no available versions"):
+        explicit.model("v").metadata()
+    (folder / "2" / "model.txt").write_text("4")
+    explicit.load_model("v")
+    assert [infer(explicit, "v", version) for version in (0, 1, 2)] == [2, 3, 4]
+
+
 def test_load_and_unload_are_refused_outside_explicit_mode(repo: Path, backend: Scale) -> None:
     for mode in ("none", "poll"):
         with make_server(repo, backend, model_control_mode=mode, repository_poll_secs=0) as server:

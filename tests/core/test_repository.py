@@ -41,10 +41,11 @@ def test_root_that_is_a_file(tmp_path: Path) -> None:
         scan_repositories([tmp_path / "repo"])
 
 
-def test_version_dirs_are_positive_integers(tmp_path: Path) -> None:
+def test_version_dirs_are_numbers_zero_included(tmp_path: Path) -> None:
+    # Triton 2.51 loads a "0" folder as version 0 (observed: /v2/models/m/versions/0/ready is 200)
     path = _model(tmp_path, "m", ["1", "3", "10", "0", "abc", ".5"])
     (path / "7").write_text("a file, not a folder")
-    assert sorted(version_dirs(path)) == [1, 3, 10]
+    assert sorted(version_dirs(path)) == [0, 1, 3, 10]
 
 
 @pytest.mark.parametrize(

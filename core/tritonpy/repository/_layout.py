@@ -69,7 +69,5 @@ def version_dirs(model_path: Path) -> dict[int, Path]:
         if not child.name.isdigit():
             log.debug("ignoring non-numeric folder %s in model %s", child.name, model_path.name)
             continue
-        version = int(child.name)
-        if version > 0:
-            versions[version] = child
+        versions[int(child.name)] = child  # 0 is a version too, as in Triton
     return versions

@@ -405,8 +405,16 @@ class ModelManager:
             record.retired = {
                 v: mv for v, mv in {**old.retired, **old.versions}.items() if v not in record.versions
             }
+        loaded = list(record.versions.values()) if failure is not None else []
+        if loaded:
+            # As Triton: a load that failed for one version serves none of them. Those
+            # that did load are unloaded (the index shows them UNAVAILABLE, "unloaded").
+            record.retired = {**record.retired, **record.versions}
+            record.versions = {}
         self._put(record)
-        if override is not None and not record.versions:
+        if loaded:
+            self._retire(loaded, override=override)
+        elif override is not None and not record.versions:
             override.remove()  # every version failed: nothing reads these files
         if old is not None:
             self._retire(list(old.versions.values()), override=old.override)
