@@ -313,6 +313,16 @@ def test_a_load_that_fails_for_one_version_serves_none(
     assert [infer(explicit, "v", version) for version in (0, 1, 2)] == [2, 3, 4]
 
 
+def test_a_model_one_of_whose_versions_fails_at_start_serves_none(repo: Path, backend: Scale) -> None:
+    folder = write_model(repo, "v", {1: "2", 2: "fail"})
+    with (folder / "config.pbtxt").open("a") as config:
+        config.write("version_policy: { all: { } }\n")
+    with make_server(repo, backend, exit_on_error=False) as server:
+        rows = [(e["version"], e["state"], e.get("reason", "")[:8]) for e in server.repository_index()]
+        assert ("1", "UNAVAILABLE", "unloaded") in rows and ("2", "UNAVAILABLE", "Internal") in rows
+        assert infer(server, "a") == 2  # the other models serve
+
+
 def test_load_and_unload_are_refused_outside_explicit_mode(repo: Path, backend: Scale) -> None:
     for mode in ("none", "poll"):
         with make_server(repo, backend, model_control_mode=mode, repository_poll_secs=0) as server:

@@ -126,7 +126,11 @@ class ModelManager:
             self._put(LoadRecord(name, by_name[name].path, error=f"{ErrorCode.INVALID_ARG.value}: {message}"))
 
         def load(mdir: RepoEntry) -> LoadRecord | None:
-            return None if skip() else self._load(mdir)
+            if skip():
+                return None
+            record = self._load(mdir)
+            self._serve_none_if_failed(record)
+            return record
 
         with ThreadPoolExecutor(max_workers=self._load_threads, thread_name_prefix="tritonpy-load") as pool:
             for wave in waves:
@@ -405,16 +409,9 @@ class ModelManager:
             record.retired = {
                 v: mv for v, mv in {**old.retired, **old.versions}.items() if v not in record.versions
             }
-        loaded = list(record.versions.values()) if failure is not None else []
-        if loaded:
-            # As Triton: a load that failed for one version serves none of them. Those
-            # that did load are unloaded (the index shows them UNAVAILABLE, "unloaded").
-            record.retired = {**record.retired, **record.versions}
-            record.versions = {}
+        unloaded = self._serve_none_if_failed(record, override)
         self._put(record)
-        if loaded:
-            self._retire(loaded, override=override)
-        elif override is not None and not record.versions:
+        if override is not None and not record.versions and not unloaded:
             override.remove()  # every version failed: nothing reads these files
         if old is not None:
             self._retire(list(old.versions.values()), override=old.override)
@@ -448,6 +445,18 @@ class ModelManager:
                 )
             )
         self._retire(list(record.versions.values()), override=record.override)
+
+    def _serve_none_if_failed(self, record: LoadRecord, override: Override | None = None) -> bool:
+        """As Triton: a load that failed for one version serves none of them. Those that did
+        load are unloaded (the index shows them UNAVAILABLE, "unloaded"), ``override``'s
+        files removed after them. Whether there were any."""
+        if not record.versions or record.failure() is None:
+            return False
+        loaded = list(record.versions.values())
+        record.retired = {**record.retired, **record.versions}
+        record.versions = {}
+        self._retire(loaded, override=override)
+        return True
 
     def _retire(
         self, versions: list[LoadedVersion], override: Override | None = None, log_it: bool = True
