@@ -236,8 +236,9 @@ class PreferredMemory:
 
     ``TRITONSERVER_MEMORY_GPU`` asks the model called for its outputs on that GPU: a model
     that produces them there (PyTorch, ONNX Runtime or TensorRT on that GPU) hands them
-    over without a copy to the host, and they reach ``execute`` as GPU tensors. Without
-    it, or with ``TRITONSERVER_MEMORY_CPU``, outputs come in host memory.
+    over without a copy to the host, and they reach ``execute`` as GPU tensors.
+    ``TRITONSERVER_MEMORY_CPU`` copies GPU outputs to host memory. Without it, outputs come
+    where the model called put them (host memory from those three unless asked).
     """
 
     def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
