@@ -612,7 +612,7 @@ class SequenceBatcher(Scheduler):
         if cfg.oldest:
             heads = sorted(ready, key=lambda k: slots[k].jobs[0].arrival_ns)  # type: ignore[union-attr]
             equal = cfg.equal
-            if equal.matters:  # those that may share the oldest one's batch
+            if equal.matters:  # only those that may share the oldest one's batch
                 first = equal.key(slots[heads[0]].jobs[0].request)  # type: ignore[union-attr]
                 heads = [k for k in heads if equal.key(slots[k].jobs[0].request) == first]  # type: ignore[union-attr]
             limit = max(1, cfg.max_batch_size)

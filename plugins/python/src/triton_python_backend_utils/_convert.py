@@ -108,11 +108,11 @@ def bls_request_to_wire(link: Link, request: InferenceRequest) -> dict[str, Any]
         "to": request.timeout(),
         "p": request._parameters,
         "tc": request.trace()._context or "",
-        "pm": _preferred(request),
+        "pm": preferred_memory(request),
     }
 
 
-def _preferred(request: InferenceRequest) -> tuple[int, int] | None:
+def preferred_memory(request: InferenceRequest) -> tuple[int, int] | None:
     """A BLS request's ``PreferredMemory`` as (memory type, device id); None: not given."""
     preferred = request._preferred_memory
     if preferred is None:

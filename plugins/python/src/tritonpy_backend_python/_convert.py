@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from triton_python_backend_utils._api import GpuTensor
+from triton_python_backend_utils._convert import preferred_memory
 from triton_python_backend_utils._cuda import CudaError
 from triton_python_backend_utils._dtypes import NAMES
 from triton_python_backend_utils._wire import Link, RequestDesc, ResponseDesc, TensorDesc, _numpy_dtype
@@ -364,10 +365,7 @@ def bls_request_from_pb(
 ) -> InferenceRequest:
     """An in-process model's BLS request (``PreferredMemory`` as ``bls_request_from_wire``
     reads it: a GPU tensor output is handed to the model as it is)."""
-    preferred = request._preferred_memory
-    device = None
-    if preferred is not None:
-        device = bls_output_device((preferred.preferred_memory_type, preferred.preferred_device_id))
+    device = bls_output_device(preferred_memory(request))
     names = request.requested_output_names()
     if not names and device is not None and outputs_of is not None:
         names = list(outputs_of(request.model_name(), request.model_version()))

@@ -22,6 +22,7 @@ from triton_python_backend_utils._bls import (
     first_response,
     first_response_async,
 )
+from triton_python_backend_utils._convert import preferred_memory
 from triton_python_backend_utils._dtypes import _CODE_OF_DTYPE
 from triton_python_backend_utils._host import ModelHost, check_responses, error_text
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, DirectCall, InferenceRequest, InferenceResponse, TritonError
@@ -70,10 +71,8 @@ class InProcessRuntime(_runtime.Runtime):
         inbox = BlsInbox(loop)
         core_request = self._submit(request, lambda response, flags: inbox.put((response, flags)))
         cancel = core_request.cancel if core_request is not None else (lambda: None)
-        preferred = request._preferred_memory
-        to_host = preferred is not None and bls_wants_host((preferred.preferred_memory_type, 0))
         to_pb: Callable[[InferenceResponse], pb_utils.InferenceResponse] = response_to_pb
-        if to_host:
+        if bls_wants_host(preferred_memory(request)):
             to_pb = _to_host_pb
         return ResponseIterator(inbox, to_pb, request, timeout, cancel, lambda: None)
 

@@ -25,7 +25,7 @@ A batch runs like this, all on the instance's own stream:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -472,7 +472,7 @@ def _out_of(profile: ProfileShapes, name: str, shape: tuple[int, ...]) -> bool:
 def _same_tails(
     requests: Sequence[InferenceRequest],
     ragged: frozenset[str] = frozenset(),
-    shape_tensors: Mapping[str, Any] | frozenset[str] = frozenset(),
+    shape_tensors: Container[str] = frozenset(),
 ) -> bool:
     """Whether the requests' inputs agree beyond the batch dim (so they concatenate); a
     ragged input need not (it is fed flat), a shape tensor must hold the same values
