@@ -11,7 +11,7 @@ import pytest
 import torch
 import tritonpy_backend_torch as backend
 from torch import Tensor, nn
-from torch_testmodels import MLP
+from torch_testmodels import MLP, Accumulator
 from tritonpy_sdk import ErrorCode, TritonError
 from tritonpy_sdk.testing import BackendHarness
 
@@ -191,3 +191,43 @@ def test_aoti_package_for_another_device_is_refused(aoti_package: tuple[Path, An
     )
     with pytest.raises(TritonError, match="sees no CUDA device"):
         BackendHarness(backend, folder, config=cfg, instance_kind="KIND_GPU").start()
+
+
+def test_an_exported_sequence_model_gets_controls_and_state_by_ordinal(tmp_path: Path) -> None:
+    """Auto-complete leaves the core's tensors out; they bind by their ``__<index>``."""
+    batch = torch.export.Dim("batch", min=1, max=8)
+    # Five distinct example tensors (export traces aliased arguments as one).
+    args = (torch.ones(2, 1), torch.ones(2, 1, dtype=torch.int32), torch.ones(2, 1, dtype=torch.bool))
+    args += (torch.ones(2, 1), torch.ones(2, 1))
+    shapes = tuple({0: batch} for _ in args)
+    ep = torch.export.export(Accumulator().eval(), args, dynamic_shapes=shapes)
+    (tmp_path / "acc" / "1").mkdir(parents=True)
+    torch.export.save(ep, str(tmp_path / "acc" / "1" / "model.pt2"))
+    controls = [
+        ("START__1", "CONTROL_SEQUENCE_START", {"int32_false_true": [0, 1]}),
+        ("END__2", "CONTROL_SEQUENCE_END", {"bool_false_true": [False, True]}),
+        ("READY__3", "CONTROL_SEQUENCE_READY", {"fp32_false_true": [0, 1]}),
+    ]
+    sequence = {
+        "control_input": [{"name": n, "control": [{"kind": k, **v}]} for n, k, v in controls],
+        "state": [
+            {"input_name": "STATE__4", "output_name": "STATE__2", "data_type": "TYPE_FP32", "dims": [1]}
+        ],
+    }
+    with BackendHarness(backend, tmp_path / "acc", config=_cfg("acc", sequence_batching=sequence)) as h:
+        cfg = h.model.config
+        assert [i["name"] for i in cfg["input"]] == ["x"]
+        assert [o["name"] for o in cfg["output"]] == ["OUTPUT__0", "OUTPUT__1"]
+        request = h.request(
+            {
+                "x": np.array([[2], [5]], np.float32),
+                "START__1": np.array([[1], [0]], np.int32),
+                "END__2": np.array([[False], [True]]),
+                "READY__3": np.array([[1], [1]], np.float32),
+                "STATE__4": np.array([[0], [10]], np.float32),
+            }
+        )
+        (response,) = h.execute([request])
+    assert response.error is None
+    got = {name: t.data.tolist() for name, t in response.outputs.items()}
+    assert got == {"OUTPUT__0": [[2], [15]], "OUTPUT__1": [[101], [110]], "STATE__2": [[2], [15]]}

@@ -155,3 +155,44 @@ def double_and_halve(folder: Path, kind: str = "", max_batch: int = 8, extra: st
         ),
     )
     return folder
+
+
+class Accumulator(nn.Module):
+    """A sequence model with Triton's implicit state: INPUT__0 is added to the state (STATE_IN__4 in,
+    STATE_OUT__2 out, also OUTPUT__0); FLAGS__1 shows the controls the core fed (START__1 + 10 ×
+    END__2 + 100 × READY__3), each control of another data type."""
+
+    def forward(
+        self, x: Tensor, start: Tensor, end: Tensor, ready: Tensor, state: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        total = torch.where(ready != 0, state + x, state)
+        flags = start.to(torch.float32) + 10 * end.to(torch.float32) + 100 * ready.to(torch.float32)
+        return total, flags, total
+
+
+def accumulator_config(max_batch: int = 2, extra: str = "") -> str:
+    """``Accumulator``'s config: direct strategy, a control of each boolean data type."""
+    return config(
+        [io("INPUT__0", "TYPE_FP32", [1])],
+        [io("OUTPUT__0", "TYPE_FP32", [1]), io("FLAGS__1", "TYPE_FP32", [1])],
+        max_batch,
+        "sequence_batching {\n"
+        "  max_sequence_idle_microseconds: 60000000\n"
+        "  direct { }\n"
+        '  control_input [ { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START '
+        "int32_false_true: [ 0, 1 ] } ] },\n"
+        '    { name: "END__2" control [ { kind: CONTROL_SEQUENCE_END '
+        "bool_false_true: [ false, true ] } ] },\n"
+        '    { name: "READY__3" control [ { kind: CONTROL_SEQUENCE_READY fp32_false_true: [ 0, 1 ] } ] } ]\n'
+        '  state [ { input_name: "STATE_IN__4" output_name: "STATE_OUT__2" data_type: TYPE_FP32 '
+        "dims: [ 1 ] } ]\n"
+        "}\n" + extra,
+    )
+
+
+class Tagged(nn.Module):
+    """A sequence model with a CORRID control and no state; its config input is named after the
+    argument (the control binds by its own ``__1`` all the same)."""
+
+    def forward(self, value: Tensor, corrid: Tensor) -> Tensor:
+        return value + corrid.to(value.dtype) * 1000

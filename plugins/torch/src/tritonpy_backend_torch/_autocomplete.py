@@ -19,6 +19,7 @@ from tritonpy_sdk import Model, TritonError
 
 from ._naming import named_index
 from ._programs import argument_aliases, input_leaf_names
+from ._sequence import SequenceTensors
 from ._types import config_type
 
 #: name, config TYPE_*, dims (-1 for a dynamic one)
@@ -58,7 +59,18 @@ def _describe(torch: Any, node: Any) -> tuple[str, list[int]]:
 
 def complete_config(model: Model, inputs: list[Signature], outputs: list[Signature]) -> None:
     config = model.config
-    every = inputs + outputs
+    # A sequence model's controls and states come from the core: never added as inputs or outputs.
+    sequence = SequenceTensors.of(config)
+    core_fed = (
+        _bound(inputs, [t.name for t in sequence.inputs]),
+        _bound(outputs, [t.name for t in sequence.state_outputs]),
+    )
+    every = [
+        t
+        for tensors, skip in zip((inputs, outputs), core_fed)
+        for i, t in enumerate(tensors)
+        if i not in skip
+    ]
     can_batch = bool(every) and all(d and d[0] == -1 for _, _, d in every)
     max_batch = int(config.get("max_batch_size", 0) or 0)
     user_io = config.get("input", []) + config.get("output", [])
@@ -69,12 +81,12 @@ def complete_config(model: Model, inputs: list[Signature], outputs: list[Signatu
         max_batch = model.backend.default_max_batch_size
         config["max_batch_size"] = max_batch
     strip = 1 if max_batch > 0 else 0
-    for key, tensors, kind in (("input", inputs, "input"), ("output", outputs, "output")):
-        entries = config.setdefault(key, [])
+    for kind, tensors, skip in (("input", inputs, core_fed[0]), ("output", outputs, core_fed[1])):
+        entries = config.setdefault(kind, [])
         if entries:
             _check(model.name, kind, entries, tensors, strip)
             continue
-        for name, data_type, dims in tensors:
+        for name, data_type, dims in (t for i, t in enumerate(tensors) if i not in skip):
             if data_type == "TYPE_INVALID":
                 raise TritonError.unsupported(
                     f"{kind} '{name}' of model '{model.name}' has a dtype Triton has no data type for"
@@ -85,6 +97,12 @@ def complete_config(model: Model, inputs: list[Signature], outputs: list[Signatu
                     "non-zero max_batch_size is specified"
                 )
             entries.append({"name": name, "data_type": data_type, "dims": dims[strip:] or [1]})
+
+
+def _bound(tensors: list[Signature], names: list[str]) -> set[int]:
+    """The positions in ``tensors`` that ``names`` bind to (by name or ``<name>__<index>``)."""
+    by_name = {name: i for i, (name, _, _) in enumerate(tensors)}
+    return {i for i in (by_name.get(n, named_index(n)) for n in names) if i is not None}
 
 
 def _check(

@@ -60,6 +60,7 @@ from tritonpy_sdk import (
 
 from ._params import Options, apply_execution_switches
 from ._programs import Program, torchscript_results
+from ._sequence import SequenceTensor, SequenceTensors
 from ._types import config_type, to_numpy, to_torch, torch_dtype
 
 
@@ -144,6 +145,19 @@ class InstanceState:
                     ragged=bool(entry.get("allow_ragged_batch")),
                 )
             )
+        sequence = SequenceTensors.of(config)
+        for tensor, kind in [(c, "control") for c in sequence.controls] + [
+            (t, "input state") for t in sequence.state_inputs
+        ]:
+            _check_sequence_type(torch, model_name, kind, tensor)
+            inputs.append(
+                InputSpec(
+                    tensor.name,
+                    program.inputs[tensor.name],
+                    tensor.data_type == "TYPE_STRING",
+                    tensor.data_type == "TYPE_BF16",
+                )
+            )
         position = len(inputs)
         for batch_input in config.get("batch_input", []):
             for target in batch_input.get("target_name", []):
@@ -172,6 +186,22 @@ class InstanceState:
                 DataType.from_config(data_type),
                 data_type,
                 data_type == "TYPE_STRING",
+            )
+        for tensor in sequence.state_outputs:
+            if tensor.name in outputs:  # also a config output (a client may ask for it): bound there
+                continue
+            _check_sequence_type(torch, model_name, "state", tensor)
+            if tensor.data_type == "TYPE_STRING" and len(tensor.dims) + (1 if batching else 0) > 1:
+                raise TritonError.internal(
+                    f"Triton only supports 1 dimensional List of String as output for '{tensor.name}' "
+                    f"for model '{model_name}'"
+                )
+            outputs[tensor.name] = OutputSpec(
+                tensor.name,
+                program.outputs[tensor.name],
+                DataType.from_config(tensor.data_type),
+                tensor.data_type,
+                tensor.data_type == "TYPE_STRING",
             )
         device = program.device
         on_gpu = device is not None and str(device).startswith("cuda")
@@ -455,6 +485,21 @@ def _check_type(
         raise TritonError.internal(
             f"unsupported datatype {data_type} for {kind} '{name}' for model '{model}'"
         )
+
+
+def _check_sequence_type(torch: Any, model: str, kind: str, tensor: SequenceTensor) -> None:
+    """A control or state tensor's type against torch's, in Triton's words for each kind."""
+    if tensor.data_type == "TYPE_STRING" and kind != "control":
+        return
+    if torch_dtype(torch, tensor.data_type) is not None:
+        return
+    if kind == "control":
+        raise TritonError.internal(
+            f"input '{tensor.name}' type '{tensor.data_type}' is not supported by PyTorch."
+        )
+    raise TritonError.internal(
+        f"unsupported datatype {tensor.data_type} for {kind} '{tensor.name}' for model '{model}'"
+    )
 
 
 def _device_input(

@@ -24,7 +24,7 @@ names of ``forward()``'s tensor arguments.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tritonpy_sdk import TritonError
 
@@ -40,17 +40,33 @@ def named_index(name: str) -> int | None:
     return int(tail) if tail else 0
 
 
-def bind_torchscript_inputs(
-    model_name: str, names: Sequence[str], arguments: Sequence[str], log: logging.Logger
-) -> dict[str, int]:
-    """Config input name → position among ``forward()``'s arguments."""
+def input_convention(names: Sequence[str], arguments: Sequence[str]) -> str:
+    """How config inputs ``names`` bind to ``forward()``'s ``arguments``, as Triton decides:
+    ``"argument"`` (all are argument names), ``"index"`` (all are ``<name>__<index>``) or
+    ``"order"`` (the config's order)."""
     if all(n in arguments for n in names):
-        return {n: list(arguments).index(n) for n in names}
-    indices = [named_index(n) for n in names]
-    if all(i is not None for i in indices):
-        bound = {n: int(i) for n, i in zip(names, indices)}  # type: ignore[arg-type]
+        return "argument"
+    if all(named_index(n) is not None for n in names):
+        return "index"
+    return "order"
+
+
+def bind_torchscript_inputs(
+    model_name: str,
+    names: Sequence[str],
+    arguments: Sequence[str],
+    log: logging.Logger,
+    fixed: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """Config input name → position among ``forward()``'s arguments; ``fixed`` are inputs
+    bound by their own rule (a sequence model's controls and states), checked with the rest."""
+    convention = input_convention(names, arguments)
+    if convention == "argument":
+        bound = {n: list(arguments).index(n) for n in names}
+    elif convention == "index":
+        bound = {n: int(named_index(n) or 0) for n in names}
     else:
-        first = next(n for n, i in zip(names, indices) if i is None)
+        first = next(n for n in names if named_index(n) is None)
         log.warning(
             "input '%s' or previous input(s) are neither an input argument to the model '%s' nor do "
             "they follow the <name>__<index> naming convention. Falling back to enforcing strict "
@@ -59,6 +75,7 @@ def bind_torchscript_inputs(
             model_name,
         )
         bound = {n: i for i, n in enumerate(names)}
+    bound.update(fixed or {})
     for name, index in bound.items():
         if index >= len(arguments):
             raise TritonError.invalid_arg(

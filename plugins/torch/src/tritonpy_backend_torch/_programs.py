@@ -27,7 +27,9 @@ from typing import Any
 
 from tritonpy_sdk import TritonError
 
-from ._naming import bind_outputs, bind_pt2, bind_torchscript_inputs
+from ._naming import bind_outputs, bind_pt2, bind_torchscript_inputs, input_convention, named_index
+from ._sequence import SequenceTensors
+from ._types import CONFIG_TO_TORCH
 
 TORCHSCRIPT = "pytorch_libtorch"
 PT2 = "torch_aoti"
@@ -98,21 +100,20 @@ def load_torchscript(
             raise TritonError.internal(f"failed to load model '{model_name}': {exc}") from None
     module = loaded
     module.eval()
+    sequence = SequenceTensors.of(config)
+    controls = sequence.check_controls(CONFIG_TO_TORCH)
     schema = module.forward.schema
     arguments = list(schema.arguments)
     if arguments and arguments[0].type.kind() == "ClassType":
         arguments = arguments[1:]
-    input_names = [str(i["name"]) for i in config.get("input", [])]
-    if not input_names:
-        raise TritonError.internal(
-            "model configuration must contain at least one input, none were specified."
-        )
+    config_inputs = [str(i["name"]) for i in config.get("input", [])]
     # Triton's batch_input targets are arguments too, after the config's inputs.
-    input_names += [str(t) for b in config.get("batch_input", []) for t in b.get("target_name", [])]
+    input_names = config_inputs + [
+        str(t) for b in config.get("batch_input", []) for t in b.get("target_name", [])
+    ]
+    expected = len(input_names) + len(sequence.inputs)
     dict_input = len(arguments) == 1 and arguments[0].type.kind() == "DictType"
-    if dict_input:
-        inputs = {n: i for i, n in enumerate(input_names)}
-    else:
+    if not dict_input:
         for arg in arguments[1:]:
             if arg.type.kind() == "DictType":
                 raise TritonError.internal(
@@ -125,13 +126,30 @@ def load_torchscript(
                     f"An input of type '{arg.type}' was detected in the model. Only a single input of "
                     "type Dict(str, Tensor) or input(s) of type Tensor are supported."
                 )
-        if len(arguments) != len(input_names):
+        if len(arguments) != expected:
             raise TritonError.invalid_arg(
-                f"unable to load model '{model_name}', configuration expects {len(input_names)} inputs, "
+                f"unable to load model '{model_name}', configuration expects {expected} inputs, "
                 f"model provides {len(arguments)}"
             )
-        inputs = bind_torchscript_inputs(model_name, input_names, [a.name for a in arguments], log)
-    outputs = _config_outputs(model_name, config, log)
+    if not config_inputs:
+        raise TritonError.internal(
+            "model configuration must contain at least one input, none were specified."
+        )
+    output_names = _config_output_names(config)
+    argument_names = [a.name for a in arguments]
+    sequence.check_states(
+        model_name,
+        input_convention(config_inputs, argument_names) == "index",
+        all(named_index(n) is not None for n in output_names),
+    )
+    if dict_input:
+        # Every input goes in the one dict under its name: the core's sequence tensors too.
+        inputs = {n: i for i, n in enumerate([*input_names, *(t.name for t in sequence.inputs)])}
+    else:
+        fixed = {**controls, **sequence.state_input_indices()}
+        inputs = bind_torchscript_inputs(model_name, input_names, argument_names, log, fixed)
+    outputs = bind_outputs(model_name, output_names, log)
+    outputs.update(sequence.state_output_indices(output_names))
     return Program(
         call=module.forward,
         inputs=inputs,
@@ -143,13 +161,13 @@ def load_torchscript(
     )
 
 
-def _config_outputs(model_name: str, config: dict[str, Any], log: logging.Logger) -> dict[str, int]:
+def _config_output_names(config: dict[str, Any]) -> list[str]:
     names = [str(o["name"]) for o in config.get("output", [])]
     if not names:
         raise TritonError.internal(
             "model configuration must contain at least one output, none were specified."
         )
-    return bind_outputs(model_name, names, log)
+    return names
 
 
 def _module_device(torch: Any, module: Any) -> Any:
@@ -266,8 +284,7 @@ def exported_program(
     in_spec, out_spec = ep.call_spec.in_spec, ep.call_spec.out_spec
     leaves_in = input_leaf_names(pytree, in_spec)
     leaves_out = leaf_names(pytree, out_spec, "RESULT")
-    names_in = [str(i["name"]) for i in config.get("input", [])]
-    names_out = [str(o["name"]) for o in config.get("output", [])]
+    names_in, names_out = _pt2_names(config)
     _check_counts(model_name, names_in, leaves_in)
     inputs = bind_pt2(model_name, "input", names_in, leaves_in, argument_aliases(module.forward, leaves_in))
     outputs = bind_pt2(model_name, "output", names_out, leaves_out)
@@ -319,8 +336,7 @@ def load_aoti(
     out_spec = pytree.treespec_loads(out_spec_text)
     leaves_in = input_leaf_names(pytree, in_spec)
     leaves_out = leaf_names(pytree, out_spec, "RESULT")
-    names_in = [str(i["name"]) for i in config.get("input", [])]
-    names_out = [str(o["name"]) for o in config.get("output", [])]
+    names_in, names_out = _pt2_names(config)
     _check_counts(model_name, names_in, leaves_in)
     inputs = bind_pt2(model_name, "input", names_in, leaves_in)
     outputs = bind_pt2(model_name, "output", names_out, leaves_out)
@@ -339,6 +355,16 @@ def load_aoti(
         device=run_device,
         module=compiled,
     )
+
+
+def _pt2_names(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The names a PT2 program's inputs and outputs are bound to: the config's, and a
+    sequence model's controls, state inputs and state outputs (by ordinal or path)."""
+    sequence = SequenceTensors.of(config)
+    names_in = [str(i["name"]) for i in config.get("input", [])] + [t.name for t in sequence.inputs]
+    names_out = [str(o["name"]) for o in config.get("output", [])]
+    names_out += [t.name for t in sequence.state_outputs if t.name not in names_out]
+    return names_in, names_out
 
 
 def _check_counts(model_name: str, names: list[str], leaves: list[str]) -> None:
