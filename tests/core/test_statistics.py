@@ -61,9 +61,21 @@ def test_backend_failures_are_counted(server: tritonpy.Server) -> None:
         with pytest.raises(TritonError, match="backend blew up"):
             _send(server, "failing", 1)
     (stats,) = server.model_statistics("failing")
-    assert stats["inference_stats"]["fail"]["count"] == 2
-    assert stats["inference_stats"]["success"]["count"] == 0
+    inference = stats["inference_stats"]
+    assert inference["fail"]["count"] == 2 and inference["fail"]["ns"] > 0
+    assert inference["success"]["count"] == 0
     assert stats["execution_count"] == 2 and stats["inference_count"] == 0
+    # As Triton 2.51 (observed): a failed request is counted in "fail" alone, not in the
+    # stages, while its execution counts in the batch statistics.
+    for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
+        assert inference[stage] == {"count": 0, "ns": 0}
+    assert [(b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]] == [(1, 2)]
+    metrics = Metrics(server.loaded_versions(), MetricsConfig(), cpu=False, gpu=False)
+    s = _samples(metrics.render())
+    key = '{model="failing",version="1"}'
+    assert s[f"nv_inference_request_duration_us{key}"] == 0  # successes only, as Triton
+    assert s[f"nv_inference_queue_duration_us{key}"] == 0
+    assert s[f"nv_inference_exec_count{key}"] == 2
 
 
 def test_statistics_selection(server: tritonpy.Server) -> None:

@@ -7,7 +7,11 @@ Stages of a request, as Triton defines them:
 queue (arrival at the scheduler → its execution starts), compute_input
 (execution start → ``execute`` called), compute_infer (``execute`` running),
 compute_output (``execute`` returned → response handed back), and the whole
-request duration (arrival → response) counted as success or fail.
+request duration (arrival → response) counted as success or fail. As in Triton,
+a failed request counts in ``fail`` alone (its count and duration): the stages,
+the request duration metric and the latency summaries and histograms are those
+of successful requests; an execution counts (``execution_count``, batch
+statistics) whatever its requests' outcome.
 """
 
 from __future__ import annotations
@@ -133,18 +137,18 @@ class ModelStatistics:
             batch.compute_infer.add(compute_infer)
             batch.compute_output.add(compute_output)
             for arrival, size, success in zip(arrivals, batch_sizes, ok):
-                queue_ns = max(0, times.start - arrival)
                 total_ns = max(0, times.end - arrival)
+                if not success:  # as Triton: a failure counts as one, and in no stage
+                    self.fail.add(total_ns)
+                    self.failures[reason] += 1
+                    continue
+                queue_ns = max(0, times.start - arrival)
                 self.queue.add(queue_ns)
                 self.compute_input.add(compute_input)
                 self.compute_infer.add(compute_infer)
                 self.compute_output.add(compute_output)
-                if success:
-                    self.success.add(total_ns)
-                    self.inference_count += size
-                else:
-                    self.fail.add(total_ns)
-                    self.failures[reason] += 1
+                self.success.add(total_ns)
+                self.inference_count += size
                 if self.observers:
                     if self.single_response:
                         observed.append(("first_response", total_ns / 1000))
@@ -186,6 +190,12 @@ class ModelStatistics:
             d = batch.compute_output
             d.count += 1
             d.ns += compute_output
+            if not ok:  # as Triton: a failure counts as one, and in no stage
+                d = self.fail
+                d.count += 1
+                d.ns += total_ns
+                self.failures["BACKEND"] += 1
+                return
             d = self.queue
             d.count += 1
             d.ns += queue_ns
@@ -198,16 +208,10 @@ class ModelStatistics:
             d = self.compute_output
             d.count += 1
             d.ns += compute_output
-            if ok:
-                d = self.success
-                d.count += 1
-                d.ns += total_ns
-                self.inference_count += batch_size
-            else:
-                d = self.fail
-                d.count += 1
-                d.ns += total_ns
-                self.failures["BACKEND"] += 1
+            d = self.success
+            d.count += 1
+            d.ns += total_ns
+            self.inference_count += batch_size
             observing = bool(self.observers)
         if observing:
             observed: tuple[tuple[str, float], ...] = (
@@ -289,7 +293,7 @@ class ModelStatistics:
                 "failures": dict(self.failures),
                 "inference_count": self.inference_count,
                 "execution_count": self.execution_count,
-                "request_ns": self.success.ns + self.fail.ns,
+                "request_ns": self.success.ns,  # Triton's request duration: successes only
                 "queue_ns": self.queue.ns,
                 "compute_input_ns": self.compute_input.ns,
                 "compute_infer_ns": self.compute_infer.ns,
