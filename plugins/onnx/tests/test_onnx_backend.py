@@ -259,6 +259,37 @@ def test_ragged_batch_with_batch_input(tmp_path: Path) -> None:
         assert [resp.outputs["Y"].data.tolist() for resp in responses] == [[[3.0]], [[1.0]], [[5.0]]]
 
 
+def test_batch_output_scattered_by_each_requests_input_shape(tmp_path: Path) -> None:
+    """A ragged batch's flat output comes back to each request in its input's shape
+    (Triton's BATCH_SCATTER_WITH_INPUT_SHAPE); its dims need not match the graph's."""
+    vi = helper.make_tensor_value_info
+    two = onnx.numpy_helper.from_array(np.array(2, np.float32), "TWO")
+    path = _save(
+        tmp_path / "scatter",
+        [helper.make_node("Mul", ["X", "TWO"], ["Y"])],
+        [vi("X", TensorProto.FLOAT, ["total"])],
+        [vi("Y", TensorProto.FLOAT, ["total"])],
+        [two],
+    )
+    config = {
+        "name": "scatter",
+        "max_batch_size": 8,
+        "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1], "allow_ragged_batch": True}],
+        "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "batch_output": [
+            {"kind": "BATCH_SCATTER_WITH_INPUT_SHAPE", "target_name": ["Y"], "source_input": ["X"]}
+        ],
+    }
+    with BackendHarness(backend, path, config=config) as h:
+        feeds = [np.arange(n, dtype=np.float32).reshape(1, n) + n for n in (3, 1, 5)]
+        responses = h.execute([h.request({"X": x}) for x in feeds])
+        for x, response in zip(feeds, responses):
+            assert response.outputs["Y"].data.shape == x.shape
+            np.testing.assert_array_equal(response.outputs["Y"].data, x * 2)
+        alone = np.ones((2, 2), np.float32)  # one request: its input's shape too
+        assert h.infer({"X": alone})["Y"].tolist() == [[2, 2], [2, 2]]
+
+
 def test_backend_info_and_lazy_import() -> None:
     hooks = validate_backend("onnxruntime", backend)
     assert hooks.info.platforms == ("onnxruntime_onnx",)

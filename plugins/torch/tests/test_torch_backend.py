@@ -173,6 +173,32 @@ def test_ragged_input_and_batch_input(tmp_path: Path) -> None:
     assert [r.outputs["y__0"].data.tolist() for r in responses] == [[[2.0]], [[5.0]]]
 
 
+class _Double(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_batch_output_scattered_by_each_requests_input_shape(tmp_path: Path) -> None:
+    """A ragged batch's flat result comes back to each request in its input's shape
+    (Triton's BATCH_SCATTER_WITH_INPUT_SHAPE)."""
+    save_script(_Double(), tmp_path / "m")
+    cfg = _cfg(
+        "m",
+        [{**_io("x__0", "TYPE_FP32", [-1]), "allow_ragged_batch": True}],
+        [_io("y__0", "TYPE_FP32", [-1])],
+        4,
+        batch_output=[
+            {"kind": "BATCH_SCATTER_WITH_INPUT_SHAPE", "target_name": ["y__0"], "source_input": ["x__0"]}
+        ],
+    )
+    with BackendHarness(backend, tmp_path / "m", config=cfg) as h:
+        feeds = [np.arange(n, dtype=np.float32).reshape(1, n) + n for n in (2, 5, 1)]
+        responses = h.execute([h.request({"x__0": x}) for x in feeds])
+        for x, response in zip(feeds, responses):
+            assert response.outputs["y__0"].data.shape == x.shape
+            np.testing.assert_array_equal(response.outputs["y__0"].data, x * 2)
+
+
 def test_zero_copy_in_and_out() -> None:
     # Read-only request memory (a request body) reaches torch without a copy and without a warning.
     body = np.arange(12, dtype=np.float32).tobytes()

@@ -48,7 +48,7 @@ from ._inference import InferenceRequest, InferenceResponse, ParameterValue, Req
 from ._metrics import Metric, MetricFamily, MetricKind
 from ._objects import Backend, ExecuteComplete, Model, ModelInstance
 from ._predictor import PartialResult, Predictor
-from ._ragged import batch_input_array, gather_ragged
+from ._ragged import BatchOutputs, batch_input_array, gather_ragged
 from ._sender import RESPONSE_COMPLETE_FINAL, ResponseSender
 from ._sequence import SEQUENCE_END, SEQUENCE_START, sequence_inputs, sequence_state_outputs
 from ._server_api import OnResponse, ServerApi
@@ -57,6 +57,7 @@ from ._tensor import Tensor, as_bytes_array
 __all__ = [
     "Backend",
     "BackendInfo",
+    "BatchOutputs",
     "DataType",
     "DeviceArray",
     "DirectCall",

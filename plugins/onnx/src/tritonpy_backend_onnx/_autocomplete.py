@@ -104,12 +104,19 @@ def check_config(
     for entry in config.get("input", []):
         _check_entry(model_name, "input", entry, known_in, max_batch)
     known_out = {t[0]: t for t in outputs}
+    # A batch output's shape need not match the model's (Triton): it is written flat.
+    flat = {str(t) for b in config.get("batch_output", []) for t in b.get("target_name", [])}
     for entry in config.get("output", []):
-        _check_entry(model_name, "output", entry, known_out, max_batch)
+        _check_entry(model_name, "output", entry, known_out, max_batch, entry.get("name") not in flat)
 
 
 def _check_entry(
-    model: str, kind: str, entry: dict[str, Any], known: dict[str, GraphTensor], max_batch: int
+    model: str,
+    kind: str,
+    entry: dict[str, Any],
+    known: dict[str, GraphTensor],
+    max_batch: int,
+    compare_dims: bool = True,
 ) -> None:
     name = str(entry.get("name", ""))
     if name not in known:
@@ -129,6 +136,8 @@ def _check_entry(
             f"unable to load model '{model}', configuration expects datatype {given} "
             f"for {kind} '{name}', model provides {expected}"
         )
+    if not compare_dims:
+        return
     if entry.get("allow_ragged_batch"):  # ragged inputs arrive flat, all requests end to end
         if model_dims != [-1]:
             raise TritonError.invalid_arg(

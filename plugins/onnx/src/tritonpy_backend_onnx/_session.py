@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tritonpy_sdk import (
+    BatchOutputs,
     DataType,
     DeviceArray,
     DeviceMemory,
@@ -190,6 +191,8 @@ class InstanceSession:
     output_device: str = "cuda"
     #: How many output tensors this instance handed out on its GPU (never through the host).
     device_outputs: int = 0
+    #: Outputs written flat for the whole batch, cut back by the requests' input shapes.
+    batch_outputs: BatchOutputs = field(default_factory=BatchOutputs)
 
     @classmethod
     def create(
@@ -259,6 +262,7 @@ class InstanceSession:
                 for b in config.get("batch_input", [])
                 for target in b.get("target_name", [])
             ),
+            batch_outputs=BatchOutputs.from_config(config),
         )
 
     def execute(
@@ -321,7 +325,14 @@ class InstanceSession:
                 held[name] = held[name].reshape(shape)
         for name in self.string_outputs.intersection(arrays):
             arrays[name] = _to_bytes(arrays[name])
+        flat = (
+            {n: arrays.pop(n) for n in list(arrays) if n in self.batch_outputs}
+            if self.batch_outputs
+            else None
+        )
         responses = scatter_responses(requests, arrays, self.output_types)
+        if flat:
+            self.batch_outputs.scatter_outputs(requests, responses, flat, self.output_types)
         if held:
             self.device_outputs += scatter_device_outputs(requests, responses, held, self.output_types)
         return responses
@@ -336,6 +347,8 @@ class InstanceSession:
         on_device: dict[str, DeviceOutput] = {}
         for name in wanted:
             if name in self.string_outputs or self.output_types[name] is DataType.BF16:
+                continue
+            if name in self.batch_outputs:  # cut up on the host
                 continue
             if wanted_on_device(requests, name, self.device_id) == len(requests):
                 dtype = self.output_types[name].numpy_dtype

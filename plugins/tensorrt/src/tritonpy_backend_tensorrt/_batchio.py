@@ -26,16 +26,13 @@ from typing import Any
 
 import numpy as np
 from tritonpy_sdk import (
+    BatchOutputs,
     DataType,
     InferenceRequest,
     InferenceResponse,
-    Tensor,
-    TritonError,
     batch_input_array,
     gather_ragged,
 )
-
-from ._config import config_dims, max_batch_size
 
 
 @dataclass(frozen=True)
@@ -53,8 +50,8 @@ class BatchIO:
 
     inputs: Mapping[str, BatchInput] = field(default_factory=dict)
     ragged: frozenset[str] = frozenset()
-    #: Output name -> (source input, the output's full dims with -1 where the input's size goes).
-    scatter: Mapping[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    #: The ``batch_output`` scatters (the SDK's, shared with the other backends).
+    scatter: BatchOutputs = field(default_factory=BatchOutputs)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> BatchIO:
@@ -64,16 +61,8 @@ class BatchIO:
             datatype = DataType.from_config(str(entry.get("data_type", "TYPE_INT32")))
             for target in entry.get("target_name", []):
                 inputs[str(target)] = BatchInput(kind, tuple(entry.get("source_input", [])), datatype)
-        outputs = {str(o.get("name", "")): o for o in config.get("output", [])}
-        scatter = {}
-        batching = max_batch_size(config) > 0
-        for entry in config.get("batch_output", []):  # of the one kind there is, a scatter
-            for target in entry.get("target_name", []):
-                dims = config_dims(outputs[str(target)])  # the core checked that it is an output
-                full = (-1, *dims) if batching else tuple(dims)
-                scatter[str(target)] = (str(entry.get("source_input", [""])[0]), full)
         ragged = frozenset(str(i["name"]) for i in config.get("input", []) if i.get("allow_ragged_batch"))
-        return cls(inputs, ragged, scatter)
+        return cls(inputs, ragged, BatchOutputs.from_config(config))
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.ragged or self.scatter)
@@ -97,39 +86,4 @@ class BatchIO:
     ) -> None:
         """Give each response its part of every ``batch_output`` in ``arrays`` (the batch's
         flat outputs), in the shape of its request's source input."""
-        for name, flat in arrays.items():
-            source, dims = self.scatter[name]
-            values = flat.reshape(-1)
-            offset = 0
-            for request, response in zip(requests, responses):
-                given = request.inputs.get(source)
-                if given is None:
-                    raise TritonError.invalid_arg(
-                        f"batch_output '{name}' needs input '{source}', which a request lacks"
-                    )
-                shape = _scattered_shape(dims, given.data.shape)
-                count = int(np.prod(shape, dtype=np.int64))
-                if offset + count > values.size:
-                    raise TritonError.internal(
-                        f"batch output '{name}' has {values.size} elements, fewer than the batch's "
-                        f"'{source}' inputs need"
-                    )
-                response.outputs[name] = Tensor(
-                    name, values[offset : offset + count].reshape(shape), datatypes[name]
-                )
-                offset += count
-
-
-def _scattered_shape(dims: Sequence[int], input_shape: Sequence[int]) -> tuple[int, ...]:
-    """``dims`` with each -1 replaced by the size of the same dimension of ``input_shape``."""
-    shape = []
-    for i, d in enumerate(dims):
-        if d == -1:
-            if i >= len(input_shape):
-                raise TritonError.invalid_arg(
-                    f"batch output dims {list(dims)} have more dimensions than its source input's "
-                    f"shape {list(input_shape)}"
-                )
-            d = int(input_shape[i])
-        shape.append(int(d))
-    return tuple(shape)
+        self.scatter.scatter_outputs(requests, responses, arrays, datatypes)

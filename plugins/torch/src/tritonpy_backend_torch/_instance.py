@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 from tritonpy_sdk import (
+    BatchOutputs,
     DataType,
     DeviceArray,
     DeviceMemory,
@@ -105,6 +106,8 @@ class InstanceState:
     log: logging.Logger | None = None
     #: The outputs said so far.
     said_on_device: set[str] = field(default_factory=set)
+    #: Outputs written flat for the whole batch, cut back by the requests' input shapes.
+    batch_outputs: BatchOutputs = field(default_factory=BatchOutputs)
     #: Each output's data type, and the outputs in config order (derived from ``outputs``).
     output_types: dict[str, DataType] = field(init=False)
     output_names: tuple[str, ...] = field(init=False)
@@ -206,7 +209,19 @@ class InstanceState:
         device = program.device
         on_gpu = device is not None and str(device).startswith("cuda")
         stream = torch.cuda.Stream(device=device) if on_gpu else None
-        return cls(torch, model_name, program, options, batching, inputs, outputs, on_gpu, stream, log=log)
+        return cls(
+            torch,
+            model_name,
+            program,
+            options,
+            batching,
+            inputs,
+            outputs,
+            on_gpu,
+            stream,
+            log=log,
+            batch_outputs=BatchOutputs.from_config(config),
+        )
 
     # -- execute ---------------------------------------------------------------------------------
 
@@ -228,7 +243,14 @@ class InstanceState:
                 arrays, held = self._run(requests, wanted, device_memory)
         if self.options.cache_cleaning and self.on_gpu:
             torch.cuda.empty_cache()
+        flat = (
+            {n: arrays.pop(n) for n in list(arrays) if n in self.batch_outputs}
+            if self.batch_outputs
+            else None
+        )
         responses = scatter_responses(requests, arrays, self.output_types)
+        if flat:
+            self.batch_outputs.scatter_outputs(requests, responses, flat, self.output_types)
         if held:
             self.device_outputs += scatter_device_outputs(requests, responses, held, self.output_types)
             if not self.said_on_device.issuperset(held):
@@ -256,7 +278,7 @@ class InstanceState:
         if gpu is None:
             return False, True
         spec = self.outputs[name]
-        if spec.string or spec.datatype is DataType.BF16:
+        if spec.string or spec.datatype is DataType.BF16 or name in self.batch_outputs:
             return False, True
         count = wanted_on_device(requests, name, gpu)
         return count > 0, count < len(requests)
