@@ -66,11 +66,11 @@ def test_a_batch_output_is_split_in_the_shape_of_each_requests_input() -> None:
     requests = _requests(2, 3, 1)
     responses = [InferenceResponse({}) for _ in requests]
     flat = np.arange(6, dtype=np.float32) * 2
-    io.scatter_outputs(requests, responses, {"Y": flat}, {"Y": DataType.FP32})
+    io.scatter.scatter_outputs(requests, responses, {"Y": flat}, {"Y": DataType.FP32})
     assert [r.outputs["Y"].data.shape for r in responses] == [(1, 2), (1, 3), (1, 1)]
     np.testing.assert_array_equal(responses[1].outputs["Y"].data, [[4, 6, 8]])
     with pytest.raises(TritonError) as err:
-        io.scatter_outputs(requests, responses, {"Y": flat[:5]}, {"Y": DataType.FP32})
+        io.scatter.scatter_outputs(requests, responses, {"Y": flat[:5]}, {"Y": DataType.FP32})
     assert err.value.code.name == "INTERNAL" and "has 5 elements" in str(err.value)
 
 

@@ -29,7 +29,6 @@ from tritonpy_sdk import (
     BatchOutputs,
     DataType,
     InferenceRequest,
-    InferenceResponse,
     batch_input_array,
     gather_ragged,
 )
@@ -76,14 +75,3 @@ class BatchIO:
         if name in self.ragged:
             return gather_ragged(requests, name)
         return None
-
-    def scatter_outputs(
-        self,
-        requests: Sequence[InferenceRequest],
-        responses: Sequence[InferenceResponse],
-        arrays: Mapping[str, np.ndarray[Any, Any]],
-        datatypes: Mapping[str, DataType],
-    ) -> None:
-        """Give each response its part of every ``batch_output`` in ``arrays`` (the batch's
-        flat outputs), in the shape of its request's source input."""
-        self.scatter.scatter_outputs(requests, responses, arrays, datatypes)

@@ -233,7 +233,7 @@ class Instance:
                 ):
                     response.outputs[name] = tensor
         if scattered:
-            self.batch_io.scatter_outputs(requests, responses, scattered, self.output_types)
+            self.batch_io.scatter.scatter_outputs(requests, responses, scattered, self.output_types)
         if kept:
             self.device_outputs += scatter_device_outputs(requests, responses, kept, self.output_types)
             for name in kept.keys() - self.said_on_device:
