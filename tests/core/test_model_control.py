@@ -418,12 +418,22 @@ def test_poll_picks_up_added_removed_and_changed_models(polled: tritonpy.Server,
     write_model(repo, "d", {1: "6"})
     (repo / "b" / "1" / "model.txt").write_text("8")
     bump(repo / "b" / "1" / "model.txt")
+    kept = repo.parent / "c_kept"
+    shutil.copytree(repo / "c", kept)  # modification times kept: the same stamp when it comes back
     shutil.rmtree(repo / "c")
     polled.manager.poll()
     assert infer(polled, "d") == 6 and infer(polled, "b") == 8
     assert "c" not in [e["name"] for e in polled.repository_index()]
-    with pytest.raises(TritonError, match="'c' is not found"):
+    # As Triton 2.51 (observed): a removed model stays known, unloaded.
+    with pytest.raises(TritonError, match="^Request for unknown model: 'c' has no available versions$"):
         infer(polled, "c")
+    with pytest.raises(TritonError, match="'c' version 1 is not at ready state") as info:
+        polled.get_version("c", 1)
+    assert info.value.code is ErrorCode.UNAVAILABLE
+    polled.manager.poll()  # nothing more to do for it
+    shutil.move(kept, repo / "c")  # back, unchanged: loaded again
+    polled.manager.poll()
+    assert ("c", "1", "READY") in states(polled)
 
 
 def test_poll_follows_the_version_policy_without_a_gap(polled: tritonpy.Server, repo: Path) -> None:

@@ -316,10 +316,14 @@ class ModelManager:
             log.error("polling the model repository failed: %s", exc)
             return
         for name in sorted(set(self._records) - set(dirs)):
-            if self._records[name].versions:
+            gone = self._records[name]
+            if not gone.stamp and not gone.versions and not gone.failed and gone.error is None:
+                continue  # unloaded at an earlier poll
+            if gone.versions:
                 log.info("model '%s' was removed from the repository; unloading it", name)
+            self._failed_stamps.pop(name, None)
             with self._model_lock(name):
-                self._unload(name, forget=True)
+                self._unload(name, removed=True)
         members = {name: folder_members(mdir) for name, mdir in dirs.items()}
         waves, cycles = load_waves(members)
         for name, message in cycles.items():
@@ -426,14 +430,15 @@ class ModelManager:
         record.stamp = stamp
         return record
 
-    def _unload(self, name: str, forget: bool = False) -> None:
+    def _unload(self, name: str, removed: bool = False) -> None:
+        """Unload model ``name``; ``removed``: its folder is gone (poll mode). As in Triton
+        the model stays known, unloaded (requests get "has no available versions", a
+        version's "is not at ready state"); the index, which lists folders, leaves it
+        out, and its folder loads again should it come back, whatever its stamp."""
         record = self._records.get(name)
         if record is None:
             return
-        if forget:
-            with self._lock:
-                self._records = {k: r for k, r in self._records.items() if k != name}
-        elif record.versions or record.failed or record.error is not None:
+        if record.versions or record.failed or record.error is not None or removed:
             # What a failed load left is cleared too: an unloaded model no longer
             # keeps a strictly-ready server from being ready.
             self._put(
@@ -441,7 +446,7 @@ class ModelManager:
                     name,
                     record.path,
                     retired={**record.retired, **record.versions},
-                    stamp=record.stamp,
+                    stamp="" if removed else record.stamp,
                 )
             )
         self._retire(list(record.versions.values()), override=record.override)
