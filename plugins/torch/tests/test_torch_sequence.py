@@ -53,15 +53,19 @@ def test_controls_and_state_reach_forward_by_their_indices(tmp_path: Path) -> No
     assert out == {"OUTPUT__0": [[2], [15]], "FLAGS__1": [[101], [110]], "STATE_OUT__2": [[2], [15]]}
 
 
-def test_a_control_binds_by_its_index_beside_inputs_named_after_arguments(tmp_path: Path) -> None:
-    cfg = config(
+def _tagged_config(corrid_type: str) -> str:
+    """``Tagged``'s config: an input named after its argument, a CORRID control of ``corrid_type``."""
+    return config(
         [io("value", "TYPE_INT64", [1])],
         [io("OUT__0", "TYPE_INT64", [1])],
         0,
         'sequence_batching { control_input [ { name: "CORRID__1" control [ '
-        "{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_INT64 } ] } ] }",
+        f"{{ kind: CONTROL_SEQUENCE_CORRID data_type: {corrid_type} }} ] }} ] }}",
     )
-    save_script(Tagged(), tmp_path / "tagged", cfg)
+
+
+def test_a_control_binds_by_its_index_beside_inputs_named_after_arguments(tmp_path: Path) -> None:
+    save_script(Tagged(), tmp_path / "tagged", _tagged_config("TYPE_INT64"))
     with BackendHarness(backend, tmp_path / "tagged") as h:
         out = h.infer({"value": np.array([7], np.int64), "CORRID__1": np.array([3], np.int64)})
     assert out["OUT__0"].tolist() == [3007]
@@ -136,14 +140,7 @@ def test_sequence_configs_that_do_not_fit_fail_the_load(
 
 
 def test_a_corrid_of_a_type_torch_lacks_fails_the_load(tmp_path: Path) -> None:
-    cfg = config(
-        [io("value", "TYPE_INT64", [1])],
-        [io("OUT__0", "TYPE_INT64", [1])],
-        0,
-        'sequence_batching { control_input [ { name: "CORRID__1" control [ '
-        "{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING } ] } ] }",
-    )
-    save_script(Tagged(), tmp_path / "tagged", cfg)
+    save_script(Tagged(), tmp_path / "tagged", _tagged_config("TYPE_STRING"))
     with pytest.raises(TritonError) as err:
         BackendHarness(backend, tmp_path / "tagged").start()
     assert err.value.message == "input 'CORRID__1' type 'TYPE_STRING' is not supported by PyTorch."

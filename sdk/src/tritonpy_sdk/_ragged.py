@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ._batching import scatter_responses
 from ._datatype import DataType
 from ._errors import TritonError
 from ._inference import InferenceRequest, InferenceResponse
@@ -102,6 +103,23 @@ class BatchOutputs:
 
     def __contains__(self, name: object) -> bool:
         return name in self.scatter
+
+    def responses(
+        self,
+        requests: Sequence[InferenceRequest],
+        arrays: Mapping[str, np.ndarray[Any, Any]],
+        datatypes: Mapping[str, DataType],
+    ) -> list[InferenceResponse]:
+        """One response per request from the batch's host output ``arrays`` (by name): the
+        batch outputs cut by each request's input shape, the others split along the batch
+        dimension (``scatter_responses``), typed by ``datatypes``."""
+        if not self.scatter:
+            return scatter_responses(requests, arrays, datatypes)
+        rest = {n: a for n, a in arrays.items() if n not in self.scatter}
+        responses = scatter_responses(requests, rest, datatypes)
+        flat = {n: a for n, a in arrays.items() if n in self.scatter}
+        self.scatter_outputs(requests, responses, flat, datatypes)
+        return responses
 
     def scatter_outputs(
         self,

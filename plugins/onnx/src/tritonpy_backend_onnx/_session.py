@@ -23,7 +23,6 @@ from tritonpy_sdk import (
     gather_tensor,
     outputs_to_compute,
     scatter_device_outputs,
-    scatter_responses,
     wanted_on_device,
 )
 
@@ -325,14 +324,7 @@ class InstanceSession:
                 held[name] = held[name].reshape(shape)
         for name in self.string_outputs.intersection(arrays):
             arrays[name] = _to_bytes(arrays[name])
-        flat = (
-            {n: arrays.pop(n) for n in list(arrays) if n in self.batch_outputs}
-            if self.batch_outputs
-            else None
-        )
-        responses = scatter_responses(requests, arrays, self.output_types)
-        if flat:
-            self.batch_outputs.scatter_outputs(requests, responses, flat, self.output_types)
+        responses = self.batch_outputs.responses(requests, arrays, self.output_types)
         if held:
             self.device_outputs += scatter_device_outputs(requests, responses, held, self.output_types)
         return responses

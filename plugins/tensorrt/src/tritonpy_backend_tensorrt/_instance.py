@@ -41,7 +41,6 @@ from tritonpy_sdk import (
     gather_tensor,
     outputs_to_compute,
     scatter_device_outputs,
-    scatter_responses,
     wanted_on_device,
 )
 
@@ -224,16 +223,13 @@ class Instance:
                 self.output_buffers.clear()
             raise
         del held
-        scattered = {n: host.pop(n) for n in list(host) if n in self.batch_io.scatter}
-        responses = scatter_responses(requests, host, {n: self.output_types[n] for n in host})
+        responses = self.batch_io.scatter.responses(requests, host, self.output_types)
         for name in wanted:
             if name in shaped:
                 for response, tensor in zip(
                     responses, shape_outputs(requests, name, shaped[name], self.batching, self.name)
                 ):
                     response.outputs[name] = tensor
-        if scattered:
-            self.batch_io.scatter.scatter_outputs(requests, responses, scattered, self.output_types)
         if kept:
             self.device_outputs += scatter_device_outputs(requests, responses, kept, self.output_types)
             for name in kept.keys() - self.said_on_device:

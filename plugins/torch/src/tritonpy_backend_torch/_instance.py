@@ -55,14 +55,13 @@ from tritonpy_sdk import (
     gather_tensor,
     outputs_to_compute,
     scatter_device_outputs,
-    scatter_responses,
     wanted_on_device,
 )
 
 from ._params import Options, apply_execution_switches
 from ._programs import Program, torchscript_results
 from ._sequence import SequenceTensor, SequenceTensors
-from ._types import config_type, to_numpy, to_torch, torch_dtype
+from ._types import CONFIG_TO_TORCH, config_type, to_numpy, to_torch, torch_dtype
 
 
 @dataclass(slots=True)
@@ -149,10 +148,10 @@ class InstanceState:
                 )
             )
         sequence = SequenceTensors.of(config)
-        for tensor, kind in [(c, "control") for c in sequence.controls] + [
-            (t, "input state") for t in sequence.state_inputs
-        ]:
-            _check_sequence_type(torch, model_name, kind, tensor)
+        sequence.check_control_types(CONFIG_TO_TORCH)
+        for tensor in sequence.state_inputs:
+            _check_state_type(torch, model_name, "input state", tensor)
+        for tensor in sequence.inputs:
             inputs.append(
                 InputSpec(
                     tensor.name,
@@ -193,7 +192,7 @@ class InstanceState:
         for tensor in sequence.state_outputs:
             if tensor.name in outputs:  # also a config output (a client may ask for it): bound there
                 continue
-            _check_sequence_type(torch, model_name, "state", tensor)
+            _check_state_type(torch, model_name, "state", tensor)
             if tensor.data_type == "TYPE_STRING" and len(tensor.dims) + (1 if batching else 0) > 1:
                 raise TritonError.internal(
                     f"Triton only supports 1 dimensional List of String as output for '{tensor.name}' "
@@ -243,14 +242,7 @@ class InstanceState:
                 arrays, held = self._run(requests, wanted, device_memory)
         if self.options.cache_cleaning and self.on_gpu:
             torch.cuda.empty_cache()
-        flat = (
-            {n: arrays.pop(n) for n in list(arrays) if n in self.batch_outputs}
-            if self.batch_outputs
-            else None
-        )
-        responses = scatter_responses(requests, arrays, self.output_types)
-        if flat:
-            self.batch_outputs.scatter_outputs(requests, responses, flat, self.output_types)
+        responses = self.batch_outputs.responses(requests, arrays, self.output_types)
         if held:
             self.device_outputs += scatter_device_outputs(requests, responses, held, self.output_types)
             if not self.said_on_device.issuperset(held):
@@ -509,16 +501,10 @@ def _check_type(
         )
 
 
-def _check_sequence_type(torch: Any, model: str, kind: str, tensor: SequenceTensor) -> None:
-    """A control or state tensor's type against torch's, in Triton's words for each kind."""
-    if tensor.data_type == "TYPE_STRING" and kind != "control":
+def _check_state_type(torch: Any, model: str, kind: str, tensor: SequenceTensor) -> None:
+    """A state tensor's type against torch's (STRING travels as a list), in Triton's words."""
+    if tensor.data_type == "TYPE_STRING" or torch_dtype(torch, tensor.data_type) is not None:
         return
-    if torch_dtype(torch, tensor.data_type) is not None:
-        return
-    if kind == "control":
-        raise TritonError.internal(
-            f"input '{tensor.name}' type '{tensor.data_type}' is not supported by PyTorch."
-        )
     raise TritonError.internal(
         f"unsupported datatype {tensor.data_type} for {kind} '{tensor.name}' for model '{model}'"
     )

@@ -101,7 +101,8 @@ def load_torchscript(
     module = loaded
     module.eval()
     sequence = SequenceTensors.of(config)
-    controls = sequence.check_controls(CONFIG_TO_TORCH)
+    controls = sequence.control_indices()
+    sequence.check_control_types(CONFIG_TO_TORCH)
     schema = module.forward.schema
     arguments = list(schema.arguments)
     if arguments and arguments[0].type.kind() == "ClassType":

@@ -18,7 +18,7 @@ inputs, and returns its next state as an output named ``state[].output_name``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,9 +80,9 @@ class SequenceTensors:
         """Controls, then state inputs: every input the core adds."""
         return self.controls + self.state_inputs
 
-    def check_controls(self, torch_types: Mapping[str, str]) -> dict[str, int]:
-        """Each control's argument index, from its ``<name>__<index>`` name (Triton's checks
-        and words); ``torch_types`` holds the config types torch has a dtype for."""
+    def control_indices(self) -> dict[str, int]:
+        """Each control's argument index, from its ``<name>__<index>`` name (Triton's words
+        for one that has none)."""
         bound: dict[str, int] = {}
         for control in self.controls:
             index = named_index(control.name)
@@ -90,12 +90,18 @@ class SequenceTensors:
                 raise TritonError.internal(
                     f"input '{control.name}' does not follow <name>__<index> naming convention."
                 )
+            bound[control.name] = index
+        return bound
+
+    def check_control_types(self, torch_types: Container[str]) -> None:
+        """Every control's type is one torch has (``torch_types``): only a CORRID, the
+        last control Triton checks, can fail, so after ``control_indices`` the order of
+        Triton's checks holds."""
+        for control in self.controls:
             if control.data_type not in torch_types:
                 raise TritonError.internal(
                     f"input '{control.name}' type '{control.data_type}' is not supported by PyTorch."
                 )
-            bound[control.name] = index
-        return bound
 
     def check_states(self, model_name: str, inputs_indexed: bool, outputs_indexed: bool) -> None:
         """Triton's rule for implicit state: every config input and output, and every state
