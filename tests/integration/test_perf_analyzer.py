@@ -114,8 +114,13 @@ def test_sigterm_under_grpc_load_refuses_new_requests_and_cancels_none(
         if load.poll() is None:
             load.kill()
     errors = [line for line in output.splitlines() if "had error" in line]
-    assert any("Server is stopping" in line for line in errors), output
     never_reached = "Failed to connect to remote host: Connection refused"
+    # Every thread ends on an error; on a loaded machine the drain may find no call in
+    # flight, so every thread's next call meets the closed listener (seen 1 run in 10):
+    # "Server is stopping" is then seen by none.
+    assert errors, output
+    if not all(line.rstrip().endswith(never_reached) for line in errors):
+        assert any("Server is stopping" in line for line in errors), output
     assert all(
         line.rstrip().endswith(("Server is stopping", "CANCELLED", never_reached)) for line in errors
     ), output
