@@ -12,8 +12,7 @@ import onnxruntime as ort
 import pytest
 import tritonpy
 import tritonpy.devices
-from onnx import TensorProto, helper
-from onnx import save as save_onnx
+from onnx_testmodels import add
 
 pytestmark = pytest.mark.skipif(
     "CUDAExecutionProvider" in ort.get_available_providers(), reason="this onnxruntime has CUDA"
@@ -26,26 +25,10 @@ def one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tritonpy.devices, "gpu_count", lambda: 1)
 
 
-def _add(folder: Path, config: str = "") -> None:
-    vi = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["A", "B"], ["SUM"])],
-        "g",
-        [vi("A", TensorProto.FLOAT, ["N", 3]), vi("B", TensorProto.FLOAT, ["N", 3])],
-        [vi("SUM", TensorProto.FLOAT, ["N", 3])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    (folder / "1").mkdir(parents=True)
-    save_onnx(model, folder / "1" / "model.onnx")
-    if config:
-        (folder / "config.pbtxt").write_text(config)
-
-
 def test_a_model_without_instance_group_runs_on_the_cpu(
     tmp_path: Path, one_gpu: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _add(tmp_path / "m")  # no config.pbtxt: auto-complete, then Triton's defaults
+    add(tmp_path / "m")  # no config.pbtxt: auto-complete, then Triton's defaults
     with (
         caplog.at_level(logging.INFO, logger="tritonpy.config"),
         tritonpy.Server(model_repository=tmp_path) as server,
@@ -62,7 +45,7 @@ def test_a_model_without_instance_group_runs_on_the_cpu(
 
 
 def test_an_explicit_kind_gpu_group_fails_to_load_naming_the_package(tmp_path: Path, one_gpu: None) -> None:
-    _add(tmp_path / "m", 'backend: "onnxruntime"\ninstance_group [ { kind: KIND_GPU } ]\n')
+    add(tmp_path / "m", 'backend: "onnxruntime"\ninstance_group [ { kind: KIND_GPU } ]\n')
     with tritonpy.Server(model_repository=tmp_path, exit_on_error=False) as server:
         (entry,) = server.repository_index()
     assert entry["state"] == "UNAVAILABLE"

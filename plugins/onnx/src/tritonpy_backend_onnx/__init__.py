@@ -21,8 +21,16 @@ from tritonpy_sdk import (
     hookimpl,
 )
 
+from ._accelerators import cpu_accelerators
 from ._autocomplete import complete_config, graph_tensors
-from ._session import InstanceSession, model_file, no_cuda_reason, run_options, session_options
+from ._session import (
+    InstanceSession,
+    custom_op_libraries,
+    model_file,
+    no_cuda_reason,
+    run_options,
+    session_options,
+)
 
 __all__ = ["__version__"]
 __version__ = "0.1.0"
@@ -64,6 +72,7 @@ def auto_complete_config(model: Model) -> None:
     path = model_file(model.model_path, model.name)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    custom_op_libraries(options, model.config, model.name)  # a graph with custom operators needs them
     try:
         session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # a corrupt or unsupported file
@@ -86,6 +95,7 @@ def model_initialize(model: Model) -> None:
     # Bad parameters fail the load once here rather than once per instance.
     session_options(ort, model.config, model.parameters)
     run_options(ort, model.parameters)
+    cpu_accelerators(model.config)  # the GPU ones are read for GPU instances only, as Triton
     model.state = path
 
 

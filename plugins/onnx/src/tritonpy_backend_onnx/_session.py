@@ -26,47 +26,27 @@ from tritonpy_sdk import (
     wanted_on_device,
 )
 
+from ._accelerators import CUDA, execution_providers, lacks, unused_providers
 from ._autocomplete import check_config, graph_tensors
 from ._binding import DeviceOutput, Feed, run_bound
+from ._params import bool_param, int_param
 from ._types import config_type
-
-
-def _int_param(params: dict[str, str], key: str) -> int | None:
-    value = params.get(key)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise TritonError.invalid_arg(f"model parameter '{key}' must be an integer, got '{value}'") from None
-
-
-def _bool_param(params: dict[str, str], key: str) -> bool | None:
-    value = params.get(key)
-    if value is None or value == "":
-        return None
-    lowered = value.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise TritonError.invalid_arg(f"model parameter '{key}' must be true or false, got '{value}'")
 
 
 def session_options(ort: Any, config: dict[str, Any], params: dict[str, str]) -> Any:
     """SessionOptions from Triton's onnxruntime model parameters and graph level."""
     options = ort.SessionOptions()
-    intra = _int_param(params, "intra_op_thread_count")
+    intra = int_param(params, "intra_op_thread_count")
     if intra is not None:
         if intra < 0:
             raise TritonError.invalid_arg("model parameter 'intra_op_thread_count' must be >= 0")
         options.intra_op_num_threads = intra
-    inter = _int_param(params, "inter_op_thread_count")
+    inter = int_param(params, "inter_op_thread_count")
     if inter is not None:
         if inter < 0:
             raise TritonError.invalid_arg("model parameter 'inter_op_thread_count' must be >= 0")
         options.inter_op_num_threads = inter
-    mode = _int_param(params, "execution_mode")
+    mode = int_param(params, "execution_mode")
     if mode is not None:
         if mode not in (0, 1):
             raise TritonError.invalid_arg(
@@ -75,10 +55,10 @@ def session_options(ort: Any, config: dict[str, Any], params: dict[str, str]) ->
         options.execution_mode = (
             ort.ExecutionMode.ORT_PARALLEL if mode == 1 else ort.ExecutionMode.ORT_SEQUENTIAL
         )
-    arena = _bool_param(params, "enable_mem_arena")
+    arena = bool_param(params, "enable_mem_arena")
     if arena is not None:
         options.enable_cpu_mem_arena = arena
-    pattern = _bool_param(params, "enable_mem_pattern")
+    pattern = bool_param(params, "enable_mem_pattern")
     if pattern is not None:
         options.enable_mem_pattern = pattern
     level = _graph_level(config)
@@ -128,22 +108,36 @@ def no_cuda_reason(ort: Any) -> str:
     """Why this onnxruntime cannot run a model on a GPU ("" when it can): KIND_GPU
     instances run on its CUDAExecutionProvider, which only onnxruntime-gpu has."""
     available = ort.get_available_providers()
-    if "CUDAExecutionProvider" in available:
-        return ""
-    return (
-        f"onnxruntime {ort.__version__} here has no CUDAExecutionProvider (its providers: "
-        f"{', '.join(available)}): install onnxruntime-gpu (pip install 'tritonpy-backend-onnx[gpu]')"
+    return "" if CUDA in available else lacks(available, ort.__version__, CUDA)
+
+
+def providers(ort: Any, instance: ModelInstance, config: dict[str, Any], params: dict[str, str]) -> list[Any]:
+    """The execution providers, with their options, for an instance's kind and device and
+    the config's execution accelerators (``_accelerators.py``)."""
+    return list(
+        execution_providers(
+            ort.get_available_providers(),
+            ort.__version__,
+            instance.name,
+            instance.kind,
+            instance.device_id,
+            config,
+            params,
+        )
     )
 
 
-def providers(ort: Any, instance: ModelInstance) -> list[Any]:
-    """The execution providers for an instance's kind and device."""
-    if instance.kind == "KIND_GPU":
-        reason = no_cuda_reason(ort)
-        if reason:
-            raise TritonError.unavailable(f"instance '{instance.name}' is KIND_GPU but {reason}")
-        return [("CUDAExecutionProvider", {"device_id": instance.device_id}), "CPUExecutionProvider"]
-    return ["CPUExecutionProvider"]
+def custom_op_libraries(options: Any, config: dict[str, Any], model_name: str) -> None:
+    """Register ``model_operations.op_library_filename``'s libraries of custom operators
+    with ``options`` (before the session that needs them is made)."""
+    for library in (config.get("model_operations") or {}).get("op_library_filename", []):
+        try:
+            options.register_custom_ops_library(str(library))
+        except Exception as exc:  # ORT's own error types: a missing or incompatible library
+            raise TritonError.invalid_arg(
+                f"unable to load model '{model_name}': onnxruntime failed to register the custom "
+                f"operator library '{library}': {exc}"
+            ) from None
 
 
 def model_file(path: Path, model_name: str) -> Path:
@@ -204,7 +198,8 @@ class InstanceSession:
         instance: ModelInstance,
     ) -> InstanceSession:
         options = session_options(ort, config, params)
-        provider_list = providers(ort, instance)
+        custom_op_libraries(options, config, model_name)
+        provider_list = providers(ort, instance, config, params)
         run = run_options(ort, params)
         try:
             session = ort.InferenceSession(str(path), sess_options=options, providers=provider_list)
@@ -212,11 +207,19 @@ class InstanceSession:
             raise TritonError.invalid_arg(
                 f"unable to load model '{model_name}': onnxruntime failed to load {path.name}: {exc}"
             ) from None
-        if instance.kind == "KIND_GPU" and "CUDAExecutionProvider" not in session.get_providers():
-            # ORT falls back to CPU quietly when the CUDA libraries fail to load.
+        unused = unused_providers(provider_list, session.get_providers())
+        if unused:
+            # ORT falls back to the CPU quietly when a provider's libraries fail to load.
             raise TritonError.unavailable(
-                f"instance '{instance.name}' is KIND_GPU but onnxruntime could not use the "
-                "CUDAExecutionProvider (check the CUDA and cuDNN libraries onnxruntime-gpu needs)"
+                f"instance '{instance.name}': onnxruntime could not use the {' and the '.join(unused)} "
+                "(check the libraries it needs: CUDA and cuDNN for CUDA, TensorRT's for TensorRT)"
+            )
+        if len(provider_list) > 1:  # say where it runs when that is not the CPU provider alone
+            instance.model.backend.logger.info(
+                "instance '%s' of model '%s' runs on onnxruntime's %s",
+                instance.name,
+                model_name,
+                ", ".join(session.get_providers()),
             )
         graph_in = graph_tensors(session.get_inputs())
         overridable = graph_tensors(session.get_overridable_initializers())
