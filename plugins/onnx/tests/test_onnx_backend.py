@@ -15,6 +15,7 @@ import onnxruntime as ort
 import pytest
 import tritonpy_backend_onnx as backend
 from onnx import TensorProto, helper
+from tritonpy_backend_onnx._session import session_options
 from tritonpy_sdk import DataType, ErrorCode, RequestedOutput, TritonError
 from tritonpy_sdk.host import validate_backend
 from tritonpy_sdk.testing import BackendHarness
@@ -472,3 +473,19 @@ def test_onnxruntime_errors_become_triton_errors(tmp_path: Path) -> None:
         with pytest.raises(TritonError, match="onnxruntime: .*") as info:
             h.infer({"A": np.ones((1, 3, 1), np.float32), "B": np.ones((1, 3, 1), np.float32)})
         assert info.value.code is ErrorCode.INVALID_ARG
+
+
+def test_sessions_on_the_global_thread_pools_ignore_the_models_thread_counts() -> None:
+    config: dict[str, Any] = {"name": "m"}
+    params = {"intra_op_thread_count": "3", "inter_op_thread_count": "2"}
+    own = session_options(ort, config, params)
+    assert (own.use_per_session_threads, own.intra_op_num_threads, own.inter_op_num_threads) == (True, 3, 2)
+    shared = session_options(ort, config, params, global_threads=True)
+    assert (shared.use_per_session_threads, shared.intra_op_num_threads) == (False, 0)
+
+
+def test_a_bad_global_thread_pool_size_fails_the_backend(tmp_path: Path) -> None:
+    settings = {"enable-global-threadpool": "1", "inter_op_thread_count": "two"}
+    with pytest.raises(TritonError) as err:
+        BackendHarness(backend, _add_sub(tmp_path / "m", ["N", 3]), backend_config=settings).start()
+    assert err.value.message == "backend setting 'inter_op_thread_count' must be an integer >= 0, got 'two'"

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from onnx_testmodels import accumulator
+from onnx_testmodels import accumulator, add
 from tritonpy_serverprocess import ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -85,3 +86,30 @@ def test_concurrent_sequences_batched_together_keep_their_sums(server: ServerPro
     assert sorted(sums) == [300 + i for i in range(6)]
     for sequence, got in sums.items():
         assert got == [sequence, sequence + 1, sequence + 3, sequence + 6]
+
+
+def test_global_thread_pools_shared_by_every_session(tmp_path: Path) -> None:
+    """``--backend-config=onnxruntime,enable-global-threadpool=1``: the process's pools, sized
+    by the backend settings, serve every session (a process of its own: they outlive a server)."""
+    accumulator(tmp_path / "acc", "instance_group [{ kind: KIND_CPU count: 2 }]\n")
+    add(tmp_path / "add")
+    flags = [
+        "--backend-config=onnxruntime,enable-global-threadpool=1",
+        "--backend-config=onnxruntime,intra_op_thread_count=1",
+    ]
+    proc = ServerProcess([tmp_path], *flags, log=tmp_path / "server.log")
+    try:
+        proc.wait_for_output("onnxruntime global thread pools: 1 intra-op, 0 inter-op threads")
+        client = grpcclient.InferenceServerClient(proc.grpc_url)
+        try:
+            assert step(client, grpcclient, 1, 2, True, False) == (2, 1, 1)
+            assert step(client, grpcclient, 1, 3, False, True) == (5, 0, 1)
+            a = grpcclient.InferInput("A", [1, 3], "FP32")
+            a.set_data_from_numpy(np.ones((1, 3), np.float32))
+            b = grpcclient.InferInput("B", [1, 3], "FP32")
+            b.set_data_from_numpy(np.full((1, 3), 2, np.float32))
+            assert client.infer("add", [a, b]).as_numpy("SUM").tolist() == [[3, 3, 3]]
+        finally:
+            client.close()
+    finally:
+        proc.stop()

@@ -25,7 +25,9 @@ from ._accelerators import cpu_accelerators
 from ._autocomplete import complete_config, graph_tensors
 from ._session import (
     InstanceSession,
+    Runtime,
     custom_op_libraries,
+    global_thread_pools,
     model_file,
     no_cuda_reason,
     run_options,
@@ -55,12 +57,15 @@ def initialize(backend: Backend) -> None:
         raise TritonError.unavailable(
             f"the onnxruntime backend needs the 'onnxruntime' package: {exc}"
         ) from None
-    backend.state = onnxruntime
+    global_threads = backend.setting_bool("enable-global-threadpool", False)
+    if global_threads:
+        global_thread_pools(onnxruntime, backend.config, backend.logger)
+    backend.state = Runtime(onnxruntime, global_threads)
 
 
 @hookimpl
 def gpu_support(backend: Backend) -> GpuSupport:
-    reason = no_cuda_reason(backend.state)
+    reason = no_cuda_reason(backend.state.ort)
     return GpuSupport(usable=not reason, reason=reason)
 
 
@@ -68,9 +73,12 @@ def gpu_support(backend: Backend) -> GpuSupport:
 def auto_complete_config(model: Model) -> None:
     # Only the graph's signature is needed: a CPU session with no optimisation is the
     # cheapest way to read it without depending on the onnx package.
-    ort = model.backend.state
+    runtime: Runtime = model.backend.state
+    ort = runtime.ort
     path = model_file(model.model_path, model.name)
     options = ort.SessionOptions()
+    # Every session of a process with global thread pools must use them (ORT's rule).
+    options.use_per_session_threads = not runtime.global_threads
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     custom_op_libraries(options, model.config, model.name)  # a graph with custom operators needs them
     try:
@@ -90,10 +98,11 @@ def auto_complete_config(model: Model) -> None:
 
 @hookimpl
 def model_initialize(model: Model) -> None:
-    ort = model.backend.state
+    runtime: Runtime = model.backend.state
+    ort = runtime.ort
     path = model_file(model.model_path, model.name)
     # Bad parameters fail the load once here rather than once per instance.
-    session_options(ort, model.config, model.parameters)
+    session_options(ort, model.config, model.parameters, runtime.global_threads)
     run_options(ort, model.parameters)
     cpu_accelerators(model.config)  # the GPU ones are read for GPU instances only, as Triton
     model.state = path

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,19 +34,57 @@ from ._params import bool_param, int_param
 from ._types import config_type
 
 
-def session_options(ort: Any, config: dict[str, Any], params: dict[str, str]) -> Any:
-    """SessionOptions from Triton's onnxruntime model parameters and graph level."""
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """The backend's state: the onnxruntime module, and whether its sessions share the
+    process's global thread pools (``--backend-config=onnxruntime,enable-global-threadpool=1``)."""
+
+    ort: Any
+    global_threads: bool = False
+
+
+def global_thread_pools(ort: Any, settings: Mapping[str, str], log: logging.Logger) -> None:
+    """Create onnxruntime's global thread pools, sized by the backend settings
+    ``intra_op_thread_count`` and ``inter_op_thread_count`` (0 or absent: ORT's default).
+    They last as long as the process: a second server in it keeps the first one's."""
+    sizes = []
+    for key in ("intra_op_thread_count", "inter_op_thread_count"):
+        raw = settings.get(key, "").strip() or "0"
+        if not raw.isdigit():
+            raise TritonError.invalid_arg(
+                f"backend setting '{key}' must be an integer >= 0, got '{settings[key]}'"
+            )
+        sizes.append(int(raw))
+    from onnxruntime.capi import _pybind_state
+
+    try:
+        _pybind_state.set_global_thread_pool_sizes(sizes[0], sizes[1])
+    except Exception as exc:  # ORT's Fail: pools made earlier in this process are never replaced
+        log.warning("onnxruntime's global thread pools are kept as they are: %s", exc)
+        return
+    log.info("onnxruntime global thread pools: %d intra-op, %d inter-op threads (0: ORT's default)", *sizes)
+
+
+def session_options(
+    ort: Any, config: dict[str, Any], params: dict[str, str], global_threads: bool = False
+) -> Any:
+    """SessionOptions from Triton's onnxruntime model parameters and graph level. With
+    ``global_threads`` the session runs on the global thread pools, and the model's own
+    thread counts are ignored, as in Triton."""
     options = ort.SessionOptions()
-    intra = int_param(params, "intra_op_thread_count")
-    if intra is not None:
-        if intra < 0:
-            raise TritonError.invalid_arg("model parameter 'intra_op_thread_count' must be >= 0")
-        options.intra_op_num_threads = intra
-    inter = int_param(params, "inter_op_thread_count")
-    if inter is not None:
-        if inter < 0:
-            raise TritonError.invalid_arg("model parameter 'inter_op_thread_count' must be >= 0")
-        options.inter_op_num_threads = inter
+    if global_threads:
+        options.use_per_session_threads = False
+    else:
+        intra = int_param(params, "intra_op_thread_count")
+        if intra is not None:
+            if intra < 0:
+                raise TritonError.invalid_arg("model parameter 'intra_op_thread_count' must be >= 0")
+            options.intra_op_num_threads = intra
+        inter = int_param(params, "inter_op_thread_count")
+        if inter is not None:
+            if inter < 0:
+                raise TritonError.invalid_arg("model parameter 'inter_op_thread_count' must be >= 0")
+            options.inter_op_num_threads = inter
     mode = int_param(params, "execution_mode")
     if mode is not None:
         if mode not in (0, 1):
@@ -190,14 +229,15 @@ class InstanceSession:
     @classmethod
     def create(
         cls,
-        ort: Any,
+        runtime: Runtime,
         path: Path,
         model_name: str,
         config: dict[str, Any],
         params: dict[str, str],
         instance: ModelInstance,
     ) -> InstanceSession:
-        options = session_options(ort, config, params)
+        ort = runtime.ort
+        options = session_options(ort, config, params, runtime.global_threads)
         custom_op_libraries(options, config, model_name)
         provider_list = providers(ort, instance, config, params)
         run = run_options(ort, params)
