@@ -52,13 +52,13 @@ def array_from_buffer(
     """
     count = element_count(name, shape)
     if datatype is DataType.BYTES:
-        flat = deserialize_bytes_tensor(buffer)
-        if flat.size != count:
-            raise TritonError.invalid_arg(
-                f"unexpected number of string elements {flat.size} for inference input "
-                f"'{name}', expecting {count}"
-            )
-        return flat.reshape(shape)
+        try:
+            flat = deserialize_bytes_tensor(buffer)
+        except TritonError:  # malformed: found again below, to be worded as Triton words it
+            flat = None
+        if flat is not None and flat.size == count:
+            return flat.reshape(shape)
+        return stand_in(strings_mismatch(name, buffer, count), datatype, shape, mismatched)
     expected = count * datatype.itemsize
     if len(buffer) != expected:
         return stand_in(ByteSizeMismatch(name, expected, len(buffer)), datatype, shape, mismatched)
@@ -69,13 +69,78 @@ class ByteSizeMismatch(TritonError):
     """An input of a fixed-size type whose data is not the bytes its shape needs."""
 
     def __init__(self, name: str, expected: int, given: int) -> None:
-        super().__init__(
-            f"input byte size mismatch for input '{name}'. Expected {expected}, got {given}",
-            ErrorCode.INVALID_ARG,
-        )
         self.name = name
         self.expected = expected
         self.given = given
+        super().__init__(self.fault(None, ""), ErrorCode.INVALID_ARG)
+
+    def fault(self, model: str | None, prefix: str) -> str:
+        """Triton's words, naming ``model`` once it is known, after the request's ``prefix``."""
+        where = f" for model '{model}'" if model else ""
+        return (
+            f"{prefix}input byte size mismatch for input '{self.name}'{where}. "
+            f"Expected {self.expected}, got {self.given}"
+        )
+
+
+class StringsMismatch(ByteSizeMismatch):
+    """BYTES data that does not hold its shape's elements in Triton's encoding (each a
+    4-byte little-endian length, then the bytes), found as Triton scans it: ``kind`` is
+    ``indicator`` (a length cut off: ``given`` bytes of it left), ``too_many`` (``given``
+    elements counted of ``expected``), ``too_few`` (likewise) or ``truncated`` (the last
+    element's ``expected`` bytes with ``given`` left: Triton's backends find that one, and
+    word it without the request or the model)."""
+
+    def __init__(self, name: str, kind: str, expected: int, given: int) -> None:
+        self.kind = kind
+        super().__init__(name, expected, given)
+
+    def fault(self, model: str | None, prefix: str) -> str:
+        name, expected, given = self.name, self.expected, self.given
+        where = f" for model '{model}'" if model else ""
+        if self.kind == "indicator":
+            return (
+                f"{prefix}incomplete string length indicator for inference input '{name}'{where}, "
+                f"expecting 4 bytes but only {given} bytes available. Please make sure the string "
+                "length indicator is in one buffer."
+            )
+        if self.kind == "too_many":
+            return (
+                f"{prefix}unexpected number of string elements {given} for inference input "
+                f"'{name}'{where}, expecting {expected}"
+            )
+        if self.kind == "too_few":
+            return (
+                f"{prefix}expected {expected} string elements for inference input '{name}'{where}, "
+                f"got {given}"
+            )
+        return (
+            f"incomplete string data for inference input '{name}', expecting string of length "
+            f"{expected} but only {given} bytes available"
+        )
+
+
+def strings_mismatch(name: str, buffer: bytes | memoryview, count: int) -> StringsMismatch:
+    """What is wrong with BYTES data that is not ``count`` well-formed elements, found in
+    Triton's order: a cut-off length or one element too many as the scan meets them, then
+    too few elements, then a last element shorter than its length says."""
+    view = memoryview(buffer)
+    n = len(view)
+    pos = seen = 0
+    while pos < n:
+        if n - pos < 4:
+            return StringsMismatch(name, "indicator", 4, n - pos)
+        size = int.from_bytes(view[pos : pos + 4], "little")
+        pos += 4
+        seen += 1
+        if seen > count:
+            return StringsMismatch(name, "too_many", count, seen)
+        if pos + size > n:
+            if seen != count:
+                return StringsMismatch(name, "too_few", count, seen)
+            return StringsMismatch(name, "truncated", size, n - pos)
+        pos += size
+    return StringsMismatch(name, "too_few", count, seen)
 
 
 class InputSizes(TritonError):
@@ -124,8 +189,16 @@ def _flatten(data: Any, out: list[Any]) -> None:
             out.append(item)
 
 
-def array_from_json(name: str, datatype: DataType, shape: Sequence[int], data: Any) -> np.ndarray[Any, Any]:
-    """The array for JSON ``data`` (flat or nested lists) of ``datatype`` and ``shape``."""
+def array_from_json(
+    name: str,
+    datatype: DataType,
+    shape: Sequence[int],
+    data: Any,
+    mismatched: list[ByteSizeMismatch] | None = None,
+) -> np.ndarray[Any, Any]:
+    """The array for JSON ``data`` (flat or nested lists) of ``datatype`` and ``shape``.
+    BYTES data of the wrong count is recorded in ``mismatched`` as ``array_from_buffer``
+    records it (Triton checks it with the byte sizes); given no ``mismatched``, it raises."""
     count = element_count(name, shape)
     if not isinstance(data, list):
         data = [data]
@@ -135,9 +208,12 @@ def array_from_json(name: str, datatype: DataType, shape: Sequence[int], data: A
     except RecursionError:
         raise TritonError.invalid_arg(f"'data' of input '{name}' is nested too deeply") from None
     if len(flat) != count:
-        raise TritonError.invalid_arg(
-            f"unexpected number of elements for input '{name}': shape {list(shape)} "
-            f"needs {count}, got {len(flat)}"
+        if datatype is DataType.BYTES:
+            kind, seen = ("too_many", count + 1) if len(flat) > count else ("too_few", len(flat))
+            return stand_in(StringsMismatch(name, kind, count, seen), datatype, shape, mismatched)
+        raise TritonError.invalid_arg(  # Triton's words (and the numbers)
+            f"Unable to parse 'data': Shape does not match true shape of 'data' field (input "
+            f"'{name}' of shape {list(shape)} needs {count} elements, got {len(flat)})"
         )
     if datatype is DataType.BYTES:
         arr = np.empty(count, dtype=np.object_)

@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
-from tritonpy.codec import array_from_buffer, array_from_json, array_to_buffer, array_to_json
-from tritonpy_sdk import DataType, TritonError, serialize_bytes_tensor
+from tritonpy.codec import (
+    ByteSizeMismatch,
+    array_from_buffer,
+    array_from_json,
+    array_to_buffer,
+    array_to_json,
+    strings_mismatch,
+)
+from tritonpy_sdk import DataType, ErrorCode, TritonError, serialize_bytes_tensor
 
 NUMERIC = [d for d in DataType if d is not DataType.BYTES]
 
@@ -28,10 +35,62 @@ def test_byte_size_mismatch_uses_triton_wording() -> None:
         array_from_buffer("X", DataType.INT32, [1, 16], b"\0" * 60)
 
 
-def test_bytes_element_count_mismatch() -> None:
-    wire = serialize_bytes_tensor(np.array([b"a"], dtype=object))
-    with pytest.raises(TritonError, match="unexpected number of string elements 1"):
-        array_from_buffer("S", DataType.BYTES, [2], wire)
+def _strings(*items: bytes) -> bytes:
+    return serialize_bytes_tensor(np.array(items, dtype=object))
+
+
+# Triton 2.51's words, asked (the reference server, both protocols); the model and the
+# request id come in once the request is checked against its model (validation.py).
+@pytest.mark.parametrize(
+    ("data", "count", "message"),
+    [
+        (_strings(b"a"), 2, "expected 2 string elements for inference input 'S', got 1"),
+        (b"", 1, "expected 1 string elements for inference input 'S', got 0"),
+        (
+            _strings(b"a", b"b", b"c"),
+            2,
+            "unexpected number of string elements 3 for inference input 'S', expecting 2",
+        ),
+        (
+            _strings(b"abc") + b"\x01\x00",
+            2,
+            "incomplete string length indicator for inference input 'S', expecting 4 bytes but only 2 "
+            "bytes available. Please make sure the string length indicator is in one buffer.",
+        ),
+        (
+            _strings(b"abc") + b"\x0a\x00\x00\x00x",
+            2,
+            "incomplete string data for inference input 'S', expecting string of length 10 but only 1 "
+            "bytes available",
+        ),
+        (
+            _strings(b"abc") + b"\x0a\x00\x00\x00x",
+            3,
+            "expected 3 string elements for inference input 'S', got 2",
+        ),
+    ],
+)
+def test_bytes_that_do_not_fit_their_shape(data: bytes, count: int, message: str) -> None:
+    with pytest.raises(TritonError) as info:
+        array_from_buffer("S", DataType.BYTES, [count], data)
+    assert info.value.code is ErrorCode.INVALID_ARG
+    assert info.value.message == message
+
+
+def test_bytes_faults_name_the_model_once_it_is_known() -> None:
+    found: list[ByteSizeMismatch] = []
+    array_from_buffer("S", DataType.BYTES, [2], _strings(b"a"), found)
+    array_from_json("J", DataType.BYTES, [1], ["x", "y"], found)
+    assert [m.fault("m", "[request id: 7] ") for m in found] == [
+        "[request id: 7] expected 2 string elements for inference input 'S' for model 'm', got 1",
+        "[request id: 7] unexpected number of string elements 2 for inference input 'J' for model 'm', "
+        "expecting 1",
+    ]
+    truncated = strings_mismatch("S", _strings(b"abc")[:-1], 1)
+    assert truncated.fault("m", "[request id: 7] ") == (
+        "incomplete string data for inference input 'S', expecting string of length 3 but only 2 bytes "
+        "available"
+    )
 
 
 def test_negative_dims_are_rejected() -> None:
@@ -49,7 +108,12 @@ def test_json_nested_and_flat_data() -> None:
 @pytest.mark.parametrize(
     ("dt", "data", "message"),
     [
-        (DataType.INT32, [1, 2, 3], "needs 4, got 3"),
+        (
+            DataType.INT32,
+            [1, 2, 3],
+            r"Shape does not match true shape of 'data' field \(input 'X' of shape \[4\] needs 4 "
+            r"elements, got 3\)",
+        ),
         (DataType.INT32, [1, 2, 3, "x"], "expected INT32 numbers, got str"),
         (DataType.INT8, [1, 2, 3, 300], "out of range"),
         (DataType.INT32, [1, 2, 3, 4.5], "expected integers"),

@@ -61,6 +61,88 @@ def test_unknown_datatype_is_a_client_error() -> None:
     assert info.value.message == "invalid datatype 'FLOAT' for input 'INPUT0'"
 
 
+# Triton 2.51's gRPC front end, asked (the reference server): each reserved parameter's
+# kinds, and what it makes of a negative number.
+@pytest.mark.parametrize(
+    ("key", "kind", "value", "message"),
+    [
+        ("timeout", "string_param", "x", "invalid value type for 'timeout' parameter, expected int64_param."),
+        ("timeout", "bool_param", True, "invalid value type for 'timeout' parameter, expected int64_param."),
+        (
+            "priority",
+            "string_param",
+            "1",
+            "invalid value type for 'priority' parameter, expected int64_param or uint64_param.",
+        ),
+        ("priority", "int64_param", -1, "invalid value for 'priority', expected value >= 0."),
+        (
+            "sequence_id",
+            "bool_param",
+            True,
+            "invalid value type for 'sequence_id' parameter, expected int64_param or string_param.",
+        ),
+        (
+            "sequence_id",
+            "double_param",
+            1.5,
+            "invalid value type for 'sequence_id' parameter, expected int64_param or string_param.",
+        ),
+        (
+            "sequence_start",
+            "int64_param",
+            1,
+            "invalid value type for 'sequence_start' parameter, expected bool_param.",
+        ),
+        (
+            "sequence_end",
+            "string_param",
+            "yes",
+            "invalid value type for 'sequence_end' parameter, expected bool_param.",
+        ),
+    ],
+)
+def test_reserved_parameters_of_the_wrong_kind_in_tritons_grpc_words(
+    key: str, kind: str, value: Any, message: str
+) -> None:
+    msg = _request()
+    msg.parameters.clear()
+    setattr(msg.parameters[key], kind, value)
+    with pytest.raises(TritonError) as info:
+        request_from_proto(msg)
+    assert info.value.code.name == "INVALID_ARG"
+    assert info.value.message == message
+
+
+def test_negative_timeouts_and_sequence_ids_are_their_unsigned_values() -> None:
+    msg = _request()
+    msg.parameters["sequence_id"].int64_param = -3
+    msg.parameters["timeout"].int64_param = -5
+    msg.parameters["priority"].uint64_param = 2
+    request, _ = request_from_proto(msg)
+    assert request.parameters == {"sequence_id": 2**64 - 3, "timeout": 2**64 - 5, "priority": 2}
+
+
+def test_raw_contents_missing_for_an_input_in_tritons_words() -> None:
+    msg = _request()
+    del msg.raw_input_contents[1]
+    with pytest.raises(TritonError) as info:
+        request_from_proto(msg)
+    assert (
+        info.value.message == "unable to find data for input tensor 'INPUT1' for model 'add_sub' in request."
+    )
+    del msg.raw_input_contents[0]  # no raw contents and no typed contents either
+    with pytest.raises(TritonError) as info:
+        request_from_proto(msg)
+    assert (
+        info.value.message == "unable to find data for input tensor 'INPUT0' for model 'add_sub' in request."
+    )
+    # More raw contents than inputs: the rest is left unread, as Triton leaves it.
+    extra = _request()
+    extra.raw_input_contents.append(b"unread")
+    request, _ = request_from_proto(extra)
+    assert list(request.inputs) == ["INPUT0", "INPUT1"]
+
+
 def test_parameters_pass_through_and_are_fresh_dicts() -> None:
     msg = _request()
     request, slots = request_from_proto(msg)

@@ -27,10 +27,12 @@ from tritonpy_sdk import (
 from ..codec import (
     ByteSizeMismatch,
     InputSizes,
+    StringsMismatch,
     array_from_buffer,
     array_to_buffer,
     element_count,
     request_prefix,
+    stand_in,
 )
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from ..model_version import parse_version
@@ -86,7 +88,15 @@ def _datatype(name: str, text: str) -> DataType:
     return datatype
 
 
-def _from_contents(name: str, datatype: DataType, shape: list[int], contents: pb.InferTensorContents) -> Any:
+def _from_contents(
+    name: str,
+    datatype: DataType,
+    shape: list[int],
+    contents: pb.InferTensorContents,
+    mismatched: list[ByteSizeMismatch],
+) -> Any:
+    """The array typed ``contents`` hold; too many or too few values are recorded in
+    ``mismatched`` as Triton finds them, by the bytes (or strings) they make."""
     field = CONTENTS_FIELD.get(datatype)
     if field is None:
         raise TritonError.invalid_arg(
@@ -95,10 +105,13 @@ def _from_contents(name: str, datatype: DataType, shape: list[int], contents: pb
     values = getattr(contents, field)
     count = element_count(name, shape)
     if len(values) != count:
-        raise TritonError.invalid_arg(
-            f"unexpected number of elements for input '{name}': shape {shape} needs {count}, "
-            f"'{field}' holds {len(values)}"
-        )
+        mismatch: ByteSizeMismatch
+        if datatype is DataType.BYTES:
+            kind, seen = ("too_many", count + 1) if len(values) > count else ("too_few", len(values))
+            mismatch = StringsMismatch(name, kind, count, seen)
+        else:
+            mismatch = ByteSizeMismatch(name, count * datatype.itemsize, len(values) * datatype.itemsize)
+        return stand_in(mismatch, datatype, shape, mismatched)
     if datatype is DataType.BYTES:
         array = np.empty(count, dtype=np.object_)
         array[:] = list(values)
@@ -126,7 +139,6 @@ def request_from_proto(
             if REGION in params:
                 shared[entry.name] = params
     raw = msg.raw_input_contents
-    expected = len(entries) - len(shared)
     inputs: dict[str, Tensor] = {}
     #: Inputs whose data is not the size their shape needs (checked last, as Triton does).
     mismatched: list[ByteSizeMismatch] = []
@@ -148,15 +160,15 @@ def request_from_proto(
                     "contents field must not be specified when using raw_input_contents for "
                     f"'{name}' for model '{msg.model_name}'"
                 )
-            if len(raw) != expected:
-                raise _raw_count(expected, len(raw))
+            if i >= len(raw):  # as Triton, more raw contents than inputs are left unread
+                raise _no_data(name, msg.model_name)
             array = array_from_buffer(name, datatype, shape, raw[i], mismatched)
             i += 1
+        elif entry.HasField("contents"):
+            array = _from_contents(name, datatype, shape, entry.contents, mismatched)
         else:
-            array = _from_contents(name, datatype, shape, entry.contents)
+            raise _no_data(name, msg.model_name)
         inputs[name] = Tensor(name, array, datatype)
-    if raw and len(raw) != expected:  # every input in shared memory
-        raise _raw_count(expected, len(raw))
     model_version = parse_version(msg.model_version)
     slots: OutputSlots = None
     outputs: list[RequestedOutput] = []
@@ -197,10 +209,40 @@ def empty_final(msg: pb.ModelInferRequest) -> bool:
     return bool(parameters_from_proto(msg.parameters).get(EMPTY_FINAL))
 
 
+#: The kinds of value Triton's gRPC front end takes for each reserved request parameter, as
+#: its messages name them; ``uint64_param`` is taken too for the integer ones (tritonpy's
+#: leniency: Triton refuses it for ``timeout`` and ``sequence_id``).
+_RESERVED_KINDS = {
+    "timeout": "int64_param",
+    "priority": "int64_param or uint64_param",
+    "sequence_id": "int64_param or string_param",
+    "sequence_start": "bool_param",
+    "sequence_end": "bool_param",
+}
+
+
+def _reserved_parameters(msg: pb.ModelInferRequest, params: dict[str, ParameterValue]) -> None:
+    """Check the reserved parameters' kinds in Triton's gRPC words; a negative ``timeout`` or
+    ``sequence_id`` is taken as its unsigned 64-bit value, as Triton's C API takes it."""
+    for key, kinds in _RESERVED_KINDS.items():
+        if key not in params:
+            continue
+        which = msg.parameters[key].WhichOneof("parameter_choice")
+        if which not in kinds and not (which == "uint64_param" and "int64_param" in kinds):
+            raise TritonError.invalid_arg(f"invalid value type for '{key}' parameter, expected {kinds}.")
+        value = params[key]
+        if which == "int64_param" and isinstance(value, int) and value < 0:
+            if key == "priority":
+                raise TritonError.invalid_arg("invalid value for 'priority', expected value >= 0.")
+            params[key] = value + 2**64
+
+
 def _request_parameters(msg: pb.ModelInferRequest) -> dict[str, ParameterValue]:
     """A request's parameters as the model gets them: Triton's ``EMPTY_FINAL`` left out,
-    any other key starting with ``triton_`` refused (Triton's words)."""
+    any other key starting with ``triton_`` refused (Triton's words); the reserved ones
+    checked as Triton's gRPC front end checks them (``_reserved_parameters``)."""
     params = parameters_from_proto(msg.parameters)
+    _reserved_parameters(msg, params)
     for key in params:
         if key.startswith("triton_") and key != EMPTY_FINAL:
             raise TritonError.invalid_arg(
@@ -573,7 +615,8 @@ FINAL_RESPONSE = "triton_final_response"
 _FINAL_TRUE, _FINAL_FALSE = _final_parameter(True), _final_parameter(False)
 
 
-def _raw_count(expected: int, got: int) -> TritonError:
+def _no_data(name: str, model: str) -> TritonError:
+    """Triton's words for an input with neither raw contents, typed contents nor a region."""
     return TritonError.invalid_arg(
-        f"expected {expected} raw_input_contents (one per input not in shared memory), got {got}"
+        f"unable to find data for input tensor '{name}' for model '{model}' in request."
     )

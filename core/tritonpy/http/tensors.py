@@ -72,6 +72,8 @@ def _shape(entry: dict[str, Any], name: str) -> list[int]:
     shape = entry.get("shape")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
         raise _bad(f"input '{name}' must have a 'shape' that is a list of integers")
+    if any(d < 0 for d in shape):  # Triton's words (its 500, our 400)
+        raise _bad("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer")
     return shape
 
 
@@ -157,7 +159,7 @@ def decode_request(
             array = array_from_buffer(name, datatype, shape, binary[offset : offset + size], mismatched)
             offset += size
         elif "data" in entry:
-            array = array_from_json(name, datatype, shape, entry["data"])
+            array = array_from_json(name, datatype, shape, entry["data"], mismatched)
         else:
             raise _bad(f"{_ONE_OF} But no field is set")
         inputs[name] = Tensor(name, array, datatype)

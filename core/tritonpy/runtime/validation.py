@@ -173,17 +173,13 @@ def validate_request(
         if fault is None:
             if tensor.datatype is not ispec.datatype:
                 fault = (
-                    f"inference input '{name}' data-type is '{tensor.datatype.value}', "
+                    f"{_prefix(request)}inference input '{name}' data-type is '{tensor.datatype.value}', "
                     f"but model '{model}' expects '{ispec.datatype.value}'"
                 )
             elif dims != ispec.dims and not _dims_fit(ispec.dims, dims):  # equal: it fits
-                fault = shape_mismatch(model, ispec, shape, batching)
+                fault = _prefix(request) + shape_mismatch(model, ispec, shape, batching)
             elif sizes is not None and name in sizes:
-                size = sizes[name]
-                fault = (
-                    f"input byte size mismatch for input '{name}' for model '{model}'. "
-                    f"Expected {size.expected}, got {size.given}"
-                )
+                fault = sizes[name].fault(model, _prefix(request))
         if ispec.reshape is not None:
             reshaped.append(name)
     if batching:
@@ -200,7 +196,7 @@ def validate_request(
     else:
         request.batch_size = 1
     if fault is not None:
-        raise TritonError.invalid_arg(_prefix(request) + fault)
+        raise TritonError.invalid_arg(fault)
     if reshaped:  # only once the whole request is valid: it changes the request
         _apply_reshape(spec, request, reshaped)
 
