@@ -266,6 +266,17 @@ def test_ids_a_narrow_corrid_cannot_hold_are_refused(make: Any) -> None:
     assert h.infer(3, sequence_id=2**31 - 1, sequence_start=True, sequence_end=True) == 3
 
 
+def test_an_int64_corrid_gets_the_64_bits_of_an_unsigned_id(make: Any) -> None:
+    """A gRPC client's negative id (taken as its unsigned value) reaches an INT64 control as
+    sent, as Triton copies the id's bits; UINT64 gets the unsigned value."""
+    h = make(instances=1, corrid="TYPE_INT64")
+    assert h.infer(5, sequence_id=2**64 - 3, sequence_start=True, sequence_end=True) == 5
+    assert h.backend.batches[-1][1][0][0] == -3
+    u = make(instances=1, corrid="TYPE_UINT64")
+    assert u.infer(5, sequence_id=2**64 - 3, sequence_start=True, sequence_end=True) == 5
+    assert u.backend.batches[-1][1][0][0] == 2**64 - 3
+
+
 def test_string_model_refusals(make: Any) -> None:
     h = make(instances=1, corrid="TYPE_STRING")
     assert _refusal(h, sequence_id="", sequence_start=True) == NO_ID

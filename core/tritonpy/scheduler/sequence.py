@@ -337,7 +337,10 @@ class SequenceBatcher(Scheduler):
         self._corrid_range: tuple[int, int] | None = None
         if corrid is not None and self._numeric_corrid:
             info = np.iinfo(corrid.numpy_dtype)
-            self._corrid_range = (int(info.min), int(info.max))
+            # An INT64 control takes an unsigned id's 64 bits as Triton copies them: a negative
+            # id a gRPC client sent (taken as its unsigned value) reaches the model as sent.
+            high = 2**64 - 1 if corrid is DataType.INT64 else int(info.max)
+            self._corrid_range = (int(info.min), high)
         #: The ids of iterative sequences started without one (Triton counts from 1).
         self._next_id = 1
 
@@ -692,9 +695,10 @@ class SequenceBatcher(Scheduler):
                     value: Any = str(key).encode() if key != 0 else b""
                     data = np.full(shape, value, dtype=object)
                 else:
-                    data = np.full(
-                        shape, key if isinstance(key, int) else 0, dtype=control.datatype.numpy_dtype
-                    )
+                    number = key if isinstance(key, int) else 0
+                    if control.datatype is DataType.INT64 and number >= 2**63:
+                        number -= 2**64  # the same 64 bits, signed
+                    data = np.full(shape, number, dtype=control.datatype.numpy_dtype)
             else:
                 on = (
                     ready
