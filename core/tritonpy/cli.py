@@ -7,12 +7,14 @@ server.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 from ._version import __version__
+from .cli_triton import add_triton_flags, notices, refusal
 from .options import ServerOptions
 
 
@@ -93,6 +95,10 @@ def _trace_flags(args: argparse.Namespace) -> list[str]:
         items.append(f"level={args.trace_level}")
     if args.trace_rate is not None:
         items.append(f"rate={args.trace_rate}")
+    if args.trace_count is not None:
+        items.append(f"count={args.trace_count}")
+    if args.trace_log_frequency is not None:
+        items.append(f"log-frequency={args.trace_log_frequency}")
     return items
 
 
@@ -163,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="(poll mode) seconds between polls of the repositories (default 15)",
     )
     serve.add_argument(
+        "--model-config-name",
+        default="",
+        metavar="NAME",
+        help="read each model's config from its configs/NAME.pbtxt where it has one (else its config.pbtxt)",
+    )
+    serve.add_argument(
         "--model-load-thread-count",
         type=int,
         default=4,
@@ -177,9 +189,23 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(serve, "--allow-http", "enable the HTTP front end (default true)", default=True)
     serve.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
     serve.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
+    _flag(serve, "--reuse-http-port", "share the HTTP port with other servers (SO_REUSEPORT)", default=False)
+    serve.add_argument(
+        "--http-header-forward-pattern",
+        default="",
+        metavar="REGEX",
+        help="request headers whose name matches become string request parameters",
+    )
     _flag(serve, "--allow-grpc", "enable the gRPC front end (default true)", default=True)
     serve.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
     serve.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
+    _flag(serve, "--reuse-grpc-port", "share the gRPC port with other servers (SO_REUSEPORT)", default=False)
+    serve.add_argument(
+        "--grpc-header-forward-pattern",
+        default="",
+        metavar="REGEX",
+        help="call metadata whose key matches becomes string request parameters",
+    )
     serve.add_argument(
         "--grpc-implementation",
         choices=["tritonpy", "grpcio"],
@@ -346,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--trace-level", default=None, help="(older flag) same as --trace-config level=LEVEL")
     serve.add_argument("--trace-rate", default=None, help="(older flag) same as --trace-config rate=N")
+    serve.add_argument("--trace-count", default=None, help="(older flag) same as --trace-config count=N")
+    serve.add_argument(
+        "--trace-log-frequency", default=None, help="(older flag) same as --trace-config log-frequency=N"
+    )
     serve.add_argument(
         "--cache-config",
         action="append",
@@ -395,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="triton",
         help="server name reported by server metadata (Triton's default: triton)",
     )
+    add_triton_flags(serve, _bool)
 
     backends = sub.add_parser("backends", help="list the installed backends")
     backends.add_argument("--check", action="store_true", help="also import and validate each backend")
@@ -455,6 +486,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         repository_poll_secs=args.repository_poll_secs,
         model_load_thread_count=args.model_load_thread_count,
         model_load_retry_count=args.model_load_retry_count,
+        model_config_name=args.model_config_name,
         disable_auto_complete_config=disable,
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
@@ -476,6 +508,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         allow_http=args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,
+        reuse_http_port=args.reuse_http_port,
+        http_header_forward_pattern=args.http_header_forward_pattern,
         http_max_input_size=args.http_max_input_size,
         http_max_header_size=args.http_max_header_size,
         http_max_header_count=args.http_max_header_count,
@@ -486,6 +520,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         allow_grpc=args.allow_grpc,
         grpc_address=args.grpc_address,
         grpc_port=args.grpc_port,
+        reuse_grpc_port=args.reuse_grpc_port,
+        grpc_header_forward_pattern=args.grpc_header_forward_pattern,
         grpc_implementation=args.grpc_implementation,
         grpc_use_ssl=args.grpc_use_ssl,
         grpc_use_ssl_mutual=args.grpc_use_ssl_mutual,
@@ -560,6 +596,10 @@ def main(argv: list[str] | None = None) -> int:
         from .scaffold import main as new_backend
 
         return new_backend(args.name, args.directory)
+    refused = refusal(args)
+    if refused is not None:
+        print(f"error: {refused}", file=sys.stderr)
+        return 1
     options = options_from_args(args)
     from tritonpy_sdk import TritonError
 
@@ -582,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     server.log_settings.install(("tritonpy", "uvicorn"))
+    for line in notices(args):
+        logging.getLogger("tritonpy.cli").warning("%s", line)
     try:
         return run(server)
     except KeyboardInterrupt:

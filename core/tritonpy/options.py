@@ -30,6 +30,9 @@ class ServerOptions:
     model_load_thread_count: int = 4
     #: ``--model-load-retry-count``: more tries for a model version that failed to load.
     model_load_retry_count: int = 0
+    #: ``--model-config-name``: read each model's config from its folder's
+    #: ``configs/<name>.pbtxt`` where there is one (else its ``config.pbtxt``).
+    model_config_name: str = ""
     #: ``--strict-model-config``/``--disable-auto-complete-config``: when true,
     #: backends do not fill in missing config fields.
     disable_auto_complete_config: bool = False
@@ -59,6 +62,13 @@ class ServerOptions:
     http_address: str = "0.0.0.0"
     #: ``--http-port``.
     http_port: int = 8000
+    #: ``--reuse-http-port``: bind the HTTP port with ``SO_REUSEPORT``, so several servers
+    #: (each with this set) share it and the kernel spreads connections among them.
+    reuse_http_port: bool = False
+    #: ``--http-header-forward-pattern``: request headers whose name matches this regular
+    #: expression (a search, case-insensitive unless it starts with ``(?-i)``) reach the
+    #: model as string request parameters.
+    http_header_forward_pattern: str = ""
     #: Largest request body the HTTP front end accepts, in bytes
     #: (``--http-max-input-size``, Triton's default 64 MiB).
     http_max_input_size: int = 64 * 1024 * 1024
@@ -84,6 +94,10 @@ class ServerOptions:
     grpc_address: str = "0.0.0.0"
     #: ``--grpc-port``.
     grpc_port: int = 8001
+    #: ``--reuse-grpc-port``: as ``reuse_http_port``, for the gRPC port.
+    reuse_grpc_port: bool = False
+    #: ``--grpc-header-forward-pattern``: as ``http_header_forward_pattern``, for gRPC metadata.
+    grpc_header_forward_pattern: str = ""
     #: ``--grpc-implementation``: ``tritonpy`` (HTTP/2 on the server's asyncio loop) or
     #: ``grpcio`` (grpc.aio, with the ``grpcio`` extra installed).
     grpc_implementation: str = "tritonpy"

@@ -3,9 +3,10 @@
 Triton binds its front ends only once every model has loaded, so a busy port is
 found after a long load, in gRPC's own words. tritonpy binds the same way, but
 first tries each port here, with the semantics of the real listeners
-(``SO_REUSEADDR``, no ``SO_REUSEPORT``; an IPv6 address binds IPv6 only), so a
-busy or impossible port is one line before anything loads. The socket is closed
-at once, never listened on: a client meanwhile is refused, as it would be.
+(``SO_REUSEADDR``; ``SO_REUSEPORT`` only with ``--reuse-http-port`` /
+``--reuse-grpc-port``; an IPv6 address binds IPv6 only), so a busy or impossible
+port is one line before anything loads. The socket is closed at once, never
+listened on: a client meanwhile is refused, as it would be.
 """
 
 from __future__ import annotations
@@ -30,14 +31,16 @@ def adopt(address: str, port: int, sock: socket.socket) -> None:
     _ADOPTED[(address, port)] = sock
 
 
-def listen(address: str, port: int) -> socket.socket:
+def listen(address: str, port: int, reuse_port: bool = False) -> socket.socket:
     """A front end's listening socket, non-blocking, bound here so a busy port is a
-    one-line error, not a traceback (no SO_REUSEPORT: a busy port must fail, not be shared)."""
+    one-line error, not a traceback. ``SO_REUSEPORT`` only when ``reuse_port``
+    (``--reuse-http-port``, ``--reuse-grpc-port``): else a busy port must fail, not be
+    shared."""
     adopted = _ADOPTED.pop((address, port), None)
     if adopted is not None:
         return adopted
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.create_server((address, port), family=family, backlog=2048)
+    sock = socket.create_server((address, port), family=family, backlog=2048, reuse_port=reuse_port)
     sock.setblocking(False)
     return sock
 
@@ -50,6 +53,8 @@ class Listener:
     flag: str
     address: str
     port: int
+    #: Bound with ``SO_REUSEPORT`` (``--reuse-http-port``, ``--reuse-grpc-port``).
+    reuse_port: bool = False
 
     @property
     def where(self) -> str:
@@ -60,9 +65,13 @@ def listeners(options: ServerOptions) -> list[Listener]:
     """The addresses the enabled front ends of ``options`` will bind."""
     found = []
     if options.allow_grpc:
-        found.append(Listener("GRPC", "--grpc-port", options.grpc_address, options.grpc_port))
+        found.append(
+            Listener("GRPC", "--grpc-port", options.grpc_address, options.grpc_port, options.reuse_grpc_port)
+        )
     if options.allow_http:
-        found.append(Listener("HTTP", "--http-port", options.http_address, options.http_port))
+        found.append(
+            Listener("HTTP", "--http-port", options.http_address, options.http_port, options.reuse_http_port)
+        )
     if options.allow_metrics:
         address = options.metrics_address or options.http_address
         found.append(Listener("Metrics", "--metrics-port", address, options.metrics_port))
@@ -80,7 +89,7 @@ def port_problem(options: ServerOptions) -> str | None:
                     f"in use: the {earlier.service} service is given port {listener.port} too "
                     f"({earlier.flag}, {listener.flag})"
                 )
-        error = _bind_error(listener.address, listener.port)
+        error = _bind_error(listener.address, listener.port, listener.reuse_port)
         if error is None:
             continue
         if error.errno == errno.EADDRINUSE:
@@ -97,12 +106,14 @@ def _overlap(a: Listener, b: Listener) -> bool:
     return a.address == b.address or a.address in _WILDCARDS or b.address in _WILDCARDS
 
 
-def _bind_error(address: str, port: int) -> OSError | None:
+def _bind_error(address: str, port: int, reuse_port: bool = False) -> OSError | None:
     """The error binding ``address:port`` as the front ends bind, or None if it binds."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as both servers set it
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # as socket.create_server
             sock.bind((address, port))

@@ -193,6 +193,7 @@ class Server:
             mode=options.model_control_mode,
             load_threads=options.model_load_thread_count,
             load_retries=options.model_load_retry_count,
+            config_name=options.model_config_name,
         )
         self._started = False
         self._stopping = False

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from tritonpy.cli import main
+from tritonpy.cli import build_parser, main, options_from_args
+from tritonpy.cli_triton import notices, refusal
 
 
 def test_serve_without_a_repository_says_what_is_missing_in_a_few_lines(
@@ -26,3 +29,149 @@ def test_a_short_usage_is_printed_whole(capsys: pytest.CaptureFixture[str]) -> N
     err = capsys.readouterr().err
     assert err.startswith("usage: tritonpy [-h] [--version] {serve,backends,ray,new-backend}")
     assert len(err.splitlines()) == 3
+
+
+#: Every flag of ``tritonserver --help`` (Triton 2.51), with a value it takes.
+TRITONSERVER_FLAGS = {
+    "--id": "triton",
+    "--exit-timeout-secs": "30",
+    "--log-verbose": "0",
+    "--log-info": "true",
+    "--log-warning": "true",
+    "--log-error": "true",
+    "--log-format": "default",
+    "--log-file": "",
+    "--model-store": "repo",
+    "--model-repository": "repo",
+    "--exit-on-error": "true",
+    "--disable-auto-complete-config": "true",
+    "--strict-readiness": "true",
+    "--model-control-mode": "none",
+    "--repository-poll-secs": "15",
+    "--load-model": "m",
+    "--model-config-name": "h100",
+    "--model-load-thread-count": "4",
+    "--model-load-retry-count": "0",
+    "--model-namespacing": "false",
+    "--enable-peer-access": "true",
+    "--allow-http": "true",
+    "--http-address": "0.0.0.0",
+    "--http-port": "8000",
+    "--reuse-http-port": "false",
+    "--http-header-forward-pattern": "PREFIX_.*",
+    "--http-thread-count": "8",
+    "--http-restricted-api": "model-repository:admin-key=secret",
+    "--allow-grpc": "true",
+    "--grpc-address": "0.0.0.0",
+    "--grpc-port": "8001",
+    "--reuse-grpc-port": "false",
+    "--grpc-header-forward-pattern": "PREFIX_.*",
+    "--grpc-infer-allocation-pool-size": "8",
+    "--grpc-use-ssl": "false",
+    "--grpc-use-ssl-mutual": "false",
+    "--grpc-server-cert": "",
+    "--grpc-server-key": "",
+    "--grpc-root-cert": "",
+    "--grpc-infer-response-compression-level": "none",
+    "--grpc-keepalive-time": "7200000",
+    "--grpc-keepalive-timeout": "20000",
+    "--grpc-keepalive-permit-without-calls": "false",
+    "--grpc-http2-max-pings-without-data": "2",
+    "--grpc-http2-min-recv-ping-interval-without-data": "300000",
+    "--grpc-http2-max-ping-strikes": "2",
+    "--grpc-max-connection-age": "0",
+    "--grpc-max-connection-age-grace": "0",
+    "--grpc-restricted-protocol": "model-repository:admin-key=secret",
+    "--allow-sagemaker": "false",
+    "--sagemaker-port": "8080",
+    "--sagemaker-safe-port-range": "8081-8085",
+    "--sagemaker-thread-count": "8",
+    "--allow-vertex-ai": "false",
+    "--vertex-ai-port": "8080",
+    "--vertex-ai-thread-count": "8",
+    "--vertex-ai-default-model": "m",
+    "--allow-metrics": "true",
+    "--allow-gpu-metrics": "true",
+    "--allow-cpu-metrics": "true",
+    "--metrics-address": "0.0.0.0",
+    "--metrics-port": "8002",
+    "--metrics-interval-ms": "2000",
+    "--metrics-config": "summary_latencies=true",
+    "--trace-config": "rate=100",
+    "--backend-directory": "backends",
+    "--backend-config": "onnxruntime,default-max-batch-size=4",
+    "--repoagent-directory": "repoagents",
+    "--cache-config": "local,size=1048576",
+    "--cache-directory": "caches",
+    "--rate-limit": "off",
+    "--rate-limit-resource": "R1:4",
+    "--pinned-memory-pool-byte-size": "268435456",
+    "--cuda-memory-pool-byte-size": "0:67108864",
+    "--cuda-virtual-address-size": "0:1073741824",
+    "--min-supported-compute-capability": "6.0",
+    "--buffer-manager-thread-count": "0",
+    "--host-policy": "gpu0,numa-node=0",
+    "--model-load-gpu-limit": "0:0.8",
+    "--strict-model-config": "false",
+    "--response-cache-byte-size": "0",
+    "--trace-file": "trace.json",
+    "--trace-level": "TIMESTAMPS",
+    "--trace-rate": "1000",
+    "--trace-count": "-1",
+    "--trace-log-frequency": "0",
+}
+
+
+def test_every_tritonserver_flag_is_taken() -> None:
+    """A Triton command line starts unchanged: each flag of tritonserver parses, in its
+    ``--flag=value`` form, and none of these values is refused."""
+    argv = ["serve", *(f"{flag}={value}" for flag, value in TRITONSERVER_FLAGS.items())]
+    args = build_parser().parse_args(argv)
+    assert refusal(args) is None
+    options = options_from_args(args)
+    assert options.model_config_name == "h100"
+    assert options.http_header_forward_pattern == options.grpc_header_forward_pattern == "PREFIX_.*"
+    assert options.trace_config[-2:] == ["count=-1", "log-frequency=0"]
+
+
+def test_flags_without_effect_are_said_once_each() -> None:
+    args = build_parser().parse_args(
+        ["serve", "--model-repository", "r", "--http-thread-count", "16", "--host-policy=p,cpu-cores=0-3"]
+    )
+    assert notices(args, environ={}) == [
+        "--http-thread-count=16 has no effect in tritonpy: HTTP is served on an event loop, not by a "
+        "pool of threads (more cores: --frontend-workers)",
+        "--host-policy=p,cpu-cores=0-3 has no effect in tritonpy: instances are not bound to NUMA "
+        "nodes or CPU cores",
+    ]
+    plain = build_parser().parse_args(["serve", "--model-repository", "r"])
+    assert notices(plain, environ={}) == []
+    vertex = notices(plain, environ={"AIP_MODE": "PREDICTION"})
+    assert vertex == [
+        "AIP_MODE=PREDICTION: Triton would serve its Vertex AI front end here; tritonpy does not (the "
+        "Vertex AI front end is not supported)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        (
+            "--model-namespacing",
+            "--model-namespacing=true: model namespacing is not supported: a model name must be unique "
+            "across the repositories",
+        ),
+        ("--allow-sagemaker=true", "--allow-sagemaker=true: the SageMaker front end is not supported"),
+        ("--allow-vertex-ai=1", "--allow-vertex-ai=true: the Vertex AI front end is not supported"),
+        (
+            "--grpc-infer-response-compression-level=max",
+            "invalid argument for --grpc-infer-response-compression-level: 'max' (one of none, low, "
+            "medium, high)",
+        ),
+    ],
+)
+def test_what_tritonpy_lacks_stops_it_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, message: str
+) -> None:
+    assert main(["serve", "--model-repository", str(tmp_path), flag]) == 1
+    assert capsys.readouterr().err == f"error: {message}\n"

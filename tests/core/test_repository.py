@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 from tritonpy.repository import read_labels, scan_repositories, select_versions, version_dirs
+from tritonpy.repository.dependencies import folder_members
 
 
 def _model(root: Path, name: str, versions: list[str]) -> Path:
@@ -66,3 +67,23 @@ def test_labels_one_per_line(tmp_path: Path) -> None:
     path = tmp_path / "labels.txt"
     path.write_text("cat\ndog\n\nbird\n")
     assert read_labels(path) == ["cat", "dog", "", "bird"]
+
+
+def test_a_model_config_name_picks_the_folders_custom_config(tmp_path: Path) -> None:
+    """``--model-config-name``: ``configs/<name>.pbtxt`` where a folder has it, else its
+    ``config.pbtxt``; an ensemble's members are read from the config it will load."""
+    repo = tmp_path / "repo"
+    for name in ("plain", "pipeline"):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text('platform: "ensemble"\n')
+    (repo / "pipeline" / "configs").mkdir()
+    (repo / "pipeline" / "configs" / "h100.pbtxt").write_text(
+        'platform: "ensemble"\nensemble_scheduling { step [{ model_name: "fast" model_version: -1 }] }\n'
+    )
+    pipeline, plain = scan_repositories([repo], "h100")
+    assert pipeline.config_path == repo / "pipeline" / "configs" / "h100.pbtxt"
+    assert plain.config_path == repo / "plain" / "config.pbtxt"
+    assert folder_members(pipeline) == ["fast"]
+    (default,) = [e for e in scan_repositories([repo]) if e.name == "pipeline"]
+    assert default.config_path == repo / "pipeline" / "config.pbtxt"
+    assert folder_members(default) == []

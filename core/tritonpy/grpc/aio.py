@@ -67,7 +67,8 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
             )
             if value > 0  # 0: grpc core's default, infinite
         ],
-        ("grpc.so_reuseport", 0),  # a busy port must fail, not be shared silently
+        # A busy port must fail, not be shared silently, unless --reuse-grpc-port asks to share it.
+        ("grpc.so_reuseport", 1 if options.reuse_grpc_port else 0),
     ]
 
 

@@ -234,5 +234,5 @@ def create_native_server(server: Server) -> tuple[NativeServer, int]:
     """
     options = server.options
     tls = tls_context(options)
-    sock = listen(options.grpc_address, options.grpc_port)
+    sock = listen(options.grpc_address, options.grpc_port, options.reuse_grpc_port)
     return NativeServer(server, sock, tls), int(sock.getsockname()[1])

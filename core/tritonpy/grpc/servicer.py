@@ -17,11 +17,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from google.protobuf import json_format
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, TritonError
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    InferenceRequest,
+    InferenceResponse,
+    ParameterValue,
+    TritonError,
+)
 
 from ..bridges import call_soon_threadsafe
 from ..codec import InputSizes
 from ..failures import report
+from ..forwarding import forward_headers, header_pattern
 from ..model_version import parse_version
 from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..runtime.validation import size_error
@@ -107,6 +114,10 @@ class InferenceServicer:
         # ModelInfer's decoding and encoding without message objects (start_model_infer).
         self._plans = RequestPlans()
         self._encoder = ResponseEncoder()
+        #: ``--grpc-header-forward-pattern``: metadata that becomes request parameters.
+        self._forward = header_pattern(
+            server.options.grpc_header_forward_pattern, "--grpc-header-forward-pattern"
+        )
 
     # -- health and metadata ----------------------------------------------------------
 
@@ -234,6 +245,19 @@ class InferenceServicer:
 
     # -- inference ---------------------------------------------------------------------
 
+    def _matched(self, context: Any) -> dict[str, ParameterValue]:
+        """The call's metadata that ``--grpc-header-forward-pattern`` finds, as request
+        parameters (text values only: ``-bin`` metadata is bytes)."""
+        assert self._forward is not None
+        metadata = context.invocation_metadata() or ()
+        found: dict[str, ParameterValue] = {}
+        forward_headers(self._forward, ((k, v) for k, v in metadata if isinstance(v, str)), found)
+        return found
+
+    def _forwarded(self, request: InferenceRequest, context: Any) -> None:
+        """``_matched`` into ``request``'s parameters."""
+        request.parameters.update(self._matched(context))
+
     def _explained(self, exc: Failure) -> Failure | TritonError:
         """A decoding error as Triton gives it: a request whose inputs brought data of the
         wrong size (``InputSizes``) is checked against its model's config first, and
@@ -254,6 +278,8 @@ class InferenceServicer:
         except InputSizes as exc:
             raise self._explained(exc) from None
         core_request.trace_context = _traceparent(context)
+        if self._forward is not None:
+            self._forwarded(core_request, context)
         response = await self.server.infer_async(core_request, _DECOUPLED_UNARY)
         return response_to_proto(response, slots)
 
@@ -271,6 +297,8 @@ class InferenceServicer:
             core_request, slots, _, _ = decoded
             del data, decoded
             core_request.trace_context = _traceparent(context)
+            if self._forward is not None:
+                self._forwarded(core_request, context)
 
             def finish(response: InferenceResponse) -> None:
                 if not call.waiting:  # cut short: as the cancelled handler, nothing more
@@ -321,7 +349,10 @@ class InferenceServicer:
 
     def start_model_stream(self, context: Any, call: Streamer) -> StreamInfer:
         """``ModelStreamInfer`` without a coroutine or tasks, for the native transport."""
-        return StreamInfer(self.server, self._plans, self._encoder, context, call)
+        stream = StreamInfer(self.server, self._plans, self._encoder, context, call)
+        if self._forward is not None:
+            stream.forwarded = self._matched(context)
+        return stream
 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
@@ -335,6 +366,7 @@ class InferenceServicer:
         grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
         traceparent = metadata.get("traceparent")
         traceparent = traceparent if isinstance(traceparent, str) else ""
+        forwarded = self._matched(context) if self._forward is not None else {}
         # Bounded both ways: at most ``inflight`` requests in the server (the next is read
         # from the client when one completes, so the transport's flow control holds the
         # client back), and responses wait in a queue of that size for the client to take
@@ -355,6 +387,8 @@ class InferenceServicer:
             try:
                 core_request, slots = request_from_proto(msg, self.server.shared_memory)
                 core_request.trace_context = traceparent
+                if forwarded:
+                    core_request.parameters.update(forwarded)
             except TritonError as exc:
                 exc.__traceback__ = None  # its frames hold the message
                 await queue.put(failed(msg, self._explained(exc)))
@@ -525,6 +559,7 @@ class StreamInfer:
         "_call",
         "_grpc_errors",
         "_traceparent",
+        "forwarded",
         "_limit",
         "_inflight",
         "_ended",
@@ -546,6 +581,8 @@ class StreamInfer:
         self._grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
         traceparent = metadata.get("traceparent")
         self._traceparent = traceparent if isinstance(traceparent, str) else ""
+        #: The call's metadata forwarded to every request of the stream (``_matched``).
+        self.forwarded: dict[str, ParameterValue] = {}
         self._limit = max(1, server.options.grpc_stream_max_inflight)
         self._inflight: set[_Request] = set()
         self._ended = False
@@ -569,6 +606,8 @@ class StreamInfer:
             request, slots, msg, empty_final = decoded
             del decoded
             request.trace_context = self._traceparent
+            if self.forwarded:
+                request.parameters.update(self.forwarded)
             entry = _Request(data, msg, request, slots, empty_final)
             del data, msg
             self._inflight.add(entry)

@@ -178,13 +178,19 @@ class DirectInfer:
             body = cycle.body  # what came while the request waited behind an earlier one
             self._chunks = [bytes(body)] if body else []
             self._size = len(body)
-        # Only the headers that an inference reads (the last of each, as a dict of all would have).
+        # Only the headers that an inference reads (the last of each, as a dict of all would
+        # have), and those to forward to the model (--http-header-forward-pattern).
         headers: dict[str, str] = {}
         wanted = _WANTED
+        forward = inference.forward
         for name, value in fields:
             key = wanted.get(name)
             if key is not None:
                 headers[key] = value.decode("latin-1")
+            elif forward is not None:
+                text = name.decode("latin-1")
+                if forward.search(text):
+                    headers[text] = value.decode("latin-1")
         self._headers = headers
         self._accept = self._headers.get("accept-encoding", "")
         try:

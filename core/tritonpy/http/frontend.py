@@ -33,7 +33,7 @@ class HttpFrontend(Frontend):
         self._where = (options.http_address, options.http_port)
         self.restricted = server.http_restrictions
         try:
-            self._sock = listen(options.http_address, options.http_port)
+            self._sock = listen(options.http_address, options.http_port, options.reuse_http_port)
         except OSError as exc:
             where = f"{options.http_address}:{options.http_port}"
             raise FrontendError(f"failed to start HTTP service at {where}: {exc.strerror or exc}") from None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from tritonpy_sdk import InferenceRequest, InferenceResponse, TritonError
 
 from ..codec import InputSizes
+from ..forwarding import forward_headers, header_pattern
 from ..model_version import parse_version
 from ..runtime.validation import size_error
 from .compression import choose_encoding, compress, decompress
@@ -27,7 +28,8 @@ DECOUPLED_REFUSAL = "HTTP end point doesn't support models with decoupled transa
 #: The request headers that an inference over HTTP reads: ``HttpInference.decode`` and
 #: ``run`` (Content-Encoding, the binary header's length, a trace context), the body's
 #: declared size and the response's compression. The protocol's direct path hands
-#: ``decode`` only these (``direct.DirectInfer``): a header read here must be listed.
+#: ``decode`` only these (``direct.DirectInfer``), and those ``forward`` finds: a header
+#: read here must be listed.
 REQUEST_HEADERS = frozenset(
     {"content-length", "content-encoding", "accept-encoding", HEADER_LENGTH, "traceparent"}
 )
@@ -60,14 +62,21 @@ class HttpInference:
     def __init__(self, server: Server) -> None:
         self.server = server
         self.max_input = server.options.http_max_input_size
+        #: ``--http-header-forward-pattern``: headers that become request parameters.
+        self.forward = header_pattern(
+            server.options.http_header_forward_pattern, "--http-header-forward-pattern"
+        )
 
     def decode(self, model: str, version: str, chunks: list[bytes], headers: Mapping[str, str]) -> Decoded:
         """The request of a body read as ``chunks`` (at least one) with ``headers``; a W3C
-        ``traceparent`` header becomes its trace context (OpenTelemetry tracing)."""
+        ``traceparent`` header becomes its trace context (OpenTelemetry tracing), and the
+        headers ``forward`` finds become its parameters."""
         decoded = self._decode(model, version, chunks, headers)
         traceparent = headers.get("traceparent")
         if traceparent:
             decoded[0].trace_context = traceparent
+        if self.forward is not None:
+            forward_headers(self.forward, headers.items(), decoded[0].parameters)
         return decoded
 
     def _decode(self, model: str, version: str, chunks: list[bytes], headers: Mapping[str, str]) -> Decoded:

@@ -27,9 +27,9 @@ def config_members(config: ModelConfig) -> list[str]:
 
 
 def folder_members(mdir: RepoEntry) -> list[str]:
-    """``config_members`` of the model folder's ``config.pbtxt`` ([] when it has none
+    """``config_members`` of the model folder's config file ([] when it has none
     or it cannot be read: its load reports why)."""
-    path = mdir.path / "config.pbtxt"
+    path = mdir.config_path
     if mdir.error is not None or not path.is_file():
         return []
     try:

@@ -61,6 +61,7 @@ class ModelManager:
         mode: str = "none",
         load_threads: int = 4,
         load_retries: int = 0,
+        config_name: str = "",
     ) -> None:
         if mode not in MODES:
             raise TritonError.invalid_arg(
@@ -73,6 +74,8 @@ class ModelManager:
         self.mode = mode
         self._load_threads = load_threads
         self._retries = max(0, load_retries)
+        #: ``--model-config-name``: read models from ``configs/<name>.pbtxt`` where they have one.
+        self._config_name = config_name
         self._records: dict[str, LoadRecord] = {}
         self._lock = threading.Lock()  # writers of _records only
         self._model_locks: dict[str, threading.Lock] = {}
@@ -185,7 +188,11 @@ class ModelManager:
             raise TritonError.unavailable(_NOT_ALLOWED)
         override = parse_override(name, config, files)
         try:
-            mdir = RepoEntry(name, override.folder) if override and override.folder else self._find(name)
+            mdir = (
+                RepoEntry(name, override.folder, config_name=self._config_name)
+                if override and override.folder
+                else self._find(name)
+            )
         except TritonError:
             if override is not None:
                 override.remove()
@@ -353,7 +360,7 @@ class ModelManager:
         """The model folders of every root; remote roots are synced into their cache
         folders first (``RemoteRepositoryError``, an ``OSError``, when a store fails)."""
         roots = [r.sync() if isinstance(r, RemoteRepository) else r for r in self._repositories]
-        return scan_repositories(roots)
+        return scan_repositories(roots, self._config_name)
 
     def _find(self, name: str) -> RepoEntry:
         try:

@@ -169,10 +169,11 @@ class ModelLoader:
         return record
 
     def _read_config(self, mdir: RepoEntry, override: Override | None) -> tuple[ModelConfig, dict[str, Any]]:
-        """The model's config: the load's override, else its ``config.pbtxt`` (or an
+        """The model's config: the load's override, else its config file (``config.pbtxt``,
+        or ``configs/<name>.pbtxt`` with ``--model-config-name``; or an
         empty one for auto-complete to fill), named after its folder when unnamed;
         and the config as the user wrote it (``Model.user_config``)."""
-        path = mdir.path / "config.pbtxt"
+        path = mdir.config_path
         written: list[str] = []
         if override is not None:
             config = ModelConfig()
@@ -264,6 +265,7 @@ class ModelLoader:
             written,
             auto_complete=not self._options.disable_auto_complete_config,
             gpus=gpus,
+            config_path=mdir.config_path,
         )
         spec = IOSpec.from_config(model.config, version)
         labels = self._labels(mdir, version, model.config)
@@ -318,7 +320,7 @@ class ModelLoader:
     ) -> LoadRecord:
         """An ensemble: no backend and no instances; its scheduler runs the steps.
         A problem with its config or its members is the model's reason."""
-        source = str(mdir.path / "config.pbtxt")
+        source = str(mdir.config_path)
         try:
             fill_defaults(config, source=source)
             validate_config(config, source=source, folder_name=mdir.name)
@@ -520,14 +522,16 @@ def prepare_model(
     *,
     auto_complete: bool,
     gpus: int,
+    config_path: Path | None = None,
 ) -> tuple[Model, ModelConfig]:
     """The ``Model`` a backend's ``model_initialize`` gets and its final config, made
     from ``base`` (bound by ``bind_backend``) the one way the server makes them:
     the backend's ``auto_complete_config`` (when ``auto_complete``), Triton's
     defaults (on a host with ``gpus``, instance kinds as the backend's
-    ``gpu_support`` allows), validation. ``tritonpy_sdk.testing`` builds its model
+    ``gpu_support`` allows), validation, its messages naming ``config_path`` (the
+    model's ``config.pbtxt`` when None). ``tritonpy_sdk.testing`` builds its model
     with this too."""
-    source = str(path / "config.pbtxt")
+    source = str(config_path or path / "config.pbtxt")
     model = Model(name, version, config_to_dict(base), path, backend, user_config=copy.deepcopy(written))
     if auto_complete and hooks.has_auto_complete:
         call_hook(hooks, "auto_complete_config", model=model)

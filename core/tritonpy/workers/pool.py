@@ -103,7 +103,7 @@ class WorkerPool(Frontend):
             if options.allow_http:
                 where = f"{options.http_address}:{options.http_port}"
                 try:
-                    sock = listen(options.http_address, options.http_port)
+                    sock = listen(options.http_address, options.http_port, options.reuse_http_port)
                 except OSError as exc:
                     raise FrontendError(
                         f"failed to start HTTP service at {where}: {exc.strerror or exc}"
@@ -134,7 +134,7 @@ class WorkerPool(Frontend):
         try:
             check_limits(options)
             tls_context(options)  # bad TLS files are one line here, not a worker that cannot start
-            sock = listen(options.grpc_address, options.grpc_port)
+            sock = listen(options.grpc_address, options.grpc_port, options.reuse_grpc_port)
         except ValueError as exc:
             raise FrontendError(f"failed to start GRPC service at {where}: {exc}") from None
         except OSError as exc:

@@ -1,0 +1,113 @@
+"""tritonserver flags that tritonpy takes so that a Triton command line starts unchanged,
+though they change nothing here, and those it refuses when they ask for what it lacks.
+
+``NO_EFFECT`` flags tune machinery tritonpy does not have (thread pools of a C++ server,
+shared-library folders, GPU address space); each one given is said once in the log at
+start, with why. ``UNSUPPORTED`` flags switch on a front end or a behaviour tritonpy does
+not have: their default (off) is taken, anything else stops the server at once with the
+reason, rather than serving without what was asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+
+#: flag -> (its value's metavar, why it changes nothing in tritonpy).
+NO_EFFECT: dict[str, tuple[str, str]] = {
+    "--http-thread-count": (
+        "N",
+        "HTTP is served on an event loop, not by a pool of threads (more cores: --frontend-workers)",
+    ),
+    "--grpc-infer-allocation-pool-size": ("N", "request and response objects are not pooled"),
+    "--grpc-infer-response-compression-level": (
+        "LEVEL",
+        "responses are sent uncompressed (compressed requests are read)",
+    ),
+    "--buffer-manager-thread-count": ("N", "tensor copies are made on the thread that needs them"),
+    "--cache-directory": ("DIR", "response caches are Python plugins (entry-point group tritonpy.caches)"),
+    "--repoagent-directory": ("DIR", "repository agents are not supported"),
+    "--enable-peer-access": ("BOOL", "GPU peer access is left as CUDA sets it"),
+    "--cuda-virtual-address-size": ("GPU:BYTES", "implicit state is not kept in growable CUDA memory"),
+    "--min-supported-compute-capability": ("X.Y", "every GPU CUDA reports is used"),
+    "--model-load-gpu-limit": ("GPU:FRACTION", "a load is not refused for the GPU memory in use"),
+    "--host-policy": ("NAME,SETTING=VALUE", "instances are not bound to NUMA nodes or CPU cores"),
+    "--sagemaker-port": ("PORT", "the SageMaker front end is not served"),
+    "--sagemaker-safe-port-range": ("LOW-HIGH", "the SageMaker front end is not served"),
+    "--sagemaker-thread-count": ("N", "the SageMaker front end is not served"),
+    "--vertex-ai-port": ("PORT", "the Vertex AI front end is not served"),
+    "--vertex-ai-thread-count": ("N", "the Vertex AI front end is not served"),
+    "--vertex-ai-default-model": ("MODEL", "the Vertex AI front end is not served"),
+}
+
+#: Boolean flags whose default (false) tritonpy takes and whose true it refuses, with why.
+UNSUPPORTED: dict[str, str] = {
+    "--model-namespacing": "model namespacing is not supported: a model name must be unique across "
+    "the repositories",
+    "--allow-sagemaker": "the SageMaker front end is not supported",
+    "--allow-vertex-ai": "the Vertex AI front end is not supported",
+}
+
+#: The values tritonserver takes for ``--grpc-infer-response-compression-level``.
+_COMPRESSION_LEVELS = ("none", "low", "medium", "high")
+
+
+def add_triton_flags(serve: argparse.ArgumentParser, boolean: Callable[[str], bool]) -> None:
+    """Add ``NO_EFFECT`` and ``UNSUPPORTED`` flags to the ``serve`` parser; ``boolean``
+    parses a tritonserver boolean (the CLI's ``_bool``)."""
+    group = serve.add_argument_group(
+        "tritonserver flags without effect in tritonpy",
+        "taken so that a Triton command line starts unchanged; each one given is logged at start",
+    )
+    for flag, (metavar, why) in NO_EFFECT.items():
+        group.add_argument(flag, metavar=metavar, default=None, help=f"no effect: {why}")
+    for flag, why in UNSUPPORTED.items():
+        group.add_argument(
+            flag,
+            type=boolean,
+            nargs="?",
+            const=True,
+            default=None,
+            metavar="BOOL",
+            help=f"false only: {why}",
+        )
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def refusal(args: argparse.Namespace) -> str | None:
+    """Why the server must not start with ``args`` (an ``UNSUPPORTED`` flag switched on, or
+    a compression level tritonserver does not take), or None."""
+    for flag, why in UNSUPPORTED.items():
+        if getattr(args, _dest(flag), None):
+            return f"{flag}=true: {why}"
+    level = getattr(args, "grpc_infer_response_compression_level", None)
+    if level is not None and level.lower() not in _COMPRESSION_LEVELS:
+        return (
+            f"invalid argument for --grpc-infer-response-compression-level: '{level}' "
+            f"(one of {', '.join(_COMPRESSION_LEVELS)})"
+        )
+    return None
+
+
+def notices(args: argparse.Namespace, environ: dict[str, str] | None = None) -> list[str]:
+    """One line for each ``NO_EFFECT`` flag given, and for a Vertex AI deployment
+    (``AIP_MODE=PREDICTION``, where Triton serves its Vertex AI front end by default)."""
+    lines = []
+    for flag, (_, why) in NO_EFFECT.items():
+        value = getattr(args, _dest(flag), None)
+        if value is None:
+            continue
+        if flag == "--grpc-infer-response-compression-level" and value.lower() == "none":
+            continue  # what tritonpy does anyway
+        lines.append(f"{flag}={value} has no effect in tritonpy: {why}")
+    env = os.environ if environ is None else environ
+    if env.get("AIP_MODE") == "PREDICTION" and getattr(args, "allow_vertex_ai", None) is None:
+        lines.append(
+            "AIP_MODE=PREDICTION: Triton would serve its Vertex AI front end here; tritonpy does not "
+            f"({UNSUPPORTED['--allow-vertex-ai']})"
+        )
+    return lines
