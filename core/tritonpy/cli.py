@@ -196,6 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="REGEX",
         help="request headers whose name matches become string request parameters",
     )
+    _flag(serve, "--allow-sagemaker", "serve Triton's SageMaker routes (default false)", default=False)
+    serve.add_argument(
+        "--sagemaker-port", type=int, default=8080, help="SageMaker port, at the HTTP address (default 8080)"
+    )
+    serve.add_argument(
+        "--sagemaker-safe-port-range",
+        default=None,
+        metavar="LOW-HIGH",
+        help="with --allow-sagemaker: the ports the other front ends must use",
+    )
     _flag(serve, "--allow-grpc", "enable the gRPC front end (default true)", default=True)
     serve.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
     serve.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
@@ -510,6 +520,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         http_port=args.http_port,
         reuse_http_port=args.reuse_http_port,
         http_header_forward_pattern=args.http_header_forward_pattern,
+        allow_sagemaker=args.allow_sagemaker,
+        sagemaker_port=args.sagemaker_port,
         http_max_input_size=args.http_max_input_size,
         http_max_header_size=args.http_max_header_size,
         http_max_header_count=args.http_max_header_count,

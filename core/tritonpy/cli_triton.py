@@ -33,19 +33,17 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "--min-supported-compute-capability": ("X.Y", "every GPU CUDA reports is used"),
     "--model-load-gpu-limit": ("GPU:FRACTION", "a load is not refused for the GPU memory in use"),
     "--host-policy": ("NAME,SETTING=VALUE", "instances are not bound to NUMA nodes or CPU cores"),
-    "--sagemaker-port": ("PORT", "the SageMaker front end is not served"),
-    "--sagemaker-safe-port-range": ("LOW-HIGH", "the SageMaker front end is not served"),
-    "--sagemaker-thread-count": ("N", "the SageMaker front end is not served"),
+    "--sagemaker-thread-count": ("N", "the SageMaker front end is served on the event loop"),
     "--vertex-ai-port": ("PORT", "the Vertex AI front end is not served"),
     "--vertex-ai-thread-count": ("N", "the Vertex AI front end is not served"),
     "--vertex-ai-default-model": ("MODEL", "the Vertex AI front end is not served"),
 }
 
 #: Boolean flags whose default (false) tritonpy takes and whose true it refuses, with why.
+#: (``--allow-sagemaker`` is served: ``http/sagemaker.py``.)
 UNSUPPORTED: dict[str, str] = {
     "--model-namespacing": "model namespacing is not supported: a model name must be unique across "
     "the repositories",
-    "--allow-sagemaker": "the SageMaker front end is not supported",
     "--allow-vertex-ai": "the Vertex AI front end is not supported",
 }
 
@@ -84,12 +82,38 @@ def refusal(args: argparse.Namespace) -> str | None:
     for flag, why in UNSUPPORTED.items():
         if getattr(args, _dest(flag), None):
             return f"{flag}=true: {why}"
+    unsafe = _outside_safe_range(args)
+    if unsafe is not None:
+        return unsafe
     level = getattr(args, "grpc_infer_response_compression_level", None)
     if level is not None and level.lower() not in _COMPRESSION_LEVELS:
         return (
             f"invalid argument for --grpc-infer-response-compression-level: '{level}' "
             f"(one of {', '.join(_COMPRESSION_LEVELS)})"
         )
+    return None
+
+
+def _outside_safe_range(args: argparse.Namespace) -> str | None:
+    """With ``--allow-sagemaker``, a front end whose port is outside
+    ``--sagemaker-safe-port-range``, in tritonserver's words; a range that is not one."""
+    given = getattr(args, "sagemaker_safe_port_range", None)
+    if given is None or not getattr(args, "allow_sagemaker", False):
+        return None
+    low, sep, high = given.partition("-")
+    if not sep or not low.strip().isdigit() or not high.strip().isdigit():
+        return f"--sagemaker-safe-port-range expects <integer>-<integer>, got '{given}'"
+    bounds = int(low), int(high)
+    for service, allowed, port in (
+        ("HTTP", args.allow_http, args.http_port),
+        ("GRPC", args.allow_grpc, args.grpc_port),
+        ("metrics", args.allow_metrics, args.metrics_port),
+    ):
+        if allowed and not bounds[0] <= port <= bounds[1]:
+            return (
+                f"The server cannot listen to {service} requests at port {port}, allowed port range is "
+                f"[{bounds[0]}, {bounds[1]}]"
+            )
     return None
 
 

@@ -7,7 +7,8 @@ calls every factory before any front end serves, so a busy port is reported
 before a client was answered; then it ``start``s each, and at shutdown drains the
 server and ``stop``s them all by one deadline.
 
-The registry: gRPC, HTTP and metrics, in that order (as Triton starts them),
+The registry: gRPC, HTTP, SageMaker (only with ``--allow-sagemaker``) and metrics,
+in that order (as Triton starts them),
 then the factories that installed packages declare under the entry-point group
 ``tritonpy.frontends``::
 
@@ -101,6 +102,14 @@ def _http(server: Server) -> Frontend | None:
     return HttpFrontend(server)
 
 
+def _sagemaker(server: Server) -> Frontend | None:
+    if not server.options.allow_sagemaker:
+        return None
+    from .http.frontend import SagemakerFrontend
+
+    return SagemakerFrontend(server)
+
+
 def _metrics(server: Server) -> Frontend | None:
     if not server.options.allow_metrics:
         return None
@@ -110,7 +119,12 @@ def _metrics(server: Server) -> Frontend | None:
 
 
 #: The front ends tritonpy ships, in the order they bind and start.
-BUILTIN: tuple[tuple[str, FrontendFactory], ...] = (("grpc", _grpc), ("http", _http), ("metrics", _metrics))
+BUILTIN: tuple[tuple[str, FrontendFactory], ...] = (
+    ("grpc", _grpc),
+    ("http", _http),
+    ("sagemaker", _sagemaker),
+    ("metrics", _metrics),
+)
 
 
 def registered() -> list[tuple[str, FrontendFactory]]:

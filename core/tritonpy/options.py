@@ -88,6 +88,11 @@ class ServerOptions:
     http_restricted_api: list[str] = field(default_factory=list)
     #: ``--id``: the server name reported by server metadata (Triton's default, "triton").
     server_id: str = "triton"
+    #: ``--allow-sagemaker``: serve Triton's SageMaker routes (``/ping``, ``/invocations``)
+    #: on ``sagemaker_port``, at the HTTP address (``http/sagemaker.py``).
+    allow_sagemaker: bool = False
+    #: ``--sagemaker-port``.
+    sagemaker_port: int = 8080
     #: ``--allow-grpc``.
     allow_grpc: bool = True
     #: ``--grpc-address``.

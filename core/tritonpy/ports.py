@@ -72,6 +72,9 @@ def listeners(options: ServerOptions) -> list[Listener]:
         found.append(
             Listener("HTTP", "--http-port", options.http_address, options.http_port, options.reuse_http_port)
         )
+    if options.allow_sagemaker:
+        port = options.sagemaker_port
+        found.append(Listener("Sagemaker HTTP", "--sagemaker-port", options.http_address, port))
     if options.allow_metrics:
         address = options.metrics_address or options.http_address
         found.append(Listener("Metrics", "--metrics-port", address, options.metrics_port))

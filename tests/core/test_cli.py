@@ -161,7 +161,14 @@ def test_flags_without_effect_are_said_once_each() -> None:
             "--model-namespacing=true: model namespacing is not supported: a model name must be unique "
             "across the repositories",
         ),
-        ("--allow-sagemaker=true", "--allow-sagemaker=true: the SageMaker front end is not supported"),
+        (
+            "--allow-sagemaker --sagemaker-safe-port-range=9000-9010 --http-port=9001 --grpc-port=9600",
+            "The server cannot listen to GRPC requests at port 9600, allowed port range is [9000, 9010]",
+        ),
+        (
+            "--allow-sagemaker --sagemaker-safe-port-range=9000",
+            "--sagemaker-safe-port-range expects <integer>-<integer>, got '9000'",
+        ),
         ("--allow-vertex-ai=1", "--allow-vertex-ai=true: the Vertex AI front end is not supported"),
         (
             "--grpc-infer-response-compression-level=max",
@@ -173,5 +180,5 @@ def test_flags_without_effect_are_said_once_each() -> None:
 def test_what_tritonpy_lacks_stops_it_at_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, message: str
 ) -> None:
-    assert main(["serve", "--model-repository", str(tmp_path), flag]) == 1
+    assert main(["serve", "--model-repository", str(tmp_path), *flag.split()]) == 1
     assert capsys.readouterr().err == f"error: {message}\n"

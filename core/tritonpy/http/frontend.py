@@ -1,8 +1,9 @@
-"""The HTTP front end as ``tritonpy serve`` runs it (``frontends.Frontend``).
+"""The HTTP front ends as ``tritonpy serve`` runs them (``frontends.Frontend``).
 
 uvicorn with tritonpy's protocol (connection limits; inference answered without
 an ASGI cycle) in front of the starlette application of ``app.py``, on a socket
-bound when the front end is made.
+bound when the front end is made; and the same for Triton's SageMaker routes
+(``sagemaker.py``) on their own port.
 """
 
 from __future__ import annotations
@@ -12,35 +13,47 @@ import time
 from typing import TYPE_CHECKING
 
 import uvicorn
+from starlette.types import ASGIApp
+from tritonpy_sdk import TritonError
 
 from ..frontends import Frontend, FrontendError
 from ..ports import listen
 from .app import create_app
+from .inference import HttpInference
 from .protocol import direct_frontend, http_protocol
+from .sagemaker import SagemakerApp
 from .uvicorn_server import TRITON_HEADERS, UVICORN_LOGGING, FrontendServer
 
 if TYPE_CHECKING:
     from ..server import Server
 
 
-class HttpFrontend(Frontend):
-    """KServe v2 over HTTP/REST, bound to ``--http-address``/``--http-port``."""
+class UvicornFrontend(Frontend):
+    """An ASGI application served by uvicorn with tritonpy's HTTP protocol (its limits) on a
+    socket bound when the front end is made; ``service`` names it in a bind error."""
 
-    name = "HTTPService"
-
-    def __init__(self, server: Server) -> None:
+    def __init__(
+        self,
+        server: Server,
+        app: ASGIApp,
+        address: str,
+        port: int,
+        *,
+        service: str,
+        reuse_port: bool = False,
+        direct: HttpInference | None = None,
+    ) -> None:
         options = server.options
-        self._where = (options.http_address, options.http_port)
-        self.restricted = server.http_restrictions
+        self._where = (address, port)
         try:
-            self._sock = listen(options.http_address, options.http_port, options.reuse_http_port)
+            self._sock = listen(address, port, reuse_port)
         except OSError as exc:
-            where = f"{options.http_address}:{options.http_port}"
-            raise FrontendError(f"failed to start HTTP service at {where}: {exc.strerror or exc}") from None
-        app = create_app(server)
+            raise FrontendError(
+                f"failed to start {service} service at {address}:{port}: {exc.strerror or exc}"
+            ) from None
         config = uvicorn.Config(
             app,
-            http=http_protocol(options, direct=direct_frontend(app, options)),
+            http=http_protocol(options, direct=direct),
             **UVICORN_LOGGING,
             **TRITON_HEADERS,
             proxy_headers=False,  # Triton reads no X-Forwarded-* headers; nor, per request, do we
@@ -71,3 +84,37 @@ class HttpFrontend(Frontend):
         await asyncio.wait({self._serving})
         if not self._serving.cancelled():
             self._serving.exception()  # retrieved: a failed uvicorn was reported by its own log
+
+
+class HttpFrontend(UvicornFrontend):
+    """KServe v2 over HTTP/REST, bound to ``--http-address``/``--http-port``."""
+
+    name = "HTTPService"
+
+    def __init__(self, server: Server) -> None:
+        options = server.options
+        self.restricted = server.http_restrictions
+        app = create_app(server)
+        super().__init__(
+            server,
+            app,
+            options.http_address,
+            options.http_port,
+            service="HTTP",
+            reuse_port=options.reuse_http_port,
+            direct=direct_frontend(app, options),
+        )
+
+
+class SagemakerFrontend(UvicornFrontend):
+    """Triton's SageMaker routes (``sagemaker.py``) on ``--sagemaker-port``, at the HTTP address."""
+
+    name = "Sagemaker HTTPService"
+
+    def __init__(self, server: Server) -> None:
+        options = server.options
+        try:
+            app = SagemakerApp(server)
+        except TritonError as exc:
+            raise FrontendError(exc.message) from None
+        super().__init__(server, app, options.http_address, options.sagemaker_port, service="Sagemaker HTTP")

@@ -1,0 +1,163 @@
+"""Triton's SageMaker front end (``--allow-sagemaker``): the routes Amazon SageMaker calls
+on ``--sagemaker-port`` (8080), for a single-model endpoint.
+
+- ``GET /ping``: 200 (empty) when the server is ready, 400 when not; with
+  ``SAGEMAKER_TRITON_PING_MODE=live``, when it is live.
+- ``POST /invocations``: an inference of ``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME``, as
+  ``SAGEMAKER_TRITON_INFERENCE_TYPE`` says: ``infer`` (the KServe v2 request, default),
+  ``generate`` or ``generate_stream``. Binary data is announced in the content type,
+  ``application/vnd.sagemaker-triton.binary+json;json-header-size=<n>``, both ways;
+  the body is never compressed. A model's failure answers 400, as Triton's SageMaker
+  front end answers it; a request the server refuses, its usual status.
+- ``GET /models``: the models loaded through SageMaker's multi-model API, which
+  tritonpy does not serve: none. Its other routes answer as for a model never
+  loaded there (404), or 501 for a load.
+- Any other path: 400, empty.
+
+Answers are labelled as Triton labels them (``text/plain`` where its SageMaker server
+writes nothing else).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+from tritonpy_sdk import TritonError
+
+from ..failures import report
+from ..model_version import parse_version
+from .body import request_chunks
+from .errors import error_body, error_response, triton_error_response
+from .generate import GenerateFrontend
+from .inference import DECOUPLED_REFUSAL, HttpInference, encode_infer
+from .tensors import HEADER_LENGTH
+
+if TYPE_CHECKING:
+    from ..server import Server
+
+log = logging.getLogger(__name__)
+
+#: The content type of a body with binary data: the JSON part's length follows it.
+BINARY_MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
+#: What ``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`` is when it is not set (Triton's).
+UNSPECIFIED_MODEL = "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"
+_TEXT = {"content-type": "text/plain"}
+_INFERENCE_TYPES = ("infer", "generate", "generate_stream")
+
+
+def _atoi(text: str) -> int:
+    """C's ``atoi``, which Triton reads the header size with: leading digits (and sign), else 0."""
+    text = text.lstrip()
+    sign = -1 if text[:1] == "-" else 1
+    digits = text[1:] if text[:1] in "+-" else text
+    n = 0
+    for ch in digits:
+        if not ch.isdigit():
+            break
+        n = n * 10 + int(ch)
+    return sign * n
+
+
+class SagemakerApp:
+    """The ASGI application of the SageMaker front end for ``server``."""
+
+    def __init__(self, server: Server, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self.server = server
+        self.ping_mode = env.get("SAGEMAKER_TRITON_PING_MODE", "ready")
+        self.model = env.get("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME", UNSPECIFIED_MODEL)
+        self.inference_type = env.get("SAGEMAKER_TRITON_INFERENCE_TYPE", "infer")
+        if self.inference_type not in _INFERENCE_TYPES:
+            raise TritonError.invalid_arg(
+                f"SAGEMAKER_TRITON_INFERENCE_TYPE '{self.inference_type}' is not one of "
+                f"{', '.join(_INFERENCE_TYPES)}"
+            )
+        self.inference = HttpInference(server)
+        self.generate = GenerateFrontend(server)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        try:
+            response = await self._route(request)
+        except ClientDisconnect:
+            return
+        except TritonError as exc:
+            response = triton_error_response(exc)
+        except Exception as exc:  # a bug must not take the server down; say what failed
+            response = error_response(report(log, f"unhandled error in SageMaker {scope['path']}", exc), 500)
+        await response(scope, receive, send)
+
+    async def _route(self, request: Request) -> Response:
+        path, method = request.url.path, request.method
+        if path == "/ping":
+            if method != "GET":
+                return _not_allowed()
+            ok = self.server.live() if self.ping_mode == "live" else self.server.ready()
+            return Response(status_code=200 if ok else 400, headers=_TEXT)
+        if path == "/invocations":
+            if method != "POST":
+                return _not_allowed()
+            if self.inference_type == "infer":
+                return await self._infer(request)
+            request.scope["path_params"] = {"model": self.model}
+            if self.inference_type == "generate":
+                return await self.generate.generate(request)
+            return await self.generate.generate_stream(request)
+        if path == "/models" or path.startswith("/models/"):
+            return self._multi_model(path, method)
+        return Response(status_code=400, headers=_TEXT)
+
+    async def _infer(self, request: Request) -> Response:
+        chunks = await request_chunks(request, self.inference.max_input)
+        size = sum(len(c) for c in chunks)
+        headers: dict[str, str] = {}
+        content_type = request.headers.get("content-type", "")
+        at = content_type.find(BINARY_MIME)
+        if at > 0:
+            return error_response(
+                f"expect MIME type for binary data starts with '{BINARY_MIME}', got: {content_type}",
+                400,
+                "text/plain",
+            )
+        if at == 0:
+            given = content_type[len(BINARY_MIME) :]
+            length = _atoi(given)
+            if length < 0 or length > size:
+                return error_response(
+                    f"inference header size should be in range (0, {size}), got: {given}", 400, "text/plain"
+                )
+            headers[HEADER_LENGTH] = str(length)
+        self.server.model_spec(self.model, parse_version(""))  # an unknown model: 404, as Triton
+        core_request, binary, flags = self.inference.decode(self.model, "", chunks, headers)
+        try:
+            response = await self.server.infer_async(core_request, DECOUPLED_REFUSAL)
+        except TritonError as exc:  # the model's failure: Triton's SageMaker front end answers 400
+            return error_response(exc.message, 400)
+        parts, extra, media_type = encode_infer(response, binary, flags, "")
+        length_header = extra.pop("Inference-Header-Content-Length", None)
+        if length_header is not None:
+            media_type = BINARY_MIME + length_header
+        return Response(b"".join(parts), headers={**extra, "content-type": media_type})
+
+    def _multi_model(self, path: str, method: str) -> Response:
+        """SageMaker's multi-model routes: no model is ever loaded through them here."""
+        name = path[len("/models/") :].split("/", 1)[0] if path.startswith("/models/") else ""
+        if method == "GET" and not name:
+            return Response(b'{"models":[]}', headers=_TEXT)
+        if method == "POST" and not name:
+            return error_response("SageMaker multi-model endpoints are not supported by tritonpy", 501)
+        if method in ("GET", "POST", "DELETE"):
+            return Response(status_code=404, headers=_TEXT)
+        return Response(status_code=400, headers=_TEXT)
+
+
+def _not_allowed() -> Response:
+    return Response(error_body("Method Not Allowed"), status_code=405, headers=_TEXT)
