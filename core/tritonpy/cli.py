@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -186,7 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="how often a model version that failed to load is tried again (default 0)",
     )
-    _flag(serve, "--allow-http", "enable the HTTP front end (default true)", default=True)
+    _flag(
+        serve,
+        "--allow-http",
+        "enable the HTTP front end (default true; false where AIP_MODE=PREDICTION)",
+        default=None,
+    )
     serve.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
     serve.add_argument("--http-address", default="0.0.0.0", help="HTTP address (default 0.0.0.0)")
     _flag(serve, "--reuse-http-port", "share the HTTP port with other servers (SO_REUSEPORT)", default=False)
@@ -206,7 +212,30 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LOW-HIGH",
         help="with --allow-sagemaker: the ports the other front ends must use",
     )
-    _flag(serve, "--allow-grpc", "enable the gRPC front end (default true)", default=True)
+    _flag(
+        serve,
+        "--allow-vertex-ai",
+        "serve Triton's Vertex AI routes (default: true where AIP_MODE=PREDICTION)",
+        default=None,
+    )
+    serve.add_argument(
+        "--vertex-ai-port",
+        type=int,
+        default=None,
+        help="Vertex AI port, at the HTTP address (default AIP_HTTP_PORT, else 8080)",
+    )
+    serve.add_argument(
+        "--vertex-ai-default-model",
+        default="",
+        metavar="MODEL",
+        help="the model Vertex AI predict requests infer with (default: the only model)",
+    )
+    _flag(
+        serve,
+        "--allow-grpc",
+        "enable the gRPC front end (default true; false where AIP_MODE=PREDICTION)",
+        default=None,
+    )
     serve.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
     serve.add_argument("--grpc-address", default="0.0.0.0", help="gRPC address (default 0.0.0.0)")
     _flag(serve, "--reuse-grpc-port", "share the gRPC port with other servers (SO_REUSEPORT)", default=False)
@@ -483,8 +512,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def options_from_args(args: argparse.Namespace) -> ServerOptions:
+def options_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServerOptions:
+    """``ServerOptions`` for ``args``; as tritonserver, ``AIP_MODE=PREDICTION`` in ``environ``
+    (a Vertex AI deployment) turns the Vertex AI front end on and HTTP and gRPC off unless
+    their flags say otherwise."""
     from .repository.remote import repository_root
+
+    env = os.environ if environ is None else environ
+    vertex_mode = env.get("AIP_MODE") == "PREDICTION"
 
     disable = bool(args.disable_auto_complete_config)
     if args.strict_model_config is not None:
@@ -515,7 +550,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         rate_limit_resource=args.rate_limit_resource,
         pinned_memory_pool_byte_size=args.pinned_memory_pool_byte_size,
         cuda_memory_pool_byte_size=dict(args.cuda_memory_pool_byte_size),
-        allow_http=args.allow_http,
+        allow_http=not vertex_mode if args.allow_http is None else args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,
         reuse_http_port=args.reuse_http_port,
@@ -529,7 +564,10 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         http_read_timeout_secs=args.http_read_timeout_secs,
         http_restricted_api=args.http_restricted_api,
         grpc_restricted_protocol=args.grpc_restricted_protocol,
-        allow_grpc=args.allow_grpc,
+        allow_grpc=not vertex_mode if args.allow_grpc is None else args.allow_grpc,
+        allow_vertex_ai=vertex_mode if args.allow_vertex_ai is None else args.allow_vertex_ai,
+        vertex_ai_port=args.vertex_ai_port or int(env.get("AIP_HTTP_PORT") or 8080),
+        vertex_ai_default_model=args.vertex_ai_default_model,
         grpc_address=args.grpc_address,
         grpc_port=args.grpc_port,
         reuse_grpc_port=args.reuse_grpc_port,

@@ -11,7 +11,6 @@ reason, rather than serving without what was asked for.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 
 #: flag -> (its value's metavar, why it changes nothing in tritonpy).
@@ -34,17 +33,15 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "--model-load-gpu-limit": ("GPU:FRACTION", "a load is not refused for the GPU memory in use"),
     "--host-policy": ("NAME,SETTING=VALUE", "instances are not bound to NUMA nodes or CPU cores"),
     "--sagemaker-thread-count": ("N", "the SageMaker front end is served on the event loop"),
-    "--vertex-ai-port": ("PORT", "the Vertex AI front end is not served"),
-    "--vertex-ai-thread-count": ("N", "the Vertex AI front end is not served"),
-    "--vertex-ai-default-model": ("MODEL", "the Vertex AI front end is not served"),
+    "--vertex-ai-thread-count": ("N", "the Vertex AI front end is served on the event loop"),
 }
 
 #: Boolean flags whose default (false) tritonpy takes and whose true it refuses, with why.
-#: (``--allow-sagemaker`` is served: ``http/sagemaker.py``.)
+#: (``--allow-sagemaker`` and ``--allow-vertex-ai`` are served: ``http/sagemaker.py``,
+#: ``http/vertex.py``.)
 UNSUPPORTED: dict[str, str] = {
     "--model-namespacing": "model namespacing is not supported: a model name must be unique across "
     "the repositories",
-    "--allow-vertex-ai": "the Vertex AI front end is not supported",
 }
 
 #: The values tritonserver takes for ``--grpc-infer-response-compression-level``.
@@ -105,8 +102,8 @@ def _outside_safe_range(args: argparse.Namespace) -> str | None:
         return f"--sagemaker-safe-port-range expects <integer>-<integer>, got '{given}'"
     bounds = int(low), int(high)
     for service, allowed, port in (
-        ("HTTP", args.allow_http, args.http_port),
-        ("GRPC", args.allow_grpc, args.grpc_port),
+        ("HTTP", args.allow_http is not False, args.http_port),
+        ("GRPC", args.allow_grpc is not False, args.grpc_port),
         ("metrics", args.allow_metrics, args.metrics_port),
     ):
         if allowed and not bounds[0] <= port <= bounds[1]:
@@ -117,9 +114,8 @@ def _outside_safe_range(args: argparse.Namespace) -> str | None:
     return None
 
 
-def notices(args: argparse.Namespace, environ: dict[str, str] | None = None) -> list[str]:
-    """One line for each ``NO_EFFECT`` flag given, and for a Vertex AI deployment
-    (``AIP_MODE=PREDICTION``, where Triton serves its Vertex AI front end by default)."""
+def notices(args: argparse.Namespace) -> list[str]:
+    """One line for each ``NO_EFFECT`` flag given."""
     lines = []
     for flag, (_, why) in NO_EFFECT.items():
         value = getattr(args, _dest(flag), None)
@@ -128,10 +124,4 @@ def notices(args: argparse.Namespace, environ: dict[str, str] | None = None) -> 
         if flag == "--grpc-infer-response-compression-level" and value.lower() == "none":
             continue  # what tritonpy does anyway
         lines.append(f"{flag}={value} has no effect in tritonpy: {why}")
-    env = os.environ if environ is None else environ
-    if env.get("AIP_MODE") == "PREDICTION" and getattr(args, "allow_vertex_ai", None) is None:
-        lines.append(
-            "AIP_MODE=PREDICTION: Triton would serve its Vertex AI front end here; tritonpy does not "
-            f"({UNSUPPORTED['--allow-vertex-ai']})"
-        )
     return lines

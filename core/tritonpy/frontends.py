@@ -7,7 +7,7 @@ calls every factory before any front end serves, so a busy port is reported
 before a client was answered; then it ``start``s each, and at shutdown drains the
 server and ``stop``s them all by one deadline.
 
-The registry: gRPC, HTTP, SageMaker (only with ``--allow-sagemaker``) and metrics,
+The registry: gRPC, HTTP, SageMaker and Vertex AI (each only when asked for) and metrics,
 in that order (as Triton starts them),
 then the factories that installed packages declare under the entry-point group
 ``tritonpy.frontends``::
@@ -110,6 +110,14 @@ def _sagemaker(server: Server) -> Frontend | None:
     return SagemakerFrontend(server)
 
 
+def _vertex_ai(server: Server) -> Frontend | None:
+    if not server.options.allow_vertex_ai:
+        return None
+    from .http.frontend import VertexFrontend
+
+    return VertexFrontend(server)
+
+
 def _metrics(server: Server) -> Frontend | None:
     if not server.options.allow_metrics:
         return None
@@ -123,6 +131,7 @@ BUILTIN: tuple[tuple[str, FrontendFactory], ...] = (
     ("grpc", _grpc),
     ("http", _http),
     ("sagemaker", _sagemaker),
+    ("vertex_ai", _vertex_ai),
     ("metrics", _metrics),
 )
 

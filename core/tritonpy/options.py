@@ -93,6 +93,14 @@ class ServerOptions:
     allow_sagemaker: bool = False
     #: ``--sagemaker-port``.
     sagemaker_port: int = 8080
+    #: ``--allow-vertex-ai``: serve Triton's Vertex AI routes (``AIP_HEALTH_ROUTE``,
+    #: ``AIP_PREDICT_ROUTE``) on ``vertex_ai_port``, at the HTTP address (``http/vertex.py``).
+    allow_vertex_ai: bool = False
+    #: ``--vertex-ai-port`` (the CLI's default: ``AIP_HTTP_PORT``, else 8080).
+    vertex_ai_port: int = 8080
+    #: ``--vertex-ai-default-model``: the model predict requests infer with (empty: the
+    #: repository's only model).
+    vertex_ai_default_model: str = ""
     #: ``--allow-grpc``.
     allow_grpc: bool = True
     #: ``--grpc-address``.

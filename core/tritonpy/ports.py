@@ -75,6 +75,9 @@ def listeners(options: ServerOptions) -> list[Listener]:
     if options.allow_sagemaker:
         port = options.sagemaker_port
         found.append(Listener("Sagemaker HTTP", "--sagemaker-port", options.http_address, port))
+    if options.allow_vertex_ai:
+        port = options.vertex_ai_port
+        found.append(Listener("Vertex AI HTTP", "--vertex-ai-port", options.http_address, port))
     if options.allow_metrics:
         address = options.metrics_address or options.http_address
         found.append(Listener("Metrics", "--metrics-port", address, options.metrics_port))

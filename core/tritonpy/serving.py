@@ -76,7 +76,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
 
     # Before any model loads (a load can take minutes): a port that cannot be
     # bound, or no front end at all, is one line now rather than after the load.
-    if not options.allow_http and not options.allow_grpc:
+    if not (options.allow_http or options.allow_grpc or options.allow_sagemaker or options.allow_vertex_ai):
         say("error: no front end enabled (--allow-http=false and --allow-grpc=false)")
         return 1
     problem = None

@@ -138,19 +138,31 @@ def test_flags_without_effect_are_said_once_each() -> None:
     args = build_parser().parse_args(
         ["serve", "--model-repository", "r", "--http-thread-count", "16", "--host-policy=p,cpu-cores=0-3"]
     )
-    assert notices(args, environ={}) == [
+    assert notices(args) == [
         "--http-thread-count=16 has no effect in tritonpy: HTTP is served on an event loop, not by a "
         "pool of threads (more cores: --frontend-workers)",
         "--host-policy=p,cpu-cores=0-3 has no effect in tritonpy: instances are not bound to NUMA "
         "nodes or CPU cores",
     ]
-    plain = build_parser().parse_args(["serve", "--model-repository", "r"])
-    assert notices(plain, environ={}) == []
-    vertex = notices(plain, environ={"AIP_MODE": "PREDICTION"})
-    assert vertex == [
-        "AIP_MODE=PREDICTION: Triton would serve its Vertex AI front end here; tritonpy does not (the "
-        "Vertex AI front end is not supported)"
-    ]
+    assert notices(build_parser().parse_args(["serve", "--model-repository", "r"])) == []
+
+
+def test_a_vertex_ai_deployment_serves_vertex_ai_alone_unless_told_otherwise() -> None:
+    """As tritonserver: ``AIP_MODE=PREDICTION`` turns the Vertex AI front end on (on
+    ``AIP_HTTP_PORT``) and HTTP and gRPC off; their flags still win."""
+    vertex = {"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": "9090"}
+    plain = options_from_args(build_parser().parse_args(["serve", "--model-repository", "r"]), vertex)
+    assert (plain.allow_vertex_ai, plain.allow_http, plain.allow_grpc, plain.vertex_ai_port) == (
+        True,
+        False,
+        False,
+        9090,
+    )
+    argv = ["serve", "--model-repository", "r", "--allow-http=true", "--allow-vertex-ai=false"]
+    told = options_from_args(build_parser().parse_args(argv), vertex)
+    assert (told.allow_vertex_ai, told.allow_http, told.allow_grpc) == (False, True, False)
+    elsewhere = options_from_args(build_parser().parse_args(["serve", "--model-repository", "r"]), {})
+    assert (elsewhere.allow_vertex_ai, elsewhere.allow_http, elsewhere.vertex_ai_port) == (False, True, 8080)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +181,6 @@ def test_flags_without_effect_are_said_once_each() -> None:
             "--allow-sagemaker --sagemaker-safe-port-range=9000",
             "--sagemaker-safe-port-range expects <integer>-<integer>, got '9000'",
         ),
-        ("--allow-vertex-ai=1", "--allow-vertex-ai=true: the Vertex AI front end is not supported"),
         (
             "--grpc-infer-response-compression-level=max",
             "invalid argument for --grpc-infer-response-compression-level: 'max' (one of none, low, "

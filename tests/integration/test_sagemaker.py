@@ -10,47 +10,18 @@ from typing import Any
 
 import httpx
 import pytest
+from tritonpy_addsub import addsub_inputs, addsub_repo
 from tritonpy_serverprocess import ServerProcess, free_port
 
 pytestmark = pytest.mark.integration
 
-ADD_SUB = """
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        out = []
-        for r in requests:
-            a = pb_utils.get_input_tensor_by_name(r, "A").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(r, "B").as_numpy()
-            outputs = [pb_utils.Tensor("SUM", a + b), pb_utils.Tensor("DIFF", a - b)]
-            out.append(pb_utils.InferenceResponse(outputs))
-        return out
-"""
-
 MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
-
-
-def _repo(root: Path) -> Path:
-    folder = root / "addsub"
-    (folder / "1").mkdir(parents=True)
-    (folder / "1" / "model.py").write_text(ADD_SUB)
-    (folder / "config.pbtxt").write_text(
-        'backend: "python"\nmax_batch_size: 8\n'
-        'input [{ name: "A" data_type: TYPE_FP32 dims: [2] },\n'
-        '       { name: "B" data_type: TYPE_FP32 dims: [2] }]\n'
-        'output [{ name: "SUM" data_type: TYPE_FP32 dims: [2] },\n'
-        '        { name: "DIFF" data_type: TYPE_FP32 dims: [2] }]\n'
-    )
-    return root
 
 
 def _start(tmp_path: Path, env: dict[str, str], *flags: str) -> tuple[ServerProcess, str]:
     port = free_port()
     flags = ("--allow-sagemaker=true", f"--sagemaker-port={port}", *flags)
-    proc = ServerProcess([_repo(tmp_path / "repo")], *flags, log=tmp_path / "server.log", env=env)
+    proc = ServerProcess([addsub_repo(tmp_path / "repo")], *flags, log=tmp_path / "server.log", env=env)
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -62,25 +33,12 @@ def sagemaker(tmp_path_factory: pytest.TempPathFactory) -> Any:
     proc.stop()
 
 
-def _inputs(binary: bool) -> dict[str, Any]:
-    if binary:
-        sized = {"binary_data_size": 8}
-        tensors = [{"name": n, "datatype": "FP32", "shape": [1, 2], "parameters": sized} for n in "AB"]
-        return {"inputs": tensors, "outputs": [{"name": "SUM", "parameters": {"binary_data": True}}]}
-    return {
-        "inputs": [
-            {"name": "A", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]},
-            {"name": "B", "datatype": "FP32", "shape": [1, 2], "data": [10, 20]},
-        ]
-    }
-
-
 def test_ping_and_json_invocations(sagemaker: Any) -> None:
     proc, url = sagemaker
     proc.wait_for_output("Started Sagemaker HTTPService at 127.0.0.1")
     ping = httpx.get(f"{url}/ping", timeout=10)
     assert (ping.status_code, ping.content, ping.headers["content-type"]) == (200, b"", "text/plain")
-    answer = httpx.post(f"{url}/invocations", json=_inputs(False), timeout=30)
+    answer = httpx.post(f"{url}/invocations", json=addsub_inputs(False), timeout=30)
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"] == "application/json"
     outputs = {o["name"]: o["data"] for o in answer.json()["outputs"]}
@@ -89,7 +47,7 @@ def test_ping_and_json_invocations(sagemaker: Any) -> None:
 
 def test_binary_invocations_announce_the_header_size_in_the_content_type(sagemaker: Any) -> None:
     _, url = sagemaker
-    header = json.dumps(_inputs(True)).encode()
+    header = json.dumps(addsub_inputs(True)).encode()
     body = header + struct.pack("<2f", 1, 2) + struct.pack("<2f", 10, 20)
     answer = httpx.post(
         f"{url}/invocations", content=body, headers={"content-type": f"{MIME}{len(header)}"}, timeout=30
@@ -158,7 +116,7 @@ def test_generate_and_an_unset_model(tmp_path: Path) -> None:
         proc.stop()
     proc, url = _start(tmp_path / "unset", {})
     try:
-        answer = httpx.post(f"{url}/invocations", json=_inputs(False), timeout=30)
+        answer = httpx.post(f"{url}/invocations", json=addsub_inputs(False), timeout=30)
         assert answer.status_code == 404
         assert "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME" in answer.json()["error"]
     finally:

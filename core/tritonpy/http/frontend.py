@@ -2,8 +2,8 @@
 
 uvicorn with tritonpy's protocol (connection limits; inference answered without
 an ASGI cycle) in front of the starlette application of ``app.py``, on a socket
-bound when the front end is made; and the same for Triton's SageMaker routes
-(``sagemaker.py``) on their own port.
+bound when the front end is made; and the same for Triton's SageMaker and Vertex AI
+routes (``sagemaker.py``, ``vertex.py``) on their own ports.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .inference import HttpInference
 from .protocol import direct_frontend, http_protocol
 from .sagemaker import SagemakerApp
 from .uvicorn_server import TRITON_HEADERS, UVICORN_LOGGING, FrontendServer
+from .vertex import VertexApp
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -118,3 +119,17 @@ class SagemakerFrontend(UvicornFrontend):
         except TritonError as exc:
             raise FrontendError(exc.message) from None
         super().__init__(server, app, options.http_address, options.sagemaker_port, service="Sagemaker HTTP")
+
+
+class VertexFrontend(UvicornFrontend):
+    """Triton's Vertex AI routes (``vertex.py``) on ``--vertex-ai-port``, at the HTTP address."""
+
+    name = "Vertex AI HTTPService"
+
+    def __init__(self, server: Server) -> None:
+        options = server.options
+        try:
+            app = VertexApp(server, options.vertex_ai_default_model)
+        except TritonError as exc:
+            raise FrontendError(exc.message) from None
+        super().__init__(server, app, options.http_address, options.vertex_ai_port, service="Vertex AI HTTP")
