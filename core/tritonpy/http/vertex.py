@@ -28,7 +28,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from tritonpy_sdk import TritonError
 
-from ..metrics import Metrics, MetricsConfig, create_metrics_app
+from ..metrics import create_metrics_app
+from ..metrics.frontend import server_metrics
 from .app import create_app
 from .errors import error_body
 from .tensors import HEADER_LENGTH
@@ -90,18 +91,10 @@ class VertexApp:
         self.server = server
         self.model = default_model(server, default)
         self.kserve: ASGIApp = create_app(server)
-        options = server.options
-        self.metrics: ASGIApp = create_metrics_app(
-            Metrics(
-                server.loaded_versions,
-                MetricsConfig.parse(options.metrics_config),
-                cpu=options.allow_cpu_metrics,
-                gpu=options.allow_gpu_metrics,
-                cache=server.cache,
-                custom=server.custom_metrics,
-                pinned=server.memory.pinned,
-            )
-        )
+        try:
+            self.metrics: ASGIApp = create_metrics_app(server_metrics(server))
+        except ValueError as exc:  # a bad --metrics-config
+            raise TritonError.invalid_arg(str(exc)) from None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

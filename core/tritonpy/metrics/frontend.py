@@ -23,6 +23,21 @@ if TYPE_CHECKING:
     from ..server import Server
 
 
+def server_metrics(server: Server) -> Metrics:
+    """Triton's metrics of ``server`` as its options ask for them (``ValueError``: a bad
+    ``--metrics-config``)."""
+    options = server.options
+    return Metrics(
+        server.loaded_versions,  # read at every scrape: the current models
+        MetricsConfig.parse(options.metrics_config),
+        cpu=options.allow_cpu_metrics,
+        gpu=options.allow_gpu_metrics,
+        cache=server.cache,
+        custom=server.custom_metrics,
+        pinned=server.memory.pinned,
+    )
+
+
 class MetricsFrontend(Frontend):
     """Triton's metrics on their own port."""
 
@@ -34,15 +49,7 @@ class MetricsFrontend(Frontend):
         self._where = (address, options.metrics_port)
         self._interval_ms = options.metrics_interval_ms
         try:
-            self._metrics = Metrics(
-                server.loaded_versions,  # read at every scrape: the current models
-                MetricsConfig.parse(options.metrics_config),
-                cpu=options.allow_cpu_metrics,
-                gpu=options.allow_gpu_metrics,
-                cache=server.cache,
-                custom=server.custom_metrics,
-                pinned=server.memory.pinned,
-            )
+            self._metrics = server_metrics(server)
             self._sock = listen(address, options.metrics_port)
         except (OSError, ValueError) as exc:
             text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
