@@ -19,6 +19,7 @@ model must be loaded when the front end starts.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import Mapping
@@ -92,9 +93,10 @@ class VertexApp:
         self.model = default_model(server, default)
         self.kserve: ASGIApp = create_app(server)
         try:
-            self.metrics: ASGIApp = create_metrics_app(server_metrics(server))
+            self._metrics = server_metrics(server)
         except ValueError as exc:  # a bad --metrics-config
             raise TritonError.invalid_arg(str(exc)) from None
+        self.metrics: ASGIApp = create_metrics_app(self._metrics)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,6 +128,9 @@ class VertexApp:
                 await _answer(Response(status_code=400, headers=_TEXT), scope, receive, send)
                 return
             if endpoint == "/metrics":
+                # The per-interval gauges (CPU, GPU), which the metrics port refreshes on a
+                # timer, are refreshed here for each scrape.
+                await asyncio.get_running_loop().run_in_executor(None, self._metrics.poll)
                 await self.metrics(_as(scope, endpoint, "GET", keep_body=False), receive, send)
                 return
             await self.kserve(
