@@ -36,6 +36,11 @@ def error_response(message: str, status: int, media_type: str = "application/jso
     return Response(error_body(message), status_code=status, headers={"content-type": media_type})
 
 
+def not_allowed() -> Response:
+    """Triton's 405: its JSON error document, labelled ``text/plain``."""
+    return error_response("Method Not Allowed", 405, "text/plain")
+
+
 def triton_error_response(error: TritonError) -> Response:
     return error_response(error.message, status_of(error))
 

@@ -33,10 +33,10 @@ from tritonpy_sdk import TritonError
 from ..failures import report
 from ..model_version import parse_version
 from .body import request_chunks
-from .errors import error_body, error_response, triton_error_response
+from .errors import error_response, not_allowed, triton_error_response
 from .generate import GenerateFrontend
 from .inference import DECOUPLED_REFUSAL, HttpInference, encode_infer
-from .tensors import HEADER_LENGTH
+from .tensors import HEADER_LENGTH, binary_json_size
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -99,12 +99,12 @@ class SagemakerApp:
         path, method = request.url.path, request.method
         if path == "/ping":
             if method != "GET":
-                return _not_allowed()
+                return not_allowed()
             ok = self.server.live() if self.ping_mode == "live" else self.server.ready()
             return Response(status_code=200 if ok else 400, headers=_TEXT)
         if path == "/invocations":
             if method != "POST":
-                return _not_allowed()
+                return not_allowed()
             if self.inference_type == "infer":
                 return await self._infer(request)
             request.scope["path_params"] = {"model": self.model}
@@ -119,16 +119,11 @@ class SagemakerApp:
         chunks = await request_chunks(request, self.inference.max_input)
         size = sum(len(c) for c in chunks)
         headers: dict[str, str] = {}
-        content_type = request.headers.get("content-type", "")
-        at = content_type.find(BINARY_MIME)
-        if at > 0:
-            return error_response(
-                f"expect MIME type for binary data starts with '{BINARY_MIME}', got: {content_type}",
-                400,
-                "text/plain",
-            )
-        if at == 0:
-            given = content_type[len(BINARY_MIME) :]
+        try:
+            given = binary_json_size(request.headers.get("content-type", ""), BINARY_MIME)
+        except TritonError as exc:
+            return error_response(exc.message, 400, "text/plain")
+        if given is not None:
             length = _atoi(given)
             if length < 0 or length > size:
                 return error_response(
@@ -157,7 +152,3 @@ class SagemakerApp:
         if method in ("GET", "POST", "DELETE"):
             return Response(status_code=404, headers=_TEXT)
         return Response(status_code=400, headers=_TEXT)
-
-
-def _not_allowed() -> Response:
-    return Response(error_body("Method Not Allowed"), status_code=405, headers=_TEXT)

@@ -39,6 +39,20 @@ from ..runtime.spec import IOSpec
 HEADER_LENGTH = "inference-header-content-length"
 
 
+def binary_json_size(content_type: str, mime: str) -> str | None:
+    """The JSON part's size that ``content_type`` announces after ``mime`` (SageMaker's and
+    Vertex AI's way to frame binary data), as written; None when it has no ``mime``;
+    INVALID_ARG in Triton's words when ``mime`` is not at its start."""
+    at = content_type.find(mime)
+    if at < 0:
+        return None
+    if at > 0:
+        raise TritonError.invalid_arg(
+            f"expect MIME type for binary data starts with '{mime}', got: {content_type}"
+        )
+    return content_type[len(mime) :]
+
+
 _ONE_OF = (
     "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
     "'shared_memory_region' in 'parameters'."

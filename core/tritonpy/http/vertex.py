@@ -23,7 +23,7 @@ import asyncio
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -32,8 +32,8 @@ from tritonpy_sdk import TritonError
 from ..metrics import create_metrics_app
 from ..metrics.frontend import server_metrics
 from .app import create_app
-from .errors import error_body
-from .tensors import HEADER_LENGTH
+from .errors import error_response, not_allowed
+from .tensors import HEADER_LENGTH, binary_json_size
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -101,55 +101,51 @@ class VertexApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        await (await self._route(scope))(scope, receive, send)
+
+    async def _route(self, scope: Scope) -> ASGIApp:
+        """What answers the request of ``scope``: a response, or the KServe (or metrics)
+        application with the request re-addressed to the endpoint it is for."""
         path, method = scope["path"], scope["method"]
         if self.health.fullmatch(path):
             if method != "GET":
-                await _answer(Response(error_body("Method Not Allowed"), 405, _TEXT), scope, receive, send)
-                return
-            ok = self.server.ready()
-            await _answer(Response(status_code=200 if ok else 400, headers=_TEXT), scope, receive, send)
-            return
-        if self.predict.fullmatch(path):
-            headers = dict(scope["headers"])
-            content_type = headers.get(b"content-type", b"").decode("latin-1")
-            if content_type.find(BINARY_MIME) > 0:
-                message = f"expect MIME type for binary data starts with '{BINARY_MIME}', got: {content_type}"
-                await _answer(Response(error_body(message), 400, _TEXT), scope, receive, send)
-                return
-            if method != "POST":
-                await _answer(Response(error_body("Method Not Allowed"), 405, _TEXT), scope, receive, send)
-                return
-            target = headers.get(REDIRECT)
-            if target is None:
-                await self.kserve(_as(scope, f"/v2/models/{self.model}/infer", "POST"), receive, send)
-                return
-            endpoint = "/" + target.decode("latin-1")
-            if not _ENDPOINTS.fullmatch(endpoint):
-                await _answer(Response(status_code=400, headers=_TEXT), scope, receive, send)
-                return
-            if endpoint == "/metrics":
-                # The per-interval gauges (CPU, GPU), which the metrics port refreshes on a
-                # timer, are refreshed here for each scrape.
-                await asyncio.get_running_loop().run_in_executor(None, self._metrics.poll)
-                await self.metrics(_as(scope, endpoint, "GET", keep_body=False), receive, send)
-                return
-            await self.kserve(
-                _as(scope, endpoint, "GET" if _GET.fullmatch(endpoint) else "POST"), receive, send
-            )
-            return
-        await _answer(Response(status_code=400, headers=_TEXT), scope, receive, send)
+                return not_allowed()
+            return Response(status_code=200 if self.server.ready() else 400, headers=_TEXT)
+        if not self.predict.fullmatch(path):
+            return Response(status_code=400, headers=_TEXT)
+        headers = dict(scope["headers"])
+        try:
+            size = binary_json_size(headers.get(b"content-type", b"").decode("latin-1"), BINARY_MIME)
+        except TritonError as exc:
+            return error_response(exc.message, 400, "text/plain")
+        if method != "POST":
+            return not_allowed()
+        target = headers.get(REDIRECT)
+        if target is None:
+            return _readdressed(self.kserve, scope, f"/v2/models/{self.model}/infer", "POST", size)
+        endpoint = "/" + target.decode("latin-1")
+        if not _ENDPOINTS.fullmatch(endpoint):
+            return Response(status_code=400, headers=_TEXT)
+        if endpoint == "/metrics":
+            # The per-interval gauges (CPU, GPU), which the metrics port refreshes on a
+            # timer, are refreshed here for each scrape.
+            await asyncio.get_running_loop().run_in_executor(None, self._metrics.poll)
+            return _readdressed(self.metrics, scope, endpoint, "GET", None)
+        method = "GET" if _GET.fullmatch(endpoint) else "POST"
+        return _readdressed(self.kserve, scope, endpoint, method, size)
 
 
-def _as(scope: Scope, path: str, method: str, keep_body: bool = True) -> dict[str, Any]:
-    """``scope`` sent to ``path`` with ``method``, its binary data sized as the HTTP front
-    end reads it (the content type's ``json-header-size`` instead of any
-    ``Inference-Header-Content-Length``)."""
-    headers = [(k, v) for k, v in scope["headers"] if k not in (REDIRECT, HEADER_LENGTH.encode())]
-    content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
-    if keep_body and content_type.startswith(BINARY_MIME):
-        headers.append((HEADER_LENGTH.encode(), content_type[len(BINARY_MIME) :].encode("latin-1")))
-    return {**scope, "path": path, "raw_path": path.encode(), "method": method, "headers": headers}
+def _readdressed(app: ASGIApp, scope: Scope, path: str, method: str, size: str | None) -> ASGIApp:
+    """``app`` answering the request of ``scope`` as one to ``path`` with ``method``, its
+    binary data sized as the HTTP front end reads it (``size``, the content type's
+    ``json-header-size``, instead of any ``Inference-Header-Content-Length``)."""
+    length = HEADER_LENGTH.encode()
+    headers = [(k, v) for k, v in scope["headers"] if k not in (REDIRECT, length)]
+    if size is not None:
+        headers.append((length, size.encode("latin-1")))
+    moved = {**scope, "path": path, "raw_path": path.encode(), "method": method, "headers": headers}
 
+    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+        await app(moved, receive, send)
 
-async def _answer(response: Response, scope: Scope, receive: Receive, send: Send) -> None:
-    await response(scope, receive, send)
+    return answer

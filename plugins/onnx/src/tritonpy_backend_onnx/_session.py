@@ -153,16 +153,14 @@ def no_cuda_reason(ort: Any) -> str:
 def providers(ort: Any, instance: ModelInstance, config: dict[str, Any], params: dict[str, str]) -> list[Any]:
     """The execution providers, with their options, for an instance's kind and device and
     the config's execution accelerators (``_accelerators.py``)."""
-    return list(
-        execution_providers(
-            ort.get_available_providers(),
-            ort.__version__,
-            instance.name,
-            instance.kind,
-            instance.device_id,
-            config,
-            params,
-        )
+    return execution_providers(
+        ort.get_available_providers(),
+        ort.__version__,
+        instance.name,
+        instance.kind,
+        instance.device_id,
+        config,
+        params,
     )
 
 
