@@ -146,6 +146,15 @@ def states(server: tritonpy.Server) -> list[tuple[str, str, str]]:
     return [(e["name"], e.get("version", ""), e.get("state", "")) for e in server.repository_index()]
 
 
+def version_rows(server: tritonpy.Server, name: str) -> dict[str, tuple[str, str]]:
+    """Model ``name``'s rows of the repository index: version -> (state, reason)."""
+    return {
+        e["version"]: (e["state"], e.get("reason", ""))
+        for e in server.repository_index()
+        if e["name"] == name
+    }
+
+
 def wait_for(check, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
     wait_until(check, "the awaited state", timeout)
 
@@ -298,12 +307,9 @@ def test_a_load_that_fails_for_one_version_serves_none(
         config.write("version_policy: { all: { } }\n")
     with pytest.raises(TritonError, match="^load failed for model 'v': version 2 is at UNAVAILABLE state: "):
         explicit.load_model("v")
-    wait_for(lambda: ("v", 0) in backend.finalized and ("v", 1) in backend.finalized)
-    rows = {
-        e["version"]: (e["state"], e.get("reason", ""))
-        for e in explicit.repository_index()
-        if e["name"] == "v"
-    }
+    # The unload runs on a thread of its own: UNLOADING until its requests finish.
+    wait_for(lambda: "UNLOADING" not in {state for state, _ in version_rows(explicit, "v").values()})
+    rows = version_rows(explicit, "v")
     assert rows["0"] == rows["1"] == ("UNAVAILABLE", "unloaded")
     assert rows["2"][0] == "UNAVAILABLE" and "this model file says fail" in rows["2"][1]
     with pytest.raises(TritonError, match="Request for unknown model: 'v' has no available versions"):
@@ -318,8 +324,10 @@ def test_a_model_one_of_whose_versions_fails_at_start_serves_none(repo: Path, ba
     with (folder / "config.pbtxt").open("a") as config:
         config.write("version_policy: { all: { } }\n")
     with make_server(repo, backend, exit_on_error=False) as server:
-        rows = [(e["version"], e["state"], e.get("reason", "")[:8]) for e in server.repository_index()]
-        assert ("1", "UNAVAILABLE", "unloaded") in rows and ("2", "UNAVAILABLE", "Internal") in rows
+        # Version 1 loaded, then is unloaded on a thread of its own (UNLOADING a moment).
+        wait_for(lambda: version_rows(server, "v").get("1", ("",))[0] != "UNLOADING")
+        rows = version_rows(server, "v")
+        assert rows["1"] == ("UNAVAILABLE", "unloaded") and rows["2"][1].startswith("Internal")
         assert infer(server, "a") == 2  # the other models serve
 
 
