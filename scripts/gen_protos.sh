@@ -2,8 +2,9 @@
 # Regenerate the Python modules of the .proto files kept in the repository.
 # Needs grpcio-tools built against protobuf 6.x (e.g. `pip install 'grpcio-tools<1.77'`),
 # so the generated code imports with the protobuf<7 runtime tritonclient also needs.
-# The generated modules register into tritonpy's private descriptor pool
-# (core/tritonpy/_protos.py) so they never clash with tritonclient's copies.
+# The generated modules register into tritonpy's private descriptor pool, and build
+# their classes with its own symbol database (core/tritonpy/_protos.py), so they never
+# clash with tritonclient's copies, whichever protobuf implementation runs.
 # Usage: scripts/gen_protos.sh   (PYTHON=.venv/bin/python to pick the interpreter)
 # To add a .proto: list it in PROTOS (messages only) or SERVICES (with gRPC stubs).
 set -euo pipefail
@@ -20,7 +21,9 @@ for proto in "${PROTOS[@]}"; do
   sed -i \
     -e 's/^from google.protobuf import descriptor_pool as _descriptor_pool$/from tritonpy import _protos/' \
     -e 's/_descriptor_pool\.Default()/_protos.POOL/' \
+    -e 's/_builder\.BuildTopDescriptorsAndMessages(/_protos.build_messages(/' \
     "$module"
-  grep -q "_protos.POOL" "$module" || { echo "failed to retarget $module" >&2; exit 1; }
+  grep -q "_protos.POOL" "$module" && grep -q "_protos.build_messages" "$module" ||
+    { echo "failed to retarget $module" >&2; exit 1; }
 done
 echo "regenerated: ${PROTOS[*]}"

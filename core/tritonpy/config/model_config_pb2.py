@@ -28,7 +28,7 @@ DESCRIPTOR = _protos.POOL.AddSerializedFile(b'\n\"tritonpy/config/model_config.p
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tritonpy.config.model_config_pb2', _globals)
+_protos.build_messages(DESCRIPTOR, 'tritonpy.config.model_config_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MODELOPTIMIZATIONPOLICY_CUDA_GRAPHSPEC_LOWERBOUND_INPUTENTRY']._loaded_options = None

@@ -29,7 +29,7 @@ DESCRIPTOR = _protos.POOL.AddSerializedFile(b'\n tritonpy/grpc/grpc_service.prot
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tritonpy.grpc.grpc_service_pb2', _globals)
+_protos.build_messages(DESCRIPTOR, 'tritonpy.grpc.grpc_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MODELINFERREQUEST_INFERINPUTTENSOR_PARAMETERSENTRY']._loaded_options = None

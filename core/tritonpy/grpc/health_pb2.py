@@ -28,7 +28,7 @@ DESCRIPTOR = _protos.POOL.AddSerializedFile(b'\n\x1atritonpy/grpc/health.proto\x
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tritonpy.grpc.health_pb2', _globals)
+_protos.build_messages(DESCRIPTOR, 'tritonpy.grpc.health_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_HEALTHCHECKREQUEST']._serialized_start=46

@@ -237,7 +237,13 @@ def _upper(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
-def test_custom_operators_from_model_operations_libraries(tmp_path: Path) -> None:
+def test_custom_operators_from_model_operations_libraries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Importing onnxruntime_extensions sets PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python
+    # in os.environ; monkeypatch puts back what was there, so the servers later tests
+    # start do not inherit it.
+    monkeypatch.delenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", raising=False)
     extensions = pytest.importorskip("onnxruntime_extensions")
     config = {"name": "m", "model_operations": {"op_library_filename": [extensions.get_library_path()]}}
     # Auto-complete reads the graph, which needs the library too.
