@@ -56,13 +56,52 @@ def test_json_infer_matches_triton_shape(http: httpx.Client) -> None:
     [
         (b"{bad", 400, "failed to parse the request JSON buffer"),
         (b"[" * 100_000, 400, "nested too deeply"),
-        (b"[1, 2]", 400, "must be an object"),
-        (b'{"inputs": 3}', 400, "'inputs' array"),
-        (b'{"inputs": [{"shape": [1]}]}', 400, "'name' string"),
+        # Triton 2.51's words (its JSON reader's), each as observed
+        (b"[1, 2]", 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+        (b"{}", 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+        (b'{"inputs": 3}', 400, "Unable to parse 'inputs': attempt to access JSON non-array as array"),
+        (
+            b'{"inputs": [{"data": [1]}]}',
+            400,
+            "Unable to parse 'name': attempt to access non-existing object member",
+        ),
+        (
+            b'{"inputs": [{"name": 3, "data": [1]}]}',
+            400,
+            "Unable to parse 'name': attempt to access JSON non-string",
+        ),
+        (
+            b'{"inputs": [{"name": "I", "data": [1]}]}',
+            400,
+            "Unable to parse 'datatype': attempt to access non-existing",
+        ),
         (
             b'{"inputs": [{"name": "INPUT0", "shape": "x", "datatype": "INT32", "data": [1]}]}',
             400,
-            "list of integers",
+            "Unable to parse 'shape': attempt to access JSON non-array as array",
+        ),
+        (
+            b'{"inputs": [{"name": "INPUT0", "shape": [1.5], "datatype": "INT32", "data": [1]}]}',
+            400,
+            "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer",
+        ),
+        (  # the data check comes first, whatever else is missing
+            b'{"inputs": [3]}',
+            400,
+            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+            "'parameters', 'shared_memory_region' in 'parameters'. But no field is set",
+        ),
+        (
+            b'{"inputs": [{"name": "I", "data": [1], "parameters": {"binary_data_size": -4}}]}',
+            400,
+            "But set 'data' 'binary_data_size'",
+        ),
+        (
+            b'{"inputs": [{"name": "I", "datatype": "INT32", "shape": [1], '
+            b'"parameters": {"binary_data_size": "4"}}]}',
+            400,
+            "Unable to parse 'binary_data_size': attempt to access JSON non-unsigned-integer as "
+            "unsigned-integer",
         ),
         (
             b'{"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FLOAT", "data": [1]}]}',
@@ -235,7 +274,12 @@ def test_raw_bytes_body_is_one_element(http: httpx.Client) -> None:
 @pytest.mark.parametrize(
     ("model", "payload", "message"),
     [
-        ("addsub", b"\0" * 16, "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs"),
+        (
+            "addsub",
+            b"\0" * 16,
+            "[request id: <id_unknown>] Raw request must only have 1 input (found 1) to be deduced "
+            "but got 2 inputs",
+        ),
         (  # Triton 2.51's words: its raw input is 'raw_input' until matched to the model's
             "raw_fixed",
             b"\0" * 24,
@@ -243,13 +287,42 @@ def test_raw_bytes_body_is_one_element(http: httpx.Client) -> None:
             "'raw_fixed'. Expected 12, got 24",
         ),
         ("one_input", b"\0" * 5, "Expected 4, got 5"),
-        ("raw_two_variable", b"\0" * 8, "can not be deduced because there are more than one variable-sized"),
+        (
+            "raw_two_variable",
+            b"\0" * 8,
+            "[request id: <id_unknown>] The shape of the raw input 'INPUT0' can not be deduced because there "
+            "are more than one variable-sized dimension",
+        ),
         ("nope", b"\0" * 4, "Request for unknown model: 'nope' is not found"),
     ],
 )
 def test_raw_body_errors(http: httpx.Client, model: str, payload: bytes, message: str) -> None:
     status = 404 if model == "nope" else 400
     _error(http.post(f"/v2/models/{model}/infer", content=payload, headers=RAW), status, message)
+
+
+def test_an_empty_body_is_a_raw_request(http: httpx.Client) -> None:
+    """As Triton 2.51 (observed): an empty body without Inference-Header-Content-Length
+    is a raw request of no data, not an empty JSON document."""
+    _error(http.post("/v2/models/addsub/infer", content=b""), 400, "Raw request must only have 1 input")
+    resp = http.post("/v2/models/one_input/infer", content=b"")  # its one variable dim: 0 elements
+    assert resp.status_code == 200, resp.text
+    assert [o["shape"] for o in resp.json()["outputs"]] == [[1, 0], [1, 0]]  # no binary bytes
+
+
+def test_json_then_binary_without_header_length_ends_at_a_nul(http: httpx.Client) -> None:
+    """rapidjson, Triton's reader, ends the document at a NUL byte: binary data appended
+    to the JSON (starting with a zero) without Inference-Header-Content-Length is not
+    read, and the request fails for the binary data it lacks (Triton 2.51's answer)."""
+    doc = {
+        "inputs": [
+            {"name": n, "shape": [1, 4], "datatype": "INT32", "parameters": {"binary_data_size": 16}}
+            for n in ("INPUT0", "INPUT1")
+        ]
+    }
+    data = np.arange(4, dtype=np.int32).tobytes()
+    resp = http.post("/v2/models/addsub/infer", content=json.dumps(doc).encode() + data + data)
+    _error(resp, 400, "unexpected size for input 'INPUT0', expecting 16 additional bytes for model 'addsub'")
 
 
 def test_body_limits(http: httpx.Client) -> None:
@@ -339,17 +412,23 @@ def test_large_binary_outputs(http: httpx.Client, accept: str) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"parameters": {"binary_data_output": "yes"}}, "parameter 'binary_data_output' must be a bool"),
+        (
+            {"parameters": {"binary_data_output": "yes"}},
+            "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean",
+        ),
         (
             {"outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": 1}}]},
-            "'binary_data' must be a bool",
+            "Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean",
         ),
         (
             {"parameters": {"x": None}},
             "parameter 'x' has invalid type. It should be either 'int', 'bool', or 'string'.",
         ),
-        ({"parameters": [1]}, "'parameters' of the request must be a JSON object"),
-        ({"id": 5}, "the request 'id' must be a string"),
+        ({"parameters": [1]}, "failed to get request params.: attempt to get members for non-object"),
+        ({"parameters": None}, "failed to get request params.: attempt to get members for non-object"),
+        ({"id": 5}, "Unable to parse 'id': attempt to access JSON non-string as string"),
+        ({"outputs": None}, "Unable to parse 'outputs': attempt to access JSON non-array as array"),
+        ({"outputs": [3]}, "Unable to parse 'name': attempt to access non-existing object member 'name'"),
     ],
 )
 def test_bad_request_fields(http: httpx.Client, change: dict, message: str) -> None:

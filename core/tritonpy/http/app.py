@@ -28,6 +28,7 @@ from ..memory.cuda import IPC_HANDLE_SIZE
 from ..model_version import is_version, parse_version
 from ..repository.overrides import FILE_PREFIX, refuse_repository_name, split_load_parameters
 from ..server import Server
+from . import json_body
 from .body import read_body, request_chunks
 from .errors import error_response, triton_error_response
 from .fastpath import ASGIApp, InferFastPath
@@ -165,10 +166,7 @@ class HttpFrontend:
         """A shared-memory register request's JSON document (None when the body is empty:
         the field checks then name what is missing, as Triton's do)."""
         body = await read_body(request, self.max_input)
-        try:
-            return json.loads(body) if body.strip() else None
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+        return json_body.loads(body) if body.strip() else None
 
     async def shm_register(self, request: Request) -> Response:
         name = request.path_params["region"]
@@ -286,10 +284,7 @@ def _parse_object(body: bytes) -> dict[str, Any]:
     """A JSON object body (empty body = {}), or a 400."""
     if not body.strip():
         return {}
-    try:
-        doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise TritonError.invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+    doc = json_body.loads(body)
     if not isinstance(doc, dict):
         raise TritonError.invalid_arg("the request body must be a JSON object")
     return doc

@@ -33,6 +33,7 @@ from tritonpy_sdk import InferenceRequest, InferenceResponse, ParameterValue, Te
 
 from ..codec import array_from_json, array_to_json, request_prefix
 from ..runtime.spec import IOSpec
+from . import json_body
 from .body import read_body
 from .errors import error_body, error_response, triton_error_response
 
@@ -181,10 +182,7 @@ def decode_generate(model: str, version: int, spec: IOSpec, body: bytes) -> Infe
                 seen.add(key)
         return doc
 
-    try:
-        doc = json.loads(body, object_pairs_hook=no_duplicate_inputs) if body.strip() else {}
-    except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, or nested too deeply
-        raise _bad(f"failed to parse the request JSON buffer: {exc}") from None
+    doc = json_body.loads(body, object_pairs_hook=no_duplicate_inputs) if body.strip() else {}
     if not isinstance(doc, dict):
         raise _bad("the generate request must be a JSON object")
     inputs: dict[str, Tensor] = {}

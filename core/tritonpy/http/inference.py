@@ -93,13 +93,16 @@ class HttpInference:
                 body = decompress(body, encoding, self.max_input)
             view = memoryview(body)
             header_length = headers.get(HEADER_LENGTH)
-            if header_length is None:
+            if header_length is not None:
+                n = int(header_length) if header_length.isdigit() else -1
+                if n < 0 or n > len(body):
+                    raise TritonError.invalid_arg(
+                        f"inference header size should be in range (0, {len(body)}), got: {header_length}"
+                    )
+            elif view:
                 return decode_request(model, version, view, view[len(view) :], self.server.shared_memory)
-            n = int(header_length) if header_length.isdigit() else -1
-            if n < 0 or n > len(body):
-                raise TritonError.invalid_arg(
-                    f"inference header size should be in range (0, {len(body)}), got: {header_length}"
-                )
+            else:
+                n = 0  # as Triton: an empty body is a raw request of no data, not empty JSON
             if n == 0:
                 # Raw binary request: the body is the single input's data; Triton
                 # answers it with every output in binary.

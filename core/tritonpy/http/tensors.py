@@ -35,6 +35,7 @@ from ..codec import (
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
 from ..model_version import parse_version
 from ..runtime.spec import IOSpec
+from . import json_body
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -69,12 +70,34 @@ def _bad(message: str) -> TritonError:
     return TritonError.invalid_arg(message)
 
 
-def _parameters(obj: dict[str, Any], where: str) -> dict[str, ParameterValue]:
-    params = obj.get("parameters", {})
-    if params is None:
+# The words of Triton's JSON reader (TritonJson) when a field is missing or of the
+# wrong type, after "Unable to parse '<field>': " (Triton answers 500; a client's
+# mistake is a 400 here).
+_NOT_ARRAY = "attempt to access JSON non-array as array"
+_NOT_STRING = "attempt to access JSON non-string as string"
+_NOT_UINT = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+_NOT_BOOL = "attempt to access JSON non-boolean as boolean"
+_ABSENT = object()
+
+
+def _member(obj: Any, key: str, kind: type, wrong: str) -> Any:
+    """``obj[key]`` when it is a ``kind``, else INVALID_ARG in Triton's words (``wrong``
+    for a value of another type); a value that is not an object has no members."""
+    value = obj.get(key, _ABSENT) if isinstance(obj, dict) else _ABSENT
+    if value is _ABSENT:
+        raise _bad(f"Unable to parse '{key}': attempt to access non-existing object member '{key}'")
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise _bad(f"Unable to parse '{key}': {wrong}")
+    return value
+
+
+def _request_parameters(doc: dict[str, Any]) -> dict[str, ParameterValue]:
+    """The request's ``parameters`` (Triton's words when it is not an object, null too)."""
+    params = doc.get("parameters", _ABSENT)
+    if params is _ABSENT:
         return {}
     if not isinstance(params, dict):
-        raise _bad(f"'parameters' of {where} must be a JSON object")
+        raise _bad("failed to get request params.: attempt to get members for non-object")
     for key, value in params.items():
         if not isinstance(value, bool | int | float | str):
             # Triton's wording; floats are accepted as well (Triton takes them as doubles).
@@ -82,19 +105,45 @@ def _parameters(obj: dict[str, Any], where: str) -> dict[str, ParameterValue]:
     return params
 
 
-def _shape(entry: dict[str, Any], name: str) -> list[int]:
-    shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
-        raise _bad(f"input '{name}' must have a 'shape' that is a list of integers")
-    if any(d < 0 for d in shape):  # Triton's words (its 500, our 400)
-        raise _bad("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer")
+def _io_parameters(entry: Any) -> dict[str, Any]:
+    """An input's or output's ``parameters``; as Triton, one that is not an object is
+    read as none (Triton only looks up keys in it)."""
+    params = entry.get("parameters") if isinstance(entry, dict) else None
+    return params if isinstance(params, dict) else {}
+
+
+def _output_parameters(params: dict[str, Any]) -> dict[str, ParameterValue]:
+    for key, value in params.items():
+        if not isinstance(value, bool | int | float | str):
+            raise _bad(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
+    return params
+
+
+def _content(entry: Any, params: dict[str, Any]) -> None:
+    """Triton's first check of an input: exactly one of its three ways to carry data."""
+    fields = [
+        field
+        for field, present in (
+            ("'data'", isinstance(entry, dict) and "data" in entry),
+            ("'binary_data_size'", "binary_data_size" in params),
+            (f"'{REGION}'", REGION in params),
+        )
+        if present
+    ]
+    if len(fields) != 1:
+        raise _bad(f"{_ONE_OF} But " + ("set " + " ".join(fields) if fields else "no field is set"))
+
+
+def _shape(entry: dict[str, Any]) -> list[int]:
+    shape: list[int] = _member(entry, "shape", list, _NOT_ARRAY)
+    for d in shape:
+        if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+            raise _bad(f"Unable to parse 'shape': {_NOT_UINT}")
     return shape
 
 
 def _datatype(entry: dict[str, Any], name: str) -> DataType:
-    dt = entry.get("datatype")
-    if not isinstance(dt, str):
-        raise _bad(f"input '{name}' must have a 'datatype' string")
+    dt = _member(entry, "datatype", str, _NOT_STRING)
     try:
         return DataType.from_protocol(dt)
     except ValueError:
@@ -123,48 +172,38 @@ def decode_request(
     plan = _PLANS.get(text)
     if plan is not None and plan.binary_size == len(binary):
         return plan.request(model, version, binary)
-    try:
-        doc = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _bad(f"failed to parse the request JSON buffer: {exc}") from None
-    except RecursionError:
-        raise _bad("failed to parse the request JSON buffer: it is nested too deeply") from None
-    if not isinstance(doc, dict):
-        raise _bad("the request JSON must be an object")
-    params = dict(_parameters(doc, "the request"))
+    doc = json_body.loads(text)
+    # In Triton's order: the id, the parameters, the inputs, the outputs.
+    request_id = doc.get("id", "") if isinstance(doc, dict) else ""
+    if not isinstance(request_id, str):
+        raise _bad(f"Unable to parse 'id': {_NOT_STRING}")
+    params = dict(_request_parameters(doc)) if isinstance(doc, dict) else {}
     for key in params:
         if key.startswith("triton_"):  # Triton's words and status (all such keys, over HTTP)
             raise _bad(_RESERVED_KEYS)
     binary_output = _flag(params.pop("binary_data_output", False), "binary_data_output")
-    inputs_doc = doc.get("inputs")
-    if not isinstance(inputs_doc, list):
-        raise _bad("the request JSON must have an 'inputs' array")
+    inputs_doc = _member(doc, "inputs", list, _NOT_ARRAY)
     inputs: dict[str, Tensor] = {}
     #: Inputs whose data is not the size their shape needs (checked last, as Triton does).
     mismatched: list[ByteSizeMismatch] = []
     offset = 0
     for entry in inputs_doc:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise _bad("each input must be an object with a 'name' string")
-        name = entry["name"]
-        if name in inputs:
-            prefix = request_prefix(doc.get("id"))
-            raise _bad(f"{prefix}input '{name}' already exists in request")  # Triton's words
-        shape = _shape(entry, name)
+        in_params = _io_parameters(entry)
+        _content(entry, in_params)
+        name = _member(entry, "name", str, _NOT_STRING)
         datatype = _datatype(entry, name)
-        in_params = _parameters(entry, f"input '{name}'")
-        size = in_params.get("binary_data_size")
-        if in_params and REGION in in_params:
-            if size is not None or "data" in entry:
-                set_ = "'data'" if "data" in entry else "'binary_data_size'"
-                raise _bad(f"{_ONE_OF} But set {set_} 'shared_memory_region'")
+        shape = _shape(entry)
+        if name in inputs:
+            raise _bad(
+                f"{request_prefix(request_id)}input '{name}' already exists in request"
+            )  # Triton's words
+        if REGION in in_params:
             inputs[name] = _shared(memory).input_tensor(name, datatype, shape, in_params, mismatched)
             continue
-        if size is not None:
+        if "binary_data_size" in in_params:
+            size = in_params["binary_data_size"]
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise _bad(f"'binary_data_size' of input '{name}' must be a non-negative integer")
-            if "data" in entry:
-                raise _bad(f"{_ONE_OF} But set 'data' 'binary_data_size'")
+                raise _bad(f"Unable to parse 'binary_data_size': {_NOT_UINT}")
             if offset + size > len(binary):
                 raise _bad(
                     f"unexpected size for input '{name}', expecting {offset + size - len(binary)} "
@@ -172,10 +211,8 @@ def decode_request(
                 )
             array = array_from_buffer(name, datatype, shape, binary[offset : offset + size], mismatched)
             offset += size
-        elif "data" in entry:
-            array = array_from_json(name, datatype, shape, entry["data"], mismatched)
         else:
-            raise _bad(f"{_ONE_OF} But no field is set")
+            array = array_from_json(name, datatype, shape, entry["data"], mismatched)
         inputs[name] = Tensor(name, array, datatype)
     if offset != len(binary):
         raise _bad(
@@ -184,26 +221,20 @@ def decode_request(
         )
     outputs: list[RequestedOutput] = []
     binary_flags: dict[str, Placement] = {}
-    outputs_doc = doc.get("outputs", [])
-    if not isinstance(outputs_doc, list):
-        raise _bad("'outputs' must be an array")
+    outputs_doc = _member(doc, "outputs", list, _NOT_ARRAY) if "outputs" in doc else []
     for entry in outputs_doc:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise _bad("each requested output must be an object with a 'name' string")
-        out_params = dict(_parameters(entry, f"output '{entry['name']}'"))
+        name = _member(entry, "name", str, _NOT_STRING)
+        out_params = dict(_output_parameters(_io_parameters(entry)))
         device: int | None = None
         if out_params and REGION in out_params:
-            slot = _shared(memory).output_slot(entry["name"], out_params)
-            binary_flags[entry["name"]] = slot
+            slot = _shared(memory).output_slot(name, out_params)
+            binary_flags[name] = slot
             device = slot.device_id  # a CUDA region's GPU: the backend may produce it there
             for key in (*SHARED_MEMORY_KEYS, "binary_data"):
                 out_params.pop(key, None)
         elif "binary_data" in out_params:
-            binary_flags[entry["name"]] = _flag(out_params.pop("binary_data"), "binary_data")
-        outputs.append(RequestedOutput(entry["name"], out_params, device))
-    request_id = doc.get("id", "")
-    if not isinstance(request_id, str):
-        raise _bad("the request 'id' must be a string")
+            binary_flags[name] = _flag(out_params.pop("binary_data"), "binary_data")
+        outputs.append(RequestedOutput(name, out_params, device))
     request = InferenceRequest(
         model_name=model,
         model_version=parse_version(version),
@@ -259,7 +290,7 @@ class _Plan:
     def fits(inputs_doc: list[Any], flags: dict[str, Placement]) -> bool:
         for entry in inputs_doc:
             params = entry.get("parameters")
-            if not params or REGION in params or "binary_data_size" not in params:
+            if not isinstance(params, dict) or REGION in params or "binary_data_size" not in params:
                 return False
             if entry["datatype"] == "BYTES":
                 return False
@@ -295,7 +326,7 @@ def _shared(memory: SystemSharedMemory | None) -> SystemSharedMemory:
 
 def _flag(value: ParameterValue, key: str) -> bool:
     if not isinstance(value, bool):
-        raise _bad(f"parameter '{key}' must be a bool (true or false), got {json.dumps(value)}")
+        raise _bad(f"Unable to parse '{key}': {_NOT_BOOL}")
     return value
 
 
@@ -307,9 +338,11 @@ def decode_raw(model: str, version: str, spec: IOSpec, body: memoryview) -> Infe
     any) taken from the body's size. A BYTES input must have dims ``[1]``: the
     whole body is its one element.
     """
+    # A raw request has no JSON, so no id: Triton's "<id_unknown>" prefix on its checks.
+    prefix = request_prefix(None)
     if len(spec.inputs) != 1:
         raise _bad(
-            f"Raw request must only have 1 input (found 1) to be deduced but got "
+            f"{prefix}Raw request must only have 1 input (found 1) to be deduced but got "
             f"{len(spec.inputs)} inputs in '{model}' model configuration"
         )
     (ispec,) = spec.inputs.values()
@@ -317,12 +350,14 @@ def decode_raw(model: str, version: str, spec: IOSpec, body: memoryview) -> Infe
     variable = [i for i, d in enumerate(shape) if d == -1]
     if len(variable) > 1:
         raise _bad(
-            f"The shape of the raw input '{ispec.name}' can not be deduced because there are "
+            f"{prefix}The shape of the raw input '{ispec.name}' can not be deduced because there are "
             "more than one variable-sized dimension"
         )
     if ispec.datatype is DataType.BYTES:
         if variable or math.prod(shape) != 1:
-            raise _bad("For BYTE datatype raw input, the model must have input shape [1]")
+            raise _bad(
+                f"{prefix}For BYTE datatype raw input '{ispec.name}', the model must have input shape [1]"
+            )
         array = np.empty(shape, dtype=np.object_)
         array.reshape(-1)[0] = bytes(body)
     else:
