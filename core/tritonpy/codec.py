@@ -8,7 +8,7 @@ use Triton's wording so that users' searches find answers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -195,10 +195,16 @@ def array_from_json(
     shape: Sequence[int],
     data: Any,
     mismatched: list[ByteSizeMismatch] | None = None,
+    strict: bool = False,
 ) -> np.ndarray[Any, Any]:
     """The array for JSON ``data`` (flat or nested lists) of ``datatype`` and ``shape``.
     BYTES data of the wrong count is recorded in ``mismatched`` as ``array_from_buffer``
-    records it (Triton checks it with the byte sizes); given no ``mismatched``, it raises."""
+    records it (Triton checks it with the byte sizes); given no ``mismatched``, it raises.
+
+    ``strict``: each element must be of the JSON type Triton's inference route reads
+    for ``datatype`` (no number for a string, no 2.0 or true for an integer), refused
+    in Triton's words, in Triton's order; otherwise (the generate route) a number is
+    taken for a string and an integral float for an integer."""
     count = element_count(name, shape)
     if not isinstance(data, list):
         data = [data]
@@ -207,6 +213,8 @@ def array_from_json(
         _flatten(data, flat)
     except RecursionError:
         raise TritonError.invalid_arg(f"'data' of input '{name}' is nested too deeply") from None
+    if strict:
+        _check_json_types(datatype, flat if datatype is DataType.BYTES else flat[:count])
     if len(flat) != count:
         if datatype is DataType.BYTES:
             kind, seen = ("too_many", count + 1) if len(flat) > count else ("too_few", len(flat))
@@ -253,6 +261,42 @@ def array_from_json(
             f"unable to parse 'data' of input '{name}' as {datatype.value}: {exc}"
         ) from None
     return arr.reshape(shape)
+
+
+#: Which JSON values Triton's inference route reads for a data type, and its words
+#: (its JSON reader's) for any other.
+_JSON_ELEMENT: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "b": (
+        lambda v: isinstance(v, bool),
+        "Unable to parse 'data': attempt to access JSON non-boolean as boolean",
+    ),
+    "u": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64,
+        "Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer",
+    ),
+    "i": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63,
+        "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer",
+    ),
+    "f": (
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "Unable to parse 'data': attempt to access JSON non-number as double",
+    ),
+    "O": (
+        lambda v: isinstance(v, str),
+        "Unable to parse JSON bytes array: attempt to access JSON non-string as string",
+    ),
+}
+
+
+def _check_json_types(datatype: DataType, values: list[Any]) -> None:
+    rule = _JSON_ELEMENT.get(datatype.numpy_dtype.kind)  # BF16 (kind V): refused before
+    if rule is None:
+        return
+    accepts, words = rule
+    for value in values:
+        if not accepts(value):
+            raise TritonError.invalid_arg(words)
 
 
 def array_to_buffer(array: np.ndarray[Any, Any], datatype: DataType) -> bytes | memoryview:

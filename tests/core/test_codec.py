@@ -127,6 +127,47 @@ def test_json_errors_are_client_errors(dt: DataType, data: list, message: str) -
     assert info.value.code.name == "INVALID_ARG"
 
 
+@pytest.mark.parametrize(
+    ("dt", "data", "message"),
+    [  # Triton 2.51's answers on its inference route (observed)
+        (DataType.UINT8, [1, 2, 3, -2], "non-unsigned-integer as unsigned-integer"),
+        (DataType.UINT8, [1, 2, 3, 2.0], "non-unsigned-integer as unsigned-integer"),
+        (DataType.UINT8, [1, 2, 3, True], "non-unsigned-integer as unsigned-integer"),
+        (DataType.INT32, [1, 2, 3, 2.0], "non-signed-integer as signed-integer"),
+        (DataType.INT32, [1, 2, 3, None], "non-signed-integer as signed-integer"),
+        (DataType.INT32, [1, 2, 3, 1 << 63], "non-signed-integer as signed-integer"),
+        (DataType.BOOL, [True, True, True, 1], "non-boolean as boolean"),
+        (DataType.FP64, [1.5, 1.5, 1.5, True], "non-number as double"),
+        (DataType.FP32, [1.5, 1.5, 1.5, "x"], "non-number as double"),
+        # a type fault comes before a count fault ...
+        (DataType.INT32, [1, "x"], "non-signed-integer as signed-integer"),
+        # ... except past the count, where Triton stops first
+        (DataType.INT32, [1, 2, 3, 4, "x"], "Shape does not match true shape"),
+        # BYTES elements are all read (for their size) before the count is checked
+        (
+            DataType.BYTES,
+            ["a", "b", "c", "d", 5],
+            r"^Unable to parse JSON bytes array: .*non-string as string$",
+        ),
+        # what Triton wraps silently (300 as an UINT8 is 44) is refused here
+        (DataType.UINT8, [1, 2, 3, 300], "out of range for UINT8"),
+    ],
+)
+def test_strict_json_elements_in_tritons_words(dt: DataType, data: list, message: str) -> None:
+    with pytest.raises(TritonError, match=message) as info:
+        array_from_json("X", dt, [4], data, strict=True)
+    assert info.value.code.name == "INVALID_ARG"
+
+
+def test_strict_json_takes_what_triton_takes() -> None:
+    assert array_from_json("X", DataType.FP32, [2], [1, 2.5], strict=True).tolist() == [1.0, 2.5]
+    assert array_from_json("X", DataType.INT64, [2], [-(1 << 63), 5], strict=True).tolist() == [-(1 << 63), 5]
+    assert array_from_json("X", DataType.BYTES, [1, 1], [["é"]], strict=True).tolist() == [["é".encode()]]
+    # the generate route stays lenient: a number for a string, an integral float
+    assert array_from_json("X", DataType.BYTES, [1], [7]).tolist() == [b"7"]
+    assert array_from_json("X", DataType.INT32, [1], [2.0]).tolist() == [2]
+
+
 def test_json_out() -> None:
     assert array_to_json(np.array([[1.5, 2]], np.float16), DataType.FP16) == [1.5, 2.0]
     assert array_to_json(np.array([b"hi", b"\xff"], dtype=object), DataType.BYTES) == ["hi", "\ufffd"]

@@ -123,7 +123,12 @@ def test_json_infer_matches_triton_shape(http: httpx.Client) -> None:
         (
             b'{"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "INT32", "data": ["x"]}]}',
             400,
-            "expected INT32 numbers",
+            "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer",
+        ),
+        (
+            b'{"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "INT32", "data": 3}]}',
+            400,
+            "Unable to parse 'data': attempt to access JSON non-array as array",
         ),
         (
             json.dumps(_two_inputs(outputs=[{"name": "NOPE"}])).encode(),

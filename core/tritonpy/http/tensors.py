@@ -121,16 +121,19 @@ def _output_parameters(params: dict[str, Any]) -> dict[str, ParameterValue]:
 
 def _content(entry: Any, params: dict[str, Any]) -> None:
     """Triton's first check of an input: exactly one of its three ways to carry data."""
-    fields = [
-        field
-        for field, present in (
-            ("'data'", isinstance(entry, dict) and "data" in entry),
-            ("'binary_data_size'", "binary_data_size" in params),
-            (f"'{REGION}'", REGION in params),
-        )
-        if present
-    ]
-    if len(fields) != 1:
+    has_data = isinstance(entry, dict) and "data" in entry
+    has_binary = "binary_data_size" in params
+    has_region = REGION in params
+    if has_data + has_binary + has_region != 1:
+        fields = [
+            f
+            for f, on in (
+                ("'data'", has_data),
+                ("'binary_data_size'", has_binary),
+                (f"'{REGION}'", has_region),
+            )
+            if on
+        ]
         raise _bad(f"{_ONE_OF} But " + ("set " + " ".join(fields) if fields else "no field is set"))
 
 
@@ -212,7 +215,8 @@ def decode_request(
             array = array_from_buffer(name, datatype, shape, binary[offset : offset + size], mismatched)
             offset += size
         else:
-            array = array_from_json(name, datatype, shape, entry["data"], mismatched)
+            data = _member(entry, "data", list, _NOT_ARRAY)
+            array = array_from_json(name, datatype, shape, data, mismatched, strict=True)
         inputs[name] = Tensor(name, array, datatype)
     if offset != len(binary):
         raise _bad(
