@@ -8,7 +8,7 @@ use Triton's wording so that users' searches find answers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -235,7 +235,7 @@ def array_from_json(
                     f"unable to parse 'data' of input '{name}': expected strings for BYTES"
                 )
         return arr.reshape(shape)
-    for v in flat:
+    for v in () if strict else flat:  # strict: the types are checked already
         if isinstance(v, str | list | dict) or v is None:
             raise TritonError.invalid_arg(
                 f"unable to parse 'data' of input '{name}': expected {datatype.value} "
@@ -249,10 +249,10 @@ def array_from_json(
         elif datatype in (DataType.FP16, DataType.FP32, DataType.FP64, DataType.BF16):
             arr = np.array(flat, dtype=np.float64).astype(datatype.numpy_dtype)
         else:
-            if not all(isinstance(v, int) or float(v).is_integer() for v in flat):
+            if not strict and not all(isinstance(v, int) or float(v).is_integer() for v in flat):
                 raise ValueError("expected integers")
             info = np.iinfo(datatype.numpy_dtype)
-            ints = [int(v) for v in flat]
+            ints = flat if strict else [int(v) for v in flat]  # strict: Python ints already
             if ints and (min(ints) < info.min or max(ints) > info.max):
                 raise ValueError(f"value out of range for {datatype.value}")
             arr = np.array(ints, dtype=datatype.numpy_dtype)
@@ -263,40 +263,37 @@ def array_from_json(
     return arr.reshape(shape)
 
 
-#: Which JSON values Triton's inference route reads for a data type, and its words
-#: (its JSON reader's) for any other.
-_JSON_ELEMENT: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "b": (
-        lambda v: isinstance(v, bool),
-        "Unable to parse 'data': attempt to access JSON non-boolean as boolean",
-    ),
+#: The Python types of the JSON values Triton's inference route reads for a data
+#: type's kind, and its words (its JSON reader's) for any other.
+_JSON_ELEMENT: dict[str, tuple[frozenset[type], str]] = {
+    "b": (frozenset({bool}), "Unable to parse 'data': attempt to access JSON non-boolean as boolean"),
     "u": (
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64,
+        frozenset({int}),
         "Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer",
     ),
     "i": (
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63,
+        frozenset({int}),
         "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer",
     ),
-    "f": (
-        lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-        "Unable to parse 'data': attempt to access JSON non-number as double",
-    ),
-    "O": (
-        lambda v: isinstance(v, str),
-        "Unable to parse JSON bytes array: attempt to access JSON non-string as string",
-    ),
+    "f": (frozenset({int, float}), "Unable to parse 'data': attempt to access JSON non-number as double"),
+    "O": (frozenset({str}), "Unable to parse JSON bytes array: attempt to access JSON non-string as string"),
 }
+#: The integers Triton's reader takes as unsigned / signed (64 bits).
+_JSON_RANGE = {"u": (0, (1 << 64) - 1), "i": (-(1 << 63), (1 << 63) - 1)}
 
 
 def _check_json_types(datatype: DataType, values: list[Any]) -> None:
-    rule = _JSON_ELEMENT.get(datatype.numpy_dtype.kind)  # BF16 (kind V): refused before
-    if rule is None:
+    """Refuse ``values`` as Triton's inference route refuses them (no element names)."""
+    kind = datatype.numpy_dtype.kind
+    rule = _JSON_ELEMENT.get(kind)  # BF16 (kind V) has none: any number
+    if rule is None or not values:
         return
-    accepts, words = rule
-    for value in values:
-        if not accepts(value):
-            raise TritonError.invalid_arg(words)
+    types, words = rule
+    if not set(map(type, values)) <= types:  # type(), not isinstance: true is no integer
+        raise TritonError.invalid_arg(words)
+    bounds = _JSON_RANGE.get(kind)
+    if bounds is not None and (min(values) < bounds[0] or max(values) > bounds[1]):
+        raise TritonError.invalid_arg(words)
 
 
 def array_to_buffer(array: np.ndarray[Any, Any], datatype: DataType) -> bytes | memoryview:
