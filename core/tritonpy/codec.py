@@ -195,16 +195,13 @@ def array_from_json(
     shape: Sequence[int],
     data: Any,
     mismatched: list[ByteSizeMismatch] | None = None,
-    strict: bool = False,
 ) -> np.ndarray[Any, Any]:
-    """The array for JSON ``data`` (flat or nested lists) of ``datatype`` and ``shape``.
-    BYTES data of the wrong count is recorded in ``mismatched`` as ``array_from_buffer``
-    records it (Triton checks it with the byte sizes); given no ``mismatched``, it raises.
-
-    ``strict``: each element must be of the JSON type Triton's inference route reads
-    for ``datatype`` (no number for a string, no 2.0 or true for an integer), refused
-    in Triton's words, in Triton's order; otherwise (the generate route) a number is
-    taken for a string and an integral float for an integer."""
+    """The array for JSON ``data`` (flat or nested lists, or one value) of ``datatype``
+    and ``shape``. Each element must be of the JSON type Triton reads for ``datatype``
+    (no number for a string, no 2.0 or true for an integer), refused in Triton's words
+    and order. BYTES data of the wrong count is recorded in ``mismatched`` as
+    ``array_from_buffer`` records it (Triton checks it with the byte sizes); given no
+    ``mismatched``, it raises."""
     count = element_count(name, shape)
     if not isinstance(data, list):
         data = [data]
@@ -213,8 +210,9 @@ def array_from_json(
         _flatten(data, flat)
     except RecursionError:
         raise TritonError.invalid_arg(f"'data' of input '{name}' is nested too deeply") from None
-    if strict:
-        _check_json_types(datatype, flat if datatype is DataType.BYTES else flat[:count])
+    # Triton reads every BYTES element (for the byte size) before it counts them, and
+    # other types element by element, stopping at the first one past the count.
+    _check_json_types(datatype, flat if datatype is DataType.BYTES else flat[:count])
     if len(flat) != count:
         if datatype is DataType.BYTES:
             kind, seen = ("too_many", count + 1) if len(flat) > count else ("too_few", len(flat))
@@ -225,41 +223,20 @@ def array_from_json(
         )
     if datatype is DataType.BYTES:
         arr = np.empty(count, dtype=np.object_)
-        for i, v in enumerate(flat):
-            if isinstance(v, str):
-                arr[i] = v.encode("utf-8")
-            elif isinstance(v, bool | int | float):
-                arr[i] = str(v).encode("utf-8")
-            else:
-                raise TritonError.invalid_arg(
-                    f"unable to parse 'data' of input '{name}': expected strings for BYTES"
-                )
-        return arr.reshape(shape)
-    for v in () if strict else flat:  # strict: the types are checked already
-        if isinstance(v, str | list | dict) or v is None:
+        arr[:] = [v.encode("utf-8") for v in flat]
+    elif datatype is DataType.BOOL:
+        arr = np.array(flat, dtype=np.bool_)
+    elif datatype in (DataType.FP16, DataType.FP32, DataType.FP64, DataType.BF16):
+        arr = np.array(flat, dtype=np.float64).astype(datatype.numpy_dtype)
+    else:
+        info = np.iinfo(datatype.numpy_dtype)
+        if flat and (min(flat) < info.min or max(flat) > info.max):
+            # Triton keeps the low bits (300 as a UINT8 is 44): refused here.
             raise TritonError.invalid_arg(
-                f"unable to parse 'data' of input '{name}': expected {datatype.value} "
-                f"numbers, got {type(v).__name__}"
+                f"unable to parse 'data' of input '{name}' as {datatype.value}: "
+                f"value out of range for {datatype.value}"
             )
-    try:
-        if datatype is DataType.BOOL:
-            if not all(isinstance(v, bool) for v in flat):
-                raise ValueError("expected true/false")
-            arr = np.array(flat, dtype=np.bool_)
-        elif datatype in (DataType.FP16, DataType.FP32, DataType.FP64, DataType.BF16):
-            arr = np.array(flat, dtype=np.float64).astype(datatype.numpy_dtype)
-        else:
-            if not strict and not all(isinstance(v, int) or float(v).is_integer() for v in flat):
-                raise ValueError("expected integers")
-            info = np.iinfo(datatype.numpy_dtype)
-            ints = flat if strict else [int(v) for v in flat]  # strict: Python ints already
-            if ints and (min(ints) < info.min or max(ints) > info.max):
-                raise ValueError(f"value out of range for {datatype.value}")
-            arr = np.array(ints, dtype=datatype.numpy_dtype)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise TritonError.invalid_arg(
-            f"unable to parse 'data' of input '{name}' as {datatype.value}: {exc}"
-        ) from None
+        arr = np.array(flat, dtype=datatype.numpy_dtype)
     return arr.reshape(shape)
 
 
@@ -284,8 +261,8 @@ _JSON_RANGE = {"u": (0, (1 << 64) - 1), "i": (-(1 << 63), (1 << 63) - 1)}
 
 def _check_json_types(datatype: DataType, values: list[Any]) -> None:
     """Refuse ``values`` as Triton's inference route refuses them (no element names)."""
-    kind = datatype.numpy_dtype.kind
-    rule = _JSON_ELEMENT.get(kind)  # BF16 (kind V) has none: any number
+    kind = "f" if datatype is DataType.BF16 else datatype.numpy_dtype.kind
+    rule = _JSON_ELEMENT.get(kind)
     if rule is None or not values:
         return
     types, words = rule

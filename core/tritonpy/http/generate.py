@@ -182,22 +182,26 @@ def decode_generate(model: str, version: int, spec: IOSpec, body: bytes) -> Infe
                 seen.add(key)
         return doc
 
-    doc = json_body.loads(body, object_pairs_hook=no_duplicate_inputs) if body.strip() else {}
+    # As Triton: an empty body is an empty document (refused), not an empty object.
+    doc = json_body.loads(body, object_pairs_hook=no_duplicate_inputs)
     if not isinstance(doc, dict):
-        raise _bad("the generate request must be a JSON object")
+        raise _bad("attempt to get members for non-object")  # Triton's JSON reader's words
     inputs: dict[str, Tensor] = {}
     params: dict[str, ParameterValue] = {}
     request_id = ""
     for key, value in doc.items():
         if key == "id":
             if not isinstance(value, str):
-                raise _bad("Unable to parse 'id': the request id must be a string")
+                raise _bad("Unable to parse 'id': attempt to access JSON non-string as string")
             request_id = value
         elif key == "parameters":
             if key in spec.inputs:
                 raise _bad("Keyword 'parameters' for nested schema also given as input tensor name")
             if not isinstance(value, dict):
-                raise _bad("Expected JSON object for keyword: 'parameters'")
+                raise _bad(
+                    "Expected JSON object for keyword: 'parameters': "
+                    "attempt to access JSON non-object as object"
+                )
             for name, item in value.items():
                 try:
                     _take(spec, name, item, inputs, params)

@@ -216,7 +216,7 @@ def decode_request(
             offset += size
         else:
             data = _member(entry, "data", list, _NOT_ARRAY)
-            array = array_from_json(name, datatype, shape, data, mismatched, strict=True)
+            array = array_from_json(name, datatype, shape, data, mismatched)
         inputs[name] = Tensor(name, array, datatype)
     if offset != len(binary):
         raise _bad(
