@@ -14,8 +14,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NoReturn
 
+from tritonpy_sdk import TritonError
+
+from . import hostpolicy
 from ._version import __version__
 from .cli_triton import add_triton_flags, notices, refusal
+from .hostpolicy import HostPolicy
 from .options import ServerOptions
 
 
@@ -45,6 +49,16 @@ def _backend_config(values: list[str]) -> dict[str, dict[str, str]]:
             )
         result.setdefault(backend, {})[key] = value
     return result
+
+
+def _host_policies(values: list[str]) -> dict[str, HostPolicy]:
+    """``--host-policy`` flags → the policies, or tritonserver's error and exit."""
+    try:
+        return hostpolicy.build([hostpolicy.parse_flag(value) for value in values])
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    except TritonError as exc:
+        raise SystemExit(f"error: setting host policy: {exc.message}") from None
 
 
 def _byte_size(text: str) -> int:
@@ -440,6 +454,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="<name>:<count>[:<device>] available units of a rate-limiter resource",
     )
     serve.add_argument(
+        "--host-policy",
+        action="append",
+        default=[],
+        metavar="NAME,SETTING=VALUE",
+        help="bind the instances of host policy NAME (an instance group's host_policy, else cpu, "
+        "gpu_<id> or model): cpu-cores=<a>-<b>[,<c>-<d>...] (CPU affinity of their threads) or "
+        "numa-node=<n> (their memory policy); repeatable",
+    )
+    serve.add_argument(
         "--pinned-memory-pool-byte-size",
         type=_byte_size,
         default=268_435_456,
@@ -548,6 +571,7 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str] | Non
         cache_config=_cache_flags(args),
         rate_limit=args.rate_limit,
         rate_limit_resource=args.rate_limit_resource,
+        host_policies=_host_policies(args.host_policy),
         pinned_memory_pool_byte_size=args.pinned_memory_pool_byte_size,
         cuda_memory_pool_byte_size=dict(args.cuda_memory_pool_byte_size),
         allow_http=not vertex_mode if args.allow_http is None else args.allow_http,

@@ -31,7 +31,6 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "--cuda-virtual-address-size": ("GPU:BYTES", "implicit state is not kept in growable CUDA memory"),
     "--min-supported-compute-capability": ("X.Y", "every GPU CUDA reports is used"),
     "--model-load-gpu-limit": ("GPU:FRACTION", "a load is not refused for the GPU memory in use"),
-    "--host-policy": ("NAME,SETTING=VALUE", "instances are not bound to NUMA nodes or CPU cores"),
     "--sagemaker-thread-count": ("N", "the SageMaker front end is served on the event loop"),
     "--vertex-ai-thread-count": ("N", "the Vertex AI front end is served on the event loop"),
 }

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .hostpolicy import HostPolicy
+
 
 @dataclass
 class ServerOptions:
@@ -194,6 +196,9 @@ class ServerOptions:
     rate_limit: str = "off"
     #: ``--rate-limit-resource <name>:<count>[:<device>]``.
     rate_limit_resource: list[str] = field(default_factory=list)
+    #: ``--host-policy <name>,<setting>=<value>``: CPU cores and NUMA nodes that bind the
+    #: instances of that policy name (``hostpolicy.py``).
+    host_policies: dict[str, HostPolicy] = field(default_factory=dict)
     #: ``--pinned-memory-pool-byte-size``: page-locked host memory for batches of
     #: GPU instances (Triton's default 256 MiB; 0: pageable memory only).
     pinned_memory_pool_byte_size: int = 268_435_456

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from tritonpy.cli import build_parser, main, options_from_args
 from tritonpy.cli_triton import notices, refusal
+from tritonpy.hostpolicy import HostPolicy
 
 
 def test_serve_without_a_repository_says_what_is_missing_in_a_few_lines(
@@ -132,18 +134,48 @@ def test_every_tritonserver_flag_is_taken() -> None:
     assert options.model_config_name == "h100"
     assert options.http_header_forward_pattern == options.grpc_header_forward_pattern == "PREFIX_.*"
     assert options.trace_config[-2:] == ["count=-1", "log-frequency=0"]
+    assert options.host_policies == {"gpu0": HostPolicy("gpu0", numa_node=0)}
 
 
 def test_flags_without_effect_are_said_once_each() -> None:
     args = build_parser().parse_args(
-        ["serve", "--model-repository", "r", "--http-thread-count", "16", "--host-policy=p,cpu-cores=0-3"]
+        ["serve", "--model-repository", "r", "--http-thread-count", "16", "--enable-peer-access=false"]
     )
     assert notices(args) == [
         "--http-thread-count=16 has no effect in tritonpy: HTTP is served on an event loop, not by a "
         "pool of threads (more cores: --frontend-workers)",
-        "--host-policy=p,cpu-cores=0-3 has no effect in tritonpy: instances are not bound to NUMA "
-        "nodes or CPU cores",
+        "--enable-peer-access=false has no effect in tritonpy: GPU peer access is left as CUDA sets it",
     ]
+
+
+def test_host_policies_are_parsed_with_tritonservers_checks() -> None:
+    argv = ["serve", "--model-repository", "r"]
+    flags = [
+        "--host-policy=cpu,cpu-cores=0-1,4-5",
+        "--host-policy=cpu,numa-node=0",
+        "--host-policy=gpu_1,numa-node=1",
+    ]
+    options = options_from_args(build_parser().parse_args(argv + flags))
+    assert options.host_policies == {
+        "cpu": HostPolicy("cpu", frozenset({0, 1, 4, 5}), 0),
+        "gpu_1": HostPolicy("gpu_1", numa_node=1),
+    }
+    for flag, message in [
+        ("--host-policy=cpu", "--host-policy option format is '<policy name>,<setting>=<value>'. Got cpu"),
+        ("--host-policy=cpu,cpu-cores", "format is '<policy name>,<setting>=<value>'. Got cpu,cpu-cores"),
+        (
+            "--host-policy=cpu,cores=1",
+            "setting host policy: Unsupported host policy setting 'cores' is specified, supported settings "
+            "are 'numa-node', 'cpu-cores'",
+        ),
+        (
+            "--host-policy=cpu,cpu-cores=3",
+            "host policy setting 'cpu-cores' format is '<lower_cpu_core_id>-<upper_cpu_core_id>'. Got 3",
+        ),
+        ("--host-policy=cpu,numa-node=x", "Parsing 'numa-node' value: Can't parse 'x' to integer"),
+    ]:
+        with pytest.raises(SystemExit, match=re.escape(message)):
+            options_from_args(build_parser().parse_args([*argv, flag]))
     assert notices(build_parser().parse_args(["serve", "--model-repository", "r"])) == []
 
 

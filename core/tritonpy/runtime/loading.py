@@ -37,6 +37,7 @@ from ..config import (
     validate_config,
 )
 from ..config._validate import ENSEMBLE_PLATFORM
+from ..hostpolicy import HostPolicy, bound, policy_name
 from ..memory import PinnedPool
 from ..options import ServerOptions
 from ..repository import RepoEntry, read_labels, select_versions, version_dirs
@@ -270,6 +271,7 @@ class ModelLoader:
         spec = IOSpec.from_config(model.config, version)
         labels = self._labels(mdir, version, model.config)
         instances = self._instances(model, config, gpus)
+        policies = self._host_policies(config, instances)
         pool = self._pinned if gpus and self._pinned is not None and self._pinned.enabled else None
         for inst in instances:
             if inst.kind == "KIND_GPU" and pool is not None:
@@ -279,8 +281,8 @@ class ModelLoader:
         call_hook(hooks, "model_initialize", model=model)
         started: list[ModelInstance] = []
         try:
-            self._init_instances(hooks, instances, started, hooks.info.parallel_instance_init)
-            run_warmup(hooks, config, mdir.path, instances)
+            self._init_instances(hooks, instances, started, hooks.info.parallel_instance_init, policies)
+            run_warmup(hooks, config, mdir.path, instances, policies)
         except TritonError:
             for inst in started:
                 finalize_quietly(hooks, "instance_finalize", instance=inst)
@@ -311,6 +313,7 @@ class ModelLoader:
             needs=needs,
             # Device-resident inputs come from CUDA regions (or GPU outputs of ensemble steps).
             device_tensors=gpus > 0,
+            host_policies=policies,
         )
         mv.start()
         return mv
@@ -421,20 +424,42 @@ class ModelLoader:
             raise TritonError.invalid_arg(f"model '{model.name}' has no instances to run")
         return instances
 
+    def _host_policies(self, config: ModelConfig, instances: list[ModelInstance]) -> dict[str, HostPolicy]:
+        """The ``--host-policy`` of each instance that has one (by instance name)."""
+        defined = self._options.host_policies
+        if not defined:
+            return {}
+        groups = {group.name: group for group in config.instance_group}
+        policies: dict[str, HostPolicy] = {}
+        for inst in instances:
+            group = groups.get(inst.name.rpartition("_")[0])
+            name = policy_name(inst.kind, inst.device_id, group.host_policy if group is not None else "")
+            if name in defined:
+                policies[inst.name] = defined[name]
+        return policies
+
     @staticmethod
     def _init_instances(
         hooks: BackendHooks,
         instances: list[ModelInstance],
         started: list[ModelInstance],
         parallel: bool,
+        policies: dict[str, HostPolicy],
     ) -> None:
+        """``instance_initialize`` each instance on a thread bound by its host policy for
+        the time of the call (what it starts, threads or a stub process, stays bound)."""
+
+        def initialize(inst: ModelInstance) -> None:
+            with bound(policies.get(inst.name)):
+                call_hook(hooks, "instance_initialize", instance=inst)
+
         if not parallel or len(instances) == 1:
             for inst in instances:
-                call_hook(hooks, "instance_initialize", instance=inst)
+                initialize(inst)
                 started.append(inst)
             return
         with ThreadPoolExecutor(max_workers=min(8, len(instances))) as pool:
-            futures = {pool.submit(call_hook, hooks, "instance_initialize", instance=i): i for i in instances}
+            futures = {pool.submit(initialize, i): i for i in instances}
             first_error: TritonError | None = None
             for fut, inst in futures.items():
                 try:

@@ -34,6 +34,7 @@ from tritonpy_sdk.host import BackendHooks, call_hook
 from ..bridges import Answer
 from ..config import ModelConfig
 from ..failures import report
+from ..hostpolicy import HostPolicy, ThreadBinder
 from ..inputs import NUMERIC
 from ..memory.placement import place_inputs
 from ..scheduler import (
@@ -107,6 +108,9 @@ class LoadedVersion:
     #: Whether requests may carry device-resident inputs (the host has a GPU): each
     #: batch's inputs are then placed for its instance before ``execute``.
     device_tensors: bool = False
+    #: The ``--host-policy`` binding each instance (by name), for those that have one:
+    #: their worker threads bind themselves, and no request runs on a caller's thread.
+    host_policies: dict[str, HostPolicy] = field(default_factory=dict)
     state: ModelState = ModelState.LOADING
     reason: str = ""
     stats: ModelStatistics = field(default_factory=ModelStatistics)
@@ -139,6 +143,8 @@ class LoadedVersion:
     _execute_direct: Callable[[ModelInstance, DirectCall], Any] | None = field(
         init=False, repr=False, default=None
     )
+    #: Binds worker threads by ``host_policies`` (None: no instance has a policy).
+    _binder: ThreadBinder | None = field(init=False, repr=False, default=None)
     #: Whether ``run_direct`` may take requests (``_execute_direct`` is set).
     direct: bool = field(init=False, default=False)
     #: ``DefaultScheduler.hold`` of the direct lane's scheduler.
@@ -174,12 +180,16 @@ class LoadedVersion:
                 self.model.backend.server.event_loop if self.model.backend.server is not None else None,
             )
         self._scheduler = scheduler
+        self._binder = ThreadBinder(self.host_policies) if self.host_policies else None
         # The scheduler's optional capabilities, read once here rather than per request.
-        self._run_here = scheduler.run_here if scheduler.can_run_here else None
+        # A bound instance runs on its own (bound) thread only: no caller's thread, no direct lane.
+        bound = self._binder is not None
+        self._run_here = scheduler.run_here if scheduler.can_run_here and not bound else None
         self._reschedule = scheduler.reschedule if scheduler.can_reschedule else None
         direct = self.hooks.direct_function()
         if (
             direct is not None
+            and not bound
             and type(scheduler) is DefaultScheduler  # no batcher, sequences, rate limiter
             and self.instances
             and all(i.direct for i in self.instances)
@@ -351,6 +361,8 @@ class LoadedVersion:
         answer gets an error (jobs answered through senders keep theirs).
         """
         try:
+            if self._binder is not None:
+                self._binder.bind(instance.name)
             start = time.monotonic_ns()
             if len(jobs) == 1 and not self.sequence:  # ``_begin`` of the common case, inlined
                 job = jobs[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tritonpy_sdk.host import BackendHooks, execute_collect
 
 from ..codec import array_from_buffer
 from ..config import model_config_pb2
+from ..hostpolicy import HostPolicy, bound
 
 
 def _array(
@@ -61,10 +63,12 @@ def run_warmup(
     config: Any,
     model_dir: Path,
     instances: list[ModelInstance],
+    policies: Mapping[str, HostPolicy] | None = None,
 ) -> None:
     """Run every ``model_warmup`` sample ``count`` times on each instance, as Triton does:
     a sample of ``batch_size`` N is N requests of one item each (without an id), executed
-    together; a sample of batch size 0 is skipped."""
+    together; a sample of batch size 0 is skipped. An instance with a host policy in
+    ``policies`` runs its samples bound by it (what a framework starts then is bound)."""
     if len(config.model_warmup) == 0:
         return
     rng = np.random.default_rng(0)
@@ -96,7 +100,8 @@ def run_warmup(
                     InferenceRequest(model_name=config.name, model_version=0, inputs=dict(inputs))
                     for _ in range(sample.batch_size)
                 ]
-                _run_sample(hooks, instance, sample.name, requests, decoupled)
+                with bound((policies or {}).get(instance.name)):
+                    _run_sample(hooks, instance, sample.name, requests, decoupled)
 
 
 def _run_sample(
