@@ -164,6 +164,7 @@ def test_json_takes_what_triton_takes() -> None:
     assert array_from_json("X", DataType.FP32, [2], [1, 2.5]).tolist() == [1.0, 2.5]
     assert array_from_json("X", DataType.INT64, [2], [-(1 << 63), 5]).tolist() == [-(1 << 63), 5]
     assert array_from_json("X", DataType.BYTES, [1, 1], [["é"]]).tolist() == [["é".encode()]]
+    assert array_from_json("X", DataType.BYTES, [2], ["a\u0000", ""]).tolist() == [b"a\x00", b""]
     assert array_from_json("X", DataType.BF16, [2], [1, 2.5]).dtype == DataType.BF16.numpy_dtype
     assert array_from_json("X", DataType.UINT64, [1], 5).tolist() == [5]  # one value (generate's way)
 

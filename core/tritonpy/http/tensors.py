@@ -196,10 +196,8 @@ def decode_request(
         name = _member(entry, "name", str, _NOT_STRING)
         datatype = _datatype(entry, name)
         shape = _shape(entry)
-        if name in inputs:
-            raise _bad(
-                f"{request_prefix(request_id)}input '{name}' already exists in request"
-            )  # Triton's words
+        if name in inputs:  # Triton's words
+            raise _bad(f"{request_prefix(request_id)}input '{name}' already exists in request")
         if REGION in in_params:
             inputs[name] = _shared(memory).input_tensor(name, datatype, shape, in_params, mismatched)
             continue
