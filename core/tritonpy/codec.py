@@ -7,6 +7,7 @@ use Triton's wording so that users' searches find answers.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -205,14 +206,18 @@ def array_from_json(
     count = element_count(name, shape)
     if not isinstance(data, list):
         data = [data]
-    flat: list[Any] = []
-    try:
-        _flatten(data, flat)
-    except RecursionError:
-        raise TritonError.invalid_arg(f"'data' of input '{name}' is nested too deeply") from None
+    flat: list[Any]
+    if list not in set(map(type, data)):  # already flat (the usual case): no copy
+        flat = data
+    else:
+        flat = []
+        try:
+            _flatten(data, flat)
+        except RecursionError:
+            raise TritonError.invalid_arg(f"'data' of input '{name}' is nested too deeply") from None
     # Triton reads every BYTES element (for the byte size) before it counts them, and
     # other types element by element, stopping at the first one past the count.
-    _check_json_types(datatype, flat if datatype is DataType.BYTES else flat[:count])
+    _check_json_types(datatype, flat if datatype is DataType.BYTES or len(flat) <= count else flat[:count])
     if len(flat) != count:
         if datatype is DataType.BYTES:
             kind, seen = ("too_many", count + 1) if len(flat) > count else ("too_few", len(flat))
@@ -229,8 +234,8 @@ def array_from_json(
     elif datatype in (DataType.FP16, DataType.FP32, DataType.FP64, DataType.BF16):
         arr = np.array(flat, dtype=np.float64).astype(datatype.numpy_dtype)
     else:
-        info = np.iinfo(datatype.numpy_dtype)
-        if flat and (min(flat) < info.min or max(flat) > info.max):
+        low, high = _int_range(datatype)
+        if flat and (min(flat) < low or max(flat) > high):
             # Triton keeps the low bits (300 as a UINT8 is 44): refused here.
             raise TritonError.invalid_arg(
                 f"unable to parse 'data' of input '{name}' as {datatype.value}: "
@@ -255,6 +260,14 @@ _JSON_ELEMENT: dict[str, tuple[frozenset[type], str]] = {
     "f": (frozenset({int, float}), "Unable to parse 'data': attempt to access JSON non-number as double"),
     "O": (frozenset({str}), "Unable to parse JSON bytes array: attempt to access JSON non-string as string"),
 }
+
+
+@functools.cache
+def _int_range(datatype: DataType) -> tuple[int, int]:
+    info = np.iinfo(datatype.numpy_dtype)
+    return int(info.min), int(info.max)
+
+
 #: The integers Triton's reader takes as unsigned / signed (64 bits).
 _JSON_RANGE = {"u": (0, (1 << 64) - 1), "i": (-(1 << 63), (1 << 63) - 1)}
 
