@@ -315,6 +315,12 @@ def test_register_bodies_over_http(server, regions: Regions) -> None:  # type: i
         400,
         '{"error":"attempt to access JSON non-string as string"}',
     )
+    # In Triton 2.51's order (observed): the key's type and the offset before the byte size
+    assert post(b'{"key": 1}') == (400, '{"error":"attempt to access JSON non-string as string"}')
+    assert post(f'{{"key": "{key}", "offset": -1}}'.encode()) == (
+        400,
+        '{"error":"attempt to access JSON non-unsigned-integer as unsigned-integer"}',
+    )
     for bad in (b'"16"', b"-1", b"true", b"1.5"):
         assert post(b'{"key": "%s", "byte_size": %s}' % (key.encode(), bad)) == (
             400,

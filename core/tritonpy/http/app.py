@@ -243,16 +243,20 @@ def register_fields(doc: Any) -> tuple[str, int, int]:
     Triton's messages (Triton answers 500 for a wrong type; a client's mistake is a 400)."""
     if not isinstance(doc, dict) or "key" not in doc:
         raise TritonError.invalid_arg("Shared memory register request has no 'key' field")
-    if "byte_size" not in doc:
-        raise TritonError.invalid_arg("Shared memory register request has no 'byte_size' field")
+    # In Triton's order (observed): the key's type, the offset, then the byte size.
     key = doc["key"]
     if not isinstance(key, str):
         raise TritonError.invalid_arg("attempt to access JSON non-string as string")
-    values = [doc.get("offset", 0), doc["byte_size"]]
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
-            raise TritonError.invalid_arg("attempt to access JSON non-unsigned-integer as unsigned-integer")
-    return key, values[0], values[1]
+    offset = _register_uint(doc.get("offset", 0))
+    if "byte_size" not in doc:
+        raise TritonError.invalid_arg("Shared memory register request has no 'byte_size' field")
+    return key, offset, _register_uint(doc["byte_size"])
+
+
+def _register_uint(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        raise TritonError.invalid_arg("attempt to access JSON non-unsigned-integer as unsigned-integer")
+    return value
 
 
 def cuda_register_fields(doc: Any) -> tuple[bytes, int, int]:
