@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib
 import logging
 from typing import Any, Protocol
+
+from tritonpy_sdk import cuda_runtime_module
 
 from ..devices import gpu_count
 
@@ -44,16 +45,6 @@ class Runtime(Protocol):
     def copy_to_host(self, device: int, dst: int, src: int, nbytes: int) -> None: ...
     def copy_to_device(self, device: int, dst: int, src: int, nbytes: int) -> None: ...
     def copy_on_device(self, device: int, dst: int, src: int, nbytes: int) -> None: ...
-
-
-def _bindings() -> Any:
-    """cuda-python's runtime module (``cuda.bindings.runtime``; ``cuda.cudart`` before 12.6)."""
-    for name in ("cuda.bindings.runtime", "cuda.cudart"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
 
 
 class CudaRuntime:
@@ -139,7 +130,7 @@ def load_runtime() -> CudaRuntime | None:
     if gpu_count() == 0:
         log.debug("no CUDA driver or GPU: host memory only")
         return None
-    rt = _bindings()
+    rt = cuda_runtime_module()
     if rt is None:
         log.debug("cuda-python is not installed (pip install tritonpy[cuda]): host memory only")
         return None

@@ -24,10 +24,11 @@ from typing import Any
 
 import pytest
 import trt_bindings
-from tritonpy_backend_tensorrt import _cuda, _types
+from tritonpy_backend_tensorrt import _types
 from tritonpy_backend_tensorrt._outputs import OutputBuffers, allocator
 from tritonpy_backend_tensorrt._runtime import TensorRT, _logger
 from tritonpy_hostcuda import HostDeviceMemory
+from tritonpy_sdk import cuda_runtime_module
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parent / "src" / "tritonpy_backend_tensorrt"
@@ -222,7 +223,7 @@ def _problems(use: Use, module: ModuleType) -> list[str]:
 
 
 def test_every_attribute_the_backend_uses_exists(trt: ModuleType) -> None:
-    cudart = _cuda.bindings()
+    cudart = cuda_runtime_module()
     if cudart is None:
         pytest.skip("cuda-python is not installed")
     modules = {"tensorrt": trt, "cudart": cudart}

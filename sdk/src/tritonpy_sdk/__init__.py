@@ -35,6 +35,7 @@ from ._datatype import DataType
 from ._device_array import DeviceArray
 from ._device_memory import (
     DeviceMemory,
+    cuda_runtime_module,
     gather_tensor,
     scatter_device,
     scatter_device_outputs,
@@ -94,6 +95,7 @@ __all__ = [
     "complete_max_batch_size",
     "complete_output",
     "copy_rows",
+    "cuda_runtime_module",
     "deserialize_bytes_tensor",
     "gather_inputs",
     "gather_ragged",

@@ -14,6 +14,7 @@ many requests of a batch do.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -23,6 +24,18 @@ from ._device_array import DeviceArray
 from ._errors import TritonError
 from ._inference import InferenceRequest, InferenceResponse
 from ._tensor import Tensor
+
+
+def cuda_runtime_module() -> Any:
+    """cuda-python's CUDA runtime module (``cuda.bindings.runtime``; ``cuda.cudart``
+    before 12.6), for the core and backends that call CUDA themselves; None when
+    cuda-python is not installed."""
+    for name in ("cuda.bindings.runtime", "cuda.cudart"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
 
 
 class DeviceMemory(Protocol):

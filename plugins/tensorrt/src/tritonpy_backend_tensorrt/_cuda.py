@@ -8,24 +8,12 @@ TensorRT is there and a model is loaded, never on listing backends.
 
 from __future__ import annotations
 
-import importlib
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from tritonpy_sdk import DeviceArray, TritonError
-
-
-def bindings() -> Any:
-    """cuda-python's runtime module (``cuda.bindings.runtime``; ``cuda.cudart`` before 12.6),
-    or None when cuda-python is not installed."""
-    for name in ("cuda.bindings.runtime", "cuda.cudart"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
 
 
 class Cuda:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import TritonError
+from tritonpy_sdk import TritonError, cuda_runtime_module
 
 from ._availability import deserialize_message, unavailable_reason
-from ._cuda import Cuda, bindings
+from ._cuda import Cuda
 
 log = logging.getLogger("tritonpy.backend.tensorrt")
 
@@ -46,7 +46,7 @@ class TensorRT:
             import tensorrt as trt
         except ImportError as exc:  # also a broken install (missing libnvinfer)
             return cls(reason=unavailable_reason(None, str(exc), False, 0))
-        rt = bindings()
+        rt = cuda_runtime_module()
         cuda = Cuda(rt) if rt is not None else None
         count = cuda.device_count() if cuda is not None else 0
         version = str(getattr(trt, "__version__", "0"))
