@@ -332,13 +332,16 @@ def test_only_a_server_that_takes_callbacks_gets_the_callback_path() -> None:
     from types import SimpleNamespace
 
     from tritonpy.grpc.servicer import InferenceServicer
+    from tritonpy.options import ServerOptions
 
     class Callbacks:
+        options = ServerOptions()
+
         def submit(self, *args: object) -> None:
             raise AssertionError("not called here")
 
     assert list(InferenceServicer(Callbacks()).stream_starts()) == ["ModelStreamInfer"]  # type: ignore[arg-type]
-    assert InferenceServicer(SimpleNamespace()).stream_starts() == {}  # type: ignore[arg-type]
+    assert InferenceServicer(SimpleNamespace(options=ServerOptions())).stream_starts() == {}  # type: ignore[arg-type]
 
 
 def test_the_encoder_writes_what_protobuf_writes() -> None:

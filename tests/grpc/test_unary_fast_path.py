@@ -218,14 +218,17 @@ def test_only_a_server_that_takes_callbacks_gets_the_callback_path() -> None:
     from types import SimpleNamespace
 
     from tritonpy.grpc.servicer import InferenceServicer
+    from tritonpy.options import ServerOptions
 
     class Callbacks:
+        options = ServerOptions()
+
         def start_infer(self, *args: object) -> None:
             raise AssertionError("not called here")
 
     with_callbacks = InferenceServicer(Callbacks())  # type: ignore[arg-type]
     assert list(with_callbacks.unary_starts()) == ["ModelInfer"]
-    without = InferenceServicer(SimpleNamespace())  # type: ignore[arg-type]
+    without = InferenceServicer(SimpleNamespace(options=ServerOptions()))  # type: ignore[arg-type]
     assert without.unary_starts() == {}
 
 
@@ -233,10 +236,12 @@ def test_an_answer_read_on_the_loops_thread_is_sent_on_its_next_turn() -> None:
     """A stub's answer is read on the loop's thread; the call is answered a turn later, so
     the model's instance is released (and its next request sent) first."""
     from tritonpy.grpc.servicer import InferenceServicer
+    from tritonpy.options import ServerOptions
     from tritonpy_sdk import DataType, InferenceResponse, Tensor
 
     class Held:  # ``start_infer`` keeps the callback for the test to call
         shared_memory = None
+        options = ServerOptions()
 
         def __init__(self) -> None:
             self.callbacks: list[object] = []

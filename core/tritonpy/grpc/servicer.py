@@ -114,10 +114,10 @@ class InferenceServicer:
         # ModelInfer's decoding and encoding without message objects (start_model_infer).
         self._plans = RequestPlans()
         self._encoder = ResponseEncoder()
-        #: ``--grpc-header-forward-pattern``: metadata that becomes request parameters (a
-        #: stand-in server without options, as the transports' tests make, forwards none).
-        pattern = getattr(getattr(server, "options", None), "grpc_header_forward_pattern", "")
-        self._forward = header_pattern(pattern, "--grpc-header-forward-pattern")
+        #: ``--grpc-header-forward-pattern``: metadata that becomes request parameters.
+        self._forward = header_pattern(
+            server.options.grpc_header_forward_pattern, "--grpc-header-forward-pattern"
+        )
 
     # -- health and metadata ----------------------------------------------------------
 

@@ -30,7 +30,7 @@ from ..repository.overrides import FILE_PREFIX, refuse_repository_name, split_lo
 from ..server import Server
 from . import json_body
 from .body import read_body, request_chunks
-from .errors import error_response, triton_error_response
+from .errors import bare, error_response, triton_error_response
 from .fastpath import ASGIApp, InferFastPath
 from .generate import GenerateFrontend
 from .inference import HttpInference
@@ -46,13 +46,9 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type="application/json")
 
 
-#: As a header, not a media type: starlette would add a charset Triton does not send.
-_TEXT_PLAIN = {"content-type": "text/plain"}
-
-
 def _health(ok: bool) -> Response:
     """A health answer: no body, 200 or 400, labelled ``text/plain`` as Triton labels it."""
-    return Response(status_code=200 if ok else 400, headers=_TEXT_PLAIN)
+    return bare(200 if ok else 400)
 
 
 def _done() -> Response:

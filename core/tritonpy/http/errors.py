@@ -36,6 +36,16 @@ def error_response(message: str, status: int, media_type: str = "application/jso
     return Response(error_body(message), status_code=status, headers={"content-type": media_type})
 
 
+#: As a header, not a media type: starlette would add a charset Triton does not send.
+TEXT_PLAIN = {"content-type": "text/plain"}
+
+
+def bare(status: int) -> Response:
+    """An answer without a body, labelled ``text/plain`` as Triton labels its health
+    answers and its bare refusals."""
+    return Response(status_code=status, headers=TEXT_PLAIN)
+
+
 def not_allowed() -> Response:
     """Triton's 405: its JSON error document, labelled ``text/plain``."""
     return error_response("Method Not Allowed", 405, "text/plain")

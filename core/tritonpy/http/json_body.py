@@ -59,20 +59,19 @@ def loads(
     NUL byte); else a :class:`TritonError` (INVALID_ARG) in rapidjson's words."""
     data = bytes(text)
     try:
-        return json.loads(data, object_pairs_hook=object_pairs_hook)
-    except RecursionError:
-        raise TritonError.invalid_arg(f"{PREFIX}it is nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError alike
-        failure: ValueError = exc
-    nul = data.find(b"\0")
-    if nul >= 0:  # rapidjson reads up to the NUL: what comes after is not its business
-        data = data[:nul]
         try:
             return json.loads(data, object_pairs_hook=object_pairs_hook)
-        except RecursionError:
-            raise TritonError.invalid_arg(f"{PREFIX}it is nested too deeply") from None
-        except ValueError as exc:
-            failure = exc
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError alike
+            failure: ValueError = exc
+        nul = data.find(b"\0")
+        if nul >= 0:  # rapidjson reads up to the NUL: what comes after is not its business
+            data = data[:nul]
+            try:
+                return json.loads(data, object_pairs_hook=object_pairs_hook)
+            except ValueError as exc:
+                failure = exc
+    except RecursionError:
+        raise TritonError.invalid_arg(f"{PREFIX}it is nested too deeply") from None
     raise TritonError.invalid_arg(PREFIX + _describe(data, failure)) from None
 
 
@@ -160,41 +159,36 @@ class _Reader:
             self.at += 1
 
     def object(self) -> None:
-        self.at += 1
+        self.sequence(b"}", self.member, _OBJECT_COMMA)
+
+    def member(self) -> None:
+        if self.peek() != ord('"'):
+            raise _Stop(_MISS_NAME, self.at)
+        self.string()
         self.skip_whitespace()
-        if self.consume(b"}"):
-            return
-        while True:
-            if self.peek() != ord('"'):
-                raise _Stop(_MISS_NAME, self.at)
-            self.string()
-            self.skip_whitespace()
-            if not self.consume(b":"):
-                raise _Stop(_MISS_COLON, self.at)
-            self.skip_whitespace()
-            self.value()
-            self.skip_whitespace()
-            if self.consume(b","):
-                self.skip_whitespace()
-            elif self.consume(b"}"):
-                return
-            else:
-                raise _Stop(_OBJECT_COMMA, self.at)
+        if not self.consume(b":"):
+            raise _Stop(_MISS_COLON, self.at)
+        self.skip_whitespace()
+        self.value()
 
     def array(self) -> None:
+        self.sequence(b"]", self.value, _ARRAY_COMMA)
+
+    def sequence(self, close: bytes, item: Callable[[], None], no_comma: str) -> None:
+        """An object's members or an array's elements, from the opening bracket to ``close``."""
         self.at += 1
         self.skip_whitespace()
-        if self.consume(b"]"):
+        if self.consume(close):
             return
         while True:
-            self.value()
+            item()
             self.skip_whitespace()
             if self.consume(b","):
                 self.skip_whitespace()
-            elif self.consume(b"]"):
+            elif self.consume(close):
                 return
             else:
-                raise _Stop(_ARRAY_COMMA, self.at)
+                raise _Stop(no_comma, self.at)
 
     def string(self) -> None:
         self.at += 1

@@ -33,7 +33,7 @@ from tritonpy_sdk import TritonError
 from ..failures import report
 from ..model_version import parse_version
 from .body import request_chunks
-from .errors import error_response, not_allowed, triton_error_response
+from .errors import TEXT_PLAIN, bare, error_response, not_allowed, triton_error_response
 from .generate import GenerateFrontend
 from .inference import DECOUPLED_REFUSAL, HttpInference, encode_infer
 from .tensors import HEADER_LENGTH, binary_json_size
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 BINARY_MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
 #: What ``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`` is when it is not set (Triton's).
 UNSPECIFIED_MODEL = "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"
-_TEXT = {"content-type": "text/plain"}
 _INFERENCE_TYPES = ("infer", "generate", "generate_stream")
 
 
@@ -101,7 +100,7 @@ class SagemakerApp:
             if method != "GET":
                 return not_allowed()
             ok = self.server.live() if self.ping_mode == "live" else self.server.ready()
-            return Response(status_code=200 if ok else 400, headers=_TEXT)
+            return bare(200 if ok else 400)
         if path == "/invocations":
             if method != "POST":
                 return not_allowed()
@@ -113,7 +112,7 @@ class SagemakerApp:
             return await self.generate.generate_stream(request)
         if path == "/models" or path.startswith("/models/"):
             return self._multi_model(path, method)
-        return Response(status_code=400, headers=_TEXT)
+        return bare(400)
 
     async def _infer(self, request: Request) -> Response:
         chunks = await request_chunks(request, self.inference.max_input)
@@ -146,9 +145,9 @@ class SagemakerApp:
         """SageMaker's multi-model routes: no model is ever loaded through them here."""
         name = path[len("/models/") :].split("/", 1)[0] if path.startswith("/models/") else ""
         if method == "GET" and not name:
-            return Response(b'{"models":[]}', headers=_TEXT)
+            return Response(b'{"models":[]}', headers=TEXT_PLAIN)
         if method == "POST" and not name:
             return error_response("SageMaker multi-model endpoints are not supported by tritonpy", 501)
         if method in ("GET", "POST", "DELETE"):
-            return Response(status_code=404, headers=_TEXT)
-        return Response(status_code=400, headers=_TEXT)
+            return bare(404)
+        return bare(400)

@@ -25,14 +25,13 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from tritonpy_sdk import TritonError
 
 from ..metrics import create_metrics_app
 from ..metrics.frontend import server_metrics
 from .app import create_app
-from .errors import error_response, not_allowed
+from .errors import bare, error_response, not_allowed
 from .tensors import HEADER_LENGTH, binary_json_size
 
 if TYPE_CHECKING:
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 BINARY_MIME = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 #: The request header that sends a predict request to another endpoint.
 REDIRECT = b"x-vertex-ai-triton-redirect"
-_TEXT = {"content-type": "text/plain"}
 #: The endpoints a predict request may be redirected to (Triton's list); others answer 400.
 _ENDPOINTS = re.compile(
     r"/metrics|/v2|/v2/health/(live|ready)|/v2/models/stats"
@@ -110,9 +108,9 @@ class VertexApp:
         if self.health.fullmatch(path):
             if method != "GET":
                 return not_allowed()
-            return Response(status_code=200 if self.server.ready() else 400, headers=_TEXT)
+            return bare(200 if self.server.ready() else 400)
         if not self.predict.fullmatch(path):
-            return Response(status_code=400, headers=_TEXT)
+            return bare(400)
         headers = dict(scope["headers"])
         try:
             size = binary_json_size(headers.get(b"content-type", b"").decode("latin-1"), BINARY_MIME)
@@ -125,7 +123,7 @@ class VertexApp:
             return _readdressed(self.kserve, scope, f"/v2/models/{self.model}/infer", "POST", size)
         endpoint = "/" + target.decode("latin-1")
         if not _ENDPOINTS.fullmatch(endpoint):
-            return Response(status_code=400, headers=_TEXT)
+            return bare(400)
         if endpoint == "/metrics":
             # The per-interval gauges (CPU, GPU), which the metrics port refreshes on a
             # timer, are refreshed here for each scrape.
