@@ -221,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--sagemaker-port", type=int, default=8080, help="SageMaker port, at the HTTP address (default 8080)"
     )
     serve.add_argument(
+        "--sagemaker-models-root",
+        default="/opt/ml/models",
+        metavar="DIR",
+        help="where SageMaker puts a multi-model endpoint's models (default /opt/ml/models)",
+    )
+    serve.add_argument(
         "--sagemaker-safe-port-range",
         default=None,
         metavar="LOW-HIGH",
@@ -581,6 +587,7 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str] | Non
         http_header_forward_pattern=args.http_header_forward_pattern,
         allow_sagemaker=args.allow_sagemaker,
         sagemaker_port=args.sagemaker_port,
+        sagemaker_models_root=args.sagemaker_models_root,
         http_max_input_size=args.http_max_input_size,
         http_max_header_size=args.http_max_header_size,
         http_max_header_count=args.http_max_header_count,

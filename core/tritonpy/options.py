@@ -95,6 +95,9 @@ class ServerOptions:
     allow_sagemaker: bool = False
     #: ``--sagemaker-port``.
     sagemaker_port: int = 8080
+    #: ``--sagemaker-models-root`` (tritonpy's own): where SageMaker unpacks the models of a
+    #: multi-model endpoint; a load's ``url`` must be ``<root>/<hash>/model[/<folder>]``.
+    sagemaker_models_root: str = "/opt/ml/models"
     #: ``--allow-vertex-ai``: serve Triton's Vertex AI routes (``AIP_HEALTH_ROUTE``,
     #: ``AIP_PREDICT_ROUTE``) on ``vertex_ai_port``, at the HTTP address (``http/vertex.py``).
     allow_vertex_ai: bool = False

@@ -319,6 +319,21 @@ class Server:
         self._refuse_while_stopping()
         self.manager.unload(name, unload_dependents)
 
+    def register_model_repository(
+        self, repository_path: str, name_mapping: Mapping[str, str] | None = None
+    ) -> None:
+        """Serve the model folders of ``repository_path`` too (control mode ``explicit``);
+        ``name_mapping`` (``{folder: model name}``) serves some under other names.
+        Nothing loads until ``load_model``. Triton's ``register_model_repository``."""
+        self._refuse_while_stopping()
+        self.manager.register_repository(repository_path, name_mapping)
+
+    def unregister_model_repository(self, repository_path: str) -> None:
+        """Stop finding models in ``repository_path`` (control mode ``explicit``); the
+        models loaded from it stay loaded. Triton's ``unregister_model_repository``."""
+        self._refuse_while_stopping()
+        self.manager.unregister_repository(repository_path)
+
     def load(self, model_name: str, parameters: Mapping[str, Any] | None = None) -> ModelHandle:
         """``tritonserver``'s spelling: load ``model_name`` with load parameters
         (``{"config": json_text, "file:1/model.onnx": bytes}``); its handle."""

@@ -516,3 +516,108 @@ def test_a_request_that_found_a_replaced_version_goes_to_the_new_one(
     monkeypatch.setattr(explicit.manager, "get_version", racing)
     assert infer(explicit, "a") == 31
     assert not stale and old.stats.snapshot()["inference_stats"]["fail"]["count"] == 0
+
+
+# -- repositories registered at run time -------------------------------------------------------
+
+
+def test_a_registered_repository_serves_its_folders_some_under_mapped_names(
+    explicit: tritonpy.Server, tmp_path: Path
+) -> None:
+    extra = tmp_path / "extra"
+    write_model(extra, "d", {1: "6"})
+    write_model(
+        extra, "folder", {1: "7"}, CONFIG.replace('backend: "scale"', 'name: "folder"\nbackend: "scale"')
+    )
+    with pytest.raises(TritonError, match="model not found in any model repository"):
+        explicit.load_model("d")
+    explicit.register_model_repository(str(extra), {"folder": "archive.tar.gz"})
+    assert ("d", "", "") in states(explicit)
+    assert ("archive.tar.gz", "", "") in states(explicit)
+    assert "folder" not in {name for name, _, _ in states(explicit)}
+    explicit.load_model("d")
+    explicit.load_model("archive.tar.gz")  # the config's own name is replaced, as Triton does
+    assert (infer(explicit, "d"), infer(explicit, "archive.tar.gz")) == (6, 7)
+    assert explicit.model("archive.tar.gz").config()["name"] == "archive.tar.gz"
+    with pytest.raises(TritonError, match="model not found in any model repository"):
+        explicit.load_model("folder")  # a mapped folder is found under its mapped name only
+
+    explicit.unregister_model_repository(str(extra))
+    assert infer(explicit, "d") == 6  # loaded models stay loaded
+    assert {name for name, _, _ in states(explicit)} == {"a", "b", "c"}  # the index no longer shows them
+    with pytest.raises(TritonError, match="model not found in any model repository"):
+        explicit.load_model("d")
+    explicit.register_model_repository(str(extra))  # again, without the mapping
+    explicit.load_model("folder")
+    assert infer(explicit, "folder") == 7
+
+
+def test_registration_refusals_in_tritons_words(
+    explicit: tritonpy.Server, repo: Path, tmp_path: Path, backend: Scale
+) -> None:
+    extra, other = tmp_path / "extra", tmp_path / "other"
+    write_model(extra, "d", {1: "6"})
+    write_model(other, "e", {1: "8"})
+
+    def refused(call, code: ErrorCode, message: str) -> None:  # type: ignore[no-untyped-def]
+        with pytest.raises(TritonError) as caught:
+            call()
+        assert (caught.value.code, caught.value.message) == (code, message)
+
+    missing = str(tmp_path / "missing")
+    refused(
+        lambda: explicit.register_model_repository(missing),
+        ErrorCode.INVALID_ARG,
+        f"failed to register '{missing}', repository not found",
+    )
+    refused(
+        lambda: explicit.register_model_repository(str(extra), {"d": "x", "e": "x"}),
+        ErrorCode.INVALID_ARG,
+        f"failed to register '{extra}', there is a conflicting mapping for 'x'",
+    )
+    refused(
+        lambda: explicit.register_model_repository(str(repo)),
+        ErrorCode.ALREADY_EXISTS,
+        f"model repository '{repo}' has already been registered",
+    )
+    explicit.register_model_repository(str(extra), {"d": "x"})
+    refused(
+        lambda: explicit.register_model_repository(str(extra) + "/"),
+        ErrorCode.ALREADY_EXISTS,
+        f"model repository '{extra}/' has already been registered",
+    )
+    refused(
+        lambda: explicit.register_model_repository(str(other), {"e": "x"}),
+        ErrorCode.ALREADY_EXISTS,
+        "failed to register 'x', there is a conflicting mapping for 'x'",
+    )
+    refused(
+        lambda: explicit.unregister_model_repository(missing),
+        ErrorCode.INVALID_ARG,
+        f"failed to unregister '{missing}', repository not found",
+    )
+    explicit.unregister_model_repository(str(repo))  # a repository given at start, too
+    with pytest.raises(TritonError, match="model not found in any model repository"):
+        explicit.load_model("b")
+    assert infer(explicit, "a") == 2
+
+    with make_server(repo, backend) as static:
+        refused(
+            lambda: static.register_model_repository(str(extra)),
+            ErrorCode.UNSUPPORTED,
+            "repository registration is not allowed if model control mode is not EXPLICIT",
+        )
+        refused(
+            lambda: static.unregister_model_repository(str(repo)),
+            ErrorCode.UNSUPPORTED,
+            "repository unregistration is not allowed if model control mode is not EXPLICIT",
+        )
+
+
+def test_a_mapped_name_wins_over_a_folder_of_that_name(explicit: tritonpy.Server, tmp_path: Path) -> None:
+    extra = tmp_path / "extra"
+    write_model(extra, "d", {1: "9"})
+    explicit.register_model_repository(str(extra), {"d": "b"})  # the start repository has a folder 'b'
+    explicit.load_model("b")
+    assert infer(explicit, "b") == 9
+    assert [row for row in states(explicit) if row[0] == "b"] == [("b", "1", "READY")]

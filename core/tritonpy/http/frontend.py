@@ -21,7 +21,8 @@ from ..ports import listen
 from .app import create_app
 from .inference import HttpInference
 from .protocol import direct_frontend, http_protocol
-from .sagemaker import SagemakerApp
+from .restricted import RestrictedApi
+from .sagemaker import SagemakerApp, sagemaker_group
 from .uvicorn_server import TRITON_HEADERS, UVICORN_LOGGING, FrontendServer
 from .vertex import VertexApp
 
@@ -115,9 +116,11 @@ class SagemakerFrontend(UvicornFrontend):
     def __init__(self, server: Server) -> None:
         options = server.options
         try:
-            app = SagemakerApp(server)
+            app: ASGIApp = SagemakerApp(server)
         except TritonError as exc:
             raise FrontendError(exc.message) from None
+        if server.http_restrictions:
+            app = RestrictedApi(app, server.http_restrictions, sagemaker_group)
         super().__init__(server, app, options.http_address, options.sagemaker_port, service="Sagemaker HTTP")
 
 

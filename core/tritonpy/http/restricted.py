@@ -6,6 +6,7 @@ restricted, so an unrestricted server pays nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..restricted import Requirement
@@ -54,13 +55,17 @@ def http_group(path: str) -> str | None:
 class RestrictedApi:
     """ASGI app: requests to a restricted group without its header get Triton's 403."""
 
-    def __init__(self, app: ASGIApp, groups: dict[str, Requirement]) -> None:
+    def __init__(
+        self, app: ASGIApp, groups: dict[str, Requirement], group_of: Callable[[str], str | None] = http_group
+    ) -> None:
         self.app = app
         self.groups = groups
+        #: The group of a path (the KServe routes' by default; a front end of its own passes its).
+        self.group_of = group_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            group = http_group(scope["path"])
+            group = self.group_of(scope["path"])
             need = self.groups.get(group) if group is not None else None
             if need is not None:
                 headers = ((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"])

@@ -3,12 +3,15 @@
 A repository root holds one folder per model; a model folder holds an optional
 ``config.pbtxt`` (or, with ``--model-config-name``, ``configs/<name>.pbtxt``) and
 numeric version folders (``1/``, ``2/`` ...). Hidden entries are ignored, as are
-non-numeric folders and plain files.
+non-numeric folders and plain files. A root registered with a name mapping
+(``ModelManager.register_repository``) serves some of its folders under other
+names.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,12 +21,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class RepoEntry:
     """A model folder found in a repository. ``error`` is set for a clash;
-    ``config_name`` is ``--model-config-name`` (``config_path``)."""
+    ``config_name`` is ``--model-config-name`` (``config_path``); ``mapped`` when
+    the folder serves under a name its repository's registration gave it (its
+    config's ``name`` is then replaced by ``name``, as Triton does)."""
 
     name: str
     path: Path
     error: str | None = None
     config_name: str = ""
+    mapped: bool = False
 
     @property
     def config_path(self) -> Path:
@@ -45,37 +51,48 @@ def repository_path_error(root: Path) -> str | None:
     return f"failed to stat model repository path '{root}': no such directory"
 
 
-def scan_repositories(roots: list[Path], config_name: str = "") -> list[RepoEntry]:
+def scan_repositories(
+    roots: list[Path], config_name: str = "", mappings: Mapping[Path, Mapping[str, str]] | None = None
+) -> list[RepoEntry]:
     """All model folders under ``roots``, sorted by name, each to be read from its
-    ``config_name`` config (``RepoEntry.config_path``).
+    ``config_name`` config (``RepoEntry.config_path``). ``mappings`` gives, for a
+    root, the name each of some of its folders serves under (``{folder: name}``).
 
     A model name found in two roots is an error for that model (Triton refuses
-    ambiguous names); a root that is missing or a file raises ``FileNotFoundError``.
+    ambiguous names), unless one of them is a mapped name: that one is the model,
+    as Triton finds a mapped name first. A root that is missing or a file raises
+    ``FileNotFoundError``.
     """
     found: dict[str, list[Path]] = {}
+    mapped: set[Path] = set()
     for root in roots:
         error = repository_path_error(root)
         if error is not None:
             raise FileNotFoundError(error)
+        names = (mappings or {}).get(root, {})
         for child in sorted(root.iterdir()):
             if child.name.startswith(".") or not child.is_dir():
                 continue
-            found.setdefault(child.name, []).append(child)
+            name = names.get(child.name)
+            if name is not None:
+                mapped.add(child)
+            found.setdefault(name or child.name, []).append(child)
     result: list[RepoEntry] = []
     for name in sorted(found):
         paths = found[name]
-        if len(paths) > 1:
-            where = ", ".join(str(p.parent) for p in paths)
+        chosen = [p for p in paths if p in mapped] or paths
+        if len(chosen) > 1:
+            where = ", ".join(str(p.parent) for p in chosen)
             result.append(
                 RepoEntry(
                     name,
-                    paths[0],
+                    chosen[0],
                     f"model '{name}' exists in multiple model repositories: {where}",
                     config_name,
                 )
             )
         else:
-            result.append(RepoEntry(name, paths[0], config_name=config_name))
+            result.append(RepoEntry(name, chosen[0], config_name=config_name, mapped=chosen[0] in mapped))
     return result
 
 

@@ -12,6 +12,9 @@ index, and loads, reloads and unloads under the control mode:
 - ``poll``: every model loads at start, and each poll picks up added, removed
   and changed models and versions.
 
+In explicit mode, repository roots can also be registered and unregistered while
+the server runs (``register_repository``), some of their folders under other names.
+
 A reload builds the new versions while the old ones serve, swaps them in in one
 step, and only then retires the old ones (their queued and in-flight requests
 finish; a request that looked an old version up just before the swap goes to
@@ -23,6 +26,7 @@ replaced whole (copy on write under a lock), so readers on the hot path
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -70,14 +74,19 @@ class ModelManager:
         if load_threads < 1:
             raise TritonError.invalid_arg("--model-load-thread-count must be at least 1")
         self._loader = loader
-        self._repositories = list(repositories)
+        #: The repository roots, each with the names its mapped folders serve under
+        #: (``{folder: model name}``, set by ``register_repository``). Replaced whole,
+        #: never changed in place: a scan reads one consistent tuple without a lock.
+        self._roots: tuple[tuple[Path | RemoteRepository, Mapping[str, str]], ...] = tuple(
+            (r, {}) for r in repositories
+        )
         self.mode = mode
         self._load_threads = load_threads
         self._retries = max(0, load_retries)
         #: ``--model-config-name``: read models from ``configs/<name>.pbtxt`` where they have one.
         self._config_name = config_name
         self._records: dict[str, LoadRecord] = {}
-        self._lock = threading.Lock()  # writers of _records only
+        self._lock = threading.Lock()  # writers of _records and _roots only
         self._model_locks: dict[str, threading.Lock] = {}
         #: Models named at start that are in no repository (``--load-model``).
         self.startup_errors: list[tuple[str, str]] = []
@@ -211,6 +220,69 @@ class ModelManager:
         with self._model_lock(name):
             self._reload(mdir, override, explicit=True)
         self._restore_dependents(name)
+
+    def register_repository(
+        self, path: str | os.PathLike[str], mapping: Mapping[str, str] | None = None
+    ) -> None:
+        """Add repository root ``path`` (explicit mode), as Triton's
+        ``TRITONSERVER_ServerRegisterModelRepository``: its folders can be loaded by
+        name from now on; ``mapping`` (``{folder: model name}``) serves some of them
+        under other names, their configs' ``name`` replaced. Nothing loads here.
+
+        TritonError in Triton's words: UNSUPPORTED outside explicit mode; INVALID_ARG
+        for a path that is not a folder or a model name mapped twice; ALREADY_EXISTS
+        for a root already served or a model name another registration mapped."""
+        if self.mode != "explicit":
+            raise TritonError.unsupported(
+                "repository registration is not allowed if model control mode is not EXPLICIT"
+            )
+        given = os.fspath(path)
+        names: dict[str, str] = {}
+        for folder, name in (mapping or {}).items():
+            if not isinstance(name, str):
+                raise TritonError.invalid_arg(
+                    f"Mapped model name must be a string, found another type for {folder}"
+                )
+            if name in names:
+                raise TritonError.invalid_arg(
+                    f"failed to register '{given}', there is a conflicting mapping for '{name}'"
+                )
+            names[name] = folder
+        root = Path(given)
+        if not root.is_dir():
+            raise TritonError.invalid_arg(f"failed to register '{given}', repository not found")
+        with self._lock:
+            if any(_root_key(r) == _root_key(root) for r, _ in self._roots):
+                raise TritonError(
+                    f"model repository '{given}' has already been registered", ErrorCode.ALREADY_EXISTS
+                )
+            taken = {name for _, m in self._roots for name in m.values()}
+            for name in names:
+                if name in taken:
+                    raise TritonError(
+                        f"failed to register '{name}', there is a conflicting mapping for '{name}'",
+                        ErrorCode.ALREADY_EXISTS,
+                    )
+            self._roots = (*self._roots, (root, {folder: name for name, folder in names.items()}))
+        log.info("Model repository registered: %s", given)
+
+    def unregister_repository(self, path: str | os.PathLike[str]) -> None:
+        """Remove repository root ``path`` (explicit mode; a root given at start too), as
+        Triton's ``TRITONSERVER_ServerUnregisterModelRepository``: its folders and
+        mapped names are no longer found. Models loaded from it stay loaded.
+        TritonError: UNSUPPORTED outside explicit mode, INVALID_ARG for a root not served."""
+        if self.mode != "explicit":
+            raise TritonError.unsupported(
+                "repository unregistration is not allowed if model control mode is not EXPLICIT"
+            )
+        given = os.fspath(path)
+        key = _root_key(Path(given))
+        with self._lock:
+            kept = tuple(entry for entry in self._roots if _root_key(entry[0]) != key)
+            if len(kept) == len(self._roots):
+                raise TritonError.invalid_arg(f"failed to unregister '{given}', repository not found")
+            self._roots = kept
+        log.info("Model repository unregistered: %s", given)
 
     def _needs_graph(self, name: str, needs: list[str]) -> dict[str, list[str]]:
         """The models ``name`` needs, at any depth, each with those it needs."""
@@ -359,8 +431,14 @@ class ModelManager:
     def _scan(self) -> list[RepoEntry]:
         """The model folders of every root; remote roots are synced into their cache
         folders first (``RemoteRepositoryError``, an ``OSError``, when a store fails)."""
-        roots = [r.sync() if isinstance(r, RemoteRepository) else r for r in self._repositories]
-        return scan_repositories(roots, self._config_name)
+        roots: list[Path] = []
+        mappings: dict[Path, Mapping[str, str]] = {}
+        for repository, mapping in self._roots:
+            root = repository.sync() if isinstance(repository, RemoteRepository) else repository
+            roots.append(root)
+            if mapping:
+                mappings[root] = mapping
+        return scan_repositories(roots, self._config_name, mappings)
 
     def _find(self, name: str) -> RepoEntry:
         try:
@@ -608,6 +686,11 @@ class ModelManager:
                     entry["reason"] = reason
                 index.append(entry)
         return index
+
+
+def _root_key(root: Path | RemoteRepository) -> str:
+    """What identifies a repository root: a remote root's URI, a folder's normalized path."""
+    return root.uri if isinstance(root, RemoteRepository) else os.path.normpath(root)
 
 
 def _load_failed(record: LoadRecord, failure: str) -> TritonError:

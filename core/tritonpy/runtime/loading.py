@@ -172,7 +172,8 @@ class ModelLoader:
     def _read_config(self, mdir: RepoEntry, override: Override | None) -> tuple[ModelConfig, dict[str, Any]]:
         """The model's config: the load's override, else its config file (``config.pbtxt``,
         or ``configs/<name>.pbtxt`` with ``--model-config-name``; or an
-        empty one for auto-complete to fill), named after its folder when unnamed;
+        empty one for auto-complete to fill), named after its folder when unnamed
+        (and always when its repository's registration mapped it to a name);
         and the config as the user wrote it (``Model.user_config``)."""
         path = mdir.config_path
         written: list[str] = []
@@ -194,7 +195,7 @@ class ModelLoader:
         else:
             config = ModelConfig()
         as_written = user_config(config, written)
-        if not config.name:
+        if not config.name or mdir.mapped:  # a mapped folder serves under its mapped name
             config.name = mdir.name
         return config, as_written
 
