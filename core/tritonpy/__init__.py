@@ -10,7 +10,8 @@ The in-process API::
 from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, Tensor, TritonError
 
 from ._version import __version__
-from .handle import ModelHandle
+from .flags import MetricFormat, ModelBatchFlag, ModelTxnPropertyFlag
+from .handle import ModelDictionary, ModelHandle
 from .options import ServerOptions
 from .runtime.model import ModelState
 from .server import Server
@@ -22,8 +23,12 @@ __all__ = [
     "DataType",
     "InferenceRequest",
     "InferenceResponse",
+    "MetricFormat",
+    "ModelBatchFlag",
+    "ModelDictionary",
     "ModelHandle",
     "ModelState",
+    "ModelTxnPropertyFlag",
     "Options",
     "Server",
     "ServerOptions",

@@ -24,10 +24,30 @@ from tritonpy_sdk import (
     TritonError,
 )
 
+from .flags import ModelBatchFlag, ModelTxnPropertyFlag
 from .inputs import NUMERIC, input_tensor
 
 if TYPE_CHECKING:
     from .server import Server
+
+
+class ModelDictionary(dict[tuple[str, int], dict[str, Any]]):
+    """What ``Server.models()`` returns, as ``tritonserver``'s: ``{(name, version): {"name",
+    "version", "state"[, "reason"]}}``; indexed by a name alone, the model's handle."""
+
+    def __init__(self, server: Server, rows: Mapping[tuple[str, int], dict[str, Any]]) -> None:
+        super().__init__(rows)
+        self._server = server
+
+    def __getitem__(self, key: tuple[str, int] | str) -> Any:
+        if isinstance(key, tuple):
+            try:
+                return dict.__getitem__(self, key)
+            except KeyError:
+                raise KeyError(f"Unknown Model: {key}") from None
+        if any(name == key for name, _ in self):
+            return ModelHandle(self._server, key)
+        raise KeyError(f"Unknown Model: {key}")
 
 
 class ModelHandle:
@@ -44,8 +64,29 @@ class ModelHandle:
     def metadata(self) -> dict[str, Any]:
         return self._server.model_metadata(self.name, self.version)
 
-    def config(self) -> dict[str, Any]:
+    def config(self, config_version: int = 1) -> dict[str, Any]:
+        """The model's configuration (``config_version``: 1, the only one, as in Triton)."""
+        if config_version != 1:
+            raise TritonError.invalid_arg(f"model configuration version {config_version} not supported")
         return self._server.model_config(self.name, self.version)
+
+    def statistics(self) -> dict[str, Any]:
+        """``{"model_stats": [...]}``: the statistics extension's answer for this model
+        (every loaded version when the handle's version is -1)."""
+        version = None if self.version == -1 else self.version
+        return {"model_stats": self._server.model_statistics(self.name, version)}
+
+    def batch_properties(self) -> ModelBatchFlag:
+        """``FIRST_DIM`` when the model batches along its first dimension, else ``UNKNOWN``."""
+        batches = self._server.get_version(self.name, self.version).config.max_batch_size > 0
+        return ModelBatchFlag.FIRST_DIM if batches else ModelBatchFlag.UNKNOWN
+
+    def transaction_properties(self) -> ModelTxnPropertyFlag:
+        """``DECOUPLED`` for a model that sends any number of responses per request, else
+        ``ONE_TO_ONE``."""
+        if self._server.is_decoupled(self.name, self.version):
+            return ModelTxnPropertyFlag.DECOUPLED
+        return ModelTxnPropertyFlag.ONE_TO_ONE
 
     def _declared(self, input_name: str) -> DataType | None:
         """The data type the model declares for an input (None: no such model or input)."""

@@ -55,7 +55,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, OnResponse, TritonError
 from tritonpy_sdk.cache import ResponseCache
@@ -65,7 +65,8 @@ from ._version import __version__
 from .backend_api import BackendServerApi
 from .bridges import Answer, answer_on, awaited_response, call_soon_threadsafe, responses
 from .config import ModelConfig
-from .handle import ModelHandle, response_arrays
+from .flags import MetricFormat
+from .handle import ModelDictionary, ModelHandle, response_arrays
 from .logsettings import LogSettings, LogState
 from .memory.manager import MemoryManager
 from .options import ServerOptions
@@ -80,6 +81,9 @@ from .runtime.model import LoadedVersion, ModelState, VersionRetired
 from .runtime.spec import IOSpec
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, parse_flags
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
 
 log = logging.getLogger("tritonpy")
 
@@ -195,6 +199,9 @@ class Server:
             load_retries=options.model_load_retry_count,
             config_name=options.model_config_name,
         )
+        #: ``metrics()``'s own Metrics, made at its first call.
+        self._metrics: Metrics | None = None
+        self._metrics_lock = threading.Lock()
         self._started = False
         self._stopping = False
         #: ``time.monotonic()`` by which a stopping server must be done; None while serving.
@@ -293,9 +300,40 @@ class Server:
             out.insert(out.index("system_shared_memory") + 1, "cuda_shared_memory")
         return out
 
-    def models(self) -> dict[tuple[str, int], dict[str, Any]]:
-        """Every model version known: ``{(name, version): {name, version, state}}``."""
-        return self.manager.models()
+    def models(self, exclude_not_ready: bool = False) -> ModelDictionary:
+        """The repository index as ``tritonserver``'s ``Server.models()`` gives it:
+        ``{(name, version): {"name", "version", "state"}}`` (with the ``reason`` when there
+        is one; version -1 and state None for a model never loaded);
+        ``exclude_not_ready`` keeps the ready versions only. ``models()["name"]`` is the
+        model's handle."""
+        rows: dict[tuple[str, int], dict[str, Any]] = {}
+        for entry in self.manager.repository_index(exclude_not_ready):
+            version = int(entry["version"]) if "version" in entry else -1
+            row: dict[str, Any] = {"name": entry["name"], "version": version, "state": entry.get("state")}
+            if "reason" in entry:
+                row["reason"] = entry["reason"]
+            rows[(entry["name"], version)] = row
+        return ModelDictionary(self, rows)
+
+    def poll_model_repository(self) -> None:
+        """Poll the repositories now (control mode ``poll``), as the poller does every
+        ``repository_poll_secs`` (which may be 0: then only this call polls)."""
+        if self.manager.mode != "poll":
+            raise TritonError.unavailable("polling is disabled")
+        self._refuse_while_stopping()
+        self.manager.poll()
+
+    def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
+        """The server's metrics in the Prometheus text format, as the metrics port serves them."""
+        if metric_format != MetricFormat.PROMETHEUS:
+            raise TritonError.unsupported(f"metric format {metric_format!r} is not supported")
+        with self._metrics_lock:
+            if self._metrics is None:
+                from .metrics.frontend import server_metrics  # only for those who ask
+
+                self._metrics = server_metrics(self)
+            self._metrics.poll()
+            return self._metrics.render()
 
     def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
         """The repository index extension: name, version, state, reason per version."""

@@ -440,8 +440,14 @@ def test_poll_picks_up_added_removed_and_changed_models(polled: tritonpy.Server,
     assert info.value.code is ErrorCode.UNAVAILABLE
     polled.manager.poll()  # nothing more to do for it
     shutil.move(kept, repo / "c")  # back, unchanged: loaded again
-    polled.manager.poll()
+    polled.poll_model_repository()  # tritonserver's spelling of the same poll
     assert ("c", "1", "READY") in states(polled)
+
+
+def test_a_poll_asked_for_outside_poll_mode_is_refused(explicit: tritonpy.Server) -> None:
+    with pytest.raises(TritonError, match="^polling is disabled$") as info:
+        explicit.poll_model_repository()
+    assert info.value.code is ErrorCode.UNAVAILABLE
 
 
 def test_poll_follows_the_version_policy_without_a_gap(polled: tritonpy.Server, repo: Path) -> None:

@@ -183,6 +183,39 @@ def test_metadata_and_readiness(server: tritonpy.Server) -> None:
     assert server.model("addsub").config()["instance_group"][0]["count"] == 2
 
 
+def test_models_and_model_properties_as_tritonserver_gives_them(server: tritonpy.Server) -> None:
+    models = server.models()
+    assert models[("addsub", 1)] == {"name": "addsub", "version": 1, "state": "READY"}
+    (failed,) = [row for key, row in models.items() if key[0] == "on_gpu"]
+    assert failed["state"] == "UNAVAILABLE" and "gpu" in failed["reason"].lower()
+    assert set(server.models(exclude_not_ready=True)) == {("addsub", 1), ("exploding", 1)}
+    handle = models["addsub"]  # a name alone: the model's handle
+    assert isinstance(handle, tritonpy.ModelHandle)
+    assert handle.predict({"INPUT0": A, "INPUT1": B})["OUTPUT0"].tolist() == (A + B).tolist()
+    with pytest.raises(KeyError, match="Unknown Model: nope"):
+        models["nope"]
+    assert handle.batch_properties() is tritonpy.ModelBatchFlag.FIRST_DIM
+    assert handle.transaction_properties() is tritonpy.ModelTxnPropertyFlag.ONE_TO_ONE
+    (stats,) = handle.statistics()["model_stats"]
+    assert (stats["name"], stats["version"]) == ("addsub", "1") and stats["inference_count"] >= 1
+    assert handle.config(config_version=1)["name"] == "addsub"
+    with pytest.raises(TritonError, match="model configuration version 2 not supported"):
+        handle.config(config_version=2)
+
+
+def test_metrics_in_process(server: tritonpy.Server) -> None:
+    server.model("addsub").predict({"INPUT0": A, "INPUT1": B})
+    text = server.metrics()
+    assert "# TYPE nv_inference_request_success counter" in text
+    (line,) = [x for x in text.splitlines() if x.startswith('nv_inference_request_success{model="addsub"')]
+    assert int(line.rsplit(" ", 1)[1]) >= 1
+    assert server.metrics(tritonpy.MetricFormat.PROMETHEUS) != ""
+    with pytest.raises(TritonError, match="not supported"):
+        server.metrics(7)  # type: ignore[arg-type]
+    with pytest.raises(TritonError, match="^polling is disabled$"):
+        server.poll_model_repository()
+
+
 def test_what_front_ends_read_of_a_model_is_plain_values(server: tritonpy.Server) -> None:
     """``model_spec`` and ``model_config_proto``: what a front end decodes against and
     gRPC's ModelConfig, with the lookup's errors; no ``LoadedVersion`` crosses."""

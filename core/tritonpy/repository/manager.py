@@ -94,6 +94,7 @@ class ModelManager:
         self._unloading: set[threading.Thread] = set()
         self._unloading_lock = threading.Lock()
         self._poller: threading.Thread | None = None
+        self._poll_lock = threading.Lock()
         self._stop_polling = threading.Event()
         #: Models loaded by name through the API or --load-model (not only as an
         #: ensemble's members): unload_dependents leaves them loaded, as Triton does.
@@ -388,7 +389,12 @@ class ModelManager:
     def poll(self) -> None:
         """One poll (mode ``poll``): load added models, reload changed ones, unload
         removed ones. A changed model that fails to load keeps its old versions
-        serving, and is tried again only once its folder changes again."""
+        serving, and is tried again only once its folder changes again. One poll at
+        a time: the poller's and one asked for (``Server.poll_model_repository``)."""
+        with self._poll_lock:
+            self._poll()
+
+    def _poll(self) -> None:
         try:
             dirs = {d.name: d for d in self._scan()}
         except OSError as exc:  # a root gone, or an object store that did not answer
