@@ -10,26 +10,39 @@ The in-process API::
 from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, Tensor, TritonError
 
 from ._version import __version__
-from .flags import MetricFormat, ModelBatchFlag, ModelTxnPropertyFlag
 from .handle import ModelDictionary, ModelHandle
-from .options import ServerOptions
+from .options import Options, ServerOptions
 from .runtime.model import ModelState
 from .server import Server
-
-#: ``tritonserver``-style alias: ``tritonpy.Options(model_repository=...)``.
-Options = ServerOptions
+from .tritonserver_options import (
+    InstanceGroupKind,
+    LogFormat,
+    MetricFormat,
+    ModelBatchFlag,
+    ModelControlMode,
+    ModelLoadDeviceLimit,
+    ModelTxnPropertyFlag,
+    RateLimiterResource,
+    RateLimitMode,
+)
 
 __all__ = [
     "DataType",
     "InferenceRequest",
     "InferenceResponse",
+    "InstanceGroupKind",
+    "LogFormat",
     "MetricFormat",
     "ModelBatchFlag",
     "ModelDictionary",
+    "ModelControlMode",
     "ModelHandle",
+    "ModelLoadDeviceLimit",
     "ModelState",
     "ModelTxnPropertyFlag",
     "Options",
+    "RateLimitMode",
+    "RateLimiterResource",
     "Server",
     "ServerOptions",
     "Tensor",

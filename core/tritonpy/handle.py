@@ -24,8 +24,8 @@ from tritonpy_sdk import (
     TritonError,
 )
 
-from .flags import ModelBatchFlag, ModelTxnPropertyFlag
 from .inputs import NUMERIC, input_tensor
+from .tritonserver_options import ModelBatchFlag, ModelTxnPropertyFlag
 
 if TYPE_CHECKING:
     from .server import Server

@@ -1,20 +1,34 @@
 """``ServerOptions``: every server setting in one typed object.
 
 One field per ``tritonserver`` flag that tritonpy implements; the CLI only
-parses flags into this object, and the in-process API takes it directly.
+parses flags into this object, and the in-process API takes it directly. Fields
+can also be set by the names of ``tritonserver``'s ``Options``
+(``tritonserver_options.py``): ``Options(startup_models=["m"])``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from .hostpolicy import HostPolicy
+from .tritonserver_options import translate
 
 
 @dataclass
 class ServerOptions:
-    """Settings of a tritonpy server. Field names follow tritonserver's flags."""
+    """Settings of a tritonpy server. Field names follow tritonserver's flags; setting
+    an attribute by ``tritonserver``'s ``Options`` name sets the field it means."""
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        found = translate(key, value)
+        if found is None:  # one of tritonserver's that has no effect here
+            return
+        name, converted = found
+        if name not in _FIELDS:
+            raise TypeError(f"unknown server option '{key}'")
+        object.__setattr__(self, name, converted)
 
     #: ``--model-repository``: one or more repository roots: local folders (``Path``), or
     #: object-store URIs kept as strings (``s3://bucket/prefix``, ``gs://``, ``as://``;
@@ -208,3 +222,16 @@ class ServerOptions:
     #: ``--cuda-memory-pool-byte-size <gpu>:<bytes>``: each GPU's device memory
     #: pool; GPUs not named get Triton's default, 64 MiB (0: no pool).
     cuda_memory_pool_byte_size: dict[int, int] = field(default_factory=dict)
+
+
+_FIELDS = frozenset(f.name for f in fields(ServerOptions))
+
+
+class Options(ServerOptions):
+    """``tritonpy.Options(**settings)``: ``ServerOptions`` by tritonpy's names or by
+    ``tritonserver``'s (``Options(model_repository="models", startup_models=["m"])``)."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__()
+        for key, value in settings.items():
+            setattr(self, key, value)

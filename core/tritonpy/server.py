@@ -65,7 +65,6 @@ from ._version import __version__
 from .backend_api import BackendServerApi
 from .bridges import Answer, answer_on, awaited_response, call_soon_threadsafe, responses
 from .config import ModelConfig
-from .flags import MetricFormat
 from .handle import ModelDictionary, ModelHandle, response_arrays
 from .logsettings import LogSettings, LogState
 from .memory.manager import MemoryManager
@@ -81,6 +80,7 @@ from .runtime.model import LoadedVersion, ModelState, VersionRetired
 from .runtime.spec import IOSpec
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, parse_flags
+from .tritonserver_options import MetricFormat
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -116,9 +116,7 @@ class Server:
 
     def __init__(self, options: ServerOptions | None = None, **kwargs: Any) -> None:
         options = options or ServerOptions()
-        for key, value in kwargs.items():
-            if not hasattr(options, key):
-                raise TypeError(f"unknown server option '{key}'")
+        for key, value in kwargs.items():  # tritonpy's names or tritonserver's; TypeError if neither
             setattr(options, key, value)
         repos = options.model_repository
         if isinstance(repos, str | Path):

@@ -216,6 +216,49 @@ def test_metrics_in_process(server: tritonpy.Server) -> None:
         server.poll_model_repository()
 
 
+def test_tritonserver_options_and_enums_are_taken(tmp_path: Path) -> None:
+    """A program written for ``tritonserver`` (its option names, enums and helper
+    classes) runs with the import changed."""
+    repo = tmp_path / "repo"
+    _model(repo, "addsub")
+    _model(repo, "other")
+    options = tritonpy.Options(
+        model_repository=str(repo),
+        model_control_mode=tritonpy.ModelControlMode.EXPLICIT,
+        strict_model_config=True,
+        rate_limiter_mode=tritonpy.RateLimitMode.EXEC_COUNT,
+        rate_limiter_resources=[tritonpy.RateLimiterResource("R", 2, 0)],
+        log_warn=True,
+        exit_timeout=5,
+        metrics=False,
+        cache_config={"local": {"size": 1 << 20}},
+        cache_directory="/opt/tritonserver/caches",  # no effect here
+        enable_peer_access=False,
+    )
+    options.startup_models = ["addsub"]  # attribute style, as tritonserver's examples
+    assert (options.load_model, options.model_control_mode) == (["addsub"], "explicit")
+    assert (options.disable_auto_complete_config, options.rate_limit, options.rate_limit_resource) == (
+        True,
+        "execution_count",
+        ["R:2:0"],
+    )
+    assert (options.exit_timeout_secs, options.allow_metrics, options.cache_config) == (
+        5.0,
+        False,
+        {"local": {"size": "1048576"}},
+    )
+    server = tritonpy.Server(options)
+    server.backends.register("addsub", AddSub())
+    with server:
+        assert set(server.models()) == {("addsub", 1), ("other", -1)}
+        other = server.load("other")
+        assert other.predict({"INPUT0": A, "INPUT1": B})["OUTPUT1"].tolist() == (A - B).tolist()
+    with pytest.raises(TypeError, match="unknown server option 'nope'"):
+        tritonpy.Server(nope=1)
+    with pytest.raises(TritonError, match="model namespacing is not supported"):
+        tritonpy.Options(model_namespacing=True)
+
+
 def test_what_front_ends_read_of_a_model_is_plain_values(server: tritonpy.Server) -> None:
     """``model_spec`` and ``model_config_proto``: what a front end decodes against and
     gRPC's ModelConfig, with the lookup's errors; no ``LoadedVersion`` crosses."""
