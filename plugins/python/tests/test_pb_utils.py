@@ -40,6 +40,11 @@ def test_type_tables_match_triton() -> None:
     assert pb_utils.numpy_to_triton_type(np.int64) == pb_utils.TRITONSERVER_TYPE_INT64 == 9
     assert pb_utils.triton_to_numpy_type(pb_utils.TRITONSERVER_TYPE_BOOL) is np.bool_
     assert pb_utils.Tensor("s", np.array(["a", "b"])).triton_dtype() == pb_utils.TRITONSERVER_TYPE_BYTES
+    # Triton's table, which model.py files iterate (its test_api model builds its I/O from it).
+    assert list(pb_utils.TRITON_STRING_TO_NUMPY)[:2] == ["TYPE_BOOL", "TYPE_UINT8"]
+    assert len(pb_utils.TRITON_STRING_TO_NUMPY) == 13
+    assert pb_utils.TRITON_STRING_TO_NUMPY["TYPE_BOOL"] is bool
+    assert pb_utils.TRITON_STRING_TO_NUMPY["TYPE_STRING"] is np.object_
 
 
 def test_byte_tensor_round_trip() -> None:

@@ -39,6 +39,7 @@ from ._api import (
 from ._bls import ResponseIterator
 from ._bytes import deserialize_bytes_tensor, serialize_byte_tensor
 from ._dtypes import (
+    TRITON_STRING_TO_NUMPY,
     TRITONSERVER_TYPE_BF16,
     TRITONSERVER_TYPE_BOOL,
     TRITONSERVER_TYPE_BYTES,
@@ -111,4 +112,5 @@ __all__ = [
     "triton_to_numpy_type",
     "unload_model",
     "using_decoupled_model_transaction_policy",
+    "TRITON_STRING_TO_NUMPY",
 ]

@@ -58,6 +58,25 @@ _NUMPY: dict[int, Any] = {
 }
 
 
+#: Config type name → numpy type, as Triton's ``pb_utils.TRITON_STRING_TO_NUMPY`` has it
+#: (``bool`` for ``TYPE_BOOL``; no ``TYPE_BF16``, which numpy lacks).
+TRITON_STRING_TO_NUMPY: dict[str, Any] = {
+    "TYPE_BOOL": bool,
+    "TYPE_UINT8": np.uint8,
+    "TYPE_UINT16": np.uint16,
+    "TYPE_UINT32": np.uint32,
+    "TYPE_UINT64": np.uint64,
+    "TYPE_INT8": np.int8,
+    "TYPE_INT16": np.int16,
+    "TYPE_INT32": np.int32,
+    "TYPE_INT64": np.int64,
+    "TYPE_FP16": np.float16,
+    "TYPE_FP32": np.float32,
+    "TYPE_FP64": np.float64,
+    "TYPE_STRING": np.object_,
+}
+
+
 def triton_to_numpy_type(data_type: int) -> Any:
     """The numpy type of a ``TRITONSERVER_TYPE_*`` code (BYTES → ``numpy.object_``)."""
     if data_type == TRITONSERVER_TYPE_BF16:
