@@ -82,11 +82,57 @@ class Tensor:
             arr = as_bytes_array(arr)
         return cls(name, arr, dt)
 
+    @classmethod
+    def from_dlpack(cls, producer: Any, name: str = "") -> Tensor:
+        """A tensor over what ``producer`` exports through DLPack (numpy, torch, cupy ...),
+        without a copy: a host tensor over host memory, a device tensor over GPU
+        memory (``tritonserver``'s ``Tensor.from_dlpack``)."""
+        dlpack_device = getattr(producer, "__dlpack_device__", None)
+        if dlpack_device is None or dlpack_device()[0] == KDLCPU:
+            array = np.from_dlpack(producer)
+            return cls(name, array, DataType.from_numpy(array.dtype))
+        device = DeviceArray.from_dlpack(producer)
+        return cls.on_device(name, device, DataType.from_numpy(device.dtype))
+
+    @classmethod
+    def from_string_array(cls, array: Any, name: str = "") -> Tensor:
+        """A BYTES tensor of ``str`` values (UTF-8), as ``tritonserver``'s."""
+        return cls(name, as_bytes_array(np.asarray(array, dtype=np.object_)), DataType.BYTES)
+
+    @classmethod
+    def from_bytes_array(cls, array: Any, name: str = "") -> Tensor:
+        """A BYTES tensor of ``bytes`` values, as ``tritonserver``'s."""
+        return cls(name, as_bytes_array(np.asarray(array, dtype=np.object_)), DataType.BYTES)
+
     @property
     def shape(self) -> tuple[int, ...]:
-        """The tensor's shape (a device tensor's without copying it)."""
+        """The tensor's shape (a device tensor's without copying it). Assigning one of as
+        many elements reshapes a host tensor's data (a view, no copy)."""
         device = self.device
         return device.shape if device is not None else self.data.shape
+
+    @shape.setter
+    def shape(self, shape: Any) -> None:
+        if self.device is not None:
+            self.device = self.device.reshape(shape)
+            return
+        self.data = self.data.reshape(tuple(shape))
+
+    @property
+    def data_ptr(self) -> int:
+        """The address of the tensor's memory (0 for BYTES, which has no flat buffer here)."""
+        if self.device is not None:
+            return self.device.address
+        return 0 if self.datatype is DataType.BYTES else int(self.data.ctypes.data)
+
+    @property
+    def size(self) -> int:
+        """The tensor's size in bytes (BYTES: as serialized, each element behind its length)."""
+        if self.device is not None:
+            return self.device.nbytes
+        if self.datatype is DataType.BYTES:
+            return sum(4 + len(b) for b in as_bytes_array(self.data).reshape(-1))
+        return int(self.data.nbytes)
 
     def as_numpy(self) -> np.ndarray[Any, Any]:
         """The tensor's data as a numpy array (no copy)."""
