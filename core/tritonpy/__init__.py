@@ -7,16 +7,32 @@ The in-process API::
         outputs = server.model("simple").predict({"INPUT0": a, "INPUT1": b})
 """
 
-from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, Tensor, TritonError
+from tritonpy_sdk import (
+    AlreadyExistsError,
+    CancelledError,
+    DataType,
+    InferenceRequest,
+    InferenceResponse,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    Tensor,
+    TritonError,
+    UnavailableError,
+    UnknownError,
+    UnsupportedError,
+)
 
 from ._version import __version__
 from .handle import ModelDictionary, ModelHandle
 from .options import Options, ServerOptions
+from .response_iterators import AsyncResponseIterator, ResponseIterator
 from .runtime.model import ModelState
 from .server import Server
 from .tritonserver_options import (
     InstanceGroupKind,
     LogFormat,
+    MemoryType,
     MetricFormat,
     ModelBatchFlag,
     ModelControlMode,
@@ -27,25 +43,36 @@ from .tritonserver_options import (
 )
 
 __all__ = [
+    "AlreadyExistsError",
+    "AsyncResponseIterator",
+    "CancelledError",
     "DataType",
     "InferenceRequest",
     "InferenceResponse",
     "InstanceGroupKind",
+    "InternalError",
+    "InvalidArgumentError",
     "LogFormat",
+    "MemoryType",
     "MetricFormat",
     "ModelBatchFlag",
-    "ModelDictionary",
     "ModelControlMode",
+    "ModelDictionary",
     "ModelHandle",
     "ModelLoadDeviceLimit",
     "ModelState",
     "ModelTxnPropertyFlag",
+    "NotFoundError",
     "Options",
     "RateLimitMode",
     "RateLimiterResource",
+    "ResponseIterator",
     "Server",
     "ServerOptions",
     "Tensor",
     "TritonError",
+    "UnavailableError",
+    "UnknownError",
+    "UnsupportedError",
     "__version__",
 ]

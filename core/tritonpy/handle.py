@@ -9,8 +9,8 @@ the ``Server``'s own methods: a handle holds no state of the model.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping
+import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +25,8 @@ from tritonpy_sdk import (
 )
 
 from .inputs import NUMERIC, input_tensor
-from .tritonserver_options import ModelBatchFlag, ModelTxnPropertyFlag
+from .response_iterators import AsyncResponseIterator, ResponseIterator
+from .tritonserver_options import MemoryType, ModelBatchFlag, ModelTxnPropertyFlag, parse_memory_type
 
 if TYPE_CHECKING:
     from .server import Server
@@ -103,9 +104,18 @@ class ModelHandle:
         *,
         requested_output_names: list[str] | None = None,
         parameters: Mapping[str, ParameterValue] | None = None,
-        request_id: str = "",
+        request_id: str | None = "",
+        correlation_id: int | str | None = None,
+        flags: int = 0,
+        priority: int = 0,
+        timeout: int = 0,
+        output_memory_type: Any = None,
     ) -> InferenceRequest:
-        """Build a request from numpy arrays (see ``input_tensor`` for what else is taken)."""
+        """Build a request from numpy arrays (see ``input_tensor`` for what else is taken),
+        with ``tritonserver``'s request fields: ``correlation_id``, ``flags``, ``priority``,
+        ``timeout`` (µs) and ``output_memory_type`` (``"cpu"``, ``"gpu:0"``, a
+        ``MemoryType``: where the outputs are wanted). A parameter that is not a bool,
+        int, float or str raises InvalidArgumentError, as ``tritonserver`` does."""
         tensors: dict[str, Tensor] = {}
         for name, value in (inputs or {}).items():
             # A plain numeric array (the common case) is taken as it is, without a call
@@ -116,51 +126,63 @@ class ModelHandle:
                 if datatype is not None
                 else input_tensor(self.name, name, value, self._declared)
             )
+        for key, value in (parameters or {}).items():
+            if not isinstance(value, bool | int | float | str):
+                raise TritonError.invalid_arg(
+                    f"parameter '{key}' must be a bool, int, float or str, not {type(value).__name__}"
+                )
+        outputs = [RequestedOutput(n) for n in requested_output_names] if requested_output_names else []
+        if output_memory_type is not None:
+            outputs = self._placed(outputs, output_memory_type)
         return InferenceRequest(
             self.name,
             self.version,
             tensors,
-            [RequestedOutput(n) for n in requested_output_names] if requested_output_names else [],
-            request_id,
+            outputs,
+            request_id or "",
             dict(parameters) if parameters else {},
+            correlation_id=correlation_id if correlation_id is not None else 0,
+            flags=flags,
+            priority=priority,
+            timeout_us=timeout,
         )
+
+    def _placed(self, outputs: list[RequestedOutput], memory_type: Any) -> list[RequestedOutput]:
+        """``outputs`` (every output of the model when none is named) wanted where
+        ``memory_type`` says: on a GPU, or (CPU, pinned CPU) on the host, as always."""
+        kind, device_id = parse_memory_type(memory_type)
+        if kind is not MemoryType.GPU:
+            return outputs
+        if not outputs:
+            outputs = [RequestedOutput(n) for n in self._server.model_spec(self.name, self.version).outputs]
+        for output in outputs:
+            output.device_id = device_id
+        return outputs
 
     def infer(
         self,
         inputs: Mapping[str, Any] | InferenceRequest | None = None,
         raise_on_error: bool = True,
+        response_queue: Any = None,
         **kwargs: Any,
-    ) -> Iterator[InferenceResponse]:
-        """Run one request; yields its responses (one unless the model is decoupled)."""
+    ) -> ResponseIterator:
+        """Submit one request; iterate what this returns for its responses (one unless the
+        model is decoupled). A request the server refuses raises here (with
+        ``raise_on_error``); ``response_queue`` also gets every response."""
         request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
-        try:
-            for response in self._server.stream(request):
-                if response.error is not None and raise_on_error:
-                    raise response.error
-                yield response
-        except TritonError as exc:
-            if raise_on_error:
-                raise
-            yield InferenceResponse.from_error(exc)
+        return ResponseIterator(self._server, request, raise_on_error, response_queue)
 
-    async def async_infer(
+    def async_infer(
         self,
         inputs: Mapping[str, Any] | InferenceRequest | None = None,
         raise_on_error: bool = True,
+        response_queue: asyncio.Queue[InferenceResponse] | None = None,
         **kwargs: Any,
-    ) -> AsyncIterator[InferenceResponse]:
-        """``infer`` on an event loop: ``async for response in model.async_infer(...)``."""
+    ) -> AsyncResponseIterator:
+        """``infer`` on the running event loop: ``async for response in model.async_infer(...)``;
+        ``response_queue`` (an ``asyncio.Queue``) also gets every response."""
         request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
-        try:
-            async with contextlib.aclosing(self._server.stream_async(request)) as responses:
-                async for response in responses:
-                    if response.error is not None and raise_on_error:
-                        raise response.error
-                    yield response
-        except TritonError as exc:
-            if raise_on_error:
-                raise
-            yield InferenceResponse.from_error(exc)
+        return AsyncResponseIterator(self._server, request, raise_on_error, response_queue)
 
     def predict(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""

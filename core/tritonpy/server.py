@@ -57,7 +57,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, InferenceRequest, InferenceResponse, OnResponse, TritonError
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    InferenceRequest,
+    InferenceResponse,
+    InvalidArgumentError,
+    OnResponse,
+    TritonError,
+)
 from tritonpy_sdk.cache import ResponseCache
 from tritonpy_sdk.host import MetricRegistry
 
@@ -118,9 +125,22 @@ class Server:
         options = options or ServerOptions()
         for key, value in kwargs.items():  # tritonpy's names or tritonserver's; TypeError if neither
             setattr(options, key, value)
+        #: What ``start`` raises: an option of the wrong type or a missing repository, found
+        #: when the server is made but raised when it starts, as ``tritonserver`` does.
+        self._start_error: Exception | None = None
         repos = options.model_repository
         if isinstance(repos, str | Path):
             repos = [repos]
+        if repos is None:
+            self._start_error = InvalidArgumentError("Model repository must be specified.")
+            repos = []
+        elif not isinstance(repos, list | tuple) or not all(isinstance(p, str | Path) for p in repos):
+            self._start_error = TypeError(
+                f"model_repository must be a path or a list of paths, not {repos!r}"
+            )
+            repos = []
+        if not isinstance(options.server_id, str):
+            self._start_error = TypeError(f"server_id must be a str, not {type(options.server_id).__name__}")
         options.model_repository = [repository_root(p) for p in repos]
         #: The repositories in object storage, each with its local cache folder.
         self.remote_repositories = [
@@ -201,6 +221,7 @@ class Server:
         self._metrics: Metrics | None = None
         self._metrics_lock = threading.Lock()
         self._started = False
+        self._ever_started = False
         self._stopping = False
         #: ``time.monotonic()`` by which a stopping server must be done; None while serving.
         self.exit_deadline: float | None = None
@@ -234,11 +255,16 @@ class Server:
         """
         if self._started:
             return self
+        if self._start_error is not None:
+            raise self._start_error
         self.memory.describe()  # once per start, before models load: what memory they get
         # A stop while loading skips the models not started yet.
-        self.manager.startup(self.options.load_model, skip=lambda: self.draining)
+        try:
+            self.manager.startup(self.options.load_model, skip=lambda: self.draining)
+        except FileNotFoundError as exc:  # a repository folder missing: Triton's INTERNAL error
+            raise TritonError.internal(str(exc)) from None
         self.manager.start_polling(self.options.repository_poll_secs)
-        self._started = True
+        self._started = self._ever_started = True
         return self
 
     def failed_models(self) -> list[tuple[str, str, str]]:
@@ -277,7 +303,14 @@ class Server:
 
     # -- health and metadata -------------------------------------------------------------
 
+    def _require_started(self) -> None:
+        """InvalidArgumentError on a server never started, as ``tritonserver`` answers
+        (one that was started and stopped answers not live and not ready)."""
+        if not self._ever_started:
+            raise InvalidArgumentError("Server not started")
+
     def live(self) -> bool:
+        self._require_started()
         return self._started and not self._stopping
 
     def ready(self) -> bool:
@@ -304,6 +337,7 @@ class Server:
         is one; version -1 and state None for a model never loaded);
         ``exclude_not_ready`` keeps the ready versions only. ``models()["name"]`` is the
         model's handle."""
+        self._require_started()
         rows: dict[tuple[str, int], dict[str, Any]] = {}
         for entry in self.manager.repository_index(exclude_not_ready):
             version = int(entry["version"]) if "version" in entry else -1
@@ -323,6 +357,7 @@ class Server:
 
     def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
         """The server's metrics in the Prometheus text format, as the metrics port serves them."""
+        self._require_started()
         if metric_format != MetricFormat.PROMETHEUS:
             raise TritonError.unsupported(f"metric format {metric_format!r} is not supported")
         with self._metrics_lock:
@@ -483,9 +518,9 @@ class Server:
         return self.manager.loaded_versions()
 
     def model(self, name: str, version: int = -1) -> ModelHandle:
-        """A handle on model ``name`` (latest ready version when ``version`` is -1)."""
-        if name not in self.manager:
-            raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
+        """A handle on model ``name`` (latest ready version when ``version`` is -1). As
+        ``tritonserver``'s, it may be taken before the model loads: using it for a model
+        that does not serve raises then."""
         return ModelHandle(self, name, version)
 
     # -- inference --------------------------------------------------------------------------

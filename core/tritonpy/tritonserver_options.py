@@ -12,7 +12,8 @@ Python API), taken beside tritonpy's own by ``tritonpy.Server(...)`` and
   ``rate_limiter_resources`` ``rate_limit_resource``, ``backend_configuration``
   ``backend_config``, ``metrics_configuration`` ``metrics_config``; ``host_policies``
   and ``cache_config`` take ``tritonserver``'s dictionaries.
-- Enums: ``ModelControlMode``, ``RateLimitMode``, ``LogFormat``, ``InstanceGroupKind``;
+- Enums: ``ModelControlMode``, ``RateLimitMode``, ``LogFormat``, ``InstanceGroupKind``,
+  ``MemoryType`` (``output_memory_type``, read by ``parse_memory_type``);
   their members are tritonpy's strings too (``ModelControlMode.EXPLICIT == "explicit"``).
   And those ``tritonserver`` answers with: ``ModelBatchFlag``
   (``ModelHandle.batch_properties()``: ``FIRST_DIM`` when the model batches along
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum, IntFlag
 from typing import Any
 
-from tritonpy_sdk import TritonError
+from tritonpy_sdk import InvalidArgumentError, TritonError
 
 from . import hostpolicy
 
@@ -62,6 +63,39 @@ class InstanceGroupKind(str, Enum):
     CPU = "KIND_CPU"
     GPU = "KIND_GPU"
     MODEL = "KIND_MODEL"
+
+
+class MemoryType(str, Enum):
+    """Where a tensor's memory lies (``Tensor.memory_type`` compares equal to these)."""
+
+    CPU = "CPU"
+    CPU_PINNED = "CPU_PINNED"
+    GPU = "GPU"
+
+
+def parse_memory_type(value: Any) -> tuple[MemoryType, int]:
+    """``output_memory_type`` as ``tritonserver`` reads it: a ``MemoryType``, a string
+    (``"cpu"``, ``"gpu:1"``) or a ``(MemoryType, id)`` pair; InvalidArgumentError else."""
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], MemoryType):
+        return value[0], int(value[1])
+    if isinstance(value, MemoryType):
+        return value, 0
+    if isinstance(value, str):
+        parts = value.split(":")
+        if len(parts) > 2:
+            raise InvalidArgumentError(f"Invalid memory type string {value}")
+        try:
+            kind = MemoryType(parts[0].upper())
+        except ValueError:
+            raise InvalidArgumentError(
+                f"Unsupported Memory Type String. Can't convert {parts[0].upper()} "
+                "to Triton server memory type"
+            ) from None
+        try:
+            return kind, int(parts[1]) if len(parts) == 2 else 0
+        except ValueError:
+            raise InvalidArgumentError(f"Invalid memory type string {value}") from None
+    raise InvalidArgumentError(f"Invalid memory type {value}")
 
 
 class ModelBatchFlag(IntFlag):

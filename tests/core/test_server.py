@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -259,6 +260,42 @@ def test_tritonserver_options_and_enums_are_taken(tmp_path: Path) -> None:
         tritonpy.Options(model_namespacing=True)
 
 
+def test_infer_submits_at_once_and_fills_a_response_queue(server: tritonpy.Server) -> None:
+    inbox: queue.SimpleQueue[tritonpy.InferenceResponse] = queue.SimpleQueue()
+    responses = server.model("addsub").infer({"INPUT0": A, "INPUT1": B}, response_queue=inbox)
+    queued = inbox.get(timeout=10)  # there before any iteration
+    np.testing.assert_array_equal(np.from_dlpack(queued.outputs["OUTPUT0"]), A + B)
+    (iterated,) = list(responses)
+    assert iterated is queued and inbox.empty()
+    with pytest.raises(tritonpy.InvalidArgumentError, match="Unsupported Memory Type String"):
+        server.model("addsub").infer({"INPUT0": A, "INPUT1": B}, output_memory_type="unsupported")
+    with pytest.raises(
+        tritonpy.InvalidArgumentError, match="parameter 'p' must be a bool, int, float or str"
+    ):
+        server.model("addsub").infer({"INPUT0": A, "INPUT1": B}, parameters={"p": None})
+    (cpu,) = server.model("addsub").infer({"INPUT0": A, "INPUT1": B}, output_memory_type="cpu")
+    assert cpu.outputs["OUTPUT1"].memory_type == tritonpy.MemoryType.CPU
+
+
+async def test_async_infer_fills_an_asyncio_queue(server: tritonpy.Server) -> None:
+    inbox: asyncio.Queue[tritonpy.InferenceResponse] = asyncio.Queue()
+    responses = server.model("addsub").async_infer({"INPUT0": A, "INPUT1": B}, response_queue=inbox)
+    queued = await asyncio.wait_for(inbox.get(), 10)
+    assert [r async for r in responses] == [queued]
+
+
+def test_a_server_not_started_and_bad_options_raise_as_tritonserver(tmp_path: Path) -> None:
+    with pytest.raises(tritonpy.InvalidArgumentError, match="^Server not started$"):
+        tritonpy.Server(model_repository=tmp_path).ready()
+    odd = tritonpy.Server(server_id=1, model_repository=tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="server_id must be a str"):
+        odd.start()
+    with pytest.raises(tritonpy.InvalidArgumentError, match="Model repository must be specified"):
+        tritonpy.Server(model_repository=None).start()
+    with pytest.raises(tritonpy.InternalError, match="failed to stat model repository path"):
+        tritonpy.Server(model_repository=tmp_path / "nope").start()
+
+
 def test_what_front_ends_read_of_a_model_is_plain_values(server: tritonpy.Server) -> None:
     """``model_spec`` and ``model_config_proto``: what a front end decodes against and
     gRPC's ModelConfig, with the lookup's errors; no ``LoadedVersion`` crosses."""
@@ -285,9 +322,13 @@ def test_kind_gpu_without_gpu_is_a_clear_load_error(server: tritonpy.Server) -> 
 
 
 def test_errors(server: tritonpy.Server) -> None:
-    with pytest.raises(TritonError, match="unknown model: 'nope'") as info:
-        server.model("nope")
+    nope = server.model("nope")  # a handle may be taken before its model loads, as in tritonserver
+    with pytest.raises(tritonpy.NotFoundError, match="unknown model: 'nope'") as info:
+        nope.infer({"INPUT0": A, "INPUT1": B})  # refused when submitted, before any iteration
     assert info.value.code.name == "NOT_FOUND"
+    (refused,) = nope.infer({"INPUT0": A, "INPUT1": B}, raise_on_error=False)
+    assert isinstance(refused.error, tritonpy.NotFoundError)
+    assert not nope.ready()
     with pytest.raises(TritonError, match="missing required input"):
         server.model("addsub").predict({"INPUT0": A})
     with pytest.raises(TritonError, match="model exploded") as boom:
