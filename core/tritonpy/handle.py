@@ -134,18 +134,20 @@ class ModelHandle:
         outputs = [RequestedOutput(n) for n in requested_output_names] if requested_output_names else []
         if output_memory_type is not None:
             outputs = self._placed(outputs, output_memory_type)
-        return InferenceRequest(
+        request = InferenceRequest(
             self.name,
             self.version,
             tensors,
             outputs,
             request_id or "",
             dict(parameters) if parameters else {},
-            correlation_id=correlation_id if correlation_id is not None else 0,
-            flags=flags,
-            priority=priority,
-            timeout_us=timeout,
         )
+        if correlation_id is not None or flags or priority or timeout:  # set only when given: the common
+            request.correlation_id = correlation_id if correlation_id is not None else 0  # call stays short
+            request.flags = flags
+            request.priority = priority
+            request.timeout_us = timeout
+        return request
 
     def _placed(self, outputs: list[RequestedOutput], memory_type: Any) -> list[RequestedOutput]:
         """``outputs`` (every output of the model when none is named) wanted where

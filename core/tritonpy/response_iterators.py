@@ -6,8 +6,8 @@ iterating yields its responses as the model sends them (one, or any number from 
 decoupled model), raising a response's error when ``raise_on_error``. With a
 ``response_queue`` every response is also put there, iterated or not (a
 ``queue.Queue``-like for ``infer``, an ``asyncio.Queue`` for ``async_infer``).
-``cancel()`` cancels the request; so does dropping an iterator left unfinished,
-unless its responses go to a queue.
+``cancel()`` cancels the request, and so does ``close()`` (``aclose()``) on an
+iterator not finished; dropping one does not, as in ``tritonserver``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 _Call = tuple[InferenceResponse | None, int]
 
 
+def _putter(inbox: queue.SimpleQueue[_Call]) -> Any:
+    """``done`` for an iterator without a queue of the caller's: each call into ``inbox``."""
+    put = inbox.put
+    return lambda response, flags: put((response, flags))
+
+
 class ResponseIterator:
     """The responses of a submitted request, for a thread that waits for them."""
 
@@ -35,19 +41,21 @@ class ResponseIterator:
     ) -> None:
         self._request = request
         self._raise = raise_on_error
-        self._queued = response_queue is not None
         self._finished = False
         inbox: queue.SimpleQueue[_Call] = queue.SimpleQueue()
         self._inbox = inbox
+        if response_queue is None:
+            done = _putter(inbox)
+        else:
 
-        def done(response: InferenceResponse | None, flags: int) -> None:
-            inbox.put((response, flags))
-            if response is not None and response_queue is not None:
-                response_queue.put(response)
+            def done(response: InferenceResponse | None, flags: int) -> None:
+                inbox.put((response, flags))
+                if response is not None:
+                    response_queue.put(response)
 
         try:
             # Without a queue to fill, this thread may run the request itself: it waits anyway.
-            server.submit(request, done, here=not self._queued)
+            server.submit(request, done, here=response_queue is None)
         except TritonError as exc:
             if raise_on_error:
                 raise
@@ -76,10 +84,6 @@ class ResponseIterator:
             self._finished = True
             self._request.cancel()
 
-    def __del__(self) -> None:
-        if not self._finished and not self._queued:
-            self._request.cancel()
-
 
 class AsyncResponseIterator:
     """The responses of a submitted request, for ``async for`` on the running event loop."""
@@ -90,7 +94,6 @@ class AsyncResponseIterator:
         loop = asyncio.get_running_loop()
         self._request = request
         self._raise = raise_on_error
-        self._queued = response_queue is not None
         self._finished = False
         inbox: asyncio.Queue[_Call] = asyncio.Queue()
         self._inbox = inbox
@@ -137,7 +140,3 @@ class AsyncResponseIterator:
     def cancel(self) -> None:
         """Cancel the request (the model may have answered already)."""
         self._request.cancel()
-
-    def __del__(self) -> None:
-        if not self._finished and not self._queued:
-            self._request.cancel()
