@@ -37,10 +37,20 @@ class ResponseIterator:
     """The responses of a submitted request, for a thread that waits for them."""
 
     def __init__(
-        self, server: Server, request: InferenceRequest, raise_on_error: bool, response_queue: Any = None
+        self,
+        server: Server,
+        request: InferenceRequest,
+        raise_on_error: bool,
+        response_queue: Any = None,
+        timeout: float | None = None,
+        raise_refusal: bool | None = None,
     ) -> None:
+        """``timeout`` bounds the wait for each response (UNAVAILABLE past it);
+        ``raise_refusal`` (default: ``raise_on_error``) raises a request the server
+        refuses here rather than answering it as an error response."""
         self._request = request
         self._raise = raise_on_error
+        self._timeout = timeout
         self._finished = False
         inbox: queue.SimpleQueue[_Call] = queue.SimpleQueue()
         self._inbox = inbox
@@ -54,10 +64,11 @@ class ResponseIterator:
                     response_queue.put(response)
 
         try:
-            # Without a queue to fill, this thread may run the request itself: it waits anyway.
-            server.submit(request, done, here=response_queue is None)
+            # Without a queue to fill or a time limit, this thread may run the request
+            # itself: it waits for the answer anyway.
+            server.submit(request, done, here=response_queue is None and timeout is None)
         except TritonError as exc:
-            if raise_on_error:
+            if raise_on_error if raise_refusal is None else raise_refusal:
                 raise
             done(InferenceResponse.from_error(exc), RESPONSE_COMPLETE_FINAL)
 
@@ -66,7 +77,12 @@ class ResponseIterator:
 
     def __next__(self) -> InferenceResponse:
         while not self._finished:
-            response, flags = self._inbox.get()
+            try:
+                response, flags = self._inbox.get(timeout=self._timeout)
+            except queue.Empty:
+                raise TritonError.unavailable(
+                    f"no response from model '{self._request.model_name}' within {self._timeout} s"
+                ) from None
             self._finished = bool(flags & RESPONSE_COMPLETE_FINAL)
             if response is not None:
                 if response.error is not None and self._raise:

@@ -49,10 +49,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import queue
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -79,11 +78,12 @@ from .options import ServerOptions
 from .repository.manager import ModelManager
 from .repository.overrides import split_load_parameters
 from .repository.remote import RemoteRepository, is_remote, repository_root
+from .response_iterators import ResponseIterator
 from .restricted import parse_restrictions
 from .runtime.backends import BackendRegistry
 from .runtime.cache import create_cache
 from .runtime.loading import ModelLoader
-from .runtime.model import LoadedVersion, ModelState, VersionRetired
+from .runtime.model import LoadedVersion, VersionRetired
 from .runtime.spec import IOSpec
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
 from .trace import Tracer, parse_flags
@@ -221,7 +221,6 @@ class Server:
         self._metrics: Metrics | None = None
         self._metrics_lock = threading.Lock()
         self._started = False
-        self._ever_started = False
         self._stopping = False
         #: ``time.monotonic()`` by which a stopping server must be done; None while serving.
         self.exit_deadline: float | None = None
@@ -264,7 +263,7 @@ class Server:
         except FileNotFoundError as exc:  # a repository folder missing: Triton's INTERNAL error
             raise TritonError.internal(str(exc)) from None
         self.manager.start_polling(self.options.repository_poll_secs)
-        self._started = self._ever_started = True
+        self._started = True
         return self
 
     def failed_models(self) -> list[tuple[str, str, str]]:
@@ -306,7 +305,7 @@ class Server:
     def _require_started(self) -> None:
         """InvalidArgumentError on a server never started, as ``tritonserver`` answers
         (one that was started and stopped answers not live and not ready)."""
-        if not self._ever_started:
+        if not (self._started or self._stopping):  # a stopped server keeps ``_stopping``
             raise InvalidArgumentError("Server not started")
 
     def live(self) -> bool:
@@ -423,15 +422,8 @@ class Server:
         waits (at most ``timeout`` s) until its versions finished unloading."""
         name = model.name if isinstance(model, ModelHandle) else model
         self.unload_model(name, unload_dependents)
-        if wait_until_unloaded:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while any(
-                row["name"] == name and row["state"] == ModelState.UNLOADING.value
-                for row in self.manager.models().values()
-            ):
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TritonError.unavailable(f"model '{name}' is still unloading after {timeout} s")
-                time.sleep(0.01)
+        if wait_until_unloaded and not self.manager.wait_unloaded(name, timeout):
+            raise TritonError.unavailable(f"model '{name}' is still unloading after {timeout} s")
 
     def _refuse_while_stopping(self) -> None:
         if self._stopping or self.draining:
@@ -762,26 +754,11 @@ class Server:
             if not finished:
                 request.cancel()
 
-    def stream(self, request: InferenceRequest, timeout: float | None = None) -> Iterator[InferenceResponse]:
-        """Blocking ``stream_async``; ``timeout`` bounds the wait for each response."""
-        inbox: queue.SimpleQueue[tuple[InferenceResponse | None, int]] = queue.SimpleQueue()
-        # Without a timeout this thread may run the request itself: it waits anyway.
-        self.submit(request, lambda r, flags: inbox.put((r, flags)), here=timeout is None)
-        finished = False
-        try:
-            while not finished:
-                try:
-                    response, flags = inbox.get(timeout=timeout)
-                except queue.Empty:
-                    raise TritonError.unavailable(
-                        f"no response from model '{request.model_name}' within {timeout} s"
-                    ) from None
-                finished = bool(flags & RESPONSE_COMPLETE_FINAL)
-                if response is not None:
-                    yield response
-        finally:
-            if not finished:
-                request.cancel()
+    def stream(self, request: InferenceRequest, timeout: float | None = None) -> ResponseIterator:
+        """Blocking ``stream_async``: every response of ``request``, errors included (a
+        request refused raises); ``timeout`` bounds the wait for each response, and
+        ``close()`` on the iterator before the end cancels the request."""
+        return ResponseIterator(self, request, raise_on_error=False, timeout=timeout, raise_refusal=True)
 
 
 def _decoupled_refusal(request: InferenceRequest, message: str | None, stream_call: str) -> TritonError:

@@ -143,6 +143,11 @@ IGNORED = frozenset(
 )
 
 
+def _plain(value: Any) -> str:
+    """An enum member's value (tritonpy's string), or the string given."""
+    return str(value.value if isinstance(value, Enum) else value)
+
+
 def _flatten(groups: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return [f"{key}={value}" for settings in groups.values() for key, value in settings.items()]
 
@@ -177,7 +182,7 @@ RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
         "cuda_memory_pool_byte_size",
         lambda v: {int(k): int(n) for k, n in v.items()},
     ),
-    "rate_limiter_mode": ("rate_limit", lambda v: str(v.value if isinstance(v, Enum) else v)),
+    "rate_limiter_mode": ("rate_limit", _plain),
     "rate_limiter_resources": (
         "rate_limit_resource",
         lambda v: [
@@ -194,8 +199,8 @@ RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
 
 #: Fields of tritonpy's own whose value ``tritonserver`` gives in another form.
 CONVERTED: dict[str, Callable[[Any], Any]] = {
-    "model_control_mode": lambda v: str(v.value if isinstance(v, Enum) else v),
-    "log_format": lambda v: str(v.value if isinstance(v, Enum) else v),
+    "model_control_mode": _plain,
+    "log_format": _plain,
     "log_file": lambda v: "" if v is None else str(v),
     "cache_config": lambda v: {c: {k: str(x) for k, x in s.items()} for c, s in v.items()},
     "host_policies": _host_policies,

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 from starlette.responses import Response
 from tritonpy_sdk import ErrorCode, TritonError
 
-from ..runtime.model import ModelState
 from . import json_body
 from .errors import TEXT_PLAIN, bare, error_response
 
@@ -205,14 +204,9 @@ class MultiModelEndpoint:
     def _wait_unloaded(self, model: str) -> None:
         """Wait until no version of ``model`` is still unloading (at most ``UNLOAD_TIMEOUT_S``)."""
         start = time.monotonic()
-        while any(
-            row["name"] == model and row["state"] == ModelState.UNLOADING.value
-            for row in self.server.manager.models().values()
-        ):
-            if time.monotonic() - start > UNLOAD_TIMEOUT_S:
-                log.error("unloading '%s' did not finish within %.0f s", model, UNLOAD_TIMEOUT_S)
-                return
-            time.sleep(0.05)
+        if not self.server.manager.wait_unloaded(model, UNLOAD_TIMEOUT_S):
+            log.error("unloading '%s' did not finish within %.0f s", model, UNLOAD_TIMEOUT_S)
+            return
         log.info("UNLOAD for model %s completed in %.1f seconds.", model, time.monotonic() - start)
 
 

@@ -98,11 +98,7 @@ def _request_parameters(doc: dict[str, Any]) -> dict[str, ParameterValue]:
         return {}
     if not isinstance(params, dict):
         raise _bad("failed to get request params.: attempt to get members for non-object")
-    for key, value in params.items():
-        if not isinstance(value, bool | int | float | str):
-            # Triton's wording; floats are accepted as well (Triton takes them as doubles).
-            raise _bad(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
-    return params
+    return _typed_parameters(params)
 
 
 def _io_parameters(entry: Any) -> dict[str, Any]:
@@ -112,7 +108,9 @@ def _io_parameters(entry: Any) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def _output_parameters(params: dict[str, Any]) -> dict[str, ParameterValue]:
+def _typed_parameters(params: dict[str, Any]) -> dict[str, ParameterValue]:
+    """``params`` when every value is a bool, int, float or str, else Triton's refusal
+    (floats are accepted as well: Triton takes them as doubles)."""
     for key, value in params.items():
         if not isinstance(value, bool | int | float | str):
             raise _bad(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
@@ -226,7 +224,7 @@ def decode_request(
     outputs_doc = _member(doc, "outputs", list, _NOT_ARRAY) if "outputs" in doc else []
     for entry in outputs_doc:
         name = _member(entry, "name", str, _NOT_STRING)
-        out_params = dict(_output_parameters(_io_parameters(entry)))
+        out_params = dict(_typed_parameters(_io_parameters(entry)))
         device: int | None = None
         if out_params and REGION in out_params:
             slot = _shared(memory).output_slot(name, out_params)

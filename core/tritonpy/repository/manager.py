@@ -28,10 +28,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from tritonpy_sdk import ErrorCode, TritonError
 
@@ -238,17 +238,18 @@ class ModelManager:
                 "repository registration is not allowed if model control mode is not EXPLICIT"
             )
         given = os.fspath(path)
-        names: dict[str, str] = {}
-        for folder, name in (mapping or {}).items():
+        names = dict(mapping or {})
+        seen: set[str] = set()
+        for folder, name in names.items():
             if not isinstance(name, str):
                 raise TritonError.invalid_arg(
                     f"Mapped model name must be a string, found another type for {folder}"
                 )
-            if name in names:
+            if name in seen:
                 raise TritonError.invalid_arg(
                     f"failed to register '{given}', there is a conflicting mapping for '{name}'"
                 )
-            names[name] = folder
+            seen.add(name)
         root = Path(given)
         if not root.is_dir():
             raise TritonError.invalid_arg(f"failed to register '{given}', repository not found")
@@ -258,13 +259,13 @@ class ModelManager:
                     f"model repository '{given}' has already been registered", ErrorCode.ALREADY_EXISTS
                 )
             taken = {name for _, m in self._roots for name in m.values()}
-            for name in names:
-                if name in taken:
-                    raise TritonError(
-                        f"failed to register '{name}', there is a conflicting mapping for '{name}'",
-                        ErrorCode.ALREADY_EXISTS,
-                    )
-            self._roots = (*self._roots, (root, {folder: name for name, folder in names.items()}))
+            clash = sorted(seen & taken)
+            if clash:
+                raise TritonError(
+                    f"failed to register '{clash[0]}', there is a conflicting mapping for '{clash[0]}'",
+                    ErrorCode.ALREADY_EXISTS,
+                )
+            self._roots = (*self._roots, (root, names))
         log.info("Model repository registered: %s", given)
 
     def unregister_repository(self, path: str | os.PathLike[str]) -> None:
@@ -655,14 +656,19 @@ class ModelManager:
         ]
         return failed + [(name, "", reason) for name, reason in self.startup_errors]
 
-    def models(self) -> dict[tuple[str, int], dict[str, Any]]:
-        """Every model version known: ``{(name, version): {name, version, state}}``."""
-        out: dict[tuple[str, int], dict[str, Any]] = {}
-        for r in self._records.values():
-            for v, state, _ in r.state_rows():
-                ver = int(v) if v else -1
-                out[(r.name, ver)] = {"name": r.name, "version": ver, "state": state}
-        return out
+    def wait_unloaded(self, name: str, timeout: float | None = None) -> bool:
+        """Wait until no version of ``name`` is still unloading (at most ``timeout`` s);
+        whether none is."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self._records.get(name)
+            if record is None or all(
+                state != ModelState.UNLOADING.value for _, state, _ in record.state_rows()
+            ):
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
 
     def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
         """The repository index extension: name, version, state, reason per version.
