@@ -531,7 +531,9 @@ def bind_backend(config: ModelConfig, hooks: BackendHooks, dirs: list[Path]) -> 
             config.platform = derived
         elif len(hooks.info.platforms) == 1:
             config.platform = hooks.info.platforms[0]
-    if not config.default_model_filename:
+    # Triton's Python-based PyTorch runtime looks for model.py, then model.pt, itself.
+    python_runtime = backend_name == "pytorch" and config.runtime == "model.py"
+    if not config.default_model_filename and not python_runtime:
         filename = platform_file(config.platform, backend_name) or hooks.info.default_model_filename
         if filename:
             config.default_model_filename = filename

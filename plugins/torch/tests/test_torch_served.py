@@ -3,6 +3,7 @@ scripted models called directly; errors keep the server serving; two instances r
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -94,7 +95,38 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, An
     (root / "exported" / "1").mkdir(parents=True)
     torch.export.save(ep, str(root / "exported" / "1" / "model.pt2"))
     scripted["exported"] = ep.module()
+    # Triton's Python-based runtime: an nn.Module class in model.py, its weights in model.pt.
+    (root / "compiled" / "1").mkdir(parents=True)
+    (root / "compiled" / "1" / "model.py").write_text(COMPILED_SOURCE)
+    namespace: dict[str, Any] = {}
+    exec(COMPILED_SOURCE, namespace)
+    torch.manual_seed(3)
+    compiled = namespace["Net"]().eval()
+    torch.save(compiled.state_dict(), root / "compiled" / "1" / "model.pt")
+    (root / "compiled" / "config.pbtxt").write_text(
+        'backend: "pytorch"\nruntime: "model.py"\nmax_batch_size: 8\n'
+        + 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 6 ] } ]\n'
+        + 'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+        + DYNAMIC
+        + '\nparameters { key: "TORCH_COMPILE_OPTIONAL_PARAMETERS" '
+        + 'value { string_value: \'{"backend": "eager"}\' } }\n'
+    )
+    scripted["compiled"] = compiled
     return root, scripted
+
+
+COMPILED_SOURCE = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 2)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +219,13 @@ def test_served_outputs_match_the_scripted_models(
         _infer(c, module, "exported", {"x": x}).as_numpy("OUTPUT__0"), expected, rtol=1e-5, atol=1e-6
     )
 
+    x = rng.normal(size=(4, 6)).astype(np.float32)
+    with torch.inference_mode():
+        expected = direct["compiled"](torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(
+        _infer(c, module, "compiled", {"INPUT0": x}).as_numpy("OUTPUT0"), expected, rtol=1e-5, atol=1e-6
+    )
+
 
 def test_configs_as_triton_reports_them(http: httpclient.InferenceServerClient) -> None:
     scale = http.get_model_config("scale")
@@ -195,6 +234,13 @@ def test_configs_as_triton_reports_them(http: httpclient.InferenceServerClient) 
         "pytorch_libtorch",
         "model.pt",
     )
+    compiled = http.get_model_config("compiled")
+    assert (compiled["backend"], compiled["platform"], compiled["runtime"]) == (
+        "pytorch",
+        "pytorch_libtorch",
+        "model.py",
+    )
+    assert compiled["default_model_filename"] == ""  # the runtime looks for model.py, then model.pt
     exported = http.get_model_config("exported")
     assert (exported["backend"], exported["platform"]) == ("pytorch", "torch_aoti")
     assert exported["max_batch_size"] == 4 and "dynamic_batching" in exported
@@ -222,25 +268,39 @@ def test_a_model_file_that_is_not_torchscript_fails_only_that_model(
     assert http.is_server_live()
 
 
+@pytest.mark.parametrize(
+    ("model", "input_name", "output_name", "features"),
+    [("mlp", "INPUT__0", "OUTPUT__0", 16), ("compiled", "INPUT0", "OUTPUT0", 6)],
+)
 def test_dynamic_batcher_forms_batches_under_concurrency(
-    http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+    http: httpclient.InferenceServerClient,
+    grpc: grpcclient.InferenceServerClient,
+    models: tuple[Path, dict[str, Any]],
+    model: str,
+    input_name: str,
+    output_name: str,
+    features: int,
 ) -> None:
-    before = http.get_inference_statistics("mlp")["model_stats"][0]
-    inputs = grpcclient.InferInput("INPUT__0", [1, 16], "FP32")
-    inputs.set_data_from_numpy(np.ones((1, 16), np.float32))
+    before = http.get_inference_statistics(model)["model_stats"][0]
+    rows = np.random.default_rng(5).normal(size=(48, 1, features)).astype(np.float32)
     done = threading.Semaphore(0)
-    results: list[Any] = []
+    results: dict[int, Any] = {}
 
-    def callback(result: Any, error: Any) -> None:
-        results.append(error or result.as_numpy("OUTPUT__0").shape)
+    def callback(index: int, result: Any, error: Any) -> None:
+        results[index] = error or result.as_numpy(output_name)
         done.release()
 
-    for _ in range(48):
-        grpc.async_infer("mlp", [inputs], callback)
+    for index, row in enumerate(rows):
+        tensor = grpcclient.InferInput(input_name, [1, features], "FP32")
+        tensor.set_data_from_numpy(row)
+        grpc.async_infer(model, [tensor], functools.partial(callback, index))
     for _ in range(48):
         assert done.acquire(timeout=30)
-    assert results == [(1, 4)] * 48
-    after = http.get_inference_statistics("mlp")["model_stats"][0]
+    with torch.no_grad():
+        expected = [models[1][model](torch.from_numpy(row)).numpy() for row in rows]
+    for index in range(48):  # each request got its own rows back out of the batch
+        np.testing.assert_allclose(results[index], expected[index], rtol=1e-5, atol=1e-6)
+    after = http.get_inference_statistics(model)["model_stats"][0]
     executions = int(after["execution_count"]) - int(before["execution_count"])
     inferences = int(after["inference_count"]) - int(before["inference_count"])
     assert inferences == 48 and executions < 48  # some requests ran together in one forward

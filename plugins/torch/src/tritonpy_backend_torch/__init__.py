@@ -1,10 +1,12 @@
-"""tritonpy-backend-torch: PyTorch models (TorchScript, torch.export, AOTInductor).
+"""tritonpy-backend-torch: PyTorch models (TorchScript, torch.export, AOTInductor, nn.Module).
 
 Registered under the entry-point group ``tritonpy.backends`` as ``pytorch``;
 serves Triton's platforms ``pytorch_libtorch`` (``model.pt``, TorchScript) and
 ``torch_aoti`` (``model.pt2``: an AOTInductor package or, beyond Triton, a
-``torch.export`` program). torch is imported in ``initialize``, not here, so
-listing backends stays cheap.
+``torch.export`` program), and Triton's Python-based runtime (``runtime:
+"model.py"``: an ``nn.Module`` class in ``model.py``, run through
+``torch.compile``). torch is imported in ``initialize``, not here, so listing
+backends stays cheap.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from tritonpy_sdk import (
@@ -41,6 +44,14 @@ from ._programs import (
     pt2_kind,
     require_file,
 )
+from ._python_runtime import (
+    compile_options,
+    forget_source,
+    load_source,
+    model_file,
+    python_program,
+    uses_python_runtime,
+)
 
 __all__ = ["__version__"]
 __version__ = "0.1.0"
@@ -53,13 +64,17 @@ class ModelState:
     path: Path
     platform: str
     options: Options
-    #: "torchscript", "export" or "aoti"
+    #: "torchscript", "export", "aoti", or "python" (Triton's Python-based runtime)
     format: str
     #: An exported program read once (auto-complete reads it too), shared by the instances.
     exported: Any = None
     #: ENABLE_WEIGHT_SHARING: the TorchScript module loaded once per device.
     shared: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The Python-based runtime: the model.py module run once (None for a TorchScript file).
+    source: ModuleType | None = None
+    #: The Python-based runtime: torch.compile's keyword arguments.
+    compile: dict[str, Any] = field(default_factory=dict)
 
 
 @hookimpl
@@ -91,6 +106,8 @@ def _platform(model: Model) -> str:
 
 
 def _format(model: Model, path: Path) -> str:
+    if uses_python_runtime(model.config):
+        return "python"
     if _platform(model) != PT2:
         return "torchscript"
     kind = pt2_kind(path)
@@ -107,8 +124,11 @@ def _state(model: Model) -> ModelState:
     if isinstance(model.state, ModelState):
         existing: ModelState = model.state
         return existing
-    path = require_file(model.model_path, model.name)
-    options = Options.parse(model.parameters)
+    if uses_python_runtime(model.config):
+        path = model_file(model.version_path, model.config)
+    else:
+        path = require_file(model.model_path, model.name)
+    options = Options.parse(model.parameters, uses_python_runtime(model.config))
     state = ModelState(path, _platform(model), options, _format(model, path))
     model.state = state
     return state
@@ -119,11 +139,12 @@ def auto_complete_config(model: Model) -> None:
     state = _state(model)
     torch = model.backend.state
     if state.format != "export":
+        what = {"torchscript": "TorchScript", "aoti": "AOTInductor package"}
         model.backend.logger.warning(
             "skipping model configuration auto-complete for '%s': not supported for pytorch backend "
             "(%s); a torch.export program (model.pt2) can be auto-completed",
             model.name,
-            "TorchScript" if state.format == "torchscript" else "AOTInductor package",
+            what.get(state.format, "Python-based runtime"),
         )
         return
     state.exported = load_exported(torch, state.path, model.name)
@@ -134,10 +155,17 @@ def auto_complete_config(model: Model) -> None:
 @hookimpl
 def model_initialize(model: Model) -> None:
     state = _state(model)
-    state.options = Options.parse(model.parameters)  # the final config's parameters
+    python_runtime = state.format == "python"
+    state.options = Options.parse(model.parameters, python_runtime)  # the final config's parameters
     log = model.backend.logger
-    report_unknown(model.parameters, model.name, log)
+    report_unknown(model.parameters, model.name, log, python_runtime)
     apply_thread_counts(model.backend.state, state.options, model.name, log)
+    if python_runtime:
+        state.compile = compile_options(model.parameters, model.name)
+        if state.path.suffix == ".py":
+            state.source = load_source(state.path, model.name)
+        else:
+            log.info("Loading '%s' as TorchScript", model.name)
 
 
 @hookimpl
@@ -185,6 +213,10 @@ def _program(torch: Any, model: Model, state: ModelState, instance: ModelInstanc
     log = model.backend.logger
     kind = instance.kind
     with torch.inference_mode(state.options.inference_mode):
+        if state.format == "python":
+            return python_program(
+                torch, state.path, state.source, model.name, model.config, device, kind, state.compile, log
+            )
         if state.format == "aoti":
             return load_aoti(torch, state.path, model.name, model.config, device, kind)
         if state.format == "export":
@@ -221,4 +253,7 @@ def instance_finalize(instance: ModelInstance) -> None:
 
 @hookimpl
 def model_finalize(model: Model) -> None:
+    state: ModelState | None = model.state
     model.state = None
+    if state is not None:
+        forget_source(state.source)

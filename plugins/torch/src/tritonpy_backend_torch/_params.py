@@ -78,12 +78,19 @@ class Options:
     inter_op_threads: int = 0
 
     @classmethod
-    def parse(cls, params: dict[str, str]) -> Options:
+    def parse(cls, params: dict[str, str], python_runtime: bool = False) -> Options:
+        """``python_runtime``: the model runs on Triton's Python-based runtime, whose
+        ``NUM_THREADS`` / ``NUM_INTEROP_THREADS`` set the thread counts too."""
+
         def flag(key: str) -> bool | None:
             return parse_bool(key, params[key]) if key in params else None
 
-        def count(key: str) -> int:
-            return parse_int(key, params[key]) if key in params else 0
+        def count(key: str, runtime_key: str) -> int:
+            if key in params:
+                return parse_int(key, params[key])
+            if python_runtime and runtime_key in params:
+                return parse_int(runtime_key, params[runtime_key])
+            return 0
 
         def given(value: bool | None, default: bool) -> bool:
             return default if value is None else value
@@ -99,19 +106,22 @@ class Options:
             jit_executor=flag("ENABLE_JIT_EXECUTOR"),
             jit_profiling=flag("ENABLE_JIT_PROFILING"),
             tensor_fuser=flag("ENABLE_TENSOR_FUSER"),
-            intra_op_threads=count("INTRA_OP_THREAD_COUNT"),
-            inter_op_threads=count("INTER_OP_THREAD_COUNT"),
+            intra_op_threads=count("INTRA_OP_THREAD_COUNT", "NUM_THREADS"),
+            inter_op_threads=count("INTER_OP_THREAD_COUNT", "NUM_INTEROP_THREADS"),
         )
 
 
-def report_unknown(params: dict[str, str], model_name: str, log: logging.Logger) -> list[str]:
+def report_unknown(
+    params: dict[str, str], model_name: str, log: logging.Logger, python_runtime: bool = False
+) -> list[str]:
     """Warn about each parameter this backend does not read; returns their keys."""
-    unknown = [k for k in params if k not in KNOWN and k not in CORE_KEYS]
+    known = (*KNOWN, *CORE_KEYS, *(PYTHON_RUNTIME_KEYS if python_runtime else ()))
+    unknown = [k for k in params if k not in known]
     for key in unknown:
         if key in PYTHON_RUNTIME_KEYS:
             log.warning(
                 "model '%s': parameter '%s' belongs to Triton's Python-based PyTorch runtime "
-                '(runtime: "model.py"), which tritonpy does not provide; it is ignored',
+                '(runtime: "model.py"), which this model does not use; it is ignored',
                 model_name,
                 key,
             )

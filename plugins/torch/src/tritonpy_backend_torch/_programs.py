@@ -17,8 +17,10 @@ TorchScript model returning one), and says how config names bind to both.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
+import threading
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +59,19 @@ class Program:
     device: Any = None
     #: What to keep alive (the module) beyond ``call``.
     module: Any = field(default=None, repr=False)
+
+
+_compiler_import = threading.Lock()
+
+
+def import_compiler(*modules: str) -> None:
+    """Import parts of torch's compiler stack (``torch._dynamo``, ``torch.export``...) on one
+    thread at a time. torch imports them lazily, and two models loading at once (the
+    server loads models in parallel) can otherwise see a half-initialised
+    ``torch._dynamo`` ("cannot import name ... from partially initialized module")."""
+    with _compiler_import:
+        for name in modules:
+            importlib.import_module(name)
 
 
 def require_file(path: Path, model_name: str) -> Path:
@@ -157,7 +172,7 @@ def load_torchscript(
         outputs=outputs,
         arity=len(arguments),
         dict_input=dict_input,
-        device=_module_device(torch, module) if kind == "KIND_MODEL" else device,
+        device=module_device(torch, module) if kind == "KIND_MODEL" else device,
         module=module,
     )
 
@@ -171,7 +186,7 @@ def _config_output_names(config: dict[str, Any]) -> list[str]:
     return names
 
 
-def _module_device(torch: Any, module: Any) -> Any:
+def module_device(torch: Any, module: Any) -> Any:
     """KIND_MODEL: the device of the model's first parameter (or buffer); CPU when it has none."""
     for tensors in (module.parameters(), module.buffers()):
         for t in tensors:
@@ -264,6 +279,7 @@ def argument_aliases(forward: Callable[..., Any], leaves: Sequence[str]) -> dict
 
 
 def load_exported(torch: Any, path: Path, model_name: str) -> Any:
+    import_compiler("torch._dynamo", "torch.export")
     try:
         return torch.export.load(str(path))
     except Exception as exc:  # torch raises many types for archives it cannot read
@@ -300,7 +316,7 @@ def exported_program(
         outputs=outputs,
         arity=len(leaves_in),
         flat_results=True,
-        device=_module_device(torch, module) if kind == "KIND_MODEL" else device,
+        device=module_device(torch, module) if kind == "KIND_MODEL" else device,
         module=module,
     )
 
@@ -311,6 +327,7 @@ def load_aoti(
     """An AOTInductor package for ``device``'s kind, bound to the config's names."""
     import torch.utils._pytree as pytree
 
+    import_compiler("torch._dynamo", "torch.export", "torch._inductor")
     loader_fn = getattr(getattr(torch, "_inductor", None), "aoti_load_package", None)
     if loader_fn is None:
         raise TritonError.unsupported(
