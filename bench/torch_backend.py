@@ -1,10 +1,12 @@
-"""PyTorch backend: TorchScript models served by tritonpy ÷ the same models called directly.
+"""PyTorch backend: TorchScript and torch.compile models served by tritonpy ÷ the same called directly.
 
     python bench/torch_backend.py              # prints a markdown table, writes bench/torch_backend.md
     python bench/torch_backend.py --quick      # shorter windows (a smoke run)
 
 Two CPU models, scripted in the run: an MLP (3 dense layers, 256 wide, ReLU)
-and a small CNN (two 3×3 convolutions over 3×32×32 images, a linear head).
+and a small CNN (two 3×3 convolutions over 3×32×32 images, a linear head),
+each also served by the Python-based runtime (``runtime: "model.py"``: the
+class in ``model.py``, ``torch.compile`` with its defaults) as ``<name>_compiled``.
 Each is served with dynamic batching (max_batch_size 32) and driven over gRPC
 by perf_analyzer at concurrency 1 and 16. Direct: the scripted module called in
 a loop in this process under ``torch.inference_mode`` at batch 1 and at the
@@ -19,6 +21,7 @@ of one run, not absolute numbers across machines.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import tempfile
@@ -44,43 +47,72 @@ dynamic_batching {{ max_queue_delay_microseconds: 200 }}
 """
 
 
-def models(root: Path) -> dict[str, tuple[Any, tuple[int, ...]]]:
-    """Script the two models into ``root``; returns name → (scripted module, input shape)."""
+#: The two models' source: scripted into model.pt, and written as model.py for the Python-based runtime.
+SOURCE = """
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 16)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class CNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1, stride=2)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv1(x))
+        y = torch.relu(self.conv2(y))
+        return self.head(y.mean(dim=(2, 3)))
+"""
+
+
+def models(root: Path, compiled: bool) -> dict[str, tuple[Any, tuple[int, ...]]]:
+    """Write the models into ``root``; returns name → (the module as called directly, input shape).
+
+    ``mlp`` / ``cnn``: TorchScript (``model.pt``). With ``compiled``, also ``mlp_compiled`` /
+    ``cnn_compiled``: the same class in ``model.py`` with its weights in ``model.pt``, served by
+    the Python-based runtime (``runtime: "model.py"``, ``torch.compile`` with its defaults);
+    directly, ``torch.compile`` of the same module."""
     import torch
-    from torch import nn
 
-    class MLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Sequential(
-                nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 16)
-            )
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.net(x)
-
-    class CNN(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
-            self.conv2 = nn.Conv2d(16, 32, 3, padding=1, stride=2)
-            self.head = nn.Linear(32, 10)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y = torch.relu(self.conv1(x))
-            y = torch.relu(self.conv2(y))
-            return self.head(y.mean(dim=(2, 3)))
-
-    torch.manual_seed(0)
+    # Imported from a file: torch.jit.script reads the classes' source.
+    (root / "bench_torch_models.py").write_text(SOURCE)
+    spec = importlib.util.spec_from_file_location("bench_torch_models", root / "bench_torch_models.py")
+    assert spec is not None and spec.loader is not None
+    namespace = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(namespace)
     found = {}
-    for name, module, shape, out in (("mlp", MLP(), (256,), (16,)), ("cnn", CNN(), (3, 32, 32), (10,))):
+    for name, cls, shape, out in (("mlp", "MLP", (256,), (16,)), ("cnn", "CNN", (3, 32, 32), (10,))):
+        torch.manual_seed(0)
+        module = getattr(namespace, cls)().eval()
         with warnings.catch_warnings():  # torch 2.13 deprecates TorchScript; it is what Triton serves
             warnings.simplefilter("ignore", DeprecationWarning)
-            scripted = torch.jit.script(module.eval())
+            scripted = torch.jit.script(module)
         (root / name / "1").mkdir(parents=True)
         scripted.save(str(root / name / "1" / "model.pt"))
         (root / name / "config.pbtxt").write_text(CONFIG.format(dims=list(shape), out=list(out)))
         found[name] = (scripted, shape)
+        if compiled:
+            folder = root / f"{name}_compiled"
+            (folder / "1").mkdir(parents=True)
+            other = "CNN" if cls == "MLP" else "MLP"  # one module class per file
+            (folder / "1" / "model.py").write_text(f"{SOURCE}\n\ndel {other}\n")
+            torch.save(module.state_dict(), folder / "1" / "model.pt")
+            config = CONFIG.replace('platform: "pytorch_libtorch"', 'backend: "pytorch"\nruntime: "model.py"')
+            (folder / "config.pbtxt").write_text(config.format(dims=list(shape), out=list(out)))
+            found[f"{name}_compiled"] = (torch.compile(module), shape)
     return found
 
 
@@ -107,6 +139,9 @@ def direct(module: Any, shape: tuple[int, ...], batch: int, seconds: float) -> d
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short measurement windows")
+    parser.add_argument(
+        "--no-compiled", action="store_true", help="leave out the Python-based runtime (torch.compile) models"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "torch_backend.md"))
     args = parser.parse_args()
     window = 300 if args.quick else 2000
@@ -119,6 +154,7 @@ def main() -> None:
         f"Run {time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} CPU(s), torch {torch.__version__}, "
         f"{'quick' if args.quick else 'full'} windows; served: perf_analyzer over gRPC, "
         "dynamic batching (max_batch_size 32, 200 µs queue delay); direct: the scripted module "
+        "(`_compiled`: `torch.compile` of the module, as the Python-based runtime serves it) "
         "in this process.",
         "",
         "| model | concurrency | served infer/s | served p50 µs | avg batch | direct infer/s "
@@ -126,11 +162,12 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        scripted = models(Path(tmp))
+        scripted = models(Path(tmp), compiled=not args.no_compiled)
         server = Served(Path(tmp), log=Path(tmp) / "server.log")
         try:
             for name, (module, shape) in scripted.items():
-                perf(pa, name, f"127.0.0.1:{server.grpc}", "grpc", 1, max(window // 4, 100))  # warm up
+                for concurrency in (1, 16):  # warm up: torch.compile compiles per new batch shape
+                    perf(pa, name, f"127.0.0.1:{server.grpc}", "grpc", concurrency, max(window // 4, 100))
                 for concurrency in (1, 16):
                     before = server.stats(name)
                     served = perf(pa, name, f"127.0.0.1:{server.grpc}", "grpc", concurrency, window)

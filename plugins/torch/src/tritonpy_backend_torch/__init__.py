@@ -138,13 +138,14 @@ def _state(model: Model) -> ModelState:
 def auto_complete_config(model: Model) -> None:
     state = _state(model)
     torch = model.backend.state
+    if state.format == "python":
+        return  # Triton's Python-based runtime completes nothing, and says nothing
     if state.format != "export":
-        what = {"torchscript": "TorchScript", "aoti": "AOTInductor package"}
         model.backend.logger.warning(
             "skipping model configuration auto-complete for '%s': not supported for pytorch backend "
             "(%s); a torch.export program (model.pt2) can be auto-completed",
             model.name,
-            what.get(state.format, "Python-based runtime"),
+            "TorchScript" if state.format == "torchscript" else "AOTInductor package",
         )
         return
     state.exported = load_exported(torch, state.path, model.name)
@@ -162,6 +163,7 @@ def model_initialize(model: Model) -> None:
     apply_thread_counts(model.backend.state, state.options, model.name, log)
     if python_runtime:
         state.compile = compile_options(model.parameters, model.name)
+        log.debug("'torch.compile' optional parameter(s) for '%s': %s", model.name, state.compile)
         if state.path.suffix == ".py":
             state.source = load_source(state.path, model.name)
         else:
