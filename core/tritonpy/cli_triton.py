@@ -26,7 +26,7 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     ),
     "--buffer-manager-thread-count": ("N", "tensor copies are made on the thread that needs them"),
     "--cache-directory": ("DIR", "response caches are Python plugins (entry-point group tritonpy.caches)"),
-    "--repoagent-directory": ("DIR", "repository agents are not supported"),
+    "--repoagent-directory": ("DIR", "shared-library repository agents are not run (checksum is built in)"),
     "--enable-peer-access": ("BOOL", "GPU peer access is left as CUDA sets it"),
     "--cuda-virtual-address-size": ("GPU:BYTES", "implicit state is not kept in growable CUDA memory"),
     "--min-supported-compute-capability": ("X.Y", "every GPU CUDA reports is used"),

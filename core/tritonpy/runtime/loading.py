@@ -41,6 +41,7 @@ from ..hostpolicy import HostPolicy, bound, policy_name
 from ..memory import PinnedPool
 from ..options import ServerOptions
 from ..repository import RepoEntry, read_labels, select_versions, version_dirs
+from ..repository.agents import run_agents
 from ..repository.overrides import Override
 from ..scheduler.ensemble import EnsembleScheduler, Submit
 from ..scheduler.ratelimiter import Need, RateLimiter
@@ -139,7 +140,7 @@ class ModelLoader:
         try:
             try:
                 config, written = self._read_config(mdir, override)
-            except _UnreadableConfig as exc:
+            except _PollFailure as exc:
                 record.unreadable = exc.message
                 raise
             if config.platform == ENSEMBLE_PLATFORM:
@@ -185,7 +186,7 @@ class ModelLoader:
             try:
                 config = load_config_file(path)
             except ConfigError as exc:
-                raise _UnreadableConfig(exc.message) from None
+                raise _PollFailure(exc.message) from None
             written = text_fields(path.read_text(encoding="utf-8"))
         elif self._options.disable_auto_complete_config:
             raise ConfigError(
@@ -194,6 +195,10 @@ class ModelLoader:
             )
         else:
             config = ModelConfig()
+        try:
+            run_agents(config, mdir.path)
+        except TritonError as exc:
+            raise _PollFailure(exc.message) from None
         as_written = user_config(config, written)
         if not config.name or mdir.mapped:  # a mapped folder serves under its mapped name
             config.name = mdir.name
@@ -503,8 +508,9 @@ def _no_version_folder(mdir: RepoEntry) -> TritonError:
     )
 
 
-class _UnreadableConfig(ConfigError):
-    """A ``config.pbtxt`` in the repository that does not parse (or cannot be read)."""
+class _PollFailure(ConfigError):
+    """The model's repository poll fails (Triton's stage before a load): its
+    ``config.pbtxt`` does not parse or cannot be read, or a repository agent refuses it."""
 
 
 def _reason(exc: Exception) -> str:
