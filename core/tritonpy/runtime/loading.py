@@ -288,7 +288,9 @@ class ModelLoader:
         started: list[ModelInstance] = []
         try:
             self._init_instances(hooks, instances, started, hooks.info.parallel_instance_init, policies)
-            run_warmup(hooks, config, mdir.path, instances, policies)
+            # Passive instances are initialized but take no requests: no warmup, no scheduler.
+            active = [inst for inst in instances if not inst.passive]
+            run_warmup(hooks, config, mdir.path, active, policies)
         except TritonError:
             for inst in started:
                 finalize_quietly(hooks, "instance_finalize", instance=inst)
@@ -296,7 +298,7 @@ class ModelLoader:
             raise
         needs: dict[str, Need] = {}
         if self._rate_limiter is not None:
-            needs = self._needs(config, instances)
+            needs = self._needs(config, active)
             for need in needs.values():
                 self._rate_limiter.register(need)
         if config.response_cache.enable and self._cache is None:
@@ -311,7 +313,8 @@ class ModelLoader:
             spec=spec,
             hooks=hooks,
             model=model,
-            instances=instances,
+            instances=active,
+            passive_instances=[inst for inst in instances if inst.passive],
             labels=labels,
             load_seconds=time.monotonic() - load_start,
             cache=self._cache if config.response_cache.enable else None,
@@ -424,7 +427,9 @@ class ModelLoader:
             index = 0
             for device in devices:
                 for _ in range(group.count):
-                    instances.append(ModelInstance(f"{group.name}_{index}", kind, device, model))
+                    instance = ModelInstance(f"{group.name}_{index}", kind, device, model)
+                    instance.passive = group.passive
+                    instances.append(instance)
                     index += 1
         if not instances:
             raise TritonError.invalid_arg(f"model '{model.name}' has no instances to run")

@@ -40,6 +40,7 @@ from ..memory.placement import place_inputs
 from ..scheduler import (
     DefaultScheduler,
     Job,
+    NoInstances,
     Scheduler,
     create_scheduler,
     fail_unfinished,
@@ -95,8 +96,11 @@ class LoadedVersion:
     spec: IOSpec
     hooks: BackendHooks
     model: Model
+    #: The instances the scheduler hands requests to.
     instances: list[ModelInstance]
     labels: dict[str, list[str]] = field(default_factory=dict)
+    #: Instances of ``passive`` instance groups: initialized and finalized, never scheduled.
+    passive_instances: list[ModelInstance] = field(default_factory=list)
     #: Seconds its load took (``nv_model_load_duration_secs``).
     load_seconds: float = 0.0
     #: The server's response cache when this model enables ``response_cache``.
@@ -160,6 +164,8 @@ class LoadedVersion:
         self.sequence = self.config.WhichOneof("scheduling_choice") == "sequence_batching"
         if self.scheduler_factory is not None:
             scheduler = self.scheduler_factory(self)
+        elif not self.instances:  # every instance group is passive
+            scheduler = NoInstances(self.name)
         else:
             limiter, needs = self.rate_limiter, []
             if limiter is not None:  # instances of groups without resources need nothing
@@ -678,7 +684,7 @@ class LoadedVersion:
             self._scheduler.stop(deadline)
             self._scheduler = None
             self._run_here = self._reschedule = None
-        for inst in self.instances:
+        for inst in (*self.instances, *self.passive_instances):
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)
         finalize_quietly(self.hooks, "model_finalize", model=self.model)
         self.state = ModelState.UNAVAILABLE

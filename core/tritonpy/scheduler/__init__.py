@@ -11,7 +11,7 @@ keeps each sequence of requests on one batch slot and feeds its state. An ensemb
 """
 
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused
-from .contract import Scheduler
+from .contract import NoInstances, Scheduler
 from .default import DefaultScheduler
 from .dynamic import BatcherConfig, DynamicBatcher
 from .ensemble import EnsembleScheduler
@@ -26,6 +26,7 @@ __all__ = [
     "DynamicBatcher",
     "EnsembleScheduler",
     "Job",
+    "NoInstances",
     "Runner",
     "Scheduler",
     "SequenceBatcher",

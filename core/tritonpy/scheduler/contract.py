@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from tritonpy_sdk import TritonError
+
 from ._job import Job, reschedule_refused
 
 
@@ -57,3 +59,23 @@ class Scheduler(Protocol):
         after its execute returned, only when ``can_reschedule``; never blocks. By
         default every job is refused, in Triton's words."""
         raise reschedule_refused()
+
+
+class NoInstances(Scheduler):
+    """The scheduler of a model whose every instance group is ``passive``: its
+    instances are loaded but take no requests, so each request is refused at once
+    (Triton queues it where no instance will ever take it)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def start(self) -> None:
+        pass
+
+    def enqueue(self, job: Job) -> None:
+        raise TritonError.unavailable(
+            f"model '{self._name}' takes no requests: every instance group of it is passive"
+        )
+
+    def stop(self, deadline: float | None = None) -> None:
+        pass

@@ -147,6 +147,10 @@ class ModelInstance:
     another, in order, so the next one is already there when one ends (a child
     process reading its socket). A busy instance is handed more only while no
     instance is idle.
+
+    ``passive``, set by the core from the instance group's ``passive``, says the
+    instance is initialized (and finalized) but never handed requests by the
+    scheduler, nor warmed up, as in Triton (``TRITONBACKEND_ModelInstanceIsPassive``).
     """
 
     name: str
@@ -160,6 +164,7 @@ class ModelInstance:
     device_memory: DeviceMemory | None = None
     direct: bool = False
     pipeline_depth: int = 1
+    passive: bool = False
 
 
 class ExecuteComplete(Protocol):
