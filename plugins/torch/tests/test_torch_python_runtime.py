@@ -25,6 +25,7 @@ pytestmark = [
     # torch 2.13's inductor still uses it when first imported
     pytest.mark.filterwarnings(r"ignore:`torch\.jit\.script_method` is deprecated:DeprecationWarning"),
     pytest.mark.filterwarnings(r"ignore:`torch\.jit\.load` is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings(r"ignore:`torch\.jit\.trace(_method)?` is deprecated:DeprecationWarning"),
 ]
 
 #: torch.compile without code generation: fast, and the same call path (dynamo) as the default.
@@ -344,6 +345,15 @@ def test_kind_model_runs_where_the_first_parameter_is(tmp_path: Path) -> None:
     with _harness(tmp_path, _cfg(), "KIND_MODEL") as h:
         assert str(h.instance.state.program.device) == "cpu"
         x, b = np.ones((1, 4), np.float32), np.ones((1, 3), np.float32)
+        np.testing.assert_allclose(
+            h.infer({"INPUT0": x, "INPUT1": b})["OUTPUT0"], _expected(module, x, b)[0], rtol=1e-5, atol=1e-6
+        )
+    scripted = tmp_path / "scripted"
+    (scripted / "net" / "1").mkdir(parents=True)
+    traced = torch.jit.trace(module, (torch.ones(1, 4), torch.ones(1, 3)))  # no source to script
+    traced.save(str(scripted / "net" / "1" / "model.pt"))
+    with _harness(scripted, _cfg(), "KIND_MODEL") as h:  # a TorchScript file: where it was saved
+        assert str(h.instance.state.program.device) == "cpu"
         np.testing.assert_allclose(
             h.infer({"INPUT0": x, "INPUT1": b})["OUTPUT0"], _expected(module, x, b)[0], rtol=1e-5, atol=1e-6
         )

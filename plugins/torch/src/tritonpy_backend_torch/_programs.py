@@ -172,7 +172,7 @@ def load_torchscript(
         outputs=outputs,
         arity=len(arguments),
         dict_input=dict_input,
-        device=module_device(torch, module) if kind == "KIND_MODEL" else device,
+        device=_module_device(torch, module) if kind == "KIND_MODEL" else device,
         module=module,
     )
 
@@ -186,7 +186,7 @@ def _config_output_names(config: dict[str, Any]) -> list[str]:
     return names
 
 
-def module_device(torch: Any, module: Any) -> Any:
+def _module_device(torch: Any, module: Any) -> Any:
     """KIND_MODEL: the device of the model's first parameter (or buffer); CPU when it has none."""
     for tensors in (module.parameters(), module.buffers()):
         for t in tensors:
@@ -316,7 +316,7 @@ def exported_program(
         outputs=outputs,
         arity=len(leaves_in),
         flat_results=True,
-        device=module_device(torch, module) if kind == "KIND_MODEL" else device,
+        device=_module_device(torch, module) if kind == "KIND_MODEL" else device,
         module=module,
     )
 

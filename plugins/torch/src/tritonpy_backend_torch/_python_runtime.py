@@ -36,7 +36,7 @@ from typing import Any
 
 from tritonpy_sdk import TritonError
 
-from ._programs import Program, import_compiler, module_device
+from ._programs import Program, import_compiler
 from ._sequence import SequenceTensors
 
 #: The config's ``runtime`` that selects this runtime.
@@ -143,8 +143,10 @@ def python_program(
     """One instance's module: built from ``source``'s class (compiled), or ``path`` as
     TorchScript when there is no source; bound to the config by position."""
     if source is None:
-        module = _torchscript(torch, path, model_name)
-        device = module_device(torch, module) if kind == "KIND_MODEL" else device
+        # KIND_MODEL: where it was saved; otherwise read onto the CPU, then moved.
+        module = _torchscript(torch, path, model_name, None if kind == "KIND_MODEL" else "cpu")
+        if kind == "KIND_MODEL":
+            device = _first_parameter_device(module)
         module = module.to(device)
         module.eval()
         run = module
@@ -174,9 +176,9 @@ def python_program(
     )
 
 
-def _torchscript(torch: Any, path: Path, model_name: str) -> Any:
+def _torchscript(torch: Any, path: Path, model_name: str, map_location: str | None) -> Any:
     try:
-        return torch.jit.load(str(path), map_location="cpu")
+        return torch.jit.load(str(path), map_location=map_location)
     except Exception as exc:  # torch raises RuntimeError and others for files it cannot read
         raise TritonError.internal(f"failed to load model '{model_name}': {exc}") from None
 
