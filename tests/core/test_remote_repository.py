@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,50 +31,14 @@ import pytest
 import tritonpy
 from tritonpy.repository import remote
 from tritonpy.repository.remote import RemoteRepository, RemoteRepositoryError, open_store
-from tritonpy_sdk import (
-    BackendInfo,
-    InferenceRequest,
-    InferenceResponse,
-    Model,
-    ModelInstance,
-    Tensor,
-    TritonError,
-    hookimpl,
-)
+from tritonpy_scale import CONFIG, Scale
+from tritonpy_sdk import TritonError
 from tritonpy_serverprocess import ServerProcess, free_port
 from tritonpy_wait import wait_until
 
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
 
-
-class Scale:
-    """OUTPUT0 = INPUT0 * k, k read from the version's model.txt: an answer shows the file."""
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_model_filename="model.txt", default_instance_kind="KIND_CPU")
-
-    @hookimpl
-    def model_initialize(self, model: Model) -> None:
-        model.state = int((model.version_path / "model.txt").read_text())
-
-    @hookimpl
-    def execute(
-        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
-    ) -> list[InferenceResponse]:
-        k = instance.model.state
-        return [
-            InferenceResponse({"OUTPUT0": Tensor.from_numpy("OUTPUT0", r.inputs["INPUT0"].data * k)})
-            for r in requests
-        ]
-
-
-CONFIG = """backend: "scale"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
-"""
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "model_repository"
 

@@ -11,43 +11,8 @@ import numpy as np
 import pytest
 import tritonpy
 from tritonpy.repository.agents import verify_checksum
-from tritonpy_sdk import (
-    BackendInfo,
-    ErrorCode,
-    InferenceRequest,
-    InferenceResponse,
-    Model,
-    ModelInstance,
-    Tensor,
-    TritonError,
-    hookimpl,
-)
-
-CONFIG = """backend: "scale"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
-"""
-
-
-class Scale:
-    """OUTPUT0 = INPUT0 * k, k read from the version's model.txt: the file the checksum guards."""
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(default_model_filename="model.txt", default_instance_kind="KIND_CPU")
-
-    @hookimpl
-    def model_initialize(self, model: Model) -> None:
-        model.state = int((model.version_path / "model.txt").read_text())
-
-    @hookimpl
-    def execute(self, instance: ModelInstance, requests: list[InferenceRequest]) -> list[InferenceResponse]:
-        k = instance.model.state
-        return [
-            InferenceResponse({"OUTPUT0": Tensor.from_numpy("OUTPUT0", r.inputs["INPUT0"].data * k)})
-            for r in requests
-        ]
+from tritonpy_scale import CONFIG, Scale
+from tritonpy_sdk import ErrorCode, TritonError
 
 
 def write_model(repo: Path, name: str, k: str, agents: str = "") -> Path:
