@@ -15,6 +15,7 @@ from tritonpy_sdk import (
     InferenceResponse,
     InternalError,
     InvalidArgumentError,
+    MetricKind,
     NotFoundError,
     Tensor,
     TritonError,
@@ -29,6 +30,7 @@ from .options import Options, ServerOptions
 from .response_iterators import AsyncResponseIterator, ResponseIterator
 from .runtime.model import ModelState
 from .server import Server
+from .tritonserver_metrics import Metric, MetricFamily
 from .tritonserver_options import (
     InstanceGroupKind,
     LogFormat,
@@ -54,7 +56,10 @@ __all__ = [
     "InvalidArgumentError",
     "LogFormat",
     "MemoryType",
+    "Metric",
+    "MetricFamily",
     "MetricFormat",
+    "MetricKind",
     "ModelBatchFlag",
     "ModelControlMode",
     "ModelDictionary",

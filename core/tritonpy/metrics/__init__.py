@@ -18,7 +18,7 @@ from tritonpy_sdk.host import MetricRegistry
 from ..runtime.model import LoadedVersion
 from ..runtime.statistics import LatencyWindow
 from ._config import MetricsConfig
-from ._custom import custom_families
+from ._custom import PROCESS_METRICS, custom_families
 from ._exposition import Family, render
 from ._system import CpuSampler, Nvml
 
@@ -235,6 +235,8 @@ class Metrics:
         families += self._system_families()
         if self._custom is not None:
             families += custom_families(self._custom)
+        taken = {family.name for family in families}  # a server's own family wins over the process's
+        families += [f for f in custom_families(PROCESS_METRICS) if f.name not in taken]
         return families
 
     @staticmethod

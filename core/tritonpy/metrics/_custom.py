@@ -7,6 +7,10 @@ from tritonpy_sdk.host import MetricRegistry
 
 from ._exposition import Family
 
+#: Families of the process, not of one server: ``tritonpy.MetricFamily`` (``tritonserver``'s
+#: in-process custom metrics) makes them, and every server in the process reports them.
+PROCESS_METRICS = MetricRegistry()
+
 
 def custom_families(registry: MetricRegistry) -> list[Family]:
     """The families of ``registry``; histogram bounds printed as Triton's
