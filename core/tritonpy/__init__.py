@@ -11,7 +11,6 @@ from tritonpy_sdk import (
     AlreadyExistsError,
     CancelledError,
     DataType,
-    InferenceRequest,
     InferenceResponse,
     InternalError,
     InvalidArgumentError,
@@ -43,6 +42,7 @@ from .tritonserver_options import (
     RateLimiterResource,
     RateLimitMode,
 )
+from .tritonserver_request import InferenceRequest
 
 __all__ = [
     "AlreadyExistsError",

@@ -126,11 +126,8 @@ class ModelHandle:
                 if datatype is not None
                 else input_tensor(self.name, name, value, self._declared)
             )
-        for key, value in (parameters or {}).items():
-            if not isinstance(value, bool | int | float | str):
-                raise TritonError.invalid_arg(
-                    f"parameter '{key}' must be a bool, int, float or str, not {type(value).__name__}"
-                )
+        if parameters:
+            _check_parameters(parameters)
         outputs = [RequestedOutput(n) for n in requested_output_names] if requested_output_names else []
         if output_memory_type is not None:
             outputs = self._placed(outputs, output_memory_type)
@@ -170,8 +167,17 @@ class ModelHandle:
     ) -> ResponseIterator:
         """Submit one request; iterate what this returns for its responses (one unless the
         model is decoupled). A request the server refuses raises here (with
-        ``raise_on_error``); ``response_queue`` also gets every response."""
-        request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
+        ``raise_on_error``); ``response_queue`` also gets every response. ``inputs`` is
+        a mapping of inputs, or a request (also by ``tritonserver``'s keyword,
+        ``inference_request``), whose inputs and parameters may have been set since
+        it was made."""
+        if "inference_request" in kwargs:
+            inputs = kwargs.pop("inference_request")
+        if isinstance(inputs, InferenceRequest):
+            request = self._submitted(inputs)
+            response_queue = response_queue or getattr(request, "response_queue", None)
+        else:
+            request = self.create_request(inputs, **kwargs)
         return ResponseIterator(self._server, request, raise_on_error, response_queue)
 
     def async_infer(
@@ -183,8 +189,29 @@ class ModelHandle:
     ) -> AsyncResponseIterator:
         """``infer`` on the running event loop: ``async for response in model.async_infer(...)``;
         ``response_queue`` (an ``asyncio.Queue``) also gets every response."""
-        request = inputs if isinstance(inputs, InferenceRequest) else self.create_request(inputs, **kwargs)
+        if "inference_request" in kwargs:
+            inputs = kwargs.pop("inference_request")
+        if isinstance(inputs, InferenceRequest):
+            request = self._submitted(inputs)
+            response_queue = response_queue or getattr(request, "response_queue", None)
+        else:
+            request = self.create_request(inputs, **kwargs)
         return AsyncResponseIterator(self._server, request, raise_on_error, response_queue)
+
+    def _submitted(self, request: InferenceRequest) -> InferenceRequest:
+        """``request`` as submitted: inputs set since it was made (``request.inputs[name]
+        = array``, as ``tritonserver``'s requests take them) made tensors, its parameters
+        checked, and its ``output_memory_type`` (a ``tritonpy.InferenceRequest``'s) applied."""
+        inputs = request.inputs
+        for name, value in inputs.items():
+            if not isinstance(value, Tensor):
+                inputs[name] = input_tensor(request.model_name, name, value, self._declared)
+        if request.parameters:
+            _check_parameters(request.parameters)
+        memory_type = getattr(request, "output_memory_type", None)
+        if memory_type is not None:
+            request.requested_outputs = self._placed(list(request.requested_outputs), memory_type)
+        return request
 
     def predict(self, inputs: Mapping[str, Any], **kwargs: Any) -> dict[str, np.ndarray[Any, Any]]:
         """Python-native shortcut: numpy arrays in, ``{output name: numpy array}`` out."""
@@ -193,6 +220,16 @@ class ModelHandle:
             # response objects, else the usual way (``Server.predict``).
             return self._server.predict(self.name, self.version, inputs, self.create_request)
         return response_arrays(self._server.infer(self.create_request(inputs, **kwargs)))
+
+
+def _check_parameters(parameters: Mapping[str, Any]) -> None:
+    """A parameter that is not a bool, int, float or str raises InvalidArgumentError, as
+    ``tritonserver`` refuses it."""
+    for key, value in parameters.items():
+        if not isinstance(value, bool | int | float | str):
+            raise TritonError.invalid_arg(
+                f"parameter '{key}' must be a bool, int, float or str, not {type(value).__name__}"
+            )
 
 
 def response_arrays(response: InferenceResponse) -> dict[str, np.ndarray[Any, Any]]:

@@ -105,6 +105,65 @@ def test_infer_like_tritonserver(server: tritonpy.Server) -> None:
     assert (response.id, response.model_name, response.model_version) == ("r1", "addsub", 1)
 
 
+def test_requests_as_tritonserver_builds_them(server: tritonpy.Server) -> None:
+    """Inputs set after the request was made, as tritonserver's own example does; its
+    InferenceRequest(model, ...) with its fields; infer(inference_request=...)."""
+    model = server.model("addsub")
+    request = model.create_request()
+    request.inputs["INPUT0"] = A
+    request.inputs["INPUT1"] = B.tolist()  # anything a Tensor is made from
+    request.request_id = "late"
+    (response,) = list(model.infer(request))
+    np.testing.assert_array_equal(response.outputs["OUTPUT0"].to_numpy(), A + B)
+    assert response.id == "late"
+
+    responses: queue.SimpleQueue[tritonpy.InferenceResponse] = queue.SimpleQueue()
+    built = tritonpy.InferenceRequest(
+        model,
+        request_id="r2",
+        timeout=5_000_000,
+        inputs={"INPUT0": A},
+        parameters={"k": 1},
+        output_memory_type="cpu",
+        response_queue=responses,
+    )
+    built.inputs["INPUT1"] = B
+    assert (built.model, built.request_id, built.timeout, built.timeout_us) == (
+        model,
+        "r2",
+        5_000_000,
+        5_000_000,
+    )
+    assert isinstance(built, InferenceRequest)  # also the backend SDK's request
+    (response,) = list(model.infer(inference_request=built))
+    np.testing.assert_array_equal(response.outputs["OUTPUT1"].to_numpy(), A - B)
+    assert responses.get(timeout=10).id == "r2"  # the request's own queue got it too
+
+    # By model name, it is the SDK's request (what Server.infer takes).
+    by_name = tritonpy.InferenceRequest("addsub", 1, {"INPUT0": Tensor.from_numpy("INPUT0", A)})
+    assert (by_name.model_name, by_name.model_version, by_name.model) == ("addsub", 1, None)
+    by_keyword = tritonpy.InferenceRequest(model_name="addsub", model_version=1, inputs={})
+    assert by_keyword.model_name == "addsub"
+
+
+def test_values_set_on_a_request_are_checked_when_it_is_submitted(server: tritonpy.Server) -> None:
+    model = server.model("addsub")
+    request = model.create_request(inputs={"INPUT0": A, "INPUT1": B})
+    request.parameters["bad"] = [1]  # type: ignore[assignment]
+    with pytest.raises(
+        tritonpy.InvalidArgumentError, match="parameter 'bad' must be a bool, int, float or str"
+    ):
+        model.infer(request)
+    request = model.create_request(inputs={"INPUT0": A})
+    request.inputs["INPUT1"] = object()  # type: ignore[assignment]
+    with pytest.raises(tritonpy.InvalidArgumentError, match="input 'INPUT1' for model 'addsub' must be"):
+        model.infer(request)
+    with pytest.raises(tritonpy.InvalidArgumentError):
+        model.infer(
+            tritonpy.InferenceRequest(model, inputs={"INPUT0": A, "INPUT1": B}, output_memory_type="tpu")
+        )
+
+
 def test_predict_and_requested_outputs(server: tritonpy.Server) -> None:
     out = server.model("addsub").predict({"INPUT0": A, "INPUT1": B}, requested_output_names=["OUTPUT1"])
     assert list(out) == ["OUTPUT1"]

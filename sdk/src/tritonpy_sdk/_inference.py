@@ -129,6 +129,26 @@ class InferenceRequest:
         """Whether the backend called ``reschedule()`` in the current execution."""
         return self._rescheduled
 
+    # ``tritonserver``'s names of two fields, for code written against its in-process API.
+
+    @property
+    def request_id(self) -> str:
+        """``id``, by ``tritonserver``'s name."""
+        return self.id
+
+    @request_id.setter
+    def request_id(self, value: str | None) -> None:
+        self.id = value or ""
+
+    @property
+    def timeout(self) -> int:
+        """``timeout_us``, by ``tritonserver``'s name (microseconds)."""
+        return self.timeout_us
+
+    @timeout.setter
+    def timeout(self, value: int) -> None:
+        self.timeout_us = value
+
     def output_device(self, name: str) -> int | None:
         """The GPU on which the consumer of output ``name`` wants it (Triton's
         preferred output memory type GPU), or None for host memory: see
