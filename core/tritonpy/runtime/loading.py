@@ -421,14 +421,18 @@ class ModelLoader:
                             f"instance group {group.name} of model {model.name} specifies invalid "
                             f"or unsupported gpu id {gpu}. GPUs available: {gpus}"
                         )
-                devices = list(group.gpus)
+                ids = list(group.gpus)
             else:
-                devices = [0]
+                ids = [0]
             index = 0
-            for device in devices:
+            for device in ids:
                 for _ in range(group.count):
                     instance = ModelInstance(f"{group.name}_{index}", kind, device, model)
                     instance.passive = group.passive
+                    if kind == "KIND_GPU" and config.cc_model_filenames:
+                        # As Triton's backends: the file named for this GPU's compute capability.
+                        named = config.cc_model_filenames.get(devices.compute_capability(device))
+                        instance.artifact_filename = named or ""
                     instances.append(instance)
                     index += 1
         if not instances:

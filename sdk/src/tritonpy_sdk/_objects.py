@@ -151,6 +151,12 @@ class ModelInstance:
     ``passive``, set by the core from the instance group's ``passive``, says the
     instance is initialized (and finalized) but never handed requests by the
     scheduler, nor warmed up, as in Triton (``TRITONBACKEND_ModelInstanceIsPassive``).
+
+    ``artifact_filename``, set by the core for a ``KIND_GPU`` instance whose GPU's
+    compute capability the config's ``cc_model_filenames`` names (``{"8.6":
+    "model_sm86.plan"}``), is the model file this instance loads instead of
+    ``default_model_filename``, as Triton's backends choose it; ``model_path`` is
+    that file (the model's ``model_path`` otherwise).
     """
 
     name: str
@@ -165,6 +171,15 @@ class ModelInstance:
     direct: bool = False
     pipeline_depth: int = 1
     passive: bool = False
+    artifact_filename: str = ""
+
+    @property
+    def model_path(self) -> Path:
+        """The model file this instance loads: its ``artifact_filename`` when the core set
+        one (``cc_model_filenames``), else the model's ``model_path``."""
+        if self.artifact_filename:
+            return self.model.version_path / self.artifact_filename
+        return self.model.model_path
 
 
 class ExecuteComplete(Protocol):

@@ -100,7 +100,8 @@ def auto_complete_config(model: Model) -> None:
 def model_initialize(model: Model) -> None:
     runtime: Runtime = model.backend.state
     ort = runtime.ort
-    path = model_file(model.model_path, model.name)
+    # With cc_model_filenames a GPU instance may load another file: each instance finds its own.
+    path = model_file(model.model_path, model.name) if not model.config.get("cc_model_filenames") else None
     # Bad parameters fail the load once here rather than once per instance.
     session_options(ort, model.config, model.parameters, runtime.global_threads)
     run_options(ort, model.parameters)
@@ -111,8 +112,9 @@ def model_initialize(model: Model) -> None:
 @hookimpl
 def instance_initialize(instance: ModelInstance) -> None:
     model = instance.model
+    path = model.state or model_file(instance.model_path, model.name)
     state = InstanceSession.create(
-        model.backend.state, model.state, model.name, model.config, model.parameters, instance
+        model.backend.state, path, model.name, model.config, model.parameters, instance
     )
     instance.state = state
     # A CUDA session binds its inputs where they lie: device inputs on its GPU are used in place.

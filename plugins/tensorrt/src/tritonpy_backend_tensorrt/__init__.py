@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from tritonpy_sdk import (
     Backend,
@@ -76,8 +77,8 @@ def gpu_support(backend: Backend) -> GpuSupport:
 def auto_complete_config(model: Model) -> None:
     tensorrt: TensorRT = model.backend.state
     tensorrt.require()
-    gpus = _first_gpu(model)
-    engine = tensorrt.deserialize(model.name, model.model_path, gpus)
+    gpu = _first_gpu(model)
+    engine = tensorrt.deserialize(model.name, _plan_on(tensorrt, model, gpu), gpu)
     info = read_engine(tensorrt.trt, engine)
     del engine
     for warning in complete_config(model.name, model.config, info):
@@ -89,7 +90,8 @@ def auto_complete_config(model: Model) -> None:
 @hookimpl
 def model_initialize(model: Model) -> None:
     model.backend.state.require()
-    if not model.model_path.is_file():
+    # With cc_model_filenames each instance finds the plan for its GPU (instance_initialize).
+    if not model.config.get("cc_model_filenames") and not model.model_path.is_file():
         raise TritonError.unavailable(f"unable to find '{model.model_path}' for model '{model.name}'")
 
 
@@ -100,7 +102,8 @@ def instance_initialize(instance: ModelInstance) -> None:
     tensorrt.require()
     if instance.kind != "KIND_GPU":
         raise TritonError.invalid_arg(not_gpu_message(model.name, instance.name, instance.kind))
-    instance.state = Instance.create(tensorrt, model.name, model.model_path, model.config, instance)
+    # The plan for this GPU's compute capability when cc_model_filenames names one (set by the core).
+    instance.state = Instance.create(tensorrt, model.name, instance.model_path, model.config, instance)
     # Inputs in this GPU's memory (CUDA shared memory) are bound in place, not copied.
     instance.device_inputs = True
 
@@ -122,6 +125,17 @@ def instance_finalize(instance: ModelInstance) -> None:
 @hookimpl
 def model_finalize(model: Model) -> None:
     model.state = None
+
+
+def _plan_on(tensorrt: TensorRT, model: Model, gpu: int) -> Path:
+    """The plan auto-complete reads on ``gpu``: the one ``cc_model_filenames`` names for its
+    compute capability, else the model's file (as Triton's TensorRT backend chooses)."""
+    named = model.config.get("cc_model_filenames") or {}
+    if named and tensorrt.cuda is not None:
+        filename = named.get(tensorrt.cuda.compute_capability(gpu)[1])
+        if filename:
+            return model.version_path / str(filename)
+    return model.model_path
 
 
 def _first_gpu(model: Model) -> int:
