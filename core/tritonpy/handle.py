@@ -171,14 +171,8 @@ class ModelHandle:
         a mapping of inputs, or a request (also by ``tritonserver``'s keyword,
         ``inference_request``), whose inputs and parameters may have been set since
         it was made."""
-        if "inference_request" in kwargs:
-            inputs = kwargs.pop("inference_request")
-        if isinstance(inputs, InferenceRequest):
-            request = self._submitted(inputs)
-            response_queue = response_queue or getattr(request, "response_queue", None)
-        else:
-            request = self.create_request(inputs, **kwargs)
-        return ResponseIterator(self._server, request, raise_on_error, response_queue)
+        request, queue = self._request(inputs, kwargs)
+        return ResponseIterator(self._server, request, raise_on_error, response_queue or queue)
 
     def async_infer(
         self,
@@ -189,14 +183,20 @@ class ModelHandle:
     ) -> AsyncResponseIterator:
         """``infer`` on the running event loop: ``async for response in model.async_infer(...)``;
         ``response_queue`` (an ``asyncio.Queue``) also gets every response."""
+        request, queue = self._request(inputs, kwargs)
+        return AsyncResponseIterator(self._server, request, raise_on_error, response_queue or queue)
+
+    def _request(
+        self, inputs: Mapping[str, Any] | InferenceRequest | None, kwargs: dict[str, Any]
+    ) -> tuple[InferenceRequest, Any]:
+        """The request ``infer`` submits, and the response queue it carries (a
+        ``tritonpy.InferenceRequest``'s): ``inputs`` (or ``tritonserver``'s keyword
+        ``inference_request``) as submitted, or one made from ``inputs`` and ``kwargs``."""
         if "inference_request" in kwargs:
             inputs = kwargs.pop("inference_request")
         if isinstance(inputs, InferenceRequest):
-            request = self._submitted(inputs)
-            response_queue = response_queue or getattr(request, "response_queue", None)
-        else:
-            request = self.create_request(inputs, **kwargs)
-        return AsyncResponseIterator(self._server, request, raise_on_error, response_queue)
+            return self._submitted(inputs), getattr(inputs, "response_queue", None)
+        return self.create_request(inputs, **kwargs), None
 
     def _submitted(self, request: InferenceRequest) -> InferenceRequest:
         """``request`` as submitted: inputs set since it was made (``request.inputs[name]
