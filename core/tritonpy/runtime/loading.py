@@ -290,6 +290,7 @@ class ModelLoader:
             self._init_instances(hooks, instances, started, hooks.info.parallel_instance_init, policies)
             # Passive instances are initialized but take no requests: no warmup, no scheduler.
             active = [inst for inst in instances if not inst.passive]
+            passive = [inst for inst in instances if inst.passive]
             run_warmup(hooks, config, mdir.path, active, policies)
         except TritonError:
             for inst in started:
@@ -314,7 +315,7 @@ class ModelLoader:
             hooks=hooks,
             model=model,
             instances=active,
-            passive_instances=[inst for inst in instances if inst.passive],
+            passive_instances=passive,
             labels=labels,
             load_seconds=time.monotonic() - load_start,
             cache=self._cache if config.response_cache.enable else None,
@@ -431,8 +432,9 @@ class ModelLoader:
                     instance.passive = group.passive
                     if kind == "KIND_GPU" and config.cc_model_filenames:
                         # As Triton's backends: the file named for this GPU's compute capability.
-                        named = config.cc_model_filenames.get(devices.compute_capability(device))
-                        instance.artifact_filename = named or ""
+                        instance.artifact_filename = model.cc_model_filename(
+                            devices.compute_capability(device)
+                        )
                     instances.append(instance)
                     index += 1
         if not instances:

@@ -108,6 +108,11 @@ class Model:
     def max_batch_size(self) -> int:
         return int(self.config.get("max_batch_size", 0))
 
+    def cc_model_filename(self, compute_capability: str) -> str:
+        """The model file ``cc_model_filenames`` names for a GPU of ``compute_capability``
+        (``"8.6"``), "" when it names none (``default_model_filename`` is then the file)."""
+        return str((self.config.get("cc_model_filenames") or {}).get(compute_capability, ""))
+
     @property
     def parameters(self) -> dict[str, str]:
         """The config's ``parameters`` as a plain ``{key: string_value}`` dict."""

@@ -130,12 +130,10 @@ def model_finalize(model: Model) -> None:
 def _plan_on(tensorrt: TensorRT, model: Model, gpu: int) -> Path:
     """The plan auto-complete reads on ``gpu``: the one ``cc_model_filenames`` names for its
     compute capability, else the model's file (as Triton's TensorRT backend chooses)."""
-    named = model.config.get("cc_model_filenames") or {}
-    if named and tensorrt.cuda is not None:
-        filename = named.get(tensorrt.cuda.compute_capability(gpu)[1])
-        if filename:
-            return model.version_path / str(filename)
-    return model.model_path
+    if tensorrt.cuda is None or not model.config.get("cc_model_filenames"):
+        return model.model_path
+    filename = model.cc_model_filename(tensorrt.cuda.compute_capability(gpu)[1])
+    return model.version_path / filename if filename else model.model_path
 
 
 def _first_gpu(model: Model) -> int:

@@ -124,9 +124,7 @@ def load_torchscript(
         arguments = arguments[1:]
     config_inputs = [str(i["name"]) for i in config.get("input", [])]
     # Triton's batch_input targets are arguments too, after the config's inputs.
-    input_names = config_inputs + [
-        str(t) for b in config.get("batch_input", []) for t in b.get("target_name", [])
-    ]
+    input_names = config_inputs + batch_input_targets(config)
     expected = len(input_names) + len(sequence.inputs)
     dict_input = len(arguments) == 1 and arguments[0].type.kind() == "DictType"
     if not dict_input:
@@ -301,7 +299,7 @@ def exported_program(
     in_spec, out_spec = ep.call_spec.in_spec, ep.call_spec.out_spec
     leaves_in = input_leaf_names(pytree, in_spec)
     leaves_out = leaf_names(pytree, out_spec, "RESULT")
-    names_in, names_out = _pt2_names(config)
+    names_in, names_out = call_names(config)
     _check_counts(model_name, names_in, leaves_in)
     inputs = bind_pt2(model_name, "input", names_in, leaves_in, argument_aliases(module.forward, leaves_in))
     outputs = bind_pt2(model_name, "output", names_out, leaves_out)
@@ -354,7 +352,7 @@ def load_aoti(
     out_spec = pytree.treespec_loads(out_spec_text)
     leaves_in = input_leaf_names(pytree, in_spec)
     leaves_out = leaf_names(pytree, out_spec, "RESULT")
-    names_in, names_out = _pt2_names(config)
+    names_in, names_out = call_names(config)
     _check_counts(model_name, names_in, leaves_in)
     inputs = bind_pt2(model_name, "input", names_in, leaves_in)
     outputs = bind_pt2(model_name, "output", names_out, leaves_out)
@@ -375,14 +373,20 @@ def load_aoti(
     )
 
 
-def _pt2_names(config: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The names a PT2 program's inputs and outputs are bound to: the config's, and a
-    sequence model's controls, state inputs and state outputs (by ordinal or path)."""
+def call_names(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The names a program's inputs and outputs are bound to (PT2 programs by ordinal or
+    path, the Python-based runtime's modules by position): the config's, and a sequence
+    model's controls, state inputs and state outputs."""
     sequence = SequenceTensors.of(config)
     names_in = [str(i["name"]) for i in config.get("input", [])] + [t.name for t in sequence.inputs]
     names_out = [str(o["name"]) for o in config.get("output", [])]
     names_out += [t.name for t in sequence.state_outputs if t.name not in names_out]
     return names_in, names_out
+
+
+def batch_input_targets(config: dict[str, Any]) -> list[str]:
+    """The config's ``batch_input`` targets, in order: arguments after its inputs."""
+    return [str(t) for b in config.get("batch_input", []) for t in b.get("target_name", [])]
 
 
 def _check_counts(model_name: str, names: list[str], leaves: list[str]) -> None:

@@ -36,8 +36,7 @@ from typing import Any
 
 from tritonpy_sdk import TritonError
 
-from ._programs import Program, import_compiler
-from ._sequence import SequenceTensors
+from ._programs import Program, batch_input_targets, call_names, import_compiler
 
 #: The config's ``runtime`` that selects this runtime.
 RUNTIME = "model.py"
@@ -123,10 +122,10 @@ def model_class(torch: Any, module: ModuleType) -> type:
         value = getattr(module, name)
         if isinstance(value, type) and issubclass(value, torch.nn.Module):
             found.append(value)
-    own = [c for c in found if c.__module__ == module.__name__]
-    if own or found:
-        return (own or found)[0]
-    raise TritonError.internal("Cannot find a subclass of torch.nn.Module")
+    candidates = [c for c in found if c.__module__ == module.__name__] or found
+    if not candidates:
+        raise TritonError.internal("Cannot find a subclass of torch.nn.Module")
+    return candidates[0]
 
 
 def python_program(
@@ -145,25 +144,16 @@ def python_program(
     if source is None:
         # KIND_MODEL: where it was saved; otherwise read onto the CPU, then moved.
         module = _torchscript(torch, path, model_name, None if kind == "KIND_MODEL" else "cpu")
-        if kind == "KIND_MODEL":
-            device = _first_parameter_device(module)
-        module = module.to(device)
-        module.eval()
-        run = module
     else:
         module = _instantiate(torch, model_class(torch, source), model_name)
-        if kind == "KIND_MODEL":
-            device = _first_parameter_device(module)
+    if kind == "KIND_MODEL":
+        device = _first_parameter_device(module)
+    if source is not None:
         _load_weights(torch, module, path, model_name, device, log)
-        module = module.to(device)
-        module.eval()
-        import_compiler("torch._dynamo")
-        try:
-            run = torch.compile(module, **options)
-        except Exception as exc:  # torch's own checks of its keyword arguments
-            raise TritonError.invalid_arg(
-                f"model '{model_name}': torch.compile failed with {COMPILE_PARAMETERS} {options}: {exc}"
-            ) from None
+    module = module.to(device)
+    module.eval()
+    # A TorchScript file runs as it is; a module class through torch.compile.
+    run = module if source is None else _compiled(torch, module, options, model_name)
     inputs, outputs = _names(config)
     _check_arity(module.forward, model_name, len(inputs))
     return Program(
@@ -174,6 +164,16 @@ def python_program(
         device=device,
         module=module,
     )
+
+
+def _compiled(torch: Any, module: Any, options: dict[str, Any], model_name: str) -> Any:
+    import_compiler("torch._dynamo")
+    try:
+        return torch.compile(module, **options)
+    except Exception as exc:  # torch's own checks of its keyword arguments
+        raise TritonError.invalid_arg(
+            f"model '{model_name}': torch.compile failed with {COMPILE_PARAMETERS} {options}: {exc}"
+        ) from None
 
 
 def _torchscript(torch: Any, path: Path, model_name: str, map_location: str | None) -> Any:
@@ -218,13 +218,8 @@ def _load_weights(
 def _names(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Inputs and outputs in call order: the config's, then (beyond Triton's runtime,
     which has neither) a sequence model's controls and states and the batch inputs."""
-    sequence = SequenceTensors.of(config)
-    inputs = [str(i["name"]) for i in config.get("input", [])]
-    inputs += [t.name for t in sequence.inputs]
-    inputs += [str(t) for b in config.get("batch_input", []) for t in b.get("target_name", [])]
-    outputs = [str(o["name"]) for o in config.get("output", [])]
-    outputs += [t.name for t in sequence.state_outputs if t.name not in outputs]
-    return inputs, outputs
+    inputs, outputs = call_names(config)
+    return inputs + batch_input_targets(config), outputs
 
 
 def _check_arity(forward: Any, model_name: str, count: int) -> None:
