@@ -189,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="read each model's config from its configs/NAME.pbtxt where it has one (else its config.pbtxt)",
     )
+    _flag(
+        serve,
+        "--model-namespacing",
+        "each repository is a namespace: a model name may be in several (default false)",
+        default=False,
+    )
     serve.add_argument(
         "--model-load-thread-count",
         type=int,
@@ -493,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="triton",
         help="server name reported by server metadata (Triton's default: triton)",
     )
-    add_triton_flags(serve, _bool)
+    add_triton_flags(serve)
 
     backends = sub.add_parser("backends", help="list the installed backends")
     backends.add_argument("--check", action="store_true", help="also import and validate each backend")
@@ -561,6 +567,7 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str] | Non
         model_load_thread_count=args.model_load_thread_count,
         model_load_retry_count=args.model_load_retry_count,
         model_config_name=args.model_config_name,
+        model_namespacing=args.model_namespacing,
         disable_auto_complete_config=disable,
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,

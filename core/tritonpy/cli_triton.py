@@ -1,17 +1,14 @@
 """tritonserver flags that tritonpy takes so that a Triton command line starts unchanged,
-though they change nothing here, and those it refuses when they ask for what it lacks.
+though they change nothing here, and the combinations it refuses as tritonserver does.
 
 ``NO_EFFECT`` flags tune machinery tritonpy does not have (thread pools of a C++ server,
 shared-library folders, GPU address space); each one given is said once in the log at
-start, with why. ``UNSUPPORTED`` flags switch on a front end or a behaviour tritonpy does
-not have: their default (off) is taken, anything else stops the server at once with the
-reason, rather than serving without what was asked for.
+start, with why.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 #: flag -> (its value's metavar, why it changes nothing in tritonpy).
 NO_EFFECT: dict[str, tuple[str, str]] = {
@@ -35,37 +32,18 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "--vertex-ai-thread-count": ("N", "the Vertex AI front end is served on the event loop"),
 }
 
-#: Boolean flags whose default (false) tritonpy takes and whose true it refuses, with why.
-#: (``--allow-sagemaker`` and ``--allow-vertex-ai`` are served: ``http/sagemaker.py``,
-#: ``http/vertex.py``.)
-UNSUPPORTED: dict[str, str] = {
-    "--model-namespacing": "model namespacing is not supported: a model name must be unique across "
-    "the repositories",
-}
-
 #: The values tritonserver takes for ``--grpc-infer-response-compression-level``.
 _COMPRESSION_LEVELS = ("none", "low", "medium", "high")
 
 
-def add_triton_flags(serve: argparse.ArgumentParser, boolean: Callable[[str], bool]) -> None:
-    """Add ``NO_EFFECT`` and ``UNSUPPORTED`` flags to the ``serve`` parser; ``boolean``
-    parses a tritonserver boolean (the CLI's ``_bool``)."""
+def add_triton_flags(serve: argparse.ArgumentParser) -> None:
+    """Add the ``NO_EFFECT`` flags to the ``serve`` parser."""
     group = serve.add_argument_group(
         "tritonserver flags without effect in tritonpy",
         "taken so that a Triton command line starts unchanged; each one given is logged at start",
     )
     for flag, (metavar, why) in NO_EFFECT.items():
         group.add_argument(flag, metavar=metavar, default=None, help=f"no effect: {why}")
-    for flag, why in UNSUPPORTED.items():
-        group.add_argument(
-            flag,
-            type=boolean,
-            nargs="?",
-            const=True,
-            default=None,
-            metavar="BOOL",
-            help=f"false only: {why}",
-        )
 
 
 def _dest(flag: str) -> str:
@@ -73,11 +51,8 @@ def _dest(flag: str) -> str:
 
 
 def refusal(args: argparse.Namespace) -> str | None:
-    """Why the server must not start with ``args`` (an ``UNSUPPORTED`` flag switched on, or
-    a compression level tritonserver does not take), or None."""
-    for flag, why in UNSUPPORTED.items():
-        if getattr(args, _dest(flag), None):
-            return f"{flag}=true: {why}"
+    """Why the server must not start with ``args`` (a front end outside the SageMaker
+    safe port range, or a compression level tritonserver does not take), or None."""
     unsafe = _outside_safe_range(args)
     if unsafe is not None:
         return unsafe

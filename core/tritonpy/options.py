@@ -49,6 +49,9 @@ class ServerOptions:
     #: ``--model-config-name``: read each model's config from its folder's
     #: ``configs/<name>.pbtxt`` where there is one (else its ``config.pbtxt``).
     model_config_name: str = ""
+    #: ``--model-namespacing``: each repository root is a namespace, so one model name
+    #: may be in several roots (``repository/namespaces.py``).
+    model_namespacing: bool = False
     #: ``--strict-model-config``/``--disable-auto-complete-config``: when true,
     #: backends do not fill in missing config fields.
     disable_auto_complete_config: bool = False

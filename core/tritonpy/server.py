@@ -216,6 +216,7 @@ class Server:
             load_threads=options.model_load_thread_count,
             load_retries=options.model_load_retry_count,
             config_name=options.model_config_name,
+            namespacing=options.model_namespacing,
         )
         #: ``metrics()``'s own Metrics, made at its first call.
         self._metrics: Metrics | None = None
@@ -517,11 +518,12 @@ class Server:
 
     # -- inference --------------------------------------------------------------------------
 
-    def _admit(self, request: InferenceRequest, internal: bool = False) -> LoadedVersion:
+    def _admit(self, request: InferenceRequest, internal: bool = False, namespace: str = "") -> LoadedVersion:
         if self._stopping or not self._started or (self.draining and not internal):
             self.last_refused = time.monotonic()
             raise TritonError.unavailable("Server is stopping" if self._started else "Server is not started")
-        return self.manager.get_version(request.model_name, request.model_version)  # as get_version
+        # as get_version; ``namespace``: where an ensemble's step looks first
+        return self.manager.get_version(request.model_name, request.model_version, namespace)
 
     def _leave(self) -> None:
         inflight = self._inflight
@@ -562,9 +564,11 @@ class Server:
         """
         self._submit(self._admit(request, internal), request, done, internal, here)
 
-    def _submit_step(self, request: InferenceRequest, done: OnResponse) -> None:
-        """An ensemble step's request to its member: internal, as BLS requests are."""
-        self.submit(request, done, internal=True)
+    def _submit_step(self, request: InferenceRequest, done: OnResponse, namespace: str = "") -> None:
+        """An ensemble step's request to its member: internal, as BLS requests are.
+        Under model namespacing the member is looked up in the ``namespace`` (the
+        ensemble's repository) first, as Triton binds it."""
+        self._submit(self._admit(request, True, namespace), request, done, True)
 
     def _submit(
         self,

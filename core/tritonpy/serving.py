@@ -29,9 +29,10 @@ log = logging.getLogger("tritonpy")
 
 
 def model_table(server: Server) -> str:
-    """The table of models, versions and states Triton prints at start."""
+    """The table of models, versions and states Triton prints at start (under model
+    namespacing each model as ``<repository>::<name>``, as Triton prints it)."""
     rows = [("Model", "Version", "Status")]
-    for entry in server.repository_index():
+    for entry in server.manager.repository_index(keys=True):
         if "state" not in entry:  # never loaded (explicit mode): Triton leaves it out
             continue
         status = entry["state"]

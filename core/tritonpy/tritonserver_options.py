@@ -24,7 +24,7 @@ Python API), taken beside tritonpy's own by ``tritonpy.Server(...)`` and
 - ``cache_directory``, ``min_supported_compute_capability``,
   ``buffer_manager_thread_count``, ``enable_peer_access``, ``repo_agent_directory``
   and ``model_load_device_limits`` tune machinery tritonpy does not have: taken,
-  logged, no effect. ``model_namespacing=True`` is refused, as on the command line.
+  logged, no effect.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum, IntFlag
 from typing import Any
 
-from tritonpy_sdk import InvalidArgumentError, TritonError
+from tritonpy_sdk import InvalidArgumentError
 
 from . import hostpolicy
 
@@ -159,14 +159,6 @@ def _host_policies(value: Mapping[str, Any]) -> dict[str, hostpolicy.HostPolicy]
     return hostpolicy.build(flags)
 
 
-def _namespacing(value: Any) -> bool:
-    if value:
-        raise TritonError.unsupported(
-            "model namespacing is not supported: a model name must be unique across the repositories"
-        )
-    return False
-
-
 #: ``tritonserver``'s name → (tritonpy's name, how the value becomes tritonpy's).
 RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "startup_models": ("load_model", list),
@@ -194,7 +186,6 @@ RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
         lambda v: {b: {k: str(x) for k, x in s.items()} for b, s in v.items()},
     ),
     "metrics_configuration": ("metrics_config", _flatten),
-    "model_namespacing": ("", _namespacing),
 }
 
 #: Fields of tritonpy's own whose value ``tritonserver`` gives in another form.

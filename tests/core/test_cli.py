@@ -135,6 +135,10 @@ def test_every_tritonserver_flag_is_taken() -> None:
     assert options.http_header_forward_pattern == options.grpc_header_forward_pattern == "PREFIX_.*"
     assert options.trace_config[-2:] == ["count=-1", "log-frequency=0"]
     assert options.host_policies == {"gpu0": HostPolicy("gpu0", numa_node=0)}
+    assert options.model_namespacing is False
+    for given in ("--model-namespacing", "--model-namespacing=true"):
+        args = build_parser().parse_args(["serve", "--model-repository", "r", given])
+        assert refusal(args) is None and options_from_args(args).model_namespacing is True
 
 
 def test_flags_without_effect_are_said_once_each() -> None:
@@ -201,11 +205,6 @@ def test_a_vertex_ai_deployment_serves_vertex_ai_alone_unless_told_otherwise() -
     ("flag", "message"),
     [
         (
-            "--model-namespacing",
-            "--model-namespacing=true: model namespacing is not supported: a model name must be unique "
-            "across the repositories",
-        ),
-        (
             "--allow-sagemaker --sagemaker-safe-port-range=9000-9010 --http-port=9001 --grpc-port=9600",
             "The server cannot listen to GRPC requests at port 9600, allowed port range is [9000, 9010]",
         ),
@@ -220,7 +219,7 @@ def test_a_vertex_ai_deployment_serves_vertex_ai_alone_unless_told_otherwise() -
         ),
     ],
 )
-def test_what_tritonpy_lacks_stops_it_at_once(
+def test_what_tritonserver_refuses_stops_it_at_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, message: str
 ) -> None:
     assert main(["serve", "--model-repository", str(tmp_path), *flag.split()]) == 1

@@ -516,8 +516,8 @@ def test_a_request_that_found_a_replaced_version_goes_to_the_new_one(
     lookup = explicit.manager.get_version
     stale = [old, old]  # infer() looks the model up twice: decoupled or not, then to queue
 
-    def racing(name: str, version: int | str | None = None) -> object:
-        return stale.pop() if stale else lookup(name, version)
+    def racing(name: str, version: int | str | None = None, namespace: str = "") -> object:
+        return stale.pop() if stale else lookup(name, version, namespace)
 
     monkeypatch.setattr(explicit.manager, "get_version", racing)
     assert infer(explicit, "a") == 31

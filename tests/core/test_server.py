@@ -315,8 +315,7 @@ def test_tritonserver_options_and_enums_are_taken(tmp_path: Path) -> None:
         assert other.predict({"INPUT0": A, "INPUT1": B})["OUTPUT1"].tolist() == (A - B).tolist()
     with pytest.raises(TypeError, match="unknown server option 'nope'"):
         tritonpy.Server(nope=1)
-    with pytest.raises(TritonError, match="model namespacing is not supported"):
-        tritonpy.Options(model_namespacing=True)
+    assert tritonpy.Options(model_namespacing=True).model_namespacing  # tests/core/test_model_namespacing.py
 
 
 def test_infer_submits_at_once_and_fills_a_response_queue(server: tritonpy.Server) -> None:

@@ -91,9 +91,13 @@ class _Histogram:
 
 
 def _labels(mv: LoadedVersion) -> dict[str, str]:
-    """A version's labels: ``model``, ``version`` and each of the config's ``metric_tags``
-    with Triton's ``_`` before its name (so no tag can replace a label of Triton's own)."""
-    labels = {"model": mv.name, "version": str(mv.version)}
+    """A version's labels: ``model``, under model namespacing ``namespace`` (its
+    repository), ``version``, and each of the config's ``metric_tags`` with Triton's
+    ``_`` before its name (so no tag can replace a label of Triton's own)."""
+    labels = {"model": mv.name}
+    if mv.namespace:
+        labels["namespace"] = mv.namespace
+    labels["version"] = str(mv.version)
     labels.update({f"_{key}": value for key, value in mv.config.metric_tags.items()})
     return labels
 

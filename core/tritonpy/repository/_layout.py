@@ -5,7 +5,8 @@ A repository root holds one folder per model; a model folder holds an optional
 numeric version folders (``1/``, ``2/`` ...). Hidden entries are ignored, as are
 non-numeric folders and plain files. A root registered with a name mapping
 (``ModelManager.register_repository``) serves some of its folders under other
-names.
+names. With model namespacing (``--model-namespacing``) each root is a namespace
+of its own, and one name may be a model in several of them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .namespaces import model_key
+
 log = logging.getLogger(__name__)
 
 
@@ -23,13 +26,21 @@ class RepoEntry:
     """A model folder found in a repository. ``error`` is set for a clash;
     ``config_name`` is ``--model-config-name`` (``config_path``); ``mapped`` when
     the folder serves under a name its repository's registration gave it (its
-    config's ``name`` is then replaced by ``name``, as Triton does)."""
+    config's ``name`` is then replaced by ``name``, as Triton does). ``namespace``:
+    its repository, as the server was given it, under model namespacing ("" without)."""
 
     name: str
     path: Path
     error: str | None = None
     config_name: str = ""
     mapped: bool = False
+    namespace: str = ""
+
+    @property
+    def key(self) -> str:
+        """What tells this model from every other: its name, or under model namespacing
+        ``<namespace>::<name>`` (Triton's identifier, as its log shows it)."""
+        return model_key(self.namespace, self.name)
 
     @property
     def config_path(self) -> Path:
@@ -52,34 +63,39 @@ def repository_path_error(root: Path) -> str | None:
 
 
 def scan_repositories(
-    roots: list[Path], config_name: str = "", mappings: Mapping[Path, Mapping[str, str]] | None = None
+    roots: list[Path],
+    config_name: str = "",
+    mappings: Mapping[Path, Mapping[str, str]] | None = None,
+    namespaces: Mapping[Path, str] | None = None,
 ) -> list[RepoEntry]:
-    """All model folders under ``roots``, sorted by name, each to be read from its
+    """All model folders under ``roots``, sorted by key, each to be read from its
     ``config_name`` config (``RepoEntry.config_path``). ``mappings`` gives, for a
-    root, the name each of some of its folders serves under (``{folder: name}``).
+    root, the name each of some of its folders serves under (``{folder: name}``);
+    ``namespaces``, under model namespacing, each root's namespace.
 
-    A model name found in two roots is an error for that model (Triton refuses
-    ambiguous names), unless one of them is a mapped name: that one is the model,
-    as Triton finds a mapped name first. A root that is missing or a file raises
-    ``FileNotFoundError``.
+    A model name found in two roots of one namespace is an error for that model
+    (Triton refuses ambiguous names), unless one of them is a mapped name: that one
+    is the model, as Triton finds a mapped name first. A root that is missing or a
+    file raises ``FileNotFoundError``.
     """
-    found: dict[str, list[Path]] = {}
+    found: dict[tuple[str, str], list[Path]] = {}
     mapped: set[Path] = set()
     for root in roots:
         error = repository_path_error(root)
         if error is not None:
             raise FileNotFoundError(error)
         names = (mappings or {}).get(root, {})
+        namespace = (namespaces or {}).get(root, "")
         for child in sorted(root.iterdir()):
             if child.name.startswith(".") or not child.is_dir():
                 continue
             name = names.get(child.name)
             if name is not None:
                 mapped.add(child)
-            found.setdefault(name or child.name, []).append(child)
+            found.setdefault((namespace, name or child.name), []).append(child)
     result: list[RepoEntry] = []
-    for name in sorted(found):
-        paths = found[name]
+    for namespace, name in sorted(found):
+        paths = found[namespace, name]
         chosen = [p for p in paths if p in mapped] or paths
         if len(chosen) > 1:
             where = ", ".join(str(p.parent) for p in chosen)
@@ -89,10 +105,12 @@ def scan_repositories(
                     chosen[0],
                     f"model '{name}' exists in multiple model repositories: {where}",
                     config_name,
+                    namespace=namespace,
                 )
             )
         else:
-            result.append(RepoEntry(name, chosen[0], config_name=config_name, mapped=chosen[0] in mapped))
+            entry = RepoEntry(name, chosen[0], None, config_name, chosen[0] in mapped, namespace)
+            result.append(entry)
     return result
 
 

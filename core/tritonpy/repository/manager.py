@@ -15,6 +15,10 @@ index, and loads, reloads and unloads under the control mode:
 In explicit mode, repository roots can also be registered and unregistered while
 the server runs (``register_repository``), some of their folders under other names.
 
+Records are kept by model key (``namespaces.model_key``): the model's name, or
+under model namespacing ``<repository>::<name>``; names from outside (requests,
+model control) find their keys through ``namespaces.lookup_key``.
+
 A reload builds the new versions while the old ones serve, swaps them in in one
 step, and only then retires the old ones (their queued and in-flight requests
 finish; a request that looked an old version up just before the swap goes to
@@ -25,6 +29,7 @@ replaced whole (copy on write under a lock), so readers on the hot path
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -43,6 +48,7 @@ from ..scheduler import remaining
 from ._layout import RepoEntry, scan_repositories
 from ._stamp import folder_stamp
 from .dependencies import config_members, cycle_of, folder_members, load_waves, needed_closure
+from .namespaces import keys_by_name, lookup_key, member_key
 from .overrides import Override, parse_override
 from .remote import RemoteRepository
 
@@ -66,6 +72,7 @@ class ModelManager:
         load_threads: int = 4,
         load_retries: int = 0,
         config_name: str = "",
+        namespacing: bool = False,
     ) -> None:
         if mode not in MODES:
             raise TritonError.invalid_arg(
@@ -85,7 +92,12 @@ class ModelManager:
         self._retries = max(0, load_retries)
         #: ``--model-config-name``: read models from ``configs/<name>.pbtxt`` where they have one.
         self._config_name = config_name
+        #: ``--model-namespacing``: each repository root is a namespace of its own.
+        self._namespacing = namespacing
+        #: The records by model key, and (``_names``) each model name's keys, both
+        #: replaced whole under ``_lock`` (``_set_records``).
         self._records: dict[str, LoadRecord] = {}
+        self._names: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()  # writers of _records and _roots only
         self._model_locks: dict[str, threading.Lock] = {}
         #: Models named at start that are in no repository (``--load-model``).
@@ -96,12 +108,12 @@ class ModelManager:
         self._poller: threading.Thread | None = None
         self._poll_lock = threading.Lock()
         self._stop_polling = threading.Event()
-        #: Models loaded by name through the API or --load-model (not only as an
+        #: Models (keys) loaded by name through the API or --load-model (not only as an
         #: ensemble's members): unload_dependents leaves them loaded, as Triton does.
         self._explicit: set[str] = set()
-        #: Ensembles unloaded because a model they use was: its next load brings them back.
+        #: Ensembles (keys) unloaded because a model they use was: its next load brings them back.
         self._taken_down: set[str] = set()
-        #: Folder stamps of polls whose load failed (not retried until they change).
+        #: Folder stamps of polls whose load failed (not retried until they change), by key.
         self._failed_stamps: dict[str, str] = {}
 
     # -- start and stop -------------------------------------------------------------------
@@ -110,19 +122,20 @@ class ModelManager:
         """Load what the mode loads at start: every model (``none``, ``poll``), or
         ``names`` (``explicit``; ``*`` is every model). Models load in parallel;
         those not started once ``skip()`` is true (the server is stopping) are left out."""
-        dirs = self._scan()
-        members = {d.name: folder_members(d) for d in dirs}
+        scan = _Scan(self._scan())
+        members = {d.key: scan.members(d) for d in scan.entries.values()}
+        dirs = list(scan.entries.values())
         if self.mode == "explicit" and "*" not in names:
-            by_name = {d.name: d for d in dirs}
-            dirs = []
+            wanted: list[str] = []
             for name in dict.fromkeys(names):
-                if name not in by_name:
+                if name not in scan.names:
                     reason = f"failed to poll model '{name}': model not found in any model repository"
                     log.error("%s", reason)
                     self.startup_errors.append((name, reason))
+                wanted.extend(scan.names.get(name, ()))
             # An ensemble named at start brings the models it needs.
-            self._explicit.update(n for n in names if n in by_name)
-            dirs = [by_name[n] for n in needed_closure([n for n in names if n in by_name], members)]
+            self._explicit.update(wanted)
+            dirs = [scan.entries[k] for k in needed_closure(wanted, members)]
         self._load_in_waves(dirs, members, skip)
 
     def _load_in_waves(
@@ -131,12 +144,13 @@ class ModelManager:
         members: Mapping[str, list[str]],
         skip: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Load ``dirs`` in parallel, ensembles after the models they need."""
-        by_name = {d.name: d for d in dirs}
-        waves, cycles = load_waves({d.name: members.get(d.name, []) for d in dirs})
-        for name, message in cycles.items():
-            log.error("failed to load '%s': %s", name, message)
-            self._put(LoadRecord(name, by_name[name].path, error=f"{ErrorCode.INVALID_ARG.value}: {message}"))
+        """Load ``dirs`` in parallel, ensembles after the models they need (``members``:
+        each key's member keys)."""
+        by_key = {d.key: d for d in dirs}
+        waves, cycles = load_waves({d.key: members.get(d.key, []) for d in dirs})
+        for key, message in cycles.items():
+            log.error("failed to load '%s': %s", key, message)
+            self._put(_failed(by_key[key], f"{ErrorCode.INVALID_ARG.value}: {message}"))
 
         def load(mdir: RepoEntry) -> LoadRecord | None:
             if skip():
@@ -147,9 +161,9 @@ class ModelManager:
 
         with ThreadPoolExecutor(max_workers=self._load_threads, thread_name_prefix="tritonpy-load") as pool:
             for wave in waves:
-                records = [r for r in pool.map(load, [by_name[n] for n in wave]) if r is not None]
+                records = [r for r in pool.map(load, [by_key[k] for k in wave]) if r is not None]
                 with self._lock:
-                    self._records = {**self._records, **{r.name: r for r in records}}
+                    self._set_records({**self._records, **{r.key: r for r in records}})
 
     def start_polling(self, interval: float) -> None:
         """Poll the repositories every ``interval`` seconds (mode ``poll``)."""
@@ -198,29 +212,45 @@ class ModelManager:
             raise TritonError.unavailable(_NOT_ALLOWED)
         override = parse_override(name, config, files)
         try:
-            mdir = (
-                RepoEntry(name, override.folder, config_name=self._config_name)
+            scan = self._scan_for(name)
+            entries = (
+                [RepoEntry(name, override.folder, config_name=self._config_name)]
                 if override and override.folder
-                else self._find(name)
+                else scan.find_all(name)
             )
         except TritonError:
             if override is not None:
                 override.remove()
             raise
-        needs = config_members(override.config) if override is not None else folder_members(mdir)
+        # Under model namespacing a name may be a model in several repositories: as
+        # Triton, each of them loads (the first failure is the answer).
+        failure: TritonError | None = None
+        for mdir in entries:
+            try:
+                self._load_entry(mdir, override, scan)
+            except TritonError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _load_entry(self, mdir: RepoEntry, override: Override | None, scan: _Scan) -> None:
+        """``load`` of one model folder (or of the override's files)."""
+        key = mdir.key
+        names = config_members(override.config) if override is not None else folder_members(mdir)
+        needs = [member_key(mdir.namespace, m, scan.names) for m in names]
         if needs:
-            cycle = cycle_of(name, self._needs_graph(name, needs))
+            cycle = cycle_of(key, self._needs_graph(key, needs, scan))
             if cycle is not None:
                 if override is not None:
                     override.remove()
-                self._fail_cycle(name, mdir.path, cycle)
-                raise TritonError.invalid_arg(f"load failed for model '{name}': {cycle}")
-            self._load_members(name, needs)
-        self._explicit.add(name)
-        self._taken_down.discard(name)
-        with self._model_lock(name):
+                self._fail_cycle(mdir, cycle)
+                raise TritonError.invalid_arg(f"load failed for model '{mdir.name}': {cycle}")
+            self._load_members(key, scan.named_like(needs), scan)
+        self._explicit.add(key)
+        self._taken_down.discard(key)
+        with self._model_lock(key):
             self._reload(mdir, override, explicit=True)
-        self._restore_dependents(name)
+        self._restore_dependents(key, scan)
 
     def register_repository(
         self, path: str | os.PathLike[str], mapping: Mapping[str, str] | None = None
@@ -286,63 +316,60 @@ class ModelManager:
             self._roots = kept
         log.info("Model repository unregistered: %s", given)
 
-    def _needs_graph(self, name: str, needs: list[str]) -> dict[str, list[str]]:
-        """The models ``name`` needs, at any depth, each with those it needs."""
-        graph = {name: needs}
+    def _needs_graph(self, key: str, needs: list[str], scan: _Scan) -> dict[str, list[str]]:
+        """The models ``key`` needs, at any depth, each with those it needs (all keys)."""
+        graph = {key: needs}
         todo = list(needs)
         while todo:
             member = todo.pop()
             if member in graph:
                 continue
-            try:
-                graph[member] = folder_members(self._find(member))
-            except TritonError:
-                graph[member] = []
+            entry = scan.entries.get(member)
+            graph[member] = scan.members(entry) if entry is not None else []
             todo.extend(graph[member])
         return graph
 
-    def _fail_cycle(self, name: str, path: Path, message: str) -> None:
-        """Ensemble ``name`` needs itself: it does not load (what served before serves on)."""
-        record = self._records.get(name)
+    def _fail_cycle(self, mdir: RepoEntry, message: str) -> None:
+        """Ensemble ``mdir`` needs itself: it does not load (what served before serves on)."""
+        record = self._records.get(mdir.key)
         error = f"{ErrorCode.INVALID_ARG.value}: {message}"
         if record is None or (not record.versions and record.error != error):
-            log.error("failed to load '%s': %s", name, message)
-            self._put(LoadRecord(name, path, error=error))
+            log.error("failed to load '%s': %s", mdir.key, message)
+            self._put(_failed(mdir, error))
 
-    def _load_members(self, ensemble: str, names: Sequence[str]) -> None:
+    def _load_members(self, ensemble: str, keys: Sequence[str], scan: _Scan) -> None:
         """Load the models an ensemble needs that do not serve yet (those they need
         first). A member that fails to load is the ensemble's reason when it loads."""
-        for name in names:
-            record = self._records.get(name)
+        for key in keys:
+            record = self._records.get(key)
             if record is not None and record.versions:
                 continue
-            try:
-                mdir = self._find(name)
-            except TritonError:
+            mdir = scan.entries.get(key)
+            if mdir is None:
                 continue  # not in the repository: the ensemble's load says so
-            self._load_members(name, folder_members(mdir))
-            with self._model_lock(name):
+            self._load_members(key, scan.named_like(scan.members(mdir)), scan)
+            with self._model_lock(key):
                 try:
                     self._reload(mdir, None, explicit=True)
                 except TritonError as exc:
-                    log.error("loading '%s' for ensemble '%s' failed: %s", name, ensemble, exc.message)
+                    log.error("loading '%s' for ensemble '%s' failed: %s", key, ensemble, exc.message)
 
-    def _restore_dependents(self, name: str) -> None:
-        """Reload the ensembles that were unloaded because ``name`` was."""
+    def _restore_dependents(self, key: str, scan: _Scan) -> None:
+        """Reload the ensembles that were unloaded because model ``key`` was."""
         for ensemble in sorted(self._taken_down):
             record = self._records.get(ensemble)
-            if record is None or name not in _folder_members(record):
+            if record is None or key not in self._member_keys(record, retired=True):
                 continue
             self._taken_down.discard(ensemble)
             try:
-                mdir = self._find(ensemble)
-                self._load_members(ensemble, folder_members(mdir))
+                mdir = scan.find(ensemble, record.name)
+                self._load_members(ensemble, scan.named_like(scan.members(mdir)), scan)
                 with self._model_lock(ensemble):
                     self._reload(mdir, None, explicit=True)
             except TritonError as exc:
-                log.error("reloading ensemble '%s' after '%s' loaded failed: %s", ensemble, name, exc.message)
+                log.error("reloading ensemble '%s' after '%s' loaded failed: %s", ensemble, key, exc.message)
                 continue
-            self._restore_dependents(ensemble)
+            self._restore_dependents(ensemble, scan)
 
     def unload(self, name: str, unload_dependents: bool = False) -> None:
         """Unload every version of ``name`` (explicit mode). Returns at once, as Triton:
@@ -354,22 +381,24 @@ class ModelManager:
         ensemble loaded for itself that no other serving ensemble uses."""
         if self.mode != "explicit":
             raise TritonError.unavailable(_NOT_ALLOWED)
-        self._explicit.discard(name)
-        self._taken_down.discard(name)  # unloaded by name: a member's load leaves it so
-        record = self._records.get(name)
-        members = _record_members(record) if record is not None else []
-        self._unload_with_users(name)
-        if unload_dependents:
-            self._unload_members(members)
+        # Under model namespacing, as Triton: every model of that name.
+        for key in self._names.get(name) or (name,):
+            self._explicit.discard(key)
+            self._taken_down.discard(key)  # unloaded by name: a member's load leaves it so
+            record = self._records.get(key)
+            members = self._member_keys(record) if record is not None else []
+            self._unload_with_users(key, by_name=True)
+            if unload_dependents:
+                self._unload_members(members)
 
-    def _unload_with_users(self, name: str) -> None:
-        for user in self._users(name):
-            if user != name:
+    def _unload_with_users(self, key: str, by_name: bool = False) -> None:
+        for user in self._users(key):
+            if user != key:
                 self._taken_down.add(user)
-                log.info("unloading ensemble '%s': it uses '%s', which is unloading", user, name)
+                log.info("unloading ensemble '%s': it uses '%s', which is unloading", user, key)
                 self._unload_with_users(user)
-        with self._model_lock(name):
-            self._unload(name)
+        with self._model_lock(key):
+            self._unload(key, forget=by_name)
 
     def _unload_members(self, members: list[str]) -> None:
         """Unload ``members`` that were loaded only for ensembles and that no serving
@@ -378,14 +407,21 @@ class ModelManager:
             record = self._records.get(member)
             if record is None or not record.versions or member in self._explicit or self._users(member):
                 continue
-            nested = _record_members(record)
+            nested = self._member_keys(record)
             with self._model_lock(member):
                 self._unload(member)
             self._unload_members(nested)
 
-    def _users(self, name: str) -> list[str]:
-        """The serving ensembles that use model ``name``."""
-        return [r.name for r in self._records.values() if name in _record_members(r)]
+    def _users(self, key: str) -> list[str]:
+        """The serving ensembles that use model ``key``."""
+        return [k for k, r in self._records.items() if key in self._member_keys(r)]
+
+    def _member_keys(self, record: LoadRecord, retired: bool = False) -> list[str]:
+        """The keys of the models the serving versions of ``record`` need (an
+        ensemble's members); ``retired``: those its retired versions needed too."""
+        versions = [*record.versions.values(), *(record.retired.values() if retired else ())]
+        names = dict.fromkeys(m for mv in versions for m in config_members(mv.config))
+        return [member_key(record.namespace, m, self._names) for m in names]
 
     def poll(self) -> None:
         """One poll (mode ``poll``): load added models, reload changed ones, unload
@@ -397,41 +433,42 @@ class ModelManager:
 
     def _poll(self) -> None:
         try:
-            dirs = {d.name: d for d in self._scan()}
+            scan = _Scan(self._scan())
         except OSError as exc:  # a root gone, or an object store that did not answer
             log.error("polling the model repository failed: %s", exc)
             return
-        for name in sorted(set(self._records) - set(dirs)):
-            gone = self._records[name]
+        dirs = scan.entries
+        for key in sorted(set(self._records) - set(dirs)):
+            gone = self._records[key]
             if not gone.stamp and not gone.versions and not gone.failed and gone.error is None:
                 continue  # unloaded at an earlier poll
             if gone.versions:
-                log.info("model '%s' was removed from the repository; unloading it", name)
-            self._failed_stamps.pop(name, None)
-            with self._model_lock(name):
-                self._unload(name, removed=True)
-        members = {name: folder_members(mdir) for name, mdir in dirs.items()}
+                log.info("model '%s' was removed from the repository; unloading it", key)
+            self._failed_stamps.pop(key, None)
+            with self._model_lock(key):
+                self._unload(key, removed=True)
+        members = {key: scan.members(mdir) for key, mdir in dirs.items()}
         waves, cycles = load_waves(members)
-        for name, message in cycles.items():
-            self._fail_cycle(name, dirs[name].path, message)
-        order = [name for wave in waves for name in wave]
-        for name in order:
-            mdir = dirs[name]
+        for key, message in cycles.items():
+            self._fail_cycle(dirs[key], message)
+        order = [key for wave in waves for key in wave]
+        for key in order:
+            mdir = dirs[key]
             if self._stop_polling.is_set():
                 return
             stamp = folder_stamp(mdir.path)
-            record = self._records.get(name)
+            record = self._records.get(key)
             if record is not None and record.stamp == stamp:
                 continue
-            if self._failed_stamps.get(name) == stamp:
+            if self._failed_stamps.get(key) == stamp:
                 continue
-            with self._model_lock(name):
+            with self._model_lock(key):
                 try:
                     self._reload(mdir, None, explicit=False, stamp=stamp)
                 except TritonError:
-                    self._failed_stamps[name] = stamp
+                    self._failed_stamps[key] = stamp
                 else:
-                    self._failed_stamps.pop(name, None)
+                    self._failed_stamps.pop(key, None)
 
     # -- how a model changes ----------------------------------------------------------------
 
@@ -440,27 +477,24 @@ class ModelManager:
         folders first (``RemoteRepositoryError``, an ``OSError``, when a store fails)."""
         roots: list[Path] = []
         mappings: dict[Path, Mapping[str, str]] = {}
+        namespaces: dict[Path, str] = {}
         for repository, mapping in self._roots:
             root = repository.sync() if isinstance(repository, RemoteRepository) else repository
             roots.append(root)
             if mapping:
                 mappings[root] = mapping
-        return scan_repositories(roots, self._config_name, mappings)
+            if self._namespacing:  # the repository as the server was given it
+                namespaces[root] = _root_key(repository)
+        return scan_repositories(roots, self._config_name, mappings, namespaces)
 
-    def _find(self, name: str) -> RepoEntry:
+    def _scan_for(self, name: str) -> _Scan:
+        """``_scan`` for a load of ``name``: a repository that cannot be read fails it."""
         try:
-            dirs = self._scan()
+            return _Scan(self._scan())
         except OSError as exc:
             raise TritonError.internal(
                 f"failed to load '{name}', failed to poll from model repository: {exc}"
             ) from None
-        for mdir in dirs:
-            if mdir.name == name:
-                return mdir
-        raise TritonError.internal(
-            f"failed to load '{name}', failed to poll from model repository: "
-            "model not found in any model repository"
-        )
 
     def _reload(self, mdir: RepoEntry, override: Override | None, explicit: bool, stamp: str = "") -> None:
         """Load ``mdir`` and swap it in for what serves; the caller holds the model's lock.
@@ -468,7 +502,7 @@ class ModelManager:
         it, and its files removed once nothing loaded from them is left."""
         name = mdir.name
         stamp = stamp or folder_stamp(mdir.path)
-        old = self._records.get(name)
+        old = self._records.get(mdir.key)
         if (
             explicit
             and override is None
@@ -497,6 +531,7 @@ class ModelManager:
                 stamp=old.stamp,
                 override=old.override,
                 retired=old.retired,
+                namespace=old.namespace,
             )
             self._put(kept)
             log.error("reloading '%s' failed; the versions loaded before serve on: %s", name, failure)
@@ -518,27 +553,33 @@ class ModelManager:
         """Load ``mdir`` into a new record stamped with its folder as it was before the
         load began (a change made while it loads shows at the next poll)."""
         stamp = stamp or folder_stamp(mdir.path)
-        record = self._loader.load(mdir, override, retries=self._retries, members=self._member_state)
+        members = functools.partial(self._member_state, namespace=mdir.namespace)
+        record = self._loader.load(mdir, override, retries=self._retries, members=members)
         record.stamp = stamp
         return record
 
-    def _unload(self, name: str, removed: bool = False) -> None:
-        """Unload model ``name``; ``removed``: its folder is gone (poll mode). As in Triton
+    def _unload(self, key: str, removed: bool = False, forget: bool = False) -> None:
+        """Unload model ``key``; ``removed``: its folder is gone (poll mode). As in Triton
         the model stays known, unloaded (requests get "has no available versions", a
         version's "is not at ready state"); the index, which lists folders, leaves it
-        out, and its folder loads again should it come back, whatever its stamp."""
-        record = self._records.get(name)
+        out, and its folder loads again should it come back, whatever its stamp.
+
+        Under model namespacing a model removed, or unloaded by name (``forget``),
+        no longer answers to its name, as Triton drops its identifier then."""
+        record = self._records.get(key)
         if record is None:
             return
-        if record.versions or record.failed or record.error is not None or removed:
+        if record.versions or record.failed or record.error is not None or removed or forget:
             # What a failed load left is cleared too: an unloaded model no longer
             # keeps a strictly-ready server from being ready.
             self._put(
                 LoadRecord(
-                    name,
+                    record.name,
                     record.path,
                     retired={**record.retired, **record.versions},
                     stamp="" if removed else record.stamp,
+                    namespace=record.namespace,
+                    removed=(removed or forget) and self._namespacing,
                 )
             )
         self._retire(list(record.versions.values()), override=record.override)
@@ -571,7 +612,7 @@ class ModelManager:
                 for mv in versions:
                     mv.unload()
                     if log_it:
-                        log.info("successfully unloaded '%s' version %d", mv.name, mv.version)
+                        log.info("successfully unloaded '%s' version %d", mv.key, mv.version)
             finally:
                 if override is not None:
                     override.remove()
@@ -585,19 +626,28 @@ class ModelManager:
 
     def _put(self, record: LoadRecord) -> None:
         with self._lock:
-            self._records = {**self._records, record.name: record}
+            self._set_records({**self._records, record.key: record})
 
-    def _model_lock(self, name: str) -> threading.Lock:
-        """One lock per model name: its loads and unloads happen one at a time;
-        different models load in parallel."""
+    def _set_records(self, records: dict[str, LoadRecord]) -> None:
+        """Serve ``records`` from now on; the caller holds ``_lock``."""
+        self._records = records
+        names = keys_by_name((key, r.name) for key, r in records.items() if not r.removed)
+        for record in records.values():
+            names.setdefault(record.name, ())  # known, but no model answers to it
+        self._names = names
+
+    def _model_lock(self, key: str) -> threading.Lock:
+        """One lock per model: its loads and unloads happen one at a time; different
+        models load in parallel."""
         with self._lock:
-            return self._model_locks.setdefault(name, threading.Lock())
+            return self._model_locks.setdefault(key, threading.Lock())
 
     # -- lookup --------------------------------------------------------------------------
 
-    def _member_state(self, name: str) -> MemberState | None:
-        """What an ensemble being loaded sees of its member ``name`` (None: no such model)."""
-        record = self._records.get(name)
+    def _member_state(self, name: str, namespace: str = "") -> MemberState | None:
+        """What an ensemble of ``namespace`` being loaded sees of its member ``name``
+        (None: no such model, or none that can be told from others)."""
+        record = self._records.get(member_key(namespace, name, self._names))
         if record is None:
             return None
         ready = {v: mv for v, mv in record.versions.items() if mv.ready}
@@ -605,31 +655,43 @@ class ModelManager:
         return MemberState(ready, failure.removesuffix(";\n") if failure else None)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._records
+        return bool(self._names.get(name))
 
-    def get_version(self, name: str, version: int | str | None = None) -> LoadedVersion:
+    def get_version(self, name: str, version: int | str | None = None, namespace: str = "") -> LoadedVersion:
         """The ready model version ``name``/``version`` (latest when none), or TritonError.
+        Under model namespacing ``name`` must mean one model (``namespace``: where an
+        ensemble's step looks first).
 
         A lookup that fails on a record replaced meanwhile (a reload swapped a new one
         in and retired the versions this snapshot still holds) looks again."""
         while True:
-            record = self._records.get(name)
+            key = lookup_key(name, self._names, namespace) if self._namespacing else name
+            record = self._records.get(key)
             try:
-                return _version_of(record, name, version)
+                return _version_of(record, key, version)
             except TritonError:
-                if self._records.get(name) is record:
+                if self._records.get(key) is record:
                     raise
+
+    def _record_of(self, name: str) -> LoadRecord | None:
+        """The record ``name`` means (None: none, or under model namespacing more than one)."""
+        if not self._namespacing:
+            return self._records.get(name)
+        try:
+            return self._records.get(lookup_key(name, self._names))
+        except TritonError:
+            return None
 
     def ready_versions(self, name: str) -> list[int]:
         """The versions of ``name`` that are ready, in order."""
-        record = self._records.get(name)
+        record = self._record_of(name)
         if record is None:
             return []
         return [v for v in sorted(record.versions) if record.versions[v].ready]
 
     def statistics_versions(self, name: str, version: int | str | None) -> list[LoadedVersion]:
         """The loaded versions of ``name`` the statistics extension reports (Triton's messages)."""
-        record = self._records.get(name)
+        record = self._record_of(name)
         if record is None or not record.versions:
             raise TritonError.invalid_arg(f"requested model '{name}' is not available")
         v = parse_version(version, name)
@@ -649,7 +711,7 @@ class ModelManager:
     def failed_models(self) -> list[tuple[str, str, str]]:
         """``(model, version, reason)`` for everything whose load failed."""
         failed = [
-            (r.name, v, reason)
+            (r.key, v, reason)
             for r in self._records.values()
             for v, state, reason in r.state_rows()
             if state == ModelState.UNAVAILABLE.value and reason != "unloaded"
@@ -657,21 +719,20 @@ class ModelManager:
         return failed + [(name, "", reason) for name, reason in self.startup_errors]
 
     def wait_unloaded(self, name: str, timeout: float | None = None) -> bool:
-        """Wait until no version of ``name`` is still unloading (at most ``timeout`` s);
-        whether none is."""
+        """Wait until no version of a model ``name`` is still unloading (at most
+        ``timeout`` s); whether none is."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            record = self._records.get(name)
-            if record is None or all(
-                state != ModelState.UNLOADING.value for _, state, _ in record.state_rows()
-            ):
+            records = [r for r in self._records.values() if r.name == name]
+            if all(state != ModelState.UNLOADING.value for r in records for _, state, _ in r.state_rows()):
                 return True
             if deadline is not None and time.monotonic() > deadline:
                 return False
             time.sleep(0.01)
 
-    def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
-        """The repository index extension: name, version, state, reason per version.
+    def repository_index(self, ready: bool = False, keys: bool = False) -> list[dict[str, str]]:
+        """The repository index extension: name, version, state, reason per version
+        (``keys``: each model's key for its name, as Triton's table at start shows it).
 
         As Triton's: the models of the repository folders, those never loaded by
         name only; a model loaded from a load request's files under a name no
@@ -679,15 +740,16 @@ class ModelManager:
         records = self._records
         index: list[dict[str, str]] = []
         try:
-            names = {d.name for d in self._scan()}
+            folders = self._scan()  # by repository (under model namespacing), then name
         except OSError:
-            names = set()
-        for name in sorted(names):
-            if name not in records:
+            folders = []
+        for folder in folders:
+            name = folder.key if keys else folder.name
+            if folder.key not in records:
                 if not ready:
                     index.append({"name": name})
                 continue
-            for version, state, reason in records[name].state_rows():
+            for version, state, reason in records[folder.key].state_rows():
                 if ready and state != ModelState.READY.value:
                     continue
                 entry = {"name": name}
@@ -716,22 +778,51 @@ def _load_failed(record: LoadRecord, failure: str) -> TritonError:
     return TritonError.invalid_arg(f"load failed for model '{record.name}': {failure}")
 
 
-def _record_members(record: LoadRecord) -> list[str]:
-    """The models the serving versions of ``record`` need (an ensemble's members)."""
-    return list(dict.fromkeys(m for mv in record.versions.values() for m in config_members(mv.config)))
+def _failed(mdir: RepoEntry, error: str) -> LoadRecord:
+    """The record of a model folder that cannot load, for ``error``."""
+    return LoadRecord(mdir.name, mdir.path, error=error, namespace=mdir.namespace)
 
 
-def _folder_members(record: LoadRecord) -> list[str]:
-    """The models the versions ``record`` served or serves need (retired ones included)."""
-    versions = [*record.versions.values(), *record.retired.values()]
-    return list(dict.fromkeys(m for mv in versions for m in config_members(mv.config)))
+class _Scan:
+    """The model folders of one scan of the repositories, by key and by name."""
+
+    def __init__(self, entries: Sequence[RepoEntry]) -> None:
+        self.entries = {entry.key: entry for entry in entries}
+        self.names = keys_by_name((entry.key, entry.name) for entry in entries)
+
+    def members(self, entry: RepoEntry) -> list[str]:
+        """The keys of the models ``entry``'s ensemble config needs ([]: not an ensemble)."""
+        return [member_key(entry.namespace, m, self.names) for m in folder_members(entry)]
+
+    def named_like(self, keys: Sequence[str]) -> list[str]:
+        """``keys`` and the keys of the other models of their names: what an explicit load
+        of an ensemble loads for it, as Triton loads each model its steps name from
+        every repository that has one (under model namespacing)."""
+        names = [self.entries[k].name for k in keys if k in self.entries]
+        return list(dict.fromkeys([*keys, *(k for n in names for k in self.names[n])]))
+
+    def find(self, key: str, name: str) -> RepoEntry:
+        """The folder of model ``key`` (named ``name``), or Triton's load error."""
+        entry = self.entries.get(key)
+        if entry is None:
+            raise TritonError.internal(
+                f"failed to load '{name}', failed to poll from model repository: "
+                "model not found in any model repository"
+            )
+        return entry
+
+    def find_all(self, name: str) -> list[RepoEntry]:
+        """The folders of the models named ``name`` (under model namespacing, one per
+        repository that has one), or Triton's load error."""
+        return [self.find(key, name) for key in self.names.get(name) or (name,)]
 
 
 _READY = ModelState.READY
 
 
 def _version_of(record: LoadRecord | None, name: str, version: int | str | None) -> LoadedVersion:
-    """The lookup of ``ModelManager.get_version`` in one snapshot of a model's record."""
+    """The lookup of ``ModelManager.get_version`` in one snapshot of a model's record;
+    ``name``: the model's key, as Triton's messages name it."""
     if record is None:
         raise TritonError.not_found(f"Request for unknown model: '{name}' is not found")
     v = version if type(version) is int else parse_version(version, name)

@@ -8,6 +8,7 @@ threads, never on the event loop.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +41,7 @@ from ..config._validate import ENSEMBLE_PLATFORM
 from ..hostpolicy import HostPolicy, bound, policy_name
 from ..memory import PinnedPool
 from ..options import ServerOptions
-from ..repository import RepoEntry, read_labels, select_versions, version_dirs
+from ..repository import RepoEntry, model_key, read_labels, select_versions, version_dirs
 from ..repository.agents import run_agents
 from ..repository.overrides import Override
 from ..scheduler.ensemble import EnsembleScheduler, Submit
@@ -77,6 +78,17 @@ class LoadRecord:
     #: Why the folder's ``config.pbtxt`` could not be read, when that is what failed:
     #: a broken repository, not a client's mistake (Triton: a poll failure, INTERNAL).
     unreadable: str | None = None
+    #: Its repository under model namespacing ("" without; ``RepoEntry.namespace``).
+    namespace: str = ""
+    #: Under model namespacing: unloaded by name, or its folder left the repository
+    #: (poll mode), so it no longer answers to its name, as Triton forgets its
+    #: identifier then (``namespaces.lookup_key``).
+    removed: bool = False
+
+    @property
+    def key(self) -> str:
+        """The model's key (``RepoEntry.key``): its name, or ``<namespace>::<name>``."""
+        return model_key(self.namespace, self.name)
 
     def state_rows(self) -> list[tuple[str, str, str]]:
         """``(version, state, reason)`` rows, as the repository index shows them."""
@@ -133,7 +145,7 @@ class ModelLoader:
         """Load the versions of ``mdir`` (with ``override``'s config instead of its
         ``config.pbtxt``); a version that fails is tried ``retries`` more times.
         An ensemble finds its members (loaded before it) through ``members``."""
-        record = LoadRecord(mdir.name, mdir.path, override=override)
+        record = LoadRecord(mdir.name, mdir.path, override=override, namespace=mdir.namespace)
         if mdir.error is not None:
             record.error = mdir.error
             return record
@@ -148,7 +160,7 @@ class ModelLoader:
             hooks, backend, versions = self._prepare(mdir, config)
         except Exception as exc:  # any failure is this model's reason, never the server's end
             record.error = _reason(exc)
-            log.error("failed to load '%s': %s", mdir.name, record.error)
+            log.error("failed to load '%s': %s", mdir.key, record.error)
             return record
         for version in versions:
             for attempt in range(retries + 1):
@@ -157,13 +169,13 @@ class ModelLoader:
                         mdir, config, hooks, backend, version, written
                     )
                     record.failed.pop(version, None)
-                    log.info("successfully loaded '%s' version %d", mdir.name, version)
+                    log.info("successfully loaded '%s' version %d", mdir.key, version)
                     break
                 except Exception as exc:  # as above: the reason of this version only
                     record.failed[version] = _reason(exc)
                     log.error(
                         "failed to load '%s' version %d%s: %s",
-                        mdir.name,
+                        mdir.key,
                         version,
                         f" (attempt {attempt + 1} of {retries + 1})" if retries else "",
                         record.failed[version],
@@ -316,6 +328,7 @@ class ModelLoader:
             model=model,
             instances=active,
             passive_instances=passive,
+            namespace=mdir.namespace,
             labels=labels,
             load_seconds=time.monotonic() - load_start,
             cache=self._cache if config.response_cache.enable else None,
@@ -343,13 +356,15 @@ class ModelLoader:
                 raise TritonError.unsupported("ensembles run only inside a server")
         except Exception as exc:
             record.error = _reason(exc)
-            log.error("failed to load '%s': %s", mdir.name, record.error)
+            log.error("failed to load '%s': %s", mdir.key, record.error)
             return record
         if plan.decoupled:  # as Triton reports it: an ensemble of a decoupled model is decoupled
             config.model_transaction_policy.decoupled = True
         config_dict = config_to_dict(config)
         outputs = [io.name for io in config.output]
         submit = self._submit
+        if mdir.namespace:  # its steps' members are looked up in its own repository first
+            submit = functools.partial(submit, namespace=mdir.namespace)
         max_inflight = config.ensemble_scheduling.max_inflight_requests
         if max_inflight:
             log.info("ensemble model '%s' configured with max_inflight_requests: %d", mdir.name, max_inflight)
@@ -364,6 +379,7 @@ class ModelLoader:
                 hooks=ENSEMBLE_HOOKS,
                 model=Model(mdir.name, version, config_dict, mdir.path, ENSEMBLE_BACKEND),
                 instances=[],
+                namespace=mdir.namespace,
                 labels=self._labels(mdir, version, config_dict),
                 cache=self._cache if config.response_cache.enable and not plan.decoupled else None,
                 scheduler_factory=lambda model: EnsembleScheduler(
@@ -373,7 +389,7 @@ class ModelLoader:
             mv.load_seconds = time.monotonic() - load_start
             mv.start()
             record.versions[version] = mv
-            log.info("successfully loaded '%s' version %d", mdir.name, version)
+            log.info("successfully loaded '%s' version %d", mdir.key, version)
         return record
 
     @staticmethod

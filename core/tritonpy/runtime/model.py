@@ -37,6 +37,7 @@ from ..failures import report
 from ..hostpolicy import HostPolicy, ThreadBinder
 from ..inputs import NUMERIC
 from ..memory.placement import place_inputs
+from ..repository.namespaces import model_key
 from ..scheduler import (
     DefaultScheduler,
     Job,
@@ -115,6 +116,8 @@ class LoadedVersion:
     #: The ``--host-policy`` binding each instance (by name), for those that have one:
     #: their worker threads bind themselves, and no request runs on a caller's thread.
     host_policies: dict[str, HostPolicy] = field(default_factory=dict)
+    #: Its repository under model namespacing ("" without): metrics label it ``namespace``.
+    namespace: str = ""
     state: ModelState = ModelState.LOADING
     reason: str = ""
     stats: ModelStatistics = field(default_factory=ModelStatistics)
@@ -207,6 +210,11 @@ class LoadedVersion:
             self._execute_direct = direct
             self._hold = scheduler.hold
             self.direct = True
+
+    @property
+    def key(self) -> str:
+        """Its model's key (``namespaces.model_key``): the name, or ``<namespace>::<name>``."""
+        return model_key(self.namespace, self.name)
 
     def start(self) -> None:
         """Start the scheduler's workers; the version serves from now on."""

@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,8 +62,14 @@ from .contract import Scheduler
 
 log = logging.getLogger(__name__)
 
-#: Submits an internal request to a member model (``Server.submit(..., internal=True)``).
-Submit = Callable[[InferenceRequest, OnResponse], None]
+
+class Submit(Protocol):
+    """Submits an internal request to a member model (``Server.submit(..., internal=True)``);
+    under model namespacing, ``namespace`` is the ensemble's repository, where its
+    members are looked up first."""
+
+    def __call__(self, request: InferenceRequest, done: OnResponse, namespace: str = "") -> None: ...
+
 
 #: How many requested-output subsets keep their pruned step list.
 _PRUNED_CACHE = 64

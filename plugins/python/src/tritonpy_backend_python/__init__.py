@@ -28,6 +28,7 @@ as host data).
 
 from __future__ import annotations
 
+import ast
 import json
 import time
 from dataclasses import dataclass
@@ -198,7 +199,7 @@ def auto_complete_config(model: Model) -> None:
         source = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return  # reported by model_initialize
-    if "auto_complete_config" not in source:
+    if not _may_auto_complete(source):
         return  # no stub start for models that cannot auto-complete
     state = _state(model.backend)
     in_process, settings = _settings(model, state)
@@ -215,6 +216,23 @@ def auto_complete_config(model: Model) -> None:
         completed = auto_complete_in_stub(path, model.config, settings, state.services)
     model.config.clear()
     model.config.update(completed)
+
+
+def _may_auto_complete(source: str) -> bool:
+    """Whether a model file's ``TritonPythonModel`` may have an ``auto_complete_config``:
+    the file names it, or the class is not a plain one of its own (it is imported, as
+    in ``from common_model import *``, or derives from another class)."""
+    if "auto_complete_config" in source:
+        return True
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False  # model_initialize says what is wrong with the file
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel":
+            plain = all(isinstance(b, ast.Name) and b.id == "object" for b in node.bases)
+            return not plain or bool(node.keywords)
+    return True
 
 
 @hookimpl
