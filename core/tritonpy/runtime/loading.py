@@ -598,7 +598,8 @@ def prepare_model(
         call_hook(hooks, "auto_complete_config", model=model)
         config = config_from_dict(model.config)
         if (
-            base.max_batch_size == 0
+            hooks.info.autofill_dynamic_batching
+            and base.max_batch_size == 0
             and config.max_batch_size > 0
             and not config.WhichOneof("scheduling_choice")
         ):

@@ -63,18 +63,92 @@ def test_tensor_dlpack_round_trip() -> None:
         pb_utils.Tensor("s", np.array([b"x"], dtype=np.object_)).to_dlpack()
 
 
-def test_model_config_keeps_what_the_user_wrote() -> None:
-    config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 4, "input": [{"name": "X", "dims": [2]}]})
-    config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [2]})
+def test_model_config_completes_what_the_user_wrote() -> None:
+    config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 4, "input": [{"name": "X", "dims": []}]})
+    config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [2]})  # no dims written: taken
     config.add_output({"name": "Y", "data_type": "TYPE_FP32", "dims": [2]})
     config.set_dynamic_batching()
     config.set_model_transaction_policy({"decoupled": True})
     assert config.as_dict()["input"] == [{"name": "X", "dims": [2], "data_type": "TYPE_FP32"}]
     assert pb_utils.using_decoupled_model_transaction_policy(config.as_dict())
-    with pytest.raises(ValueError, match="max_batch_size"):
-        config.set_max_batch_size(8)
-    with pytest.raises(ValueError, match="dims"):
-        config.add_input({"name": "X", "dims": [3]})
+    config.set_max_batch_size(8)  # larger than written: Triton takes it
+    assert config.as_dict()["max_batch_size"] == 8
+
+
+#: What Triton's pb_utils.ModelConfig answers (its messages, checked against Triton 2.51).
+MODEL_CONFIG_REFUSALS = [
+    (
+        lambda c: c.set_max_batch_size(2),
+        "configuration specified max_batch_size 4, but in auto-complete-config function for model "
+        "'m' specified max_batch_size 2",
+    ),
+    (
+        lambda c: c.add_input({"name": "Y", "data_type": "TYPE_FP32", "dims": [1], "reshape": {}}),
+        "input 'Y' in auto-complete-config function for model 'm' contains property other than "
+        "'name', 'data_type', 'dims' and 'optional'.",
+    ),
+    (
+        lambda c: c.add_output({"name": "Y", "data_type": "TYPE_FP32", "dims": [1], "optional": True}),
+        "output 'Y' in auto-complete-config function for model 'm' contains property other than "
+        "'name', 'data_type' and 'dims'.",
+    ),
+    (
+        lambda c: c.add_input({"data_type": "TYPE_FP32", "dims": [1]}),
+        "input in auto-complete-config function for model 'm' is missing 'name' property.",
+    ),
+    (
+        lambda c: c.add_output({"name": "Y", "dims": [1]}),
+        "output 'Y' in auto-complete-config function for model 'm' is missing 'data_type' property.",
+    ),
+    (
+        lambda c: c.add_input({"name": "Y", "data_type": "TYPE_FP32"}),
+        "input 'Y' in auto-complete-config function for model 'm' is missing 'dims' property.",
+    ),
+    (
+        lambda c: c.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [3]}),
+        "unable to load model 'm', configuration expects datatype TYPE_INT32 for input 'X', "
+        "model provides TYPE_FP32",
+    ),
+    (
+        lambda c: c.add_input({"name": "X", "data_type": "TYPE_INT32", "dims": [3]}),
+        "model 'm', tensor 'X': the model expects dims [3] but the model configuration specifies dims [2]",
+    ),
+    (
+        lambda c: c.add_input({"name": "X", "data_type": "TYPE_INT32", "dims": [2], "optional": True}),
+        "model 'm', tensor 'X': the model expects optional True but the model configuration specifies "
+        "optional False",
+    ),
+    (
+        lambda c: c.set_model_transaction_policy({"decoupled": False, "other": 1}),
+        "model transaction property in auto-complete-config function for model 'm' contains property "
+        "other than 'decoupled'.",
+    ),
+    (
+        lambda c: c.set_model_transaction_policy({"decoupled": True}),
+        "trying to change decoupled property in auto-complete-config for model 'm', which is already "
+        "set to 'False'.",
+    ),
+    (
+        lambda c: c.set_dynamic_batching(),
+        "Configuration specified scheduling_choice as 'sequence_batching', but auto-complete-config "
+        "function for model 'm' tries to set scheduling_choice as 'dynamic_batching'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), MODEL_CONFIG_REFUSALS)
+def test_model_config_refuses_as_triton_does(change: Any, message: str) -> None:
+    written = {
+        "name": "m",
+        "max_batch_size": 4,
+        "input": [{"name": "X", "data_type": "TYPE_INT32", "dims": [2], "optional": False}],
+        "output": [],
+        "model_transaction_policy": {"decoupled": False},
+        "sequence_batching": {},
+    }
+    with pytest.raises(ValueError) as err:
+        change(pb_utils.ModelConfig(written))
+    assert str(err.value) == message
 
 
 def test_sender_refuses_after_final() -> None:

@@ -23,6 +23,11 @@ class BackendInfo:
       :class:`GpuSupport`; ``KIND_CPU`` for a backend that never runs on a GPU).
     - ``parallel_instance_init``: whether instances of one model may run
       ``instance_initialize`` concurrently.
+    - ``autofill_dynamic_batching``: whether a model that ``auto_complete_config``
+      makes batching (``max_batch_size`` from 0 to more) gets ``dynamic_batching``
+      when it chose no scheduler, as Triton's ONNX Runtime and TensorRT backends
+      give it. False for a backend whose models choose for themselves (Triton's
+      Python backend: ``set_dynamic_batching()``).
     """
 
     platforms: tuple[str, ...] = ()
@@ -30,6 +35,7 @@ class BackendInfo:
     default_instance_kind: str = "KIND_AUTO"
     default_instance_count: int = 1
     parallel_instance_init: bool = False
+    autofill_dynamic_batching: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -670,7 +670,14 @@ def is_model_ready(model_name: str, model_version: str | int = "") -> bool:
 
 
 class ModelConfig:
-    """The config handed to ``auto_complete_config``; changes are returned to the server."""
+    """The config handed to ``auto_complete_config``; changes are returned to the server.
+
+    Its rules and messages are those of Triton's ``pb_utils.ModelConfig``: a tensor
+    is given by ``name``, ``data_type`` and ``dims`` (an input also ``optional``),
+    nothing else; one the config already has must agree with it where the config
+    says something (a ``data_type`` other than ``TYPE_INVALID``, non-empty ``dims``),
+    and is completed from it.
+    """
 
     def __init__(self, model_config: dict[str, Any] | str) -> None:
         self._config = json.loads(model_config) if isinstance(model_config, str) else model_config
@@ -681,71 +688,102 @@ class ModelConfig:
     def max_batch_size(self) -> int:
         return int(self._config.get("max_batch_size", 0))
 
+    def _name(self) -> str:
+        return str(self._config.get("name", ""))
+
     def set_max_batch_size(self, max_batch_size: int) -> None:
+        """Set ``max_batch_size``; a config that gives a larger one keeps it and fails."""
         current = int(self._config.get("max_batch_size", 0))
-        if current != 0 and current != max_batch_size:
+        if current > max_batch_size:
             raise ValueError(
-                f"configuration specified max_batch_size {current}, but auto-complete-config "
-                f"function for model '{self._config.get('name', '')}' specified max_batch_size "
-                f"{max_batch_size}"
+                f"configuration specified max_batch_size {current}, but in auto-complete-config "
+                f"function for model '{self._name()}' specified max_batch_size {max_batch_size}"
             )
         self._config["max_batch_size"] = max_batch_size
 
     def set_dynamic_batching(self) -> None:
-        if "sequence_batching" in self._config:
-            raise ValueError("dynamic batching cannot be set with sequence batching")
+        """Schedule the model with the dynamic batcher, unless the config chose another."""
+        for other in ("sequence_batching", "ensemble_scheduling"):
+            if other in self._config:
+                raise ValueError(
+                    f"Configuration specified scheduling_choice as '{other}', but auto-complete-config "
+                    f"function for model '{self._name()}' tries to set scheduling_choice as "
+                    "'dynamic_batching'"
+                )
         self._config.setdefault("dynamic_batching", {})
 
     def add_input(self, input: dict[str, Any]) -> None:  # noqa: A002 (Triton's name)
-        self._add("input", input)
+        self._add("input", input, ("name", "data_type", "dims", "optional"))
 
     def add_output(self, output: dict[str, Any]) -> None:
-        self._add("output", output)
+        self._add("output", output, ("name", "data_type", "dims"))
 
-    def _add(self, kind: str, tensor: dict[str, Any]) -> None:
+    def _add(self, kind: str, tensor: dict[str, Any], allowed: tuple[str, ...]) -> None:
+        model = self._name()
+        if any(key not in allowed for key in tensor):
+            listed = ", ".join(f"'{key}'" for key in allowed[:-1]) + f" and '{allowed[-1]}'"
+            raise ValueError(
+                f"{kind} '{tensor.get('name', '')}' in auto-complete-config function for model "
+                f"'{model}' contains property other than {listed}."
+            )
         if "name" not in tensor:
-            raise ValueError(f"{kind} in auto-complete-config function must have a 'name'")
-        allowed = {"name", "data_type", "dims", "optional", "reshape", "is_shape_tensor", "label_filename"}
-        unknown = set(tensor) - allowed
-        if unknown:
-            raise ValueError(f"unknown key(s) {sorted(unknown)} in {kind} '{tensor['name']}'")
-        entries = self._config.setdefault(kind, [])
-        for existing in entries:
-            if existing.get("name") != tensor["name"]:
+            raise ValueError(
+                f"{kind} in auto-complete-config function for model '{model}' is missing 'name' property."
+            )
+        for key in ("data_type", "dims"):
+            if key not in tensor:
+                raise ValueError(
+                    f"{kind} '{tensor['name']}' in auto-complete-config function for model '{model}' "
+                    f"is missing '{key}' property."
+                )
+        name = tensor["name"]
+        for existing in self._config.setdefault(kind, []):
+            if existing.get("name") != name:
                 continue
-            for key in ("data_type", "dims"):
-                if key in tensor and key in existing and _norm(existing[key]) != _norm(tensor[key]):
-                    raise ValueError(
-                        f"model '{self._config.get('name', '')}', tensor '{tensor['name']}': "
-                        f"the model config specifies {key} {existing[key]} but the auto-complete-config "
-                        f"function specifies {key} {tensor[key]}"
-                    )
-                if key in tensor:
-                    existing.setdefault(key, tensor[key])
+            given = existing.get("data_type", "TYPE_INVALID")
+            if given != "TYPE_INVALID" and given != tensor["data_type"]:
+                raise ValueError(
+                    f"unable to load model '{model}', configuration expects datatype {given} for "
+                    f"{kind} '{name}', model provides {tensor['data_type']}"
+                )
+            dims = _dims(existing.get("dims") or [])
+            if dims and dims != _dims(tensor["dims"]):
+                raise ValueError(
+                    f"model '{model}', tensor '{name}': the model expects dims {_dims(tensor['dims'])} "
+                    f"but the model configuration specifies dims {dims}"
+                )
+            if "optional" in existing and "optional" in tensor and existing["optional"] != tensor["optional"]:
+                raise ValueError(
+                    f"model '{model}', tensor '{name}': the model expects optional {tensor['optional']} "
+                    f"but the model configuration specifies optional {existing['optional']}"
+                )
+            existing["data_type"] = tensor["data_type"]
+            existing["dims"] = _dims(tensor["dims"])
+            if "optional" in tensor:
+                existing["optional"] = tensor["optional"]
             return
-        entry = dict(tensor)
-        if "dims" in entry:
-            entry["dims"] = [int(d) for d in entry["dims"]]
-        entries.append(entry)
+        self._config[kind].append({**tensor, "dims": _dims(tensor["dims"])})
 
     def set_model_transaction_policy(self, transaction_policy_dict: dict[str, Any]) -> None:
-        unknown = set(transaction_policy_dict) - {"decoupled"}
-        if unknown:
-            raise ValueError(f"unknown key(s) {sorted(unknown)} in model transaction policy")
-        current = self._config.get("model_transaction_policy", {}).get("decoupled")
-        wanted = bool(transaction_policy_dict.get("decoupled", False))
-        if current is not None and bool(current) != wanted:
+        """Set ``model_transaction_policy`` (``decoupled``); a config that says otherwise fails."""
+        if any(key != "decoupled" for key in transaction_policy_dict):
             raise ValueError(
-                "trying to change decoupled property in auto-complete-config for model "
-                f"'{self._config.get('name', '')}', which is already set to '{current}'"
+                "model transaction property in auto-complete-config function for model "
+                f"'{self._name()}' contains property other than 'decoupled'."
             )
-        self._config["model_transaction_policy"] = {"decoupled": wanted}
+        policy = self._config.setdefault("model_transaction_policy", {})
+        if "decoupled" in transaction_policy_dict:
+            wanted = transaction_policy_dict["decoupled"]
+            if "decoupled" in policy and policy["decoupled"] != wanted:
+                raise ValueError(
+                    "trying to change decoupled property in auto-complete-config for model "
+                    f"'{self._name()}', which is already set to '{policy['decoupled']}'."
+                )
+            policy["decoupled"] = wanted
 
 
-def _norm(value: Any) -> Any:
-    if isinstance(value, list):
-        return [int(v) for v in value]
-    return value
+def _dims(dims: Any) -> list[int]:
+    return [int(d) for d in dims]
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import inspect
 import itertools
@@ -90,9 +91,12 @@ def auto_complete(model_file: str | Path, config: dict[str, Any]) -> dict[str, A
     hook = getattr(cls, "auto_complete_config", None)
     if hook is None:
         return config
-    result = hook(ModelConfig(config))
+    result = hook(ModelConfig(copy.deepcopy(config)))  # the model's own, as Triton's JSON copy
     if not isinstance(result, ModelConfig):
-        raise ContractError("auto_complete_config must return the pb_utils.ModelConfig it was given")
+        raise ContractError(
+            f"auto_complete_config function in model '{config.get('name', '')}' must return a valid "
+            "pb.ModelConfig object."
+        )
     return result.as_dict()
 
 

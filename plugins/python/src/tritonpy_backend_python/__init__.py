@@ -89,6 +89,9 @@ def backend_info() -> BackendInfo:
         default_instance_kind="KIND_AUTO",
         default_instance_count=1,
         parallel_instance_init=True,
+        # As Triton's: a model that batches chooses the dynamic batcher itself
+        # (pb_utils.ModelConfig.set_dynamic_batching), or runs its requests one by one.
+        autofill_dynamic_batching=False,
     )
 
 
@@ -208,9 +211,10 @@ def auto_complete_config(model: Model) -> None:
 
         try:
             completed = auto_complete(path, model.config)
-        except Exception as exc:
+        except Exception as exc:  # the model's exception, as Triton reports it
+            text = error_text(exc)
             raise TritonError.internal(
-                f"auto_complete_config of model '{model.name}' failed: {exc}"
+                strip_frames(model.name, text, "auto_complete_config", settings.error_frames)
             ) from None
     else:
         completed = auto_complete_in_stub(path, model.config, settings, state.services)

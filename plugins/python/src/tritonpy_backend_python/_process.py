@@ -964,10 +964,7 @@ def auto_complete_in_stub(
         except (TritonError, OSError):
             pass
         stub._kill()
-    if reply.get("error"):
-        raise TritonError.internal(
-            f"auto_complete_config of model '{config.get('name', '')}' failed: "
-            f"{stub._client_text(reply['error'], 'auto_complete_config')}"
-        )
+    if reply.get("error"):  # the model's exception, as Triton reports it
+        raise TritonError.internal(stub._client_text(reply["error"], "auto_complete_config"))
     result: dict[str, Any] = reply["config"]
     return result
