@@ -59,6 +59,26 @@ BAD: dict[str, tuple[dict[str, object], str]] = {
         {"steps": [step("join", {"X": "IN"}, {"Y": "OUT"})]},
         "in ensemble input_not_mapped, input X2 in model join is not mapped to any ensemble tensors",
     ),
+    "decoupled_branches": (
+        {
+            "steps": [
+                step("dec", {"X": "IN"}, {"Y": "a"}),
+                step("pre", {"X": "IN"}, {"Y": "b"}),
+                step("join", {"X": "a", "X2": "b"}, {"Y": "c"}),
+                step("post", {"X": "c"}, {"Y": "OUT"}),
+            ]
+        },
+        "in ensemble decoupled_branches, step of model 'join' receives inputs originated from different "
+        "decoupled models",
+    ),
+    "decoupled_outputs": (
+        {
+            "steps": [step("dec", {"X": "IN"}, {"Y": "OUT"}), step("pre", {"X": "IN"}, {"Y": "OUT2"})],
+            "outputs": {"OUT": F, "OUT2": F},
+        },
+        "in ensemble decoupled_outputs, step of model 'decoupled_outputs' receives inputs originated from "
+        "different decoupled models",
+    ),
     "self_loop": (
         {"steps": [step("self_loop", {"IN": "IN"}, {"OUT": "OUT"})]},
         "circular dependency between ensembles: self_loop -> ... -> self_loop -> self_loop",
@@ -93,6 +113,15 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_step_model(repo, "pre", add="1")
     write_step_model(repo, "post", add="100")
     write_step_model(repo, "join", inputs=2)
+    write_step_model(repo, "dec", add="1", extra="model_transaction_policy { decoupled: true }\n")
+    # One decoupled step feeding the rest: what it sends flows on together.
+    write_ensemble(
+        repo,
+        "dec_pipe",
+        [step("dec", {"X": "IN"}, {"Y": "t"}), step("post", {"X": "t"}, {"Y": "OUT"})],
+        {"IN": F},
+        {"OUT": F},
+    )
     (repo / "broken" / "1").mkdir(parents=True)
     (repo / "broken" / "config.pbtxt").write_text('backend: "stepbk"\nmax_batch_size: -1\n')
     write_ensemble(
@@ -150,6 +179,11 @@ def test_good_ensembles_load_beside_the_bad_ones(all_loaded: tritonpy.Server) ->
         assert all_loaded.model_ready(name)
     out = all_loaded.model("outer").predict({"IN": np.ones((1, 2), np.float32)})
     np.testing.assert_array_equal(out["OUT"], [[102.0, 102.0]])
+
+
+def test_an_ensemble_with_a_decoupled_step_is_decoupled(all_loaded: tritonpy.Server) -> None:
+    assert all_loaded.model_config("dec_pipe")["model_transaction_policy"] == {"decoupled": True}
+    assert all_loaded.model_config("pipe")["model_transaction_policy"] == {"decoupled": False}
 
 
 def test_metadata_and_config_answer_as_tritons(all_loaded: tritonpy.Server) -> None:

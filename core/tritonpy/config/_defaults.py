@@ -21,6 +21,19 @@ log = logging.getLogger(__name__)
 
 _CAN_USE_GPUS = GpuSupport()
 
+#: The compute capability Triton's message names (its --min-supported-compute-capability
+#: default; tritonpy uses every GPU CUDA reports).
+MIN_COMPUTE_CAPABILITY = 6.0
+
+
+def unknown_gpu(where: str, gpu: int, gpu_count: int) -> str:
+    """Triton's message for an instance group (``where``) naming a GPU the host lacks."""
+    available = ", ".join(str(i) for i in range(gpu_count))
+    return (
+        f"{where} specifies invalid or unsupported gpu id {gpu}. GPUs with at least the minimum "
+        f"required CUDA compute compatibility of {MIN_COMPUTE_CAPABILITY:f} are: {available}"
+    )
+
 
 def fill_defaults(
     config: ModelConfig,
@@ -153,6 +166,9 @@ def _place_on_gpus(
     config: ModelConfig, group: ModelInstanceGroup, gpu_count: int, backend_gpu: GpuSupport
 ) -> None:
     where = f"instance group {group.name} of model {config.name}"
+    for gpu in group.gpus:  # as Triton, GPUs it names are checked first, on any host
+        if not 0 <= gpu < gpu_count:
+            raise ConfigError(unknown_gpu(where, gpu, gpu_count))
     if gpu_count == 0:
         raise ConfigError(
             f"{where} has kind KIND_GPU but no GPUs are available "
@@ -166,9 +182,3 @@ def _place_on_gpus(
         )
     if len(group.gpus) == 0:
         group.gpus.extend(range(gpu_count))
-    for gpu in group.gpus:
-        if not 0 <= gpu < gpu_count:
-            available = ", ".join(str(i) for i in range(gpu_count))
-            raise ConfigError(
-                f"{where} specifies invalid or unsupported gpu id {gpu}. GPUs available are: {available}"
-            )

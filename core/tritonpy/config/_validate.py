@@ -42,17 +42,18 @@ def validate_config(config: ModelConfig, *, source: str, folder_name: str | None
     """Raise ``ConfigError`` for the first problem found in ``config``.
 
     ``source`` (the config file's path) starts every message; ``folder_name``,
-    when given, is the model's folder, which ``name`` must equal.
+    when given, is the model's folder, which ``name`` must equal (checked after the
+    rules, as Triton checks it).
     """
+    for rule in RULES:
+        problem = rule(config)
+        if problem is not None:
+            raise ConfigError(f"{source}: {problem}")
     if folder_name is not None and config.name != folder_name:
         raise ConfigError(
             f"{source}: unexpected directory name '{folder_name}' for model '{config.name}', "
             "directory name must equal model name"
         )
-    for rule in RULES:
-        problem = rule(config)
-        if problem is not None:
-            raise ConfigError(f"{source}: {problem}")
 
 
 def _max_batch_size(config: ModelConfig) -> str | None:
@@ -266,36 +267,75 @@ def _sequence_batching(config: ModelConfig) -> str | None:
     utilization = sequence.direct.minimum_slot_utilization
     if sequence.HasField("direct") and not 0.0 <= utilization <= 1.0:  # Triton's own bounds
         return f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {config.name}"
-    for control_input in sequence.control_input:
-        for control in control_input.control:
-            problem = _sequence_control(config.name, control)
-            if problem is not None:
-                return problem
+    for kind in ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY", _CORRID):
+        problem = _sequence_controls(config.name, sequence, kind)
+        if problem is not None:
+            return problem
     return None
 
 
+_CORRID = "CONTROL_SEQUENCE_CORRID"
 _CORRID_TYPES = ("TYPE_UINT64", "TYPE_INT64", "TYPE_UINT32", "TYPE_INT32", "TYPE_STRING")
+_FALSE_TRUE = ("int32_false_true", "fp32_false_true", "bool_false_true")
 
 
-def _sequence_control(model: str, control: Any) -> str | None:
-    """Triton's checks of one sequence batching control, in its words (Triton 2.51)."""
-    kind = type(control).Kind.Name(control.kind)
-    if kind == "CONTROL_SEQUENCE_CORRID":
-        if DataType.Name(control.data_type) not in _CORRID_TYPES:
+def _sequence_controls(model: str, sequence: Any, kind: str) -> str | None:
+    """Triton's checks of the sequence batching controls of ``kind``, in its words and
+    order (Triton 2.51: the start, end and ready controls take one of the false/true
+    value pairs, the correlation ID control none and a data type it can carry)."""
+    tensors: set[str] = set()
+    seen = False
+    for control_input in sequence.control_input:
+        if not control_input.name:
+            return f"sequence batching control tensor must have a name for {model}"
+        if control_input.name in tensors:
             return (
-                f"unexpected data type for control {kind} for {model}. Allowed data types are "
-                "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
+                f"sequence batching control tensor '{control_input.name}' is specified for multiple "
+                f"control kinds for {model}"
             )
-        return None
-    fields = ("int32_false_true", "fp32_false_true", "bool_false_true")
-    given = [f for f in fields if len(getattr(control, f))]
-    for field in given:
-        if len(getattr(control, field)) != 2:
-            return f"sequence batching control '{field}' must have exactly 2 entries for {kind} for {model}"
-    if len(given) != 1:
+        tensors.add(control_input.name)
+        for control in control_input.control:
+            if type(control).Kind.Name(control.kind) != kind:
+                continue
+            if seen:
+                return f"sequence batching specifies multiple {kind} tensors for {model}"
+            seen = True
+            given = [f for f in _FALSE_TRUE if len(getattr(control, f))]
+            if kind == _CORRID:
+                if given:
+                    return (
+                        "sequence batching must not specify either 'int32_false_true', 'fp32_false_true' "
+                        f"or 'bool_false_true' for {kind} for {model}"
+                    )
+                if DataType.Name(control.data_type) not in _CORRID_TYPES:
+                    return (
+                        f"unexpected data type for control {kind} for {model}. Allowed data types are "
+                        "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
+                    )
+                continue
+            if not given:
+                return (
+                    "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or "
+                    f"'bool_false_true' for {kind} for {model}"
+                )
+            if len(given) > 1:
+                return (
+                    "sequence batching specifies more than one from 'int32_false_true', "
+                    f"'fp32_false_true' and 'bool_false_true' for {kind} for {model}"
+                )
+            if len(getattr(control, given[0])) != 2:
+                return (
+                    f"sequence batching control '{given[0]}' must have exactly 2 entries for {kind} "
+                    f"for {model}"
+                )
+    return None
+
+
+def _ensemble_backend(config: ModelConfig) -> str | None:
+    if config.platform == ENSEMBLE_PLATFORM and config.backend:
         return (
-            f"sequence batching control {kind} for {model} must set exactly one of 'int32_false_true', "
-            "'fp32_false_true' or 'bool_false_true'"
+            f"Ensemble model '{config.name}' must have platform type '{ENSEMBLE_PLATFORM}' and empty "
+            "backend type"
         )
     return None
 
@@ -376,6 +416,7 @@ def _model_metrics(config: ModelConfig) -> str | None:
 
 #: Every rule, in the order Triton applies the matching checks.
 RULES: tuple[Rule, ...] = (
+    _ensemble_backend,
     _max_batch_size,
     _version_policy,
     _dynamic_batching,

@@ -62,12 +62,12 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
         tensors.setdefault(io.name, _TensorNode(name, batching, io.data_type, tuple(dims)))
     steps: list[Step] = []
     devices: dict[int, int | None] = {}  # step index: the GPU its member takes inputs on
-    decoupled = False
+    decoupled_steps: list[bool] = []
     for index, step in enumerate(config.ensemble_scheduling.step):
         state = states[step.model_name]
         assert state is not None
         member = _member_version(name, step.model_name, step.model_version, state)
-        decoupled = decoupled or member.decoupled
+        decoupled_steps.append(member.decoupled)
         mbs = member.config.max_batch_size
         if mbs != 0 and mbs < config.max_batch_size:
             raise TritonError.invalid_arg(
@@ -87,7 +87,54 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
                 outputs=tuple(step.output_map.items()),
             )
         )
+    decoupled = _decoupled_flow(config, decoupled_steps, tensors)
     return EnsemblePlan(with_readers(steps, devices), decoupled)
+
+
+def _decoupled_flow(
+    config: ModelConfig, decoupled_steps: list[bool], tensors: dict[str, _TensorNode]
+) -> bool:
+    """Triton's check of how data from decoupled members flows (2.51), and whether the
+    ensemble is decoupled: a reachable step's member is.
+
+    Each tensor a step makes carries a mark: a new one when the step's member is
+    decoupled (each of its responses runs the rest of the steps anew), else that of
+    its inputs; the ensemble's own inputs carry none, as every run has them. A step
+    whose inputs carry different marks, or outputs of the ensemble that do, would
+    have to pair responses that come apart: INVALID_ARG, naming the model that first
+    produced the step's output tensor (the ensemble, for its own outputs), as Triton
+    names it. Unlike Triton, a step may take a decoupled step's results together with
+    the ensemble's inputs (Triton marks those too, and refuses the mix)."""
+    name = config.name
+    marks: dict[str, int | None] = {io.name: None for io in config.input}
+    waiting = list(enumerate(config.ensemble_scheduling.step))
+    last = 0
+    while True:
+        ready = [(i, step) for i, step in waiting if all(t in marks for t in step.input_map.values())]
+        if not ready:
+            break
+        for index, step in ready:
+            waiting.remove((index, step))
+            found = {marks[t] for t in step.input_map.values()} - {None}
+            if len(found) > 1:
+                first = next(iter(step.output_map.values()), "")
+                model = tensors[first].model if first in tensors else step.model_name
+                raise TritonError.invalid_arg(
+                    f"in ensemble {name}, step of model '{model}' receives inputs originated from "
+                    "different decoupled models"
+                )
+            mark = found.pop() if found else 0
+            if decoupled_steps[index]:
+                last += 1
+                mark = last
+            for tensor in step.output_map.values():
+                marks.setdefault(tensor, mark)
+    if len({marks[io.name] for io in config.output if io.name in marks} - {None}) > 1:
+        raise TritonError.invalid_arg(
+            f"in ensemble {name}, step of model '{name}' receives inputs originated from different "
+            "decoupled models"
+        )
+    return last > 0
 
 
 def with_readers(steps: Sequence[Step], devices: dict[int, int | None]) -> tuple[Step, ...]:

@@ -37,6 +37,7 @@ from ..config import (
     user_config,
     validate_config,
 )
+from ..config._defaults import unknown_gpu
 from ..config._validate import ENSEMBLE_PLATFORM
 from ..hostpolicy import HostPolicy, bound, policy_name
 from ..memory import PinnedPool
@@ -434,10 +435,8 @@ class ModelLoader:
             if kind == "KIND_GPU":
                 for gpu in group.gpus:
                     if gpu < 0 or gpu >= gpus:
-                        raise TritonError.invalid_arg(
-                            f"instance group {group.name} of model {model.name} specifies invalid "
-                            f"or unsupported gpu id {gpu}. GPUs available: {gpus}"
-                        )
+                        where = f"instance group {group.name} of model {model.name}"
+                        raise TritonError.invalid_arg(unknown_gpu(where, gpu, gpus))
                 ids = list(group.gpus)
             else:
                 ids = [0]
