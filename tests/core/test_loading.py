@@ -102,6 +102,57 @@ def test_platform_backend_and_model_file_derived_as_triton_does(tmp_path: Path) 
     }
 
 
+def test_platform_and_backend_must_agree_as_in_triton(tmp_path: Path) -> None:
+    cases = {
+        # a platform of another of Triton's backends
+        "crossed": 'backend: "pytorch"\nplatform: "onnxruntime_onnx"',
+        # an unknown platform: the backend comes from the model file Triton names
+        "misspelt": 'platform: "onnxruntim"\ndefault_model_filename: "model.onnx"',
+        # a backend Triton does not know takes any platform
+        "own": 'backend: "plain"\nplatform: "whatever_it_likes"',
+    }
+    for name, head in cases.items():
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(head + "\n")
+    index = _index(tmp_path)
+    assert index["crossed"]["reason"] == (
+        "Invalid argument: unexpected 'platform' and 'backend' pair, got:onnxruntime_onnx, pytorch"
+    )
+    assert index["misspelt"]["reason"] == (
+        "Invalid argument: unexpected 'platform' and 'backend' pair, got:onnxruntim, onnxruntime"
+    )
+    assert index["own"]["state"] == "READY"
+
+
+def test_runtime_names_the_backend_s_own_runtime_or_fails_as_in_triton(tmp_path: Path) -> None:
+    runtimes = {
+        "default": "libtriton_plain.so",
+        "python": "model.py",
+        "missing": "libcustom.so",
+        "escaping": "../elsewhere/libcustom.so",
+        "library": "libcustom.so",
+    }
+    for name, runtime in runtimes.items():
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(f'backend: "plain"\nruntime: "{runtime}"\n')
+    (tmp_path / "escaping" / "elsewhere").mkdir()
+    (tmp_path / "escaping" / "elsewhere" / "libcustom.so").write_bytes(b"")
+    (tmp_path / "library" / "libcustom.so").write_bytes(b"")
+    index = _index(tmp_path)
+    assert index["default"]["state"] == index["python"]["state"] == "READY"
+    missing = tmp_path / "missing"
+    assert index["missing"]["reason"] == (
+        f"Invalid argument: unable to find backend library 'libcustom.so' for model 'missing', searched: "
+        f"'{missing / '1'}' '{missing}' "
+    )
+    assert index["escaping"]["reason"] == (
+        f"Invalid argument: backend library name '../elsewhere/libcustom.so' escapes backend directory "
+        f"'{tmp_path / 'escaping' / '1'}', for model 'escaping', check model config runtime field"
+    )
+    refused = index["library"]["reason"]
+    assert "cannot be loaded: tritonpy runs the 'plain' backend as a Python package" in refused
+
+
 def test_unknown_files_and_missing_versions(tmp_path: Path) -> None:
     (tmp_path / "mystery" / "1").mkdir(parents=True)
     (tmp_path / "mystery" / "1" / "weights.bin").write_bytes(b"")

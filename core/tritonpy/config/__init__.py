@@ -5,7 +5,14 @@ from ._defaults import fill_defaults
 from ._errors import ConfigError
 from ._json import config_from_dict, config_to_dict
 from ._load import load_config_file, parse_config_text
-from ._platforms import FILE_PLATFORMS, PLATFORM_BACKENDS, backend_platform, platform_backend, platform_file
+from ._platforms import (
+    FILE_PLATFORMS,
+    PLATFORM_BACKENDS,
+    backend_platform,
+    platform_backend,
+    platform_file,
+    platform_pair_error,
+)
 from ._validate import validate_config
 from ._written import json_fields, text_fields, user_config
 from .model_config_pb2 import ModelConfig
@@ -22,6 +29,7 @@ __all__ = [
     "load_config_file",
     "parse_config_text",
     "platform_backend",
+    "platform_pair_error",
     "platform_file",
     "validate_config",
     "json_fields",

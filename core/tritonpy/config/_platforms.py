@@ -56,6 +56,15 @@ def platform_backend(platform: str) -> str | None:
     return PLATFORM_BACKENDS.get(platform)
 
 
+def platform_pair_error(platform: str, backend: str) -> str | None:
+    """Triton's refusal of a ``platform`` that belongs to another of its backends than
+    ``backend`` (a backend it does not know takes any platform), else None."""
+    known = set(PLATFORM_BACKENDS.values()) - {"ensemble"}
+    if backend in known and PLATFORM_BACKENDS.get(platform) != backend:
+        return f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}"
+    return None
+
+
 def backend_platform(backend: str, default_model_filename: str, version_dirs: Iterable[Path]) -> str | None:
     """The platform Triton derives for ``backend`` when the config names none.
 

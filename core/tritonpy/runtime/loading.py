@@ -33,6 +33,7 @@ from ..config import (
     json_fields,
     load_config_file,
     platform_file,
+    platform_pair_error,
     text_fields,
     user_config,
     validate_config,
@@ -47,6 +48,7 @@ from ..repository.agents import run_agents
 from ..repository.overrides import Override
 from ..scheduler.ensemble import EnsembleScheduler, Submit
 from ..scheduler.ratelimiter import Need, RateLimiter
+from .backend_runtime import check_runtime
 from .backends import KNOWN_FILES, BackendRegistry, install_hint
 from .ensemble_plan import ENSEMBLE_BACKEND, ENSEMBLE_HOOKS, MemberLookup, plan_ensemble
 from .model import LoadedVersion, ModelState, finalize_quietly
@@ -226,14 +228,29 @@ class ModelLoader:
         backend_name = self._backend_name(config, mdir, dirs)
         hooks, backend = self._registry.initialized(backend_name)
         bind_backend(config, hooks, dirs)
-        return hooks, backend, _select_versions(mdir, config, list(available))
+        versions = _select_versions(mdir, config, list(available))
+        for version in versions:
+            check_runtime(
+                config.runtime, hooks.name, mdir.name, available[version], self._options.backend_directory
+            )
+        return hooks, backend, versions
 
     def _backend_name(self, config: ModelConfig, mdir: RepoEntry, dirs: list[Path]) -> str:
         if config.backend:
             return config.backend
-        if config.platform:
-            return self._registry.backend_for_platform(config.platform)
         named = FILE_PLATFORMS.get(config.default_model_filename)
+        if config.platform:
+            try:
+                return self._registry.backend_for_platform(config.platform)
+            except TritonError:
+                if named is None:
+                    raise
+                # As Triton: the backend comes from the model file, and the platform
+                # does not belong to it.
+                raise TritonError.invalid_arg(
+                    f"unexpected 'platform' and 'backend' pair, got:{config.platform}, "
+                    f"{PLATFORM_BACKENDS[named]}"
+                ) from None
         if named is not None:
             return PLATFORM_BACKENDS[named]
         found = self._registry.backend_for_files(dirs)
@@ -563,6 +580,9 @@ def bind_backend(config: ModelConfig, hooks: BackendHooks, dirs: list[Path]) -> 
             config.platform = derived
         elif len(hooks.info.platforms) == 1:
             config.platform = hooks.info.platforms[0]
+    mismatch = platform_pair_error(config.platform, backend_name) if config.platform else None
+    if mismatch is not None:
+        raise TritonError.invalid_arg(mismatch)
     # Triton's Python-based PyTorch runtime looks for model.py, then model.pt, itself.
     python_runtime = backend_name == "pytorch" and config.runtime == "model.py"
     if not config.default_model_filename and not python_runtime:
