@@ -18,7 +18,7 @@ from tritonpy_sdk import TritonError
 
 from . import hostpolicy
 from ._version import __version__
-from .cli_triton import add_triton_flags, notices, refusal
+from .cli_triton import add_triton_flags, deprecations, notices, refusal
 from .hostpolicy import HostPolicy
 from .options import ServerOptions
 
@@ -102,8 +102,9 @@ def _cuda_pool(text: str) -> tuple[int, int]:
 
 
 def _trace_flags(args: argparse.Namespace) -> list[str]:
-    """``--trace-config`` plus the older ``--trace-file/-level/-rate`` spellings."""
-    items = list(args.trace_config)
+    """The older ``--trace-file/-level/-rate`` spellings, then ``--trace-config`` (which
+    overrides them, as in tritonserver)."""
+    items: list[str] = []
     if args.trace_file is not None:
         items.append(f"triton,file={args.trace_file}")
     if args.trace_level is not None:
@@ -114,7 +115,7 @@ def _trace_flags(args: argparse.Namespace) -> list[str]:
         items.append(f"count={args.trace_count}")
     if args.trace_log_frequency is not None:
         items.append(f"log-frequency={args.trace_log_frequency}")
-    return items
+    return items + list(args.trace_config)
 
 
 def _cache_flags(args: argparse.Namespace) -> dict[str, dict[str, str]]:
@@ -556,9 +557,8 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str] | Non
     env = os.environ if environ is None else environ
     vertex_mode = env.get("AIP_MODE") == "PREDICTION"
 
-    disable = bool(args.disable_auto_complete_config)
-    if args.strict_model_config is not None:
-        disable = bool(args.strict_model_config)
+    # As tritonserver: --disable-auto-complete-config wins over the older --strict-model-config.
+    disable = bool(args.disable_auto_complete_config) or bool(args.strict_model_config)
     return ServerOptions(
         model_repository=[repository_root(p) for p in args.model_repository],
         model_control_mode=args.model_control_mode,
@@ -684,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
         from .scaffold import main as new_backend
 
         return new_backend(args.name, args.directory)
+    for line in deprecations(args):
+        print(line, file=sys.stderr)
     refused = refusal(args)
     if refused is not None:
         print(f"error: {refused}", file=sys.stderr)

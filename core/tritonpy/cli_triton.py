@@ -53,6 +53,11 @@ def _dest(flag: str) -> str:
 def refusal(args: argparse.Namespace) -> str | None:
     """Why the server must not start with ``args`` (a front end outside the SageMaker
     safe port range, or a compression level tritonserver does not take), or None."""
+    if getattr(args, "response_cache_byte_size", None) is not None and getattr(args, "cache_config", None):
+        return (
+            "Error: Incompatible flags --response-cache-byte-size and --cache-config both provided. "
+            "Please provide one or the other."
+        )
     unsafe = _outside_safe_range(args)
     if unsafe is not None:
         return unsafe
@@ -86,6 +91,52 @@ def _outside_safe_range(args: argparse.Namespace) -> str | None:
                 f"[{bounds[0]}, {bounds[1]}]"
             )
     return None
+
+
+#: tritonserver's older flags: flag → the warning it prints when one is given (Triton 2.51's words).
+DEPRECATED: dict[str, str] = {
+    "--strict-model-config": "Warning: '--strict-model-config' has been deprecated! Please use "
+    "'--disable-auto-complete-config' instead.",
+    "--trace-file": "Warning: '--trace-file' has been deprecated and will be removed in future releases. "
+    "Please use '--trace-config triton,file=<filepath> instead.",
+    "--trace-level": "Warning: '--trace-level' has been deprecated and will be removed in future releases. "
+    "Please use '--trace-config level=<OFF|TIMESTAMPS|TENSORS> instead.",
+    "--trace-rate": "Warning: '--trace-rate' has been deprecated and will be removed in future releases. "
+    "Please use '--trace-config rate=<rate value> instead.",
+    "--trace-count": "Warning: '--trace-count' has been deprecated and will be removed in future releases. "
+    "Please use '--trace-config count=<count value> instead.",
+    "--trace-log-frequency": "Warning: '--trace-log-frequency' has been deprecated and will be removed in "
+    "future releases. Please use '--trace-config triton,log-frequency=<log frequency value> instead.",
+    "--response-cache-byte-size": "Warning: '--response-cache-byte-size' has been deprecated! This will "
+    "default to the 'local' cache implementation with the provided byte size for its config. Please use "
+    "'--cache-config' instead. The equivalent --cache-config CLI args would be: "
+    "'--cache-config=local,size={value}'",
+}
+
+
+def deprecations(args: argparse.Namespace) -> list[str]:
+    """tritonserver's warnings (on standard error, before anything starts) for the older
+    flags given, and for those a newer flag overrides, in its words."""
+    lines = [
+        text.format(value=getattr(args, _dest(flag)))
+        for flag, text in DEPRECATED.items()
+        if getattr(args, _dest(flag), None) is not None
+    ]
+    if args.disable_auto_complete_config and args.strict_model_config is False:
+        lines.append(
+            "Warning: Overriding deprecated '--strict-model-config' from False to True in favor of "
+            "'--disable-auto-complete-config'!"
+        )
+    settings = {item.partition("=")[0] for item in args.trace_config if "," not in item.partition("=")[0]}
+    if "rate" in settings and args.trace_rate is not None:
+        lines.append(
+            "Warning: Overriding deprecated '--trace-rate' in favor of provided rate value in --trace-config!"
+        )
+    if "level" in settings and args.trace_level is not None:
+        lines.append(
+            "Warning: Overriding deprecated '--trace-level' in favor of provided level in --trace-config!"
+        )
+    return lines
 
 
 def notices(args: argparse.Namespace) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from tritonpy.cli import build_parser, main, options_from_args
-from tritonpy.cli_triton import notices, refusal
+from tritonpy.cli_triton import deprecations, notices, refusal
 from tritonpy.hostpolicy import HostPolicy
 
 
@@ -126,19 +126,57 @@ TRITONSERVER_FLAGS = {
 
 def test_every_tritonserver_flag_is_taken() -> None:
     """A Triton command line starts unchanged: each flag of tritonserver parses, in its
-    ``--flag=value`` form, and none of these values is refused."""
-    argv = ["serve", *(f"{flag}={value}" for flag, value in TRITONSERVER_FLAGS.items())]
+    ``--flag=value`` form, and none of these values is refused (but the two cache flags
+    together, which tritonserver refuses too)."""
+    flags = {f: v for f, v in TRITONSERVER_FLAGS.items() if f != "--response-cache-byte-size"}
+    argv = ["serve", *(f"{flag}={value}" for flag, value in flags.items())]
     args = build_parser().parse_args(argv)
     assert refusal(args) is None
     options = options_from_args(args)
     assert options.model_config_name == "h100"
     assert options.http_header_forward_pattern == options.grpc_header_forward_pattern == "PREFIX_.*"
-    assert options.trace_config[-2:] == ["count=-1", "log-frequency=0"]
+    # The older trace flags first: --trace-config overrides them, as in tritonserver.
+    assert options.trace_config == [
+        "triton,file=trace.json",
+        "level=TIMESTAMPS",
+        "rate=1000",
+        "count=-1",
+        "log-frequency=0",
+        "rate=100",
+    ]
+    both = build_parser().parse_args([*argv, "--response-cache-byte-size=0"])
+    assert refusal(both) == (
+        "Error: Incompatible flags --response-cache-byte-size and --cache-config both provided. "
+        "Please provide one or the other."
+    )
     assert options.host_policies == {"gpu0": HostPolicy("gpu0", numa_node=0)}
     assert options.model_namespacing is False
     for given in ("--model-namespacing", "--model-namespacing=true"):
         args = build_parser().parse_args(["serve", "--model-repository", "r", given])
         assert refusal(args) is None and options_from_args(args).model_namespacing is True
+
+
+def test_older_flags_warn_as_tritonserver_warns() -> None:
+    argv = ["serve", "--model-repository", "r", "--strict-model-config=false"]
+    argv.append("--disable-auto-complete-config")
+    args = build_parser().parse_args([*argv, "--trace-rate=5", "--trace-config", "rate=7"])
+    assert deprecations(args) == [
+        "Warning: '--strict-model-config' has been deprecated! Please use '--disable-auto-complete-config' "
+        "instead.",
+        "Warning: '--trace-rate' has been deprecated and will be removed in future releases. Please use "
+        "'--trace-config rate=<rate value> instead.",
+        "Warning: Overriding deprecated '--strict-model-config' from False to True in favor of "
+        "'--disable-auto-complete-config'!",
+        "Warning: Overriding deprecated '--trace-rate' in favor of provided rate value in --trace-config!",
+    ]
+    options = options_from_args(args)
+    assert options.disable_auto_complete_config is True  # the newer flag wins
+    assert options.trace_config == ["rate=5", "rate=7"]  # the last one counts
+    cache = build_parser().parse_args(["serve", "--model-repository", "r", "--response-cache-byte-size=64"])
+    assert deprecations(cache)[0].endswith("would be: '--cache-config=local,size=64'")
+    assert options_from_args(cache).cache_config == {"local": {"size": "64"}}
+    plain = build_parser().parse_args(["serve", "--model-repository", "r"])
+    assert deprecations(plain) == []
 
 
 def test_flags_without_effect_are_said_once_each() -> None:
