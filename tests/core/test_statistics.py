@@ -258,3 +258,40 @@ def test_first_response_histogram_counts_each_request_once(tmp_path: Path) -> No
         s = _samples(metrics.render())
     for model in ("decoupled", "sender_one"):
         assert s[f'nv_inference_first_response_histogram_ms_count{{model="{model}",version="1"}}'] == 2
+
+
+def test_model_metrics_set_histogram_buckets_and_warn_of_other_families(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As Triton: ``model_metrics`` sets the buckets of a histogram family; a family whose
+    buckets cannot be set is named in a warning (Triton's words) and the model loads."""
+    from tritonpy_scale import CONFIG, Scale
+
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "1" / "model.txt").write_text("2")
+    controls = ", ".join(
+        f'{{ metric_identifier {{ family: "{family}" }} histogram_options {{ buckets: [ 1, 2 ] }} }}'
+        for family in ("nv_inference_first_response_histogram_ms", "nv_inference_request_success")
+    )
+    (tmp_path / "m" / "config.pbtxt").write_text(
+        CONFIG + f"model_metrics {{ metric_control [ {controls} ] }}\n"
+    )
+    server = tritonpy.Server(model_repository=[tmp_path])
+    server.backends.register("scale", Scale())
+    with caplog.at_level("WARNING", logger="tritonpy"), server:
+        metrics = Metrics(
+            server.loaded_versions(), MetricsConfig.parse(["histogram_latencies=true"]), cpu=False, gpu=False
+        )
+        server.model("m").predict({"INPUT0": np.ones((1, 2), np.int32)})
+        text = metrics.render()
+    assert (
+        "Metric family 'nv_inference_request_success' in 'metric_identifier' is not a customizable metric "
+        "in Triton core."
+    ) in caplog.text
+    assert "nv_inference_first_response_histogram_ms' in 'metric_identifier'" not in caplog.text
+    buckets = [
+        line
+        for line in text.splitlines()
+        if line.startswith("nv_inference_first_response_histogram_ms_bucket")
+    ]
+    assert [line.split("le=")[1].split("}")[0] for line in buckets] == ['"1"', '"2"', '"+Inf"']

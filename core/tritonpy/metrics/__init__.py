@@ -17,18 +17,15 @@ from tritonpy_sdk.host import MetricRegistry
 
 from ..runtime.model import LoadedVersion
 from ..runtime.statistics import LatencyWindow
-from ._config import MetricsConfig
+from ._config import FIRST_RESPONSE, STAGES, MetricsConfig, stage_histogram
 from ._custom import PROCESS_METRICS, custom_families
 from ._exposition import Family, render
 from ._system import CpuSampler, Nvml
 
 __all__ = ["Metrics", "MetricsConfig", "create_metrics_app"]
 
-STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
-#: Triton's histogram (``histogram_latencies=true``): a request's first response, in
-#: milliseconds, with Triton's default buckets; the per-stage histograms in
-#: microseconds are tritonpy's own, named ``tritonpy_inference_<stage>_histogram_us``.
-FIRST_RESPONSE = "nv_inference_first_response_histogram_ms"
+#: Triton's first-response histogram has Triton's default buckets; the per-stage
+#: histograms in microseconds are tritonpy's own (``stage_histogram``).
 FIRST_RESPONSE_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
 
 _COUNTERS = (
@@ -157,7 +154,7 @@ class Metrics:
             if self.config.summary_latencies:
                 self._summaries[(key, stage)] = LatencyWindow(self.config.summary_max_age_ms / 1000)
             if self.config.histogram_latencies:
-                family = f"tritonpy_inference_{stage}_histogram_us"
+                family = stage_histogram(stage)
                 self._histograms[(key, stage)] = _Histogram(
                     custom.get(family, self.config.histogram_buckets_us)
                 )
@@ -325,7 +322,7 @@ class Metrics:
                 *(
                     (
                         stage,
-                        f"tritonpy_inference_{stage}_histogram_us",
+                        stage_histogram(stage),
                         f"Histogram of {stage} durations in microseconds (tritonpy's; Triton has none)",
                     )
                     for stage in STAGES

@@ -7,6 +7,30 @@ from dataclasses import dataclass, field
 DEFAULT_BUCKETS_US = (100.0, 500.0, 1_000.0, 5_000.0, 10_000.0, 50_000.0, 100_000.0, 500_000.0, 1_000_000.0)
 DEFAULT_QUANTILES = (0.5, 0.9, 0.95, 0.99, 0.999)
 
+#: The stages of a request that latency summaries and histograms measure.
+STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+#: Triton's histogram (``histogram_latencies=true``): a request's first response, in ms.
+FIRST_RESPONSE = "nv_inference_first_response_histogram_ms"
+
+
+def stage_histogram(stage: str) -> str:
+    """tritonpy's own histogram family of one stage, in microseconds (Triton has none)."""
+    return f"tritonpy_inference_{stage}_histogram_us"
+
+
+#: The families whose buckets a model's ``model_metrics { metric_control }`` may set.
+CUSTOMIZABLE = frozenset({FIRST_RESPONSE, *(stage_histogram(stage) for stage in STAGES)})
+
+
+def not_customizable(families: list[str]) -> list[str]:
+    """Triton's warning for each family of a model's ``metric_control`` that is not one of
+    ``CUSTOMIZABLE`` (the model loads; the setting is ignored)."""
+    return [
+        f"Metric family '{family}' in 'metric_identifier' is not a customizable metric in Triton core."
+        for family in families
+        if family not in CUSTOMIZABLE
+    ]
+
 
 def _bool(key: str, value: str) -> bool:
     lowered = value.strip().lower()

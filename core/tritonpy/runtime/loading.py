@@ -42,6 +42,7 @@ from ..config._defaults import unknown_gpu
 from ..config._validate import ENSEMBLE_PLATFORM
 from ..hostpolicy import HostPolicy, bound, policy_name
 from ..memory import PinnedPool
+from ..metrics._config import not_customizable
 from ..options import ServerOptions
 from ..repository import RepoEntry, model_key, read_labels, select_versions, version_dirs
 from ..repository.agents import run_agents
@@ -336,6 +337,9 @@ class ModelLoader:
             log.warning(
                 "model '%s' enables response_cache but no cache is configured (--cache-config)", mdir.name
             )
+        families = [c.metric_identifier.family for c in config.model_metrics.metric_control]
+        for warning in not_customizable(families):
+            log.warning("%s", warning)
         mv = LoadedVersion(
             name=mdir.name,
             version=version,
