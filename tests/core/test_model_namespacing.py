@@ -175,3 +175,10 @@ def test_explicit_load_and_unload_take_every_model_of_the_name(repos: list[Path]
         assert infer(server, "run_a") == 2
         assert refused(server, "composing").message == AMBIGUOUS
         assert not server.model_ready("run_b")  # never loaded
+
+
+def test_load_model_at_start_takes_every_model_a_step_names(repos: list[Path]) -> None:
+    with make_server(repos, model_control_mode="explicit", load_model=["run_a"]) as server:
+        assert infer(server, "run_a") == 2
+        assert refused(server, "composing").message == AMBIGUOUS  # both loaded, as a load does
+        assert not server.model_ready("run_b")

@@ -133,9 +133,11 @@ class ModelManager:
                     log.error("%s", reason)
                     self.startup_errors.append((name, reason))
                 wanted.extend(scan.names.get(name, ()))
-            # An ensemble named at start brings the models it needs.
+            # An ensemble named at start brings the models it needs (as a load does:
+            # under model namespacing, every model of each name its steps give).
             self._explicit.update(wanted)
-            dirs = [scan.entries[k] for k in needed_closure(wanted, members)]
+            every = {key: scan.named_like(needs) for key, needs in members.items()}
+            dirs = [scan.entries[k] for k in needed_closure(wanted, every)]
         self._load_in_waves(dirs, members, skip)
 
     def _load_in_waves(
@@ -212,12 +214,12 @@ class ModelManager:
             raise TritonError.unavailable(_NOT_ALLOWED)
         override = parse_override(name, config, files)
         try:
-            scan = self._scan_for(name)
-            entries = (
-                [RepoEntry(name, override.folder, config_name=self._config_name)]
-                if override and override.folder
-                else scan.find_all(name)
-            )
+            if override and override.folder:  # its own files: the repositories only for its members
+                scan = self._scan_for(name, required=False)
+                entries = [RepoEntry(name, override.folder, config_name=self._config_name)]
+            else:
+                scan = self._scan_for(name)
+                entries = scan.find_all(name)
         except TritonError:
             if override is not None:
                 override.remove()
@@ -487,11 +489,14 @@ class ModelManager:
                 namespaces[root] = _root_key(repository)
         return scan_repositories(roots, self._config_name, mappings, namespaces)
 
-    def _scan_for(self, name: str) -> _Scan:
-        """``_scan`` for a load of ``name``: a repository that cannot be read fails it."""
+    def _scan_for(self, name: str, required: bool = True) -> _Scan:
+        """``_scan`` for a load of ``name``: a repository that cannot be read fails it
+        (unless not ``required``: then it shows no folder)."""
         try:
             return _Scan(self._scan())
         except OSError as exc:
+            if not required:
+                return _Scan([])
             raise TritonError.internal(
                 f"failed to load '{name}', failed to poll from model repository: {exc}"
             ) from None
