@@ -156,10 +156,17 @@ def test_runtime_names_the_backend_s_own_runtime_or_fails_as_in_triton(tmp_path:
 def test_unknown_files_and_missing_versions(tmp_path: Path) -> None:
     (tmp_path / "mystery" / "1").mkdir(parents=True)
     (tmp_path / "mystery" / "1" / "weights.bin").write_bytes(b"")
+    (tmp_path / "thing.plain" / "1").mkdir(parents=True)
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
     index = _index(tmp_path)
-    assert "unable to determine the backend of model 'mystery'" in index["mystery"]["reason"]
+    assert index["mystery"]["reason"].startswith(
+        "Invalid argument: Invalid model name: Could not determine backend for model 'mystery' with no "
+        "backend in model configuration. Expected model name of the form 'model.<backend_name>'. Set "
+        "'backend' or 'platform'"
+    )
+    # Triton's rule for custom backends: the name after the first dot, when nothing else says.
+    assert index["thing.plain"]["state"] == "READY"
     reason = index["empty"]["reason"]
     assert reason.startswith("no version directory found for model 'empty'"), reason
     assert "such as 'empty/1/'" in reason and "at least one version must be available" in reason

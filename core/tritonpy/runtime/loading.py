@@ -264,9 +264,13 @@ class ModelLoader:
                         f"model '{mdir.name}' has a {filename} but backend '{backend}' is not "
                         f"installed: {install_hint(backend)}"
                     )
+            _, dot, named = mdir.name.partition(".")
+            if dot and not config.default_model_filename:
+                return named  # Triton's custom-backend rule: model 'm.identity' runs on 'identity'
             raise TritonError.invalid_arg(
-                f"unable to determine the backend of model '{mdir.name}': set 'backend' or "
-                "'platform' in its config.pbtxt, or install the backend whose model file "
+                f"Invalid model name: Could not determine backend for model '{mdir.name}' with no "
+                "backend in model configuration. Expected model name of the form 'model.<backend_name>'. "
+                "Set 'backend' or 'platform' in its config.pbtxt, or install the backend whose model file "
                 "(model.onnx, model.pt, model.plan, model.py ...) its version folders hold"
             )
         return found
