@@ -68,7 +68,8 @@ def azurite_blob() -> list[str] | None:
     """The command that starts Azurite's blob service, or None when node or Azurite is missing."""
     installed = REPO_ROOT / ".cache" / "azurite"  # ./dev setup's, complete once stamped
     local = installed / "node_modules" / ".bin" / "azurite-blob"
-    found = str(local) if (installed / ".installed").is_file() else shutil.which("azurite-blob")
+    stamped = (installed / ".installed").is_file() and local.is_file()
+    found = str(local) if stamped else shutil.which("azurite-blob")
     return [found] if found and shutil.which("node") else None
 
 
