@@ -51,8 +51,9 @@ def _dest(flag: str) -> str:
 
 
 def refusal(args: argparse.Namespace) -> str | None:
-    """Why the server must not start with ``args`` (a front end outside the SageMaker
-    safe port range, or a compression level tritonserver does not take), or None."""
+    """Why the server must not start with ``args`` (both cache flags, a front end outside
+    the SageMaker safe port range, or a compression level tritonserver does not take), or
+    None, in tritonserver's words."""
     if getattr(args, "response_cache_byte_size", None) is not None and getattr(args, "cache_config", None):
         return (
             "Error: Incompatible flags --response-cache-byte-size and --cache-config both provided. "

@@ -349,7 +349,7 @@ class ModelManager:
             mdir = scan.entries.get(key)
             if mdir is None:
                 continue  # not in the repository: the ensemble's load says so
-            self._load_members(key, scan.named_like(scan.members(mdir)), scan)
+            self._load_members(key, scan.loaded_with(mdir), scan)
             with self._model_lock(key):
                 try:
                     self._reload(mdir, None, explicit=True)
@@ -365,7 +365,7 @@ class ModelManager:
             self._taken_down.discard(ensemble)
             try:
                 mdir = scan.find(ensemble, record.name)
-                self._load_members(ensemble, scan.named_like(scan.members(mdir)), scan)
+                self._load_members(ensemble, scan.loaded_with(mdir), scan)
                 with self._model_lock(ensemble):
                     self._reload(mdir, None, explicit=True)
             except TritonError as exc:
@@ -805,6 +805,10 @@ class _Scan:
         every repository that has one (under model namespacing)."""
         names = [self.entries[k].name for k in keys if k in self.entries]
         return list(dict.fromkeys([*keys, *(k for n in names for k in self.names[n])]))
+
+    def loaded_with(self, entry: RepoEntry) -> list[str]:
+        """What an explicit load of ``entry`` loads first: ``named_like`` its members."""
+        return self.named_like(self.members(entry))
 
     def find(self, key: str, name: str) -> RepoEntry:
         """The folder of model ``key`` (named ``name``), or Triton's load error."""

@@ -248,10 +248,9 @@ class ModelLoader:
                     raise
                 # As Triton: the backend comes from the model file, and the platform
                 # does not belong to it.
-                raise TritonError.invalid_arg(
-                    f"unexpected 'platform' and 'backend' pair, got:{config.platform}, "
-                    f"{PLATFORM_BACKENDS[named]}"
-                ) from None
+                mismatch = platform_pair_error(config.platform, PLATFORM_BACKENDS[named])
+                assert mismatch is not None  # an unknown platform never pairs with a known backend
+                raise TritonError.invalid_arg(mismatch) from None
         if named is not None:
             return PLATFORM_BACKENDS[named]
         found = self._registry.backend_for_files(dirs)
@@ -264,9 +263,9 @@ class ModelLoader:
                         f"model '{mdir.name}' has a {filename} but backend '{backend}' is not "
                         f"installed: {install_hint(backend)}"
                     )
-            _, dot, named = mdir.name.partition(".")
+            _, dot, suffix = mdir.name.partition(".")
             if dot and not config.default_model_filename:
-                return named  # Triton's custom-backend rule: model 'm.identity' runs on 'identity'
+                return suffix  # Triton's custom-backend rule: model 'm.identity' runs on 'identity'
             raise TritonError.invalid_arg(
                 f"Invalid model name: Could not determine backend for model '{mdir.name}' with no "
                 "backend in model configuration. Expected model name of the form 'model.<backend_name>'. "
