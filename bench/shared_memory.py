@@ -162,7 +162,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         write_repo(repo)
-        server = ServerProcess([repo], log=Path(tmp) / "server.log")
+        server = ServerProcess([repo], "--allow-client-shm=true", log=Path(tmp) / "server.log")
         try:
             rows = {size: measure(server.url, server.grpc_url, size, args.reps) for size in args.sizes}
         finally:

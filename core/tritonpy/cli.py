@@ -405,6 +405,12 @@ def build_parser() -> argparse.ArgumentParser:
         "same as --disable-auto-complete-config (the older flag)",
         default=None,
     )
+    _flag(
+        serve,
+        "--allow-client-shm",
+        "let clients register system and CUDA shared-memory regions (default false)",
+        default=False,
+    )
     _flag(serve, "--strict-readiness", "not ready while any model failed (default true)", default=True)
     _flag(serve, "--exit-on-error", "exit at start if a model fails to load (default true)", default=True)
     serve.add_argument(
@@ -601,6 +607,7 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str] | Non
         http_header_timeout_secs=args.http_header_timeout_secs,
         http_read_timeout_secs=args.http_read_timeout_secs,
         http_restricted_api=args.http_restricted_api,
+        allow_client_shm=args.allow_client_shm,
         grpc_restricted_protocol=args.grpc_restricted_protocol,
         allow_grpc=not vertex_mode if args.allow_grpc is None else args.allow_grpc,
         allow_vertex_ai=vertex_mode if args.allow_vertex_ai is None else args.allow_vertex_ai,

@@ -105,6 +105,10 @@ class ServerOptions:
     #: ``--http-restricted-api <api>[,<api>...]:<header>=<value>``: API groups that
     #: answer only requests carrying that header (Triton's flag).
     http_restricted_api: list[str] = field(default_factory=list)
+    #: ``--allow-client-shm``: let clients register and unregister system and CUDA
+    #: shared-memory regions (and so use them for inputs and outputs). Off by default,
+    #: as in Triton since 26.05: a region maps the server host's memory.
+    allow_client_shm: bool = False
     #: ``--id``: the server name reported by server metadata (Triton's default, "triton").
     server_id: str = "triton"
     #: ``--allow-sagemaker``: serve Triton's SageMaker routes (``/ping``, ``/invocations``)

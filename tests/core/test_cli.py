@@ -85,6 +85,7 @@ TRITONSERVER_FLAGS = {
     "--grpc-max-connection-age-grace": "0",
     "--grpc-restricted-protocol": "model-repository:admin-key=secret",
     "--allow-sagemaker": "false",
+    "--allow-client-shm": "true",
     "--sagemaker-port": "8080",
     "--sagemaker-safe-port-range": "8081-8085",
     "--sagemaker-thread-count": "8",
@@ -151,6 +152,9 @@ def test_every_tritonserver_flag_is_taken() -> None:
     )
     assert options.host_policies == {"gpu0": HostPolicy("gpu0", numa_node=0)}
     assert options.model_namespacing is False
+    assert options.allow_client_shm is True
+    plain = build_parser().parse_args(["serve", "--model-repository", "r"])
+    assert options_from_args(plain).allow_client_shm is False  # Triton's default since 26.05
     for given in ("--model-namespacing", "--model-namespacing=true"):
         args = build_parser().parse_args(["serve", "--model-repository", "r", given])
         assert refusal(args) is None and options_from_args(args).model_namespacing is True

@@ -28,10 +28,12 @@ def grpc_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[GrpcServer]:
     if frontend_workers > 1:  # worker processes (tests/tritonpy_workers.py), native transport only
-        for served in serve_test_backend(test_repos, frontend_workers, tmp_path_factory):
+        for served in serve_test_backend(
+            test_repos, frontend_workers, tmp_path_factory, "--allow-client-shm=true"
+        ):
             yield SimpleNamespace(url=served.grpc_url)  # type: ignore[misc]
         return
-    server, frontend = start_grpc(test_repos, grpc_implementation=request.param)
+    server, frontend = start_grpc(test_repos, grpc_implementation=request.param, allow_client_shm=True)
     yield frontend
     frontend.stop()
     server.stop()

@@ -63,10 +63,14 @@ def live(
     write_model(raw, "raw_two_variable", dtype="TYPE_FP32", dims="-1, -1", inputs=1)
     if frontend_workers > 1:
         yield from serve_test_backend(  # type: ignore[misc]
-            [*test_repos, raw], frontend_workers, tmp_path_factory, f"--http-max-input-size={1 << 20}"
+            [*test_repos, raw],
+            frontend_workers,
+            tmp_path_factory,
+            f"--http-max-input-size={1 << 20}",
+            "--allow-client-shm=true",
         )
         return
-    yield from _serve([*test_repos, raw])
+    yield from _serve([*test_repos, raw], allow_client_shm=True)
 
 
 @pytest.fixture(scope="module")

@@ -135,7 +135,7 @@ def server(server_factory, tmp_path_factory: pytest.TempPathFactory):  # type: i
     _model(repo, "gpu_in", "no")  # stub mode (the default), GPU inputs through CUDA IPC
     _model(repo, "host_in", "yes")  # stub mode, host inputs, GPU output
     _model(repo, "bls_gpu", "yes", BLS_MODEL)  # BLS to host_in with each PreferredMemory
-    return server_factory([repo])
+    return server_factory([repo], "--allow-client-shm=true")
 
 
 def _seen(result: Any) -> str:

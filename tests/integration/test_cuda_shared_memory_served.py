@@ -43,7 +43,7 @@ def server(server_factory, tmp_path_factory: pytest.TempPathFactory):  # type: i
     repo = tmp_path_factory.mktemp("cudashm_repo")
     shutil.copytree(ROOT / "examples" / "model_repository" / "simple", repo / "simple")
     simple_string(repo)
-    return server_factory([repo], "--pinned-memory-pool-byte-size=1048576")
+    return server_factory([repo], "--pinned-memory-pool-byte-size=1048576", "--allow-client-shm=true")
 
 
 @pytest.fixture(params=["http", "grpc"])

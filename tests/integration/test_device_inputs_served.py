@@ -63,7 +63,7 @@ def server(server_factory, tmp_path_factory: pytest.TempPathFactory):  # type: i
     repo = tmp_path_factory.mktemp("device_repo")
     _model(repo, "on_gpu", "no")
     _model(repo, "on_cpu", "yes")
-    return server_factory([repo])
+    return server_factory([repo], "--allow-client-shm=true")
 
 
 @pytest.mark.parametrize(("model", "expect_gpu"), [("on_gpu", 1), ("on_cpu", 0)])

@@ -405,7 +405,13 @@ def server(server_factory: Factory, repo: Path, fw_env: dict[str, str]) -> Serve
         f"--load-model={name}" for name in ("addsub", "addsub_bytes", "identity", "batcher", "accumulate")
     ]
     server = server_factory(
-        [repo], *WORKERS, "--model-control-mode=explicit", *loads, *RESTRICTED, env=fw_env
+        [repo],
+        *WORKERS,
+        "--model-control-mode=explicit",
+        *loads,
+        *RESTRICTED,
+        "--allow-client-shm=true",
+        env=fw_env,
     )
     wait_workers(server)
     return server

@@ -138,7 +138,7 @@ def test_perf_analyzer_through_system_shared_memory(
 ) -> None:  # type: ignore[no-untyped-def]
     """``--shared-memory system``: perf_analyzer registers its regions, sends every
     input and receives every output through them, and unregisters them."""
-    server = server_factory([ROOT / "examples" / "model_repository"])
+    server = server_factory([ROOT / "examples" / "model_repository"], "--allow-client-shm=true")
     url = server.url if protocol == "http" else server.grpc_url
     args = [
         str(perf_analyzer),

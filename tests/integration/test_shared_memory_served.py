@@ -103,7 +103,7 @@ def server(server_factory, tmp_path_factory: pytest.TempPathFactory):  # type: i
         'platform: "onnxruntime_onnx"', 'backend: "python"'
     )
     (repo / "slow" / "config.pbtxt").write_text(config)
-    return server_factory([repo])
+    return server_factory([repo], "--allow-client-shm=true")
 
 
 class Regions:
@@ -460,6 +460,52 @@ def test_unregister_all_while_used_by_later_requests(client: Any, regions: Regio
     client.register_system_shared_memory("in", key, 4096)  # the name is free again
     result = _infer(client, "simple", "INT32", [("in", 64, 0), ("in", 64, 64)], [None, None])
     assert result.as_numpy("OUTPUT0").tolist() == [(2 * a).tolist()]
+
+
+DISABLED = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+
+
+def test_client_shared_memory_is_off_by_default(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Without ``--allow-client-shm=true`` (Triton since 26.05): register and unregister,
+    system and CUDA, answer UNSUPPORTED (HTTP 501, gRPC UNIMPLEMENTED) in Triton's words;
+    status answers, empty; a request naming a region finds none; the server serves on."""
+    shutil.copytree(ROOT / "examples" / "model_repository" / "simple", tmp_path / "simple")
+    plain = server_factory([tmp_path])
+    key = f"/tritonpy-off-{os.getpid()}"
+    handle = shm.create_shared_memory_region("off", key, 64)
+    try:
+        http = httpclient.InferenceServerClient(plain.url)
+        grpc = grpcclient.InferenceServerClient(plain.grpc_url)
+        refused = [
+            (lambda: http.register_system_shared_memory("off", key, 64), "[501] "),
+            (lambda: http.unregister_system_shared_memory("off"), "[501] "),
+            (lambda: http.unregister_system_shared_memory(), "[501] "),
+            (lambda: http.register_cuda_shared_memory("c", b"\0" * 64, 0, 64), "[501] "),
+            (lambda: http.unregister_cuda_shared_memory(), "[501] "),
+            (lambda: grpc.register_system_shared_memory("off", key, 64), "[StatusCode.UNIMPLEMENTED] "),
+            (lambda: grpc.unregister_system_shared_memory(), "[StatusCode.UNIMPLEMENTED] "),
+            (lambda: grpc.register_cuda_shared_memory("c", b"\0" * 64, 0, 64), "[StatusCode.UNIMPLEMENTED] "),
+            (lambda: grpc.unregister_cuda_shared_memory("c"), "[StatusCode.UNIMPLEMENTED] "),
+        ]
+        for call, status in refused:
+            with pytest.raises(InferenceServerException) as info:
+                call()
+            assert str(info.value) == status + DISABLED
+        assert http.get_system_shared_memory_status() == []
+        assert http.get_cuda_shared_memory_status() == []
+        assert len(grpc.get_system_shared_memory_status().regions) == 0
+        assert len(grpc.get_cuda_shared_memory_status().regions) == 0
+        inputs = [httpclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
+        inputs[0].set_shared_memory("off", 64)
+        inputs[1].set_data_from_numpy(np.ones((1, 16), np.int32))
+        with pytest.raises(InferenceServerException, match="Unable to find shared memory region: 'off'"):
+            http.infer("simple", inputs)
+        inputs[0].set_data_from_numpy(np.ones((1, 16), np.int32))
+        assert http.infer("simple", inputs).as_numpy("OUTPUT0").tolist() == [[2] * 16]
+        http.close()
+        grpc.close()
+    finally:
+        shm.destroy_shared_memory_region(handle)
 
 
 def test_shared_memory_is_a_restricted_group(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -29,6 +29,7 @@ from ..bridges import call_soon_threadsafe
 from ..codec import InputSizes
 from ..failures import report
 from ..forwarding import forward_headers, header_pattern
+from ..memory.shared import check_client_shm
 from ..model_version import parse_version
 from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..runtime.validation import size_error
@@ -472,6 +473,7 @@ class InferenceServicer:
     async def SystemSharedMemoryRegister(
         self, request: pb.SystemSharedMemoryRegisterRequest, context: Any
     ) -> pb.SystemSharedMemoryRegisterResponse:
+        check_client_shm(self.server.options.allow_client_shm)
         self.server.shared_memory.register(request.name, request.key, request.offset, request.byte_size)
         return pb.SystemSharedMemoryRegisterResponse()
 
@@ -479,6 +481,7 @@ class InferenceServicer:
     async def SystemSharedMemoryUnregister(
         self, request: pb.SystemSharedMemoryUnregisterRequest, context: Any
     ) -> pb.SystemSharedMemoryUnregisterResponse:
+        check_client_shm(self.server.options.allow_client_shm)
         self.server.shared_memory.unregister(request.name or None)
         return pb.SystemSharedMemoryUnregisterResponse()
 
@@ -495,6 +498,7 @@ class InferenceServicer:
     async def CudaSharedMemoryRegister(
         self, request: pb.CudaSharedMemoryRegisterRequest, context: Any
     ) -> pb.CudaSharedMemoryRegisterResponse:
+        check_client_shm(self.server.options.allow_client_shm)
         await asyncio.to_thread(
             self.server.shared_memory.register_cuda,
             request.name,
@@ -508,6 +512,7 @@ class InferenceServicer:
     async def CudaSharedMemoryUnregister(
         self, request: pb.CudaSharedMemoryUnregisterRequest, context: Any
     ) -> pb.CudaSharedMemoryUnregisterResponse:
+        check_client_shm(self.server.options.allow_client_shm)
         self.server.shared_memory.unregister_cuda(request.name or None)
         return pb.CudaSharedMemoryUnregisterResponse()
 

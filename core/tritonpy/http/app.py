@@ -25,6 +25,7 @@ from tritonpy_sdk import TritonError
 
 from ..failures import report
 from ..memory.cuda import IPC_HANDLE_SIZE
+from ..memory.shared import check_client_shm
 from ..model_version import is_version, parse_version
 from ..repository.overrides import FILE_PREFIX, refuse_repository_name, split_load_parameters
 from ..server import Server
@@ -165,12 +166,14 @@ class HttpFrontend:
         return json_body.loads(body) if body.strip() else None
 
     async def shm_register(self, request: Request) -> Response:
+        check_client_shm(self.server.options.allow_client_shm)
         name = request.path_params["region"]
         key, offset, byte_size = register_fields(await self._register_body(request))
         self.server.shared_memory.register(name, key, offset, byte_size)
         return _done()
 
     async def shm_unregister(self, request: Request) -> Response:
+        check_client_shm(self.server.options.allow_client_shm)
         self.server.shared_memory.unregister(request.path_params.get("region"))
         return _done()
 
@@ -178,6 +181,7 @@ class HttpFrontend:
         return _json(self.server.shared_memory.cuda_status(request.path_params.get("region")))
 
     async def cuda_shm_register(self, request: Request) -> Response:
+        check_client_shm(self.server.options.allow_client_shm)
         name = request.path_params["region"]
         raw_handle, device_id, byte_size = cuda_register_fields(await self._register_body(request))
         await asyncio.to_thread(
@@ -186,6 +190,7 @@ class HttpFrontend:
         return _done()
 
     async def cuda_shm_unregister(self, request: Request) -> Response:
+        check_client_shm(self.server.options.allow_client_shm)
         self.server.shared_memory.unregister_cuda(request.path_params.get("region"))
         return _done()
 

@@ -46,6 +46,19 @@ OFFSET = "shared_memory_offset"
 BYTE_SIZE = "shared_memory_byte_size"
 SHARED_MEMORY_KEYS = (REGION, OFFSET, BYTE_SIZE)
 
+#: Triton's answer (UNSUPPORTED: HTTP 501, gRPC UNIMPLEMENTED) to a client's register or
+#: unregister while the server runs without ``--allow-client-shm=true``.
+CLIENT_SHM_DISABLED = (
+    "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+)
+
+
+def check_client_shm(allowed: bool) -> None:
+    """Refuse a client's register or unregister (system or CUDA) unless ``allowed``
+    (``--allow-client-shm``); status stays open, as in Triton."""
+    if not allowed:
+        raise TritonError.unsupported(CLIENT_SHM_DISABLED)
+
 #: Types read from a CUDA region into host memory always: BYTES must be parsed,
 #: and DLPack has no code for BF16 that every consumer reads.
 HOST_ONLY = frozenset({DataType.BYTES, DataType.BF16})

@@ -148,7 +148,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 500000 }\n",
     )
     log = tmp_path_factory.mktemp("logs") / "server.log"
-    proc = ServerProcess([root], "--exit-on-error=false", log=log)
+    proc = ServerProcess([root], "--exit-on-error=false", "--allow-client-shm=true", log=log)
     yield proc
     proc.stop()
 

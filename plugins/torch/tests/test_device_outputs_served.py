@@ -42,7 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     double_and_halve(repo / "gpu_grpc", "KIND_GPU")
     double_and_halve(repo / "gpu_batched", "KIND_GPU", extra=BATCHING)
     log = tmp_path_factory.mktemp("logs") / "server.log"
-    proc = ServerProcess([repo], log=log)
+    proc = ServerProcess([repo], "--allow-client-shm=true", log=log)
     yield proc
     proc.stop()
 
