@@ -4,9 +4,10 @@ as Triton forwards them.
 
 The pattern is searched for in the name (Triton's RE2 partial match), ignoring case
 unless it starts with ``(?-i)``. Header names arrive lowercase (HTTP/2 makes them so;
-tritonpy's HTTP/1.1 server does too). A header named like one of Triton's reserved
-parameters (``sequence_id``, ``priority``, ``timeout``, ... or ``triton_*``) is not
-forwarded: it would otherwise steer the request.
+tritonpy's HTTP/1.1 server does too). A header the pattern finds that is named like one
+of Triton's reserved parameters (``sequence_id``, ``priority``, ``timeout``, ... or
+``triton_*``) would steer the request: the request is refused with INVALID_ARG, in
+Triton's words, as Triton does since 26.05.
 """
 
 from __future__ import annotations
@@ -16,8 +17,19 @@ from collections.abc import Iterable, MutableMapping
 
 from tritonpy_sdk import ParameterValue, TritonError
 
-#: Request parameters Triton reserves for itself (its parameters extension).
-RESERVED = frozenset({"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers"})
+#: Request parameters Triton reserves for itself (its parameters extension), besides
+#: every name that starts with ``triton_``.
+RESERVED = frozenset(
+    {
+        "sequence_id",
+        "sequence_start",
+        "sequence_end",
+        "priority",
+        "timeout",
+        "headers",
+        "binary_data_output",
+    }
+)
 
 
 def header_pattern(pattern: str, flag: str) -> re.Pattern[str] | None:
@@ -40,7 +52,12 @@ def forward_headers(
     parameters: MutableMapping[str, ParameterValue],
 ) -> None:
     """Add each of ``headers`` whose name ``pattern`` finds to ``parameters`` (a header
-    wins over a parameter of its name, as it comes last in Triton's list)."""
+    wins over a parameter of its name, as it comes last in Triton's list); one with a
+    reserved name is INVALID_ARG."""
     for name, value in headers:
-        if pattern.search(name) and name not in RESERVED and not name.startswith("triton_"):
+        if pattern.search(name):
+            if name in RESERVED or name.startswith("triton_"):
+                raise TritonError.invalid_arg(
+                    f"Header '{name}' is reserved for Triton usage and cannot be forwarded."
+                )
             parameters[name] = value

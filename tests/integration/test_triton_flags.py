@@ -62,8 +62,8 @@ def server(server_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> Ser
     )
     return server_factory(  # type: ignore[no-any-return]
         [repo],
-        "--http-header-forward-pattern=x-tenant.*",
-        "--grpc-header-forward-pattern=(?-i)x-Tenant|trace",
+        "--http-header-forward-pattern=x-tenant.*|^timeout$|^triton_",
+        "--grpc-header-forward-pattern=(?-i)x-Tenant|trace|^priority$",
         "--model-config-name=small",
         "--http-thread-count=16",
         "--grpc-infer-allocation-pool-size=8",
@@ -91,8 +91,7 @@ def test_http_headers_the_pattern_finds_reach_the_model(server: ServerProcess) -
         )
     finally:
         client.close()
-    # Searched anywhere in the name, any case; a header wins over a parameter of its name;
-    # a reserved parameter's name is never forwarded.
+    # Searched anywhere in the name, any case; a header wins over a parameter of its name.
     assert _params(result) == {"x-tenant-id": "acme", "kept": 1, "my-x-tenant": "b"}
 
 
@@ -113,6 +112,38 @@ def test_grpc_metadata_the_pattern_finds_reach_the_model(server: ServerProcess) 
         assert _params(streamed) == {"trace-id": "7"}
     finally:
         client.close()
+
+
+RESERVED = "Header '{}' is reserved for Triton usage and cannot be forwarded."
+
+
+def test_a_reserved_header_to_forward_refuses_the_request(server: ServerProcess) -> None:
+    """A header the pattern finds that is named like a reserved parameter would steer the
+    request: INVALID_ARG in Triton's words (since 26.05), for HTTP, gRPC and each request
+    of a gRPC stream; the server serves on."""
+    http = httpclient.InferenceServerClient(server.url)
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        for name in ("timeout", "triton_anything"):
+            with pytest.raises(Exception) as info:
+                http.infer("echo", [_input(httpclient)], headers={name: "1"})
+            assert str(info.value) == "[400] " + RESERVED.format(name)
+        with pytest.raises(Exception) as info:
+            grpc.infer("echo", [_input(grpcclient)], headers={"priority": "1"})
+        assert str(info.value) == "[StatusCode.INVALID_ARGUMENT] " + RESERVED.format("priority")
+        answers: queue.Queue[Any] = queue.Queue()
+        grpc.start_stream(lambda result, error: answers.put(error or result), headers={"priority": "1"})
+        for _ in range(2):
+            grpc.async_stream_infer("echo", [_input(grpcclient)])
+        streamed = [answers.get(timeout=30) for _ in range(2)]
+        grpc.stop_stream()
+        assert [str(e) for e in streamed] == [RESERVED.format("priority")] * 2
+        # Not matched by the pattern, a reserved name is just another header.
+        assert _params(http.infer("echo", [_input(httpclient)], headers={"priority": "1"})) == {}
+        assert _params(grpc.infer("echo", [_input(grpcclient)], headers={"timeout": "1"})) == {}
+    finally:
+        http.close()
+        grpc.close()
 
 
 def test_a_models_custom_config_is_read_and_flags_without_effect_are_logged(server: ServerProcess) -> None:

@@ -352,7 +352,10 @@ class InferenceServicer:
         """``ModelStreamInfer`` without a coroutine or tasks, for the native transport."""
         stream = StreamInfer(self.server, self._plans, self._encoder, context, call)
         if self._forward is not None:
-            stream.forwarded = self._matched(context)
+            try:
+                stream.forwarded = self._matched(context)
+            except TritonError as exc:  # a reserved header: each request of the stream fails
+                stream.refused = exc.message
         return stream
 
     async def ModelStreamInfer(
@@ -367,7 +370,13 @@ class InferenceServicer:
         grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
         traceparent = metadata.get("traceparent")
         traceparent = traceparent if isinstance(traceparent, str) else ""
-        forwarded = self._matched(context) if self._forward is not None else {}
+        forwarded: dict[str, ParameterValue] = {}
+        refused = ""  # a reserved header forwarded: each request of the stream fails so
+        if self._forward is not None:
+            try:
+                forwarded = self._matched(context)
+            except TritonError as exc:
+                refused = exc.message
         # Bounded both ways: at most ``inflight`` requests in the server (the next is read
         # from the client when one completes, so the transport's flow control holds the
         # client back), and responses wait in a queue of that size for the client to take
@@ -388,6 +397,8 @@ class InferenceServicer:
             try:
                 core_request, slots = request_from_proto(msg, self.server.shared_memory)
                 core_request.trace_context = traceparent
+                if refused:
+                    raise TritonError.invalid_arg(refused)
                 if forwarded:
                     core_request.parameters.update(forwarded)
             except TritonError as exc:
@@ -565,6 +576,7 @@ class StreamInfer:
         "_grpc_errors",
         "_traceparent",
         "forwarded",
+        "refused",
         "_limit",
         "_inflight",
         "_ended",
@@ -588,6 +600,8 @@ class StreamInfer:
         self._traceparent = traceparent if isinstance(traceparent, str) else ""
         #: The call's metadata forwarded to every request of the stream (``_matched``).
         self.forwarded: dict[str, ParameterValue] = {}
+        #: Why every request of the stream fails (a reserved header to forward), or "".
+        self.refused = ""
         self._limit = max(1, server.options.grpc_stream_max_inflight)
         self._inflight: set[_Request] = set()
         self._ended = False
@@ -610,6 +624,10 @@ class StreamInfer:
                 return
             request, slots, msg, empty_final = decoded
             del decoded
+            if self.refused:
+                named = msg or pb.ModelInferRequest.FromString(data)
+                self._failed(named, TritonError.invalid_arg(self.refused))
+                return
             request.trace_context = self._traceparent
             if self.forwarded:
                 request.parameters.update(self.forwarded)
