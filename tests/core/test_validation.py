@@ -5,6 +5,7 @@ from tritonpy.runtime.spec import IOSpec
 from tritonpy.runtime.validation import validate_request
 from tritonpy_sdk import (
     DataType,
+    ErrorCode,
     InferenceRequest,
     InferenceResponse,
     RequestedOutput,
@@ -192,13 +193,33 @@ def test_finish_response_of_a_config_without_output_reshape_names_the_response()
 
 def test_classification_top_k_with_labels() -> None:
     t = Tensor.from_numpy("Z", np.array([[0.1, 0.7, 0.2], [0.5, 0.1, 0.4]], np.float32))
-    out = classify(t, 2, ["cat", "dog", "bird"])
+    out = classify(t, 2, ["cat", "dog", "bird"], batching=True)
     assert out.datatype is DataType.BYTES and out.shape == (2, 2)
     assert out.data.tolist() == [
         [b"0.700000:1:dog", b"0.200000:2:bird"],
         [b"0.500000:0:cat", b"0.400000:2:bird"],
     ]
-    assert classify(t, 9, None).shape == (2, 3)
+    assert classify(t, 9, None, batching=True).shape == (2, 3)
+
+
+def test_classification_ranks_each_batch_entry_flat_as_triton() -> None:
+    """Answers recorded from Triton 2.51: a batch entry of several dims is one run of
+    elements (``[B, 2, 3]`` → ``[B, k]``), a model that does not batch ranks its whole
+    output (``[k]``); integers are written without a fraction."""
+    x = np.array([[[1, 5, 3], [9, 2, 4]], [[0, 1, 2], [3, 4, 5]]], np.float32)
+    out = classify(Tensor.from_numpy("Z", x), 2, None, batching=True)
+    assert out.data.tolist() == [[b"9.000000:3", b"5.000000:1"], [b"5.000000:5", b"4.000000:4"]]
+    assert classify(Tensor.from_numpy("Z", x[:1]), 10, None, batching=True).shape == (1, 6)
+    ints = Tensor.from_numpy("Z", np.array([[1, 5, 3], [9, 2, 4]], np.int32))
+    assert classify(ints, 2, None, batching=False).data.tolist() == [b"9:3", b"5:1"]
+    for dtype in (np.float16, np.bool_):
+        with pytest.raises(TritonError) as info:
+            classify(Tensor.from_numpy("Z", np.ones(3, dtype)), 2, None, batching=False)
+        assert info.value.code is ErrorCode.INVALID_ARG
+        assert info.value.message.startswith("class result not available for output due to unsupported type")
+    huge = Tensor.from_numpy("Z", np.zeros((1, 1_000_001), np.uint8))
+    with pytest.raises(TritonError, match="classification output tensor too large"):
+        classify(huge, 1, None, batching=True)
 
 
 def test_a_shape_tensor_carries_no_batch_dimension() -> None:

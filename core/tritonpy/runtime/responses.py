@@ -47,7 +47,7 @@ def finish_response(
             k = out.parameters.get("classification", out.parameters.get("class_count"))
             if k and out.name in outputs:
                 assert isinstance(k, int)
-                outputs[out.name] = classify(outputs[out.name], k, labels.get(out.name))
+                outputs[out.name] = classify(outputs[out.name], k, labels.get(out.name), spec.batching)
     response.outputs = outputs
     return response
 
@@ -68,31 +68,54 @@ def _undo_reshape(spec: IOSpec, dims: tuple[int, ...], reshape: tuple[int, ...],
         ) from None
 
 
-def classify(tensor: Tensor, k: int, labels: list[str] | None) -> Tensor:
-    """Triton's classification extension: the top ``k`` classes along the last axis.
+#: The output types Triton classifies (others: "class result not available ...").
+CLASSIFIABLE = frozenset(
+    {
+        DataType.UINT8,
+        DataType.UINT16,
+        DataType.UINT32,
+        DataType.UINT64,
+        DataType.INT8,
+        DataType.INT16,
+        DataType.INT32,
+        DataType.INT64,
+        DataType.FP32,
+        DataType.FP64,
+    }
+)
+#: Most elements one batch entry may classify (Triton's guard since 26.02).
+MAX_CLASSIFIED = 1_000_000
 
-    Each element is ``"<value>:<index>"`` or ``"<value>:<index>:<label>"`` as
-    BYTES; a ``[B, C]`` output becomes ``[B, k]``.
+
+def classify(tensor: Tensor, k: int, labels: list[str] | None, batching: bool) -> Tensor:
+    """Triton's classification extension: the top ``k`` of each batch entry's elements.
+
+    Each batch entry of a batching model (``batching``), or the whole tensor of a
+    model that does not batch, is ranked as one flat run of elements, as Triton does:
+    a ``[B, ...]`` output becomes ``[B, k]``, a non-batching one ``[k]``, with ``k``
+    at most the entry's element count. Each element is ``"<value>:<index>"`` or
+    ``"<value>:<index>:<label>"`` as BYTES, the value written as C++'s
+    ``std::to_string`` writes it (``0.500000``; integers without a fraction).
     """
-    if tensor.datatype is DataType.BYTES:
+    if tensor.datatype not in CLASSIFIABLE:
         raise TritonError.invalid_arg(
-            f"class result not available for output '{tensor.name}' due to unsupported type "
-            f"'{tensor.datatype.value}'"
+            f"class result not available for output due to unsupported type '{tensor.datatype.value}'"
         )
     if k < 1:
         raise TritonError.invalid_arg(f"class_count must be positive, got {k}")
     data = tensor.data
-    if data.ndim == 0:
-        data = data.reshape(1)
-    k = min(k, data.shape[-1])
-    order = np.argsort(-data.astype(np.float64), axis=-1, kind="stable")[..., :k]
-    flat_vals = np.take_along_axis(data, order, axis=-1).reshape(-1)
-    flat_idx = order.reshape(-1)
-    out = np.empty(flat_idx.shape, dtype=np.object_)
-    for i, (v, idx) in enumerate(zip(flat_vals.tolist(), flat_idx.tolist())):
-        text = f"{float(v):f}:{idx}"
+    rows = data.reshape(data.shape[0], -1) if batching and data.ndim > 0 else data.reshape(1, -1)
+    if rows.shape[1] > MAX_CLASSIFIED:
+        raise TritonError.invalid_arg("classification output tensor too large")
+    k = min(k, rows.shape[1])
+    order = np.argsort(-rows.astype(np.float64), axis=-1, kind="stable")[:, :k]
+    values = np.take_along_axis(rows, order, axis=-1).reshape(-1).tolist()
+    as_float = tensor.datatype in (DataType.FP32, DataType.FP64)
+    out = np.empty(len(values), dtype=np.object_)
+    for i, (v, idx) in enumerate(zip(values, order.reshape(-1).tolist())):
+        text = f"{v:f}:{idx}" if as_float else f"{v}:{idx}"
         if labels is not None and idx < len(labels):
             text += f":{labels[idx]}"
         out[i] = text.encode("utf-8")
-    shape: tuple[int, ...] = (*data.shape[:-1], k)
+    shape = (rows.shape[0], k) if batching and data.ndim > 0 else (k,)
     return Tensor(tensor.name, out.reshape(shape), DataType.BYTES)
