@@ -122,3 +122,44 @@ def test_a_default_model_that_is_not_loaded_stops_the_server(tmp_path: Path) -> 
         assert "Expect the default model 'nope' is loaded" in proc.output()
     finally:
         proc.stop()  # closes its log
+
+
+def test_restricted_groups_cover_the_vertex_routes(tmp_path: Path) -> None:
+    """``--http-restricted-api`` on the Vertex AI port, as Triton applies it there since
+    26.04: the health route is the health group, predict the inference group, and a
+    redirected request the group of the endpoint it is redirected to."""
+    port = free_port()
+    env = {
+        "AIP_MODE": "PREDICTION",
+        "AIP_HTTP_PORT": str(port),
+        "AIP_HEALTH_ROUTE": "/h",
+        "AIP_PREDICT_ROUTE": "/p",
+    }
+    proc = ServerProcess(
+        [addsub_repo(tmp_path / "repo")],
+        "--allow-http=true",
+        "--http-restricted-api=health,inference,model-repository:admin-key=s3cret",
+        log=tmp_path / "s.log",
+        env=env,
+        wait_ready=False,  # its readiness check is a restricted health request
+    )
+    try:
+        proc.wait_for_output(f"Started Vertex AI HTTPService at 127.0.0.1:{port}")
+        url = f"http://127.0.0.1:{port}"
+        key = {"admin-key": "s3cret"}
+        refused = b"{\"error\":\"This API is restricted, expecting header 'admin-key'\"}"
+        calls: list[tuple[str, str, dict[str, str], Any]] = [
+            ("GET", "/h", {}, None),
+            ("POST", "/p", {}, addsub_inputs(False)),
+            ("POST", "/p", {REDIRECT: "v2/repository/index"}, {}),
+        ]
+        for method, path, headers, body in calls:
+            answer = httpx.request(method, url + path, headers=headers, json=body, timeout=30)
+            assert (answer.status_code, answer.content) == (403, refused), path
+            allowed = httpx.request(method, url + path, headers={**headers, **key}, json=body, timeout=30)
+            assert allowed.status_code == 200, allowed.text
+        # An unrestricted group stays open.
+        answer = httpx.post(url + "/p", headers={REDIRECT: "v2/models/addsub/config"}, timeout=30)
+        assert answer.status_code == 200 and answer.json()["name"] == "addsub"
+    finally:
+        proc.stop()

@@ -132,7 +132,13 @@ class VertexFrontend(UvicornFrontend):
     def __init__(self, server: Server) -> None:
         options = server.options
         try:
-            app = VertexApp(server, options.vertex_ai_default_model)
+            vertex = VertexApp(server, options.vertex_ai_default_model)
         except TritonError as exc:
             raise FrontendError(exc.message) from None
+        app: ASGIApp = vertex
+        if server.http_restrictions:
+            # The health route is the health group, as Triton's Vertex AI server checks
+            # it (26.04); predict and redirected requests reach the KServe application,
+            # which checks the group of the endpoint they are readdressed to.
+            app = RestrictedApi(app, server.http_restrictions, vertex.group)
         super().__init__(server, app, options.http_address, options.vertex_ai_port, service="Vertex AI HTTP")

@@ -96,6 +96,11 @@ class VertexApp:
             raise TritonError.invalid_arg(str(exc)) from None
         self.metrics: ASGIApp = create_metrics_app(self._metrics)
 
+    def group(self, path: str) -> str | None:
+        """The restricted API group this application itself answers for ``path`` (the
+        health route's); what it readdresses is checked where it is readdressed to."""
+        return "health" if self.health.fullmatch(path) else None
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
