@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 import tritonpy
-from tritonpy.http.protocol import HAVE_HTTPTOOLS
+from tritonpy.http.protocol import HAVE_HTTPTOOLS, TOO_MANY_CHUNKS
 from tritonpy_sdk import InferenceRequest, InferenceResponse, ModelInstance, hookimpl
 from tritonpy_testbackend import TestBackend, write_model
 from tritonpy_testservers import LiveServer
@@ -287,6 +287,32 @@ def test_stalled_body_is_408_and_closed(live: LiveServer) -> None:
         data = _read_to_end(sock)
     _refusal(data, 408, "--http-read-timeout-secs")
     _health_ok(live)
+
+
+def _chunked(path: bytes, chunks: Sequence[bytes]) -> bytes:
+    """A POST to ``path`` whose body is sent as ``chunks``, then the last (empty) chunk."""
+    head = b"POST %s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" % path
+    return head + b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("path", [b"/v2/models/addsub/infer", b"/v2/repository/index"])
+def test_a_body_of_too_many_chunks_is_400_and_closed(live: LiveServer, path: bytes) -> None:
+    """Triton's cap (since 26.05): more than 65536 non-empty chunks in one body."""
+    with _connect(live) as sock:
+        _send_in_background(sock, [_chunked(path, [b" "] * 65537)])
+        data = _read_to_end(sock)
+    _refusal(data, 400, "Chunked request body exceeds maximum of 65536 non-empty chunks.")
+    assert json.loads(_responses(data)[0][2]) == {"error": TOO_MANY_CHUNKS}
+    _health_ok(live)
+
+
+def test_as_many_chunks_as_allowed_are_served(live: LiveServer) -> None:
+    body = json.dumps(_addsub_doc()).encode()
+    with _connect(live) as sock:
+        sock.sendall(_chunked(b"/v2/models/addsub/infer", [body] + [b" "] * 65535))
+        status, _, answer = _read_response(sock)
+    assert status == 200, answer
+    assert json.loads(answer)["outputs"][1]["data"] == [0, 1, 2, 3]
 
 
 def test_slow_but_steady_body_is_served(live: LiveServer) -> None:

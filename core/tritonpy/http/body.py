@@ -23,6 +23,29 @@ def check_declared_size(declared: str | None, limit: int) -> None:
         )
 
 
+#: Pieces of a body smaller than this are gathered into one buffer as they arrive.
+SMALL_PIECE = 1 << 16
+
+
+def add_piece(chunks: list[bytes], piece: bytes) -> None:
+    """Append ``piece`` (not empty) of a request body to ``chunks``, gathering small
+    pieces into one ``bytearray``: a body that arrives in tiny reads then costs its size
+    in memory, not an object per read (a body of 1-byte reads would cost ~40 times its
+    size). A body in one piece stays that piece, and large pieces are never copied
+    before the body is joined."""
+    if len(piece) < SMALL_PIECE and chunks:
+        last = chunks[-1]
+        if isinstance(last, bytearray):
+            last += piece
+            return
+        if len(last) < SMALL_PIECE:
+            gathered = bytearray(last)
+            gathered += piece
+            chunks[-1] = gathered  # type: ignore[call-overload]
+            return
+    chunks.append(piece)
+
+
 def too_large(limit: int) -> TritonError:
     return TritonError.invalid_arg(
         f"request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)"
@@ -51,7 +74,7 @@ async def read(receive: Receive, limit: int) -> list[bytes] | None:
         if size > limit:
             raise too_large(limit)
         if chunk:
-            chunks.append(chunk)
+            add_piece(chunks, chunk)
         if not message.get("more_body", False):
             return chunks or [b""]
 

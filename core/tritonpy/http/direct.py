@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tritonpy_sdk import InferenceResponse, TritonError
 
 from ..bridges import call_soon_threadsafe
-from .body import check_declared_size, too_large
+from .body import add_piece, check_declared_size, too_large
 from .errors import error_answer
 from .inference import DECOUPLED_REFUSAL, REQUEST_HEADERS, encode_infer
 
@@ -209,7 +209,7 @@ class DirectInfer:
         if self._size > self._inference.max_input:
             self._fail(too_large(self._inference.max_input))
             return
-        self._chunks.append(chunk)
+        add_piece(self._chunks, chunk)
 
     def body_complete(self) -> None:
         """The whole body arrived: decode it and queue the request."""

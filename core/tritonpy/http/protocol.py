@@ -69,6 +69,13 @@ log = logging.getLogger("tritonpy.http")
 #: How long a refused connection keeps reading (and dropping) what the client
 #: still sends after the answer, before it is closed for good.
 LINGER_SECS = 3.0
+#: Most non-empty chunks one chunked request body may have (Triton's cap since 26.05:
+#: a piece of a body costs more than its bytes, so tiny chunks multiply its memory).
+MAX_CHUNKS = 1 << 16
+TOO_MANY_CHUNKS = (
+    f"Chunked request body exceeds maximum of {MAX_CHUNKS} non-empty chunks. "
+    "Send fewer or larger HTTP chunks."
+)
 
 Implementation = Literal["auto", "httptools", "h11"]
 
@@ -212,6 +219,17 @@ class _Limited(asyncio.Protocol):
         self._linger: asyncio.TimerHandle | None = None
         #: loop.time() of the last read while a body was incomplete.
         self._last_read = 0.0
+        #: Non-empty chunks of the body being read (``MAX_CHUNKS``).
+        self._chunk_count = 0
+
+    def _chunk_arrived(self) -> bool:
+        """Count a chunk of a chunked body whose first bytes arrived; False (the
+        request refused, 400 and closed, as Triton) once there are too many."""
+        self._chunk_count += 1
+        if self._chunk_count <= MAX_CHUNKS:
+            return True
+        self._refuse(400, TOO_MANY_CHUNKS)
+        return False
 
     # -- what a subclass says about its parser --------------------------------------
 
@@ -453,7 +471,11 @@ class _H11Connection(h11.Connection):
                 self._protocol._refuse(431, self._protocol.limits.too_large())
                 return h11.NEED_DATA  # uvicorn stops reading events
             raise
-        if type(event) is h11.Request:
+        if type(event) is h11.Data:
+            if event.chunk_start and event.data and not self._protocol._chunk_arrived():
+                return h11.NEED_DATA
+        elif type(event) is h11.Request:
+            self._protocol._chunk_count = 0
             if not self._protocol._head_received(event):
                 return h11.NEED_DATA
         elif event is h11.PAUSED:
@@ -501,6 +523,8 @@ if HAVE_HTTPTOOLS:
             self._idle_since: float | None = None
             #: The keep-alive timer (uvicorn's ``timeout_keep_alive_task`` is not used).
             self._keepalive: asyncio.TimerHandle | None = None
+            #: A chunk header was parsed and none of that chunk's bytes yet (``MAX_CHUNKS``).
+            self._chunk_open = False
 
         def _in_head(self) -> bool:
             return self._phase == _HEAD
@@ -608,6 +632,7 @@ if HAVE_HTTPTOOLS:
             self._phase = _HEAD
             self._begun += 1
             self._head_bytes = self._slack = 0
+            self._chunk_count = 0
             # uvicorn's, less its ASGI scope: that is made once the head is complete, only
             # for a request that the protocol does not answer itself (``_make_scope``).
             self.url = b""
@@ -710,7 +735,14 @@ if HAVE_HTTPTOOLS:
                     return
             super()._start_asgi_task(cycle, app)
 
+        def on_chunk_header(self) -> None:
+            self._chunk_open = True
+
         def on_body(self, body: bytes) -> None:
+            if self._chunk_open:  # the first bytes of a chunk (the last chunk has none)
+                self._chunk_open = False
+                if not self._chunk_arrived():
+                    raise _Refused
             infer = self._infer
             if infer is not None and infer.cycle is self.cycle:
                 infer.on_body(body)
