@@ -23,8 +23,18 @@ from tritonpy_sdk import (
 )
 
 
+#: Most dimensions a tensor may have here (numpy's limit; Triton's core has none).
+MAX_DIMS = 64
+
+
 def element_count(name: str, shape: Sequence[int]) -> int:
-    """Elements in a tensor of ``shape``; negative dims are a client error."""
+    """Elements in a tensor of ``shape``; negative dims, or more than ``MAX_DIMS`` of
+    them, are a client error."""
+    if len(shape) > MAX_DIMS:
+        raise TritonError.invalid_arg(
+            f"unexpected shape for input '{name}': {len(shape)} dimensions, more than the "
+            f"{MAX_DIMS} a tensor may have"
+        )
     for d in shape:
         if d < 0:
             raise TritonError.invalid_arg(f"input '{name}' has a negative dimension in shape {list(shape)}")
