@@ -22,7 +22,6 @@ from tritonpy_sdk import (
     serialize_bytes_tensor,
 )
 
-
 #: Most dimensions a tensor may have here (numpy's limit; Triton's core has none).
 MAX_DIMS = 64
 
