@@ -59,6 +59,7 @@ def check_client_shm(allowed: bool) -> None:
     if not allowed:
         raise TritonError.unsupported(CLIENT_SHM_DISABLED)
 
+
 #: Types read from a CUDA region into host memory always: BYTES must be parsed,
 #: and DLPack has no code for BF16 that every consumer reads.
 HOST_ONLY = frozenset({DataType.BYTES, DataType.BF16})
