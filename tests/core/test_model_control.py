@@ -627,3 +627,28 @@ def test_a_mapped_name_wins_over_a_folder_of_that_name(explicit: tritonpy.Server
     explicit.load_model("b")
     assert infer(explicit, "b") == 9
     assert [row for row in states(explicit) if row[0] == "b"] == [("b", "1", "READY")]
+
+
+def test_a_load_of_a_blank_name_or_one_that_leaves_the_repository_is_refused(
+    explicit: tritonpy.Server, tmp_path: Path
+) -> None:
+    """Triton's core (since 26.04) checks the name of a model to load; an unload is not
+    checked. Names that only look odd are looked for as usual."""
+    (tmp_path / "outside").mkdir()  # a folder next to the repository, for '../outside'
+    for name in ("", " ", "\t \n", "\v\f\r"):
+        with pytest.raises(TritonError) as info:
+            explicit.load_model(name)
+        assert info.value.code is ErrorCode.INVALID_ARG
+        assert info.value.message == "Model name cannot be empty. Please enter a valid name to deploy."
+    for name in ("..", " ..", "../outside", "a/../b", "/etc/passwd", "a/", "a/b"):
+        with pytest.raises(TritonError) as info:
+            explicit.load_model(name)
+        assert info.value.code is ErrorCode.INVALID_ARG
+        assert info.value.message == (
+            f"invalid model name '{name}', model name must not contain path traversal characters"
+        )
+    for name in ("...", "..a", "a.b"):
+        with pytest.raises(TritonError, match="not found in any model repository"):
+            explicit.load_model(name)
+    explicit.unload_model("../outside")  # no such model: nothing to unload, no complaint
+    assert infer(explicit, "a") == 2

@@ -61,6 +61,18 @@ MODES = ("none", "explicit", "poll")
 _NOT_ALLOWED = "explicit model load / unload is not allowed if polling is enabled"
 
 
+def check_load_name(name: str) -> None:
+    """Refuse to load a model whose name is blank or could step out of a repository
+    folder (``..``, or any ``/``), in Triton's words (its core, since 26.04)."""
+    trimmed = name.strip(" \t\n\v\f\r")  # C's isspace, as Triton trims
+    if not trimmed:
+        raise TritonError.invalid_arg("Model name cannot be empty. Please enter a valid name to deploy.")
+    if trimmed == ".." or "/" in trimmed:
+        raise TritonError.invalid_arg(
+            f"invalid model name '{name}', model name must not contain path traversal characters"
+        )
+
+
 class ModelManager:
     """Model records of one server: states, lookup, index and model control."""
 
@@ -212,6 +224,7 @@ class ModelManager:
         model brings back the ensembles that unloading it had taken down."""
         if self.mode != "explicit":
             raise TritonError.unavailable(_NOT_ALLOWED)
+        check_load_name(name)
         override = parse_override(name, config, files)
         try:
             if override and override.folder:  # its own files: the repositories only for its members
