@@ -129,3 +129,17 @@ def test_cache_plugins_come_from_entry_points(site: Path) -> None:
     (info / "entry_points.txt").write_text("[tritonpy.caches]\ndictcache = tp_test_dictcache:factory\n")
     cache = create_cache("dictcache", {"bytes": "4096"})
     assert isinstance(cache, LocalCache) and cache.capacity == 4096
+
+
+def test_the_cache_keeps_its_own_read_only_copy() -> None:
+    """A model may answer with views of memory that changes later (its input's, in a
+    client's shared-memory region); a hit answers what was computed, and nobody who
+    gets a hit can change it for the next."""
+    cache = LocalCache(size=1 << 20)
+    produced = np.arange(4, dtype=np.int32)
+    cache.insert(b"k", InferenceResponse({"Y": Tensor.from_numpy("Y", produced)}))
+    produced[:] = 99  # its owner reuses the memory
+    hit = cache.lookup(b"k")
+    assert hit is not None and hit.outputs["Y"].data.tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError):
+        hit.outputs["Y"].data[0] = 7

@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 
 import numpy as np
-from tritonpy_sdk import DataType, InferenceRequest, InferenceResponse, TritonError, serialize_bytes_tensor
+from tritonpy_sdk import (
+    DataType,
+    InferenceRequest,
+    InferenceResponse,
+    Tensor,
+    TritonError,
+    serialize_bytes_tensor,
+)
 from tritonpy_sdk.cache import CACHE_ENTRY_POINT_GROUP, ResponseCache
 
 
@@ -43,6 +50,16 @@ def _size(response: InferenceResponse) -> int:
         data = tensor.data
         total += sum(len(v) for v in data.reshape(-1)) if data.dtype == object else data.nbytes
     return total + 256  # bookkeeping per entry
+
+
+def _snapshot(tensor: Tensor) -> Tensor:
+    """A read-only copy of ``tensor`` for the cache to keep. What a model answered may
+    be a view of memory its owner changes later (a model that hands back its input: a
+    client's shared-memory region, an in-process caller's array), and whoever gets a
+    cached answer must not change it for the next."""
+    data = np.array(tensor.data, copy=True)
+    data.flags.writeable = False
+    return Tensor(tensor.name, data, tensor.datatype)
 
 
 class LocalCache:
@@ -78,7 +95,8 @@ class LocalCache:
         size = _size(response)
         if size > self.capacity:
             return  # larger than the whole cache: never stored
-        stored = InferenceResponse(dict(response.outputs), parameters=dict(response.parameters))
+        outputs = {name: _snapshot(tensor) for name, tensor in response.outputs.items()}
+        stored = InferenceResponse(outputs, parameters=dict(response.parameters))
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
