@@ -101,6 +101,7 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
         "tritonpy-backend-torch",
         "tritonpy-backend-tensorrt",
         "tritonpy-backend-fil",
+        "tritonpy-backend-identity",
     }
     assert _requires(wheels["tritonpy-sdk"]) == {"numpy", "pluggy"}
     core = _requires(wheels["tritonpy"])

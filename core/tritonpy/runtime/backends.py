@@ -30,6 +30,7 @@ KNOWN_PACKAGES = {
     "tensorrt": "tritonpy-backend-tensorrt",
     "fil": "tritonpy-backend-fil",
     "python": "tritonpy-backend-python",
+    "identity": "tritonpy-backend-identity",
 }
 
 
