@@ -66,6 +66,8 @@ class StepBackend(CpuBackend):
                 responses.append(
                     InferenceResponse.from_error(TritonError.invalid_arg("negative input on purpose"))
                 )
+            elif params.get("no_output") == "yes":
+                responses.append(InferenceResponse({}))  # a response without its output
             else:
                 output = (sum(inputs.values()) + add).astype(np.float32)
                 responses.append(InferenceResponse({"Y": Tensor.from_numpy("Y", output)}))
@@ -77,11 +79,16 @@ class StepBackend(CpuBackend):
         return responses
 
 
-def write_step_model(repo: Path, name: str, inputs: int = 1, extra: str = "", **params: str) -> None:
-    """A ``stepbk`` model: FP32 [-1] inputs X (and X2), output Y, batching up to 8."""
+def write_step_model(
+    repo: Path, name: str, inputs: int = 1, extra: str = "", optional: bool = False, **params: str
+) -> None:
+    """A ``stepbk`` model: FP32 [-1] inputs X (and X2; ``optional`` ones), output Y (the sum
+    of the inputs given, plus the parameter ``add``; none with ``no_output="yes"``),
+    batching up to 8."""
     (repo / name / "1").mkdir(parents=True)
     names = ["X", "X2"][:inputs]
-    ins = ", ".join(f'{{ name: "{n}" data_type: TYPE_FP32 dims: [ -1 ] }}' for n in names)
+    flag = " optional: true" if optional else ""
+    ins = ", ".join(f'{{ name: "{n}" data_type: TYPE_FP32 dims: [ -1 ]{flag} }}' for n in names)
     settings = "".join(
         f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in params.items()
     )

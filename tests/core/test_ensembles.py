@@ -255,3 +255,38 @@ def test_an_ensemble_with_response_cache_answers_repeats_from_it(tmp_path: Path)
         (stats,) = server.model_statistics("cached")
         assert stats["inference_stats"]["cache_hit"]["count"] == 1
         assert stats["inference_stats"]["cache_miss"]["count"] == 1
+
+
+def _write_optional(repo: Path) -> None:
+    write_step_model(repo, "either", inputs=2, optional=True, add="1000")
+    write_step_model(repo, "silent", no_output="yes")
+    ensemble = repo / "pick"
+    pick = [step("either", {"X": "A", "X2": "B"}, {"Y": "OUT"})]
+    write_ensemble(repo, "pick", pick, {"A": F, "B": F}, {"OUT": F})
+    config = ensemble / "config.pbtxt"
+    head, outputs = config.read_text().split("output [", 1)
+    config.write_text(head.replace("dims: [ -1 ] }", "dims: [ -1 ] optional: true }") + "output [" + outputs)
+    write_ensemble(
+        repo,
+        "gap",
+        [step("silent", {"X": "IN"}, {"Y": "t"}), step("either", {"X": "t", "X2": "IN"}, {"Y": "OUT"})],
+        {"IN": F},
+        {"OUT": F, "t": F},
+    )
+
+
+def test_tensors_without_data_let_steps_with_optional_inputs_run(tmp_path: Path) -> None:
+    """As Triton (NVIDIA's L0_optional_input): an optional ensemble input the request
+    leaves out, and an output a step's response does not hold, are there without data;
+    the step that reads one runs without that input, and an ensemble output without
+    data is left out of the answer."""
+    steps = StepBackend()
+    with serving(tmp_path, _write_optional, steps) as server:
+        pick = server.model("pick")
+        assert pick.predict({"A": X})["OUT"].tolist() == (X + 1000).tolist()
+        assert pick.predict({"B": 2 * X})["OUT"].tolist() == (2 * X + 1000).tolist()
+        assert pick.predict({"A": X, "B": X})["OUT"].tolist() == (2 * X + 1000).tolist()
+        given = sorted(tuple(sorted(s.inputs)) for s in steps.log.requests if s.model == "either")
+        assert given == [("X",), ("X", "X2"), ("X2",)]
+        answer = server.model("gap").predict({"IN": X})
+        assert set(answer) == {"OUT"} and answer["OUT"].tolist() == (X + 1000).tolist()

@@ -387,6 +387,7 @@ class ModelLoader:
             config.model_transaction_policy.decoupled = True
         config_dict = config_to_dict(config)
         outputs = [io.name for io in config.output]
+        optional = [io.name for io in config.input if io.optional]
         submit = self._submit
         if mdir.namespace:  # its steps' members are looked up in its own repository first
             submit = functools.partial(submit, namespace=mdir.namespace)
@@ -408,7 +409,7 @@ class ModelLoader:
                 labels=self._labels(mdir, version, config_dict),
                 cache=self._cache if config.response_cache.enable and not plan.decoupled else None,
                 scheduler_factory=lambda model: EnsembleScheduler(
-                    model, plan.steps, outputs, submit, max_inflight
+                    model, plan.steps, outputs, submit, max_inflight, optional
                 ),
             )
             mv.load_seconds = time.monotonic() - load_start

@@ -189,11 +189,14 @@ class EnsembleScheduler(Scheduler):
         outputs: Sequence[str],
         submit: Submit,
         max_inflight: int = 0,
+        optional_inputs: Sequence[str] = (),
     ):
-        """``max_inflight``: ``max_inflight_requests``, each step's bound (0: none)."""
+        """``max_inflight``: ``max_inflight_requests``, each step's bound (0: none);
+        ``optional_inputs``: the ensemble's inputs that a request may leave out."""
         self.model = model
         self.steps = tuple(steps)
         self.outputs = tuple(outputs)
+        self.optional_inputs = tuple(optional_inputs)
         self.submit = submit
         self._writer = {tensor: step for step in self.steps for _, tensor in step.outputs}
         self._pruned: dict[frozenset[str], tuple[Step, ...]] = {}
@@ -252,11 +255,16 @@ class EnsembleScheduler(Scheduler):
 
 class _Scope:
     """One generation of a run's tensors: what exists, which steps fired on it,
-    and whether it was answered."""
+    and whether it was answered.
+
+    A tensor that is there without data is None, as Triton's placeholders: an optional
+    ensemble input the request left out, or an output a step's response did not hold.
+    A step reading it fires without that input (its model must take it as optional),
+    and an ensemble output without data is left out of the answer."""
 
     __slots__ = ("answered", "fired", "tensors")
 
-    def __init__(self, tensors: dict[str, Tensor], fired: set[int], answered: bool) -> None:
+    def __init__(self, tensors: dict[str, Tensor | None], fired: set[int], answered: bool) -> None:
         self.tensors = tensors
         self.fired = fired
         self.answered = answered
@@ -299,7 +307,10 @@ class _Run:
         self.pending = 0
         self.finished = False
         self.in_flight: set[_Call] = set()
-        self.root = _Scope(dict(request.inputs), set(), False)
+        tensors: dict[str, Tensor | None] = dict(request.inputs)
+        for name in scheduler.optional_inputs:
+            tensors.setdefault(name, None)
+        self.root = _Scope(tensors, set(), False)
         self.start_ns = time.monotonic_ns()
         self.infer_start_ns = 0
         self.infer_end_ns = 0
@@ -344,7 +355,7 @@ class _Run:
             if response is not None and response.error is not None:
                 cancel = self._fail(_step_error(self.model.name, response.error))
             else:
-                if response is not None and response.outputs:
+                if response is not None:  # its outputs, and those it lacks without data
                     calls = self._take_outputs(call, response, final)
                 if self.pending == 0 and not calls and not self.finished:
                     self._complete()
@@ -381,8 +392,8 @@ class _Run:
         call.with_data = True
         for member_name, tensor_name in call.step.outputs:
             tensor = produced.get(member_name)
-            if tensor is not None:
-                scope.tensors[tensor_name] = tensor.renamed(tensor_name)
+            # One the response did not hold is there without data (Triton's placeholder).
+            scope.tensors[tensor_name] = tensor.renamed(tensor_name) if tensor is not None else None
         return self._progress(scope)
 
     def _progress(self, scope: _Scope) -> list[_Call]:
@@ -400,9 +411,8 @@ class _Run:
         self.pending += len(calls)
         if not scope.answered and all(name in tensors for name in self.wanted):
             scope.answered = True
-            response = InferenceResponse(
-                {name: tensors[name] for name in self.wanted}, parameters=_sequence_parameters(request)
-            )
+            answer = {name: tensor for name in self.wanted if (tensor := tensors[name]) is not None}
+            response = InferenceResponse(answer, parameters=_sequence_parameters(request))
             response = self.model.finish_ensemble_response(request, response)
             if self.model.decoupled:
                 self._deliver(response, 0)
@@ -509,17 +519,23 @@ def _sequence_parameters(request: InferenceRequest) -> dict[str, ParameterValue]
 def _step_request(
     parent: InferenceRequest,
     step: Step,
-    tensors: dict[str, Tensor],
+    tensors: dict[str, Tensor | None],
     wanted: Sequence[str] = (),
     on_device: dict[str, int] | None = None,
 ) -> InferenceRequest:
-    """The member request of ``step``: its inputs renamed (same arrays), its outputs
-    asked for where their readers want them (``step_outputs``), and the parent's
-    id, parameters, priority, timeout and sequence settings."""
+    """The member request of ``step``: its inputs renamed (same arrays; a tensor without
+    data left out), its outputs asked for where their readers want them
+    (``step_outputs``), and the parent's id, parameters, priority, timeout and
+    sequence settings."""
+    inputs: dict[str, Tensor] = {}
+    for member, name in step.inputs:
+        tensor = tensors[name]
+        if tensor is not None:
+            inputs[member] = tensor.renamed(member)
     return InferenceRequest(
         model_name=step.model_name,
         model_version=step.model_version,
-        inputs={member: tensors[tensor].renamed(member) for member, tensor in step.inputs},
+        inputs=inputs,
         requested_outputs=step_outputs(step, wanted, on_device),
         id=parent.id,
         parameters=dict(parent.parameters),
