@@ -305,13 +305,23 @@ def array_to_buffer(array: np.ndarray[Any, Any], datatype: DataType) -> bytes | 
     return memoryview(arr.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy arrays are buffers
 
 
-def array_to_json(array: np.ndarray[Any, Any], datatype: DataType) -> list[Any]:
-    """``array`` as a flat JSON list (BYTES as UTF-8 text, BF16 as floats)."""
+def array_to_json(array: np.ndarray[Any, Any], datatype: DataType, name: str = "") -> list[Any]:
+    """``array`` (output ``name``) as a flat JSON list (BYTES as UTF-8 text, BF16 as floats).
+
+    BYTES elements that are not UTF-8 cannot be JSON text: INVALID_ARG saying to ask
+    for the output as binary data. (Triton writes the bytes into its JSON as they are,
+    which no JSON reader takes: tritonclient then fails with "Failed to encode using
+    UTF-8. Please use binary_data=True".)"""
     flat = array.reshape(-1)
     if datatype is DataType.BYTES:
-        return [
-            (v if isinstance(v, bytes) else str(v).encode()).decode("utf-8", errors="replace") for v in flat
-        ]
+        try:
+            return [(v if isinstance(v, bytes) else str(v).encode()).decode("utf-8") for v in flat]
+        except UnicodeDecodeError as exc:
+            raise TritonError.invalid_arg(
+                f"output '{name}' holds bytes that are not UTF-8 text ({exc.reason} at byte "
+                f"{exc.start} of an element), which JSON cannot carry: request it with "
+                "binary_data: true"
+            ) from None
     if datatype is DataType.BF16:
         return flat.astype(np.float32).tolist()  # type: ignore[no-any-return]
     return flat.tolist()  # type: ignore[no-any-return]

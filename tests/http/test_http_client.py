@@ -106,6 +106,25 @@ def test_bytes(client: httpclient.InferenceServerClient, binary: bool) -> None:
     assert got.reshape(-1).tolist() == expected
 
 
+def test_bytes_that_are_not_utf8_need_binary_output(client: httpclient.InferenceServerClient) -> None:
+    """JSON cannot carry them: 400 saying so (Triton writes them into its JSON raw, and
+    tritonclient then fails to decode the answer); as binary data they come back whole."""
+    text = np.array([[b"\xfa\x03", b"ok", b"\x94", b""]], dtype=object)
+    inputs = [httpclient.InferInput(n, [1, 4], "BYTES") for n in ("INPUT0", "INPUT1")]
+    for inp in inputs:
+        inp.set_data_from_numpy(text, binary_data=True)
+    out = httpclient.InferRequestedOutput("OUTPUT0", binary_data=False)
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("addsub_string", inputs, outputs=[out])
+    assert str(info.value) == (
+        "[400] output 'OUTPUT0' holds bytes that are not UTF-8 text (invalid start byte at byte 0 "
+        "of an element), which JSON cannot carry: request it with binary_data: true"
+    )
+    out = httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)
+    got = client.infer("addsub_string", inputs, outputs=[out]).as_numpy("OUTPUT0")
+    assert got.reshape(-1).tolist() == text.reshape(-1).tolist()
+
+
 def test_request_id_parameters_and_output_subset(client: httpclient.InferenceServerClient) -> None:
     a = np.arange(4, dtype=np.int32).reshape(1, 4)
     result = client.infer(

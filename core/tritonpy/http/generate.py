@@ -154,7 +154,7 @@ def encode_generate(response: InferenceResponse) -> bytes:
     for key, value in response.parameters.items():
         doc.setdefault(key, value)
     for name, tensor in response.outputs.items():
-        values = array_to_json(tensor.data, tensor.datatype)
+        values = array_to_json(tensor.data, tensor.datatype, name)
         doc.setdefault(name, values[0] if len(values) == 1 else values)
     return json.dumps(doc, separators=(",", ":"), allow_nan=True).encode()
 

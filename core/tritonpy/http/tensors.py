@@ -413,7 +413,7 @@ def encode_response(
         if isinstance(placement, OutputSlot):
             placement.write_tensor(tensor)
         else:
-            entry["data"] = array_to_json(tensor.data, tensor.datatype)
+            entry["data"] = array_to_json(tensor.data, tensor.datatype, name)
         entries.append(_dumps(entry))
     # Triton's key order: id first. Joined from its parts: the same bytes as one
     # ``json.dumps`` of the whole document with these separators.
