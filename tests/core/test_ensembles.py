@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonpy
+from tritonpy.scheduler.ensemble import batch_reshape
 from tritonpy_ensembles import (
     StepBackend,
     serving,
@@ -290,3 +291,56 @@ def test_tensors_without_data_let_steps_with_optional_inputs_run(tmp_path: Path)
         assert given == [("X",), ("X", "X2"), ("X2",)]
         answer = server.model("gap").predict({"IN": X})
         assert set(answer) == {"OUT"} and answer["OUT"].tolist() == (X + 1000).tolist()
+
+
+def _write_batch_kinds(repo: Path) -> None:
+    write_step_model(repo, "batched_step", add="1")  # batches, dims [-1]
+    (repo / "plain_step" / "1").mkdir(parents=True)
+    (repo / "plain_step" / "config.pbtxt").write_text(
+        'backend: "stepbk"\nmax_batch_size: 0\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ 3 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]\n'
+        'parameters { key: "add" value: { string_value: "10" } }\n'
+    )
+    flow = [step("batched_step", {"X": "IN"}, {"Y": "t"}), step("batched_step", {"X": "t"}, {"Y": "OUT"})]
+    write_ensemble(repo, "unbatched_over_batched", flow, {"IN": F}, {"OUT": F}, max_batch_size=0)
+    once = [step("plain_step", {"X": "IN"}, {"Y": "OUT"})]
+    write_ensemble(repo, "batched_over_unbatched", once, {"IN": F}, {"OUT": F}, dims="3")
+
+
+def test_tensors_cross_between_batching_and_non_batching_models(tmp_path: Path) -> None:
+    """As Triton's ensembles (its ReshapeTensorDims, NVIDIA's L0_infer_zero): a model that
+    batches gets a batch of 1 in front of a tensor from a request that does not, and one
+    that does not batch gets a batch of 1 without its batch dimension; the answer has
+    the ensemble's own shape."""
+    steps = StepBackend()
+    with serving(tmp_path, _write_batch_kinds, steps) as server:
+        x = np.array([1.0, 2.0, 3.0], np.float32)
+        out = server.model("unbatched_over_batched").predict({"IN": x})["OUT"]
+        assert out.shape == (3,) and out.tolist() == [3.0, 4.0, 5.0]
+        assert [s.inputs["X"].shape for s in steps.log.requests] == [(1, 3), (1, 3)]
+        out = server.model("batched_over_unbatched").predict({"IN": x.reshape(1, 3)})["OUT"]
+        assert out.shape == (1, 3) and out.tolist() == [[11.0, 12.0, 13.0]]
+        assert steps.log.requests[-1].inputs["X"].shape == (3,)
+
+
+@pytest.mark.parametrize(
+    ("config_dims", "batching", "batch", "shape", "expected"),
+    [
+        ((-1,), True, 0, (3,), (1, 3)),  # fits the batching model's dims: a batch of 1
+        ((-1,), True, 0, (2, 3), None),  # taken to be batched already
+        ((3,), False, 1, (1, 3), (3,)),  # a batch of 1 for a model that does not batch
+        ((-1, -1), False, 1, (1, 3), None),  # fits as it is
+        ((3,), False, 2, (2, 3), None),  # a batch of 2 cannot lose its dimension
+        ((-1,), True, 4, (4, 3), None),  # same kind on both sides
+        ((), True, 0, (3,), None),  # dims not known
+    ],
+)
+def test_batch_reshape_follows_tritons_rules(
+    config_dims: tuple[int, ...],
+    batching: bool,
+    batch: int,
+    shape: tuple[int, ...],
+    expected: tuple[int, ...] | None,
+) -> None:
+    assert batch_reshape(config_dims, batching, batch, shape) == expected

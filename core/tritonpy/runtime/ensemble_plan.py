@@ -78,13 +78,17 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
             name, step.model_name, member.config, dict(step.input_map), dict(step.output_map), tensors
         )
         devices[index] = input_device(member.instances)
+        member_dims = {io.name: tuple(io.dims) for io in member.config.input}
+        inputs = tuple(step.input_map.items())
         steps.append(
             Step(
                 index=index,
                 model_name=step.model_name,
                 model_version=int(step.model_version),
-                inputs=tuple(step.input_map.items()),
+                inputs=inputs,
                 outputs=tuple(step.output_map.items()),
+                batching=mbs > 0,
+                input_dims=tuple(member_dims.get(member_input, ()) for member_input, _ in inputs),
             )
         )
     decoupled = _decoupled_flow(config, decoupled_steps, tensors)

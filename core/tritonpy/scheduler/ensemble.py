@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -93,6 +93,10 @@ class Step:
     readers: tuple[tuple[int | None, ...], ...] = ()
     #: Whether some reader in ``readers`` takes its inputs on a GPU.
     device_readers: bool = False
+    #: Whether the member batches (``max_batch_size > 0``).
+    batching: bool = True
+    #: For each of ``inputs``, the member input's config ``dims`` (empty: not known).
+    input_dims: tuple[tuple[int, ...], ...] = ()
 
 
 class EnsembleModel(Protocol):
@@ -190,13 +194,20 @@ class EnsembleScheduler(Scheduler):
         submit: Submit,
         max_inflight: int = 0,
         optional_inputs: Sequence[str] = (),
+        batching: bool = True,
+        output_dims: Mapping[str, tuple[int, ...]] | None = None,
     ):
         """``max_inflight``: ``max_inflight_requests``, each step's bound (0: none);
-        ``optional_inputs``: the ensemble's inputs that a request may leave out."""
+        ``optional_inputs``: the ensemble's inputs that a request may leave out;
+        ``batching``: whether the ensemble batches; ``output_dims``: its outputs'
+        config dims (``reshape.shape`` where given), for answers made by members of
+        the other kind (``batch_reshape``)."""
         self.model = model
         self.steps = tuple(steps)
         self.outputs = tuple(outputs)
         self.optional_inputs = tuple(optional_inputs)
+        self.batching = batching
+        self.output_dims = dict(output_dims or {})
         self.submit = submit
         self._writer = {tensor: step for step in self.steps for _, tensor in step.outputs}
         self._pruned: dict[frozenset[str], tuple[Step, ...]] = {}
@@ -253,6 +264,36 @@ class EnsembleScheduler(Scheduler):
         return steps
 
 
+def _fits(config_dims: Sequence[int], dims: Sequence[int]) -> bool:
+    """Triton's ``CompareDimsWithWildcard``: as many dims, each equal or -1 in the config."""
+    return len(config_dims) == len(dims) and all(c in (-1, d) for c, d in zip(config_dims, dims))
+
+
+def batch_reshape(
+    config_dims: Sequence[int], batching: bool, batch_size: int, shape: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """The shape a tensor of ``shape`` takes for a model (or the ensemble's answer) whose
+    config has ``config_dims`` and ``batching``, when it was made where requests batch
+    (``batch_size`` its batch, > 0) or not (0); None: as it is. Triton's
+    ``ReshapeTensorDims``: a batching model gets a batch of 1 in front of a tensor that
+    fits its dims; a model that does not batch gets a batch of 1 without its batch
+    dimension, where the tensor does not fit its dims as it is."""
+    if not config_dims or batching == (batch_size != 0):
+        return None
+    if batching:
+        return (1, *shape) if _fits(config_dims, shape) else None
+    if batch_size == 1 and not _fits(config_dims, shape):
+        return shape[1:]
+    return None
+
+
+def _reshaped(tensor: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
+    """``tensor`` as ``name`` with ``shape`` (its elements unchanged; a view)."""
+    if tensor.device is not None and tensor.is_device:  # stays where it lies
+        return Tensor.on_device(name, tensor.device.reshape(shape), tensor.datatype)
+    return Tensor(name, tensor.data.reshape(shape), tensor.datatype)
+
+
 class _Scope:
     """One generation of a run's tensors: what exists, which steps fired on it,
     and whether it was answered.
@@ -262,27 +303,34 @@ class _Scope:
     A step reading it fires without that input (its model must take it as optional),
     and an ensemble output without data is left out of the answer."""
 
-    __slots__ = ("answered", "fired", "tensors")
+    __slots__ = ("answered", "batch", "fired", "tensors")
 
-    def __init__(self, tensors: dict[str, Tensor | None], fired: set[int], answered: bool) -> None:
+    def __init__(
+        self, tensors: dict[str, Tensor | None], fired: set[int], answered: bool, batch: dict[str, int]
+    ) -> None:
         self.tensors = tensors
         self.fired = fired
         self.answered = answered
+        #: The batch size of the request that made each tensor (0: one that does not batch),
+        #: where it is not the ensemble request's (``_Run.batch``).
+        self.batch = batch
 
     def fork(self) -> _Scope:
-        return _Scope(dict(self.tensors), set(self.fired), self.answered)
+        return _Scope(dict(self.tensors), set(self.fired), self.answered, dict(self.batch))
 
 
 class _Call:
-    """One step request in flight: its scope, and whether it has answered with data."""
+    """One step request in flight: its scope, whether it has answered with data, and the
+    batch size its outputs are made with (0: its member does not batch)."""
 
-    __slots__ = ("request", "scope", "step", "with_data")
+    __slots__ = ("batch", "request", "scope", "step", "with_data")
 
     def __init__(self, scope: _Scope, step: Step, request: InferenceRequest) -> None:
         self.scope = scope
         self.step = step
         self.request = request
         self.with_data = False
+        self.batch = 0
 
 
 class _Run:
@@ -310,7 +358,9 @@ class _Run:
         tensors: dict[str, Tensor | None] = dict(request.inputs)
         for name in scheduler.optional_inputs:
             tensors.setdefault(name, None)
-        self.root = _Scope(tensors, set(), False)
+        #: The ensemble request's batch size (0 when the ensemble does not batch).
+        self.batch = _batch_size(tensors.values()) if scheduler.batching else 0
+        self.root = _Scope(tensors, set(), False, {})
         self.start_ns = time.monotonic_ns()
         self.infer_start_ns = 0
         self.infer_end_ns = 0
@@ -390,10 +440,12 @@ class _Run:
         else:
             scope = call.scope.fork()  # one of several: a generation of its own
         call.with_data = True
+        batch = call.batch
         for member_name, tensor_name in call.step.outputs:
             tensor = produced.get(member_name)
             # One the response did not hold is there without data (Triton's placeholder).
             scope.tensors[tensor_name] = tensor.renamed(tensor_name) if tensor is not None else None
+            scope.batch[tensor_name] = batch
         return self._progress(scope)
 
     def _progress(self, scope: _Scope) -> list[_Call]:
@@ -405,13 +457,26 @@ class _Run:
             if step.index in scope.fired or not all(t in tensors for _, t in step.inputs):
                 continue
             scope.fired.add(step.index)
-            call = _Call(scope, step, _step_request(request, step, tensors, self.wanted, self.on_device))
+            member_request = _step_request(
+                request, step, tensors, self.wanted, self.on_device, scope.batch, self.batch
+            )
+            call = _Call(scope, step, member_request)
+            if step.batching:  # what its outputs are batched as (Triton's request batch size)
+                call.batch = _batch_size(member_request.inputs.values())
             calls.append(call)
             self.in_flight.add(call)
         self.pending += len(calls)
         if not scope.answered and all(name in tensors for name in self.wanted):
             scope.answered = True
-            answer = {name: tensor for name in self.wanted if (tensor := tensors[name]) is not None}
+            answer: dict[str, Tensor] = {}
+            dims, batching = self.scheduler.output_dims, self.scheduler.batching
+            for name in self.wanted:
+                tensor = tensors[name]
+                if tensor is None:
+                    continue  # without data: left out of the answer
+                made = scope.batch.get(name, self.batch)
+                shape = batch_reshape(dims.get(name, ()), batching, made, tensor.shape)
+                answer[name] = tensor if shape is None else _reshaped(tensor, shape, name)
             response = InferenceResponse(answer, parameters=_sequence_parameters(request))
             response = self.model.finish_ensemble_response(request, response)
             if self.model.decoupled:
@@ -505,6 +570,15 @@ class _Run:
             call.request.cancel()
 
 
+def _batch_size(tensors: Iterable[Tensor | None]) -> int:
+    """A batching request's batch size: the first dimension of its first input with data."""
+    for tensor in tensors:
+        if tensor is not None:
+            shape = tensor.shape
+            return int(shape[0]) if shape else 0
+    return 0
+
+
 def _sequence_parameters(request: InferenceRequest) -> dict[str, ParameterValue]:
     """The parameters of an ensemble's response, as Triton 2.51 gives them: the
     request's sequence settings (``0``, ``false``, ``false`` outside a sequence)."""
@@ -522,16 +596,24 @@ def _step_request(
     tensors: dict[str, Tensor | None],
     wanted: Sequence[str] = (),
     on_device: dict[str, int] | None = None,
+    batches: Mapping[str, int] | None = None,
+    batch: int = 0,
 ) -> InferenceRequest:
     """The member request of ``step``: its inputs renamed (same arrays; a tensor without
-    data left out), its outputs asked for where their readers want them
-    (``step_outputs``), and the parent's id, parameters, priority, timeout and
-    sequence settings."""
+    data left out; a batch dimension added or taken off where the member batches and
+    the tensor's maker did not, or the other way round: ``batch_reshape``, with each
+    tensor's batch size in ``batches``, else ``batch``), its outputs asked for where
+    their readers want them (``step_outputs``), and the parent's id, parameters,
+    priority, timeout and sequence settings."""
     inputs: dict[str, Tensor] = {}
-    for member, name in step.inputs:
+    dims = step.input_dims
+    for index, (member, name) in enumerate(step.inputs):
         tensor = tensors[name]
-        if tensor is not None:
-            inputs[member] = tensor.renamed(member)
+        if tensor is None:
+            continue
+        made = batches.get(name, batch) if batches else batch
+        shape = batch_reshape(dims[index], step.batching, made, tensor.shape) if dims else None
+        inputs[member] = tensor.renamed(member) if shape is None else _reshaped(tensor, shape, member)
     return InferenceRequest(
         model_name=step.model_name,
         model_version=step.model_version,
