@@ -22,7 +22,7 @@ from tritonpy_ensembles import (
     write_step_model,
     write_streaming,
 )
-from tritonpy_sdk import ErrorCode, InferenceResponse, TritonError
+from tritonpy_sdk import ErrorCode, InferenceResponse, RequestedOutput, TritonError
 from tritonpy_testbackend import CANCELLED, WAITING
 
 F = "TYPE_FP32"
@@ -344,3 +344,38 @@ def test_batch_reshape_follows_tritons_rules(
     expected: tuple[int, ...] | None,
 ) -> None:
     assert batch_reshape(config_dims, batching, batch, shape) == expected
+
+
+def _write_labelled(repo: Path) -> None:
+    (repo / "labelled" / "1").mkdir(parents=True)
+    (repo / "labelled" / "config.pbtxt").write_text(
+        'backend: "stepbk"\nmax_batch_size: 8\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] label_filename: "l.txt" } ]\n'
+    )
+    (repo / "labelled" / "l.txt").write_text("cat\ndog\nbird\n")
+    once = [step("labelled", {"X": "IN"}, {"Y": "OUT"})]
+    write_ensemble(repo, "inherits", once, {"IN": F}, {"OUT": F})
+    nested = [step("inherits", {"IN": "IN"}, {"OUT": "OUT"})]
+    write_ensemble(repo, "nested_inherits", nested, {"IN": F}, {"OUT": F})
+    write_ensemble(repo, "own_labels", once, {"IN": F}, {"OUT": F})
+    config = repo / "own_labels" / "config.pbtxt"
+    head, outputs = config.read_text().split("output [", 1)
+    labelled = outputs.replace("dims: [ -1 ] }", 'dims: [ -1 ] label_filename: "o.txt" }', 1)
+    config.write_text(head + "output [" + labelled)
+    (repo / "own_labels" / "o.txt").write_text("x\ny\nz\n")
+
+
+def test_an_ensemble_output_without_labels_takes_its_makers(tmp_path: Path) -> None:
+    """As Triton completes an ensemble's labels at load (NVIDIA's L0_infer
+    test_ensemble_label_lookup): from the member that makes the output, through nested
+    ensembles too; an output with a label file of its own keeps it."""
+    steps = StepBackend()
+    with serving(tmp_path, _write_labelled, steps) as server:
+        x = np.array([[0.1, 0.9, 0.5]], np.float32)
+        for model, top in (("inherits", "dog"), ("nested_inherits", "dog"), ("own_labels", "y")):
+            handle = server.model(model)
+            request = handle.create_request({"IN": x})
+            request.requested_outputs = [RequestedOutput("OUT", {"classification": 1})]
+            (response,) = handle.infer(request)
+            assert response.outputs["OUT"].data.tolist() == [[f"0.900000:1:{top}".encode()]], model

@@ -12,7 +12,7 @@ flow was checked before (``config/_ensemble.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from tritonpy_sdk import Backend, BackendInfo, InferenceRequest, ModelInstance, TritonError, hookimpl
 from tritonpy_sdk.host import validate_backend
@@ -44,6 +44,10 @@ class EnsemblePlan:
     steps: tuple[Step, ...]
     #: Whether a member (at any depth) is decoupled: then so is the ensemble.
     decoupled: bool
+    #: The classification labels of each tensor a step makes, as its member has them
+    #: for that output (``label_filename``, or, for a nested ensemble, what it took so):
+    #: those of an ensemble output without labels of its own, as Triton completes them.
+    labels: dict[str, list[str]] = field(default_factory=dict)
 
 
 def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
@@ -61,6 +65,7 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
         dims = io.reshape.shape if io.HasField("reshape") else io.dims
         tensors.setdefault(io.name, _TensorNode(name, batching, io.data_type, tuple(dims)))
     steps: list[Step] = []
+    labels: dict[str, list[str]] = {}
     devices: dict[int, int | None] = {}  # step index: the GPU its member takes inputs on
     decoupled_steps: list[bool] = []
     for index, step in enumerate(config.ensemble_scheduling.step):
@@ -77,6 +82,10 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
         _check_mapping(
             name, step.model_name, member.config, dict(step.input_map), dict(step.output_map), tensors
         )
+        for member_output, tensor in step.output_map.items():
+            found = member.labels.get(member_output)
+            if found:
+                labels.setdefault(tensor, found)
         devices[index] = input_device(member.instances)
         member_dims = {io.name: tuple(io.dims) for io in member.config.input}
         inputs = tuple(step.input_map.items())
@@ -92,7 +101,7 @@ def plan_ensemble(config: ModelConfig, lookup: MemberLookup) -> EnsemblePlan:
             )
         )
     decoupled = _decoupled_flow(config, decoupled_steps, tensors)
-    return EnsemblePlan(with_readers(steps, devices), decoupled)
+    return EnsemblePlan(with_readers(steps, devices), decoupled, labels)
 
 
 def _decoupled_flow(

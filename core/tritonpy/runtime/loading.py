@@ -388,6 +388,7 @@ class ModelLoader:
         config_dict = config_to_dict(config)
         outputs = [io.name for io in config.output]
         optional = [io.name for io in config.input if io.optional]
+        inherited = {name: labels for name, labels in plan.labels.items() if name in outputs}
         output_dims = {
             io.name: tuple(io.reshape.shape if io.HasField("reshape") else io.dims) for io in config.output
         }
@@ -409,7 +410,9 @@ class ModelLoader:
                 model=Model(mdir.name, version, config_dict, mdir.path, ENSEMBLE_BACKEND),
                 instances=[],
                 namespace=mdir.namespace,
-                labels=self._labels(mdir, version, config_dict),
+                # Outputs without labels of their own take those of the member that
+                # makes them, as Triton completes an ensemble's labels.
+                labels={**inherited, **self._labels(mdir, version, config_dict)},
                 cache=self._cache if config.response_cache.enable and not plan.decoupled else None,
                 scheduler_factory=lambda model: EnsembleScheduler(
                     model,
