@@ -75,12 +75,32 @@ def test_registration_errors(key: str) -> None:
     assert memory.status() == []
 
 
-@pytest.mark.parametrize("bad", ["/", "", "/../../etc/passwd", "/a/b", "..", "/."])
+@pytest.mark.parametrize("bad", ["/../../etc/passwd", "/a/b", "..", "/."])
 def test_keys_name_only_objects_in_dev_shm(bad: str) -> None:
     _error(
         lambda: SystemSharedMemory().register("x", bad, 0, 16),
         ErrorCode.INTERNAL,
         f"Unable to open shared memory region: '{bad}'",
+    )
+
+
+@pytest.mark.parametrize("bad", ["/", "///", ""])
+def test_a_key_of_only_slashes_is_refused_as_triton_refuses_it(bad: str) -> None:
+    _error(
+        lambda: SystemSharedMemory().register("x", bad, 0, 16),
+        ErrorCode.INVALID_ARG,
+        f"cannot register shared memory region 'x' - invalid shm key '{bad}'",
+    )
+
+
+@pytest.mark.parametrize("key", ["triton_python_backend_shm_region_a", "//triton_python_backend_shm_region_"])
+def test_the_python_backends_own_keys_are_reserved(key: str) -> None:
+    """As Triton since 2.61 (NVIDIA's L0_shared_memory test_register_reserved_names)."""
+    _error(
+        lambda: SystemSharedMemory().register("x", key, 0, 16),
+        ErrorCode.INVALID_ARG,
+        f"cannot register shared memory region 'x' with key '{key}' as the key contains the reserved "
+        "prefix 'triton_python_backend_shm_region_'",
     )
 
 

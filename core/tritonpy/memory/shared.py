@@ -148,6 +148,26 @@ def _int_param(params: Any, key: str) -> int:
     return value
 
 
+#: The start of the names Triton's Python backend gives its own shared memory; a
+#: client's region may not name one (Triton refuses it since 2.61).
+RESERVED_KEY_PREFIX = "triton_python_backend_shm_region_"
+
+
+def check_key(name: str, key: str) -> None:
+    """Refuse a key that is only slashes (or empty), or whose name starts with the
+    reserved prefix, in Triton's words (INVALID_ARG)."""
+    bare = key.lstrip("/")
+    if not bare:
+        raise TritonError.invalid_arg(
+            f"cannot register shared memory region '{name}' - invalid shm key '{key}'"
+        )
+    if bare.startswith(RESERVED_KEY_PREFIX):
+        raise TritonError.invalid_arg(
+            f"cannot register shared memory region '{name}' with key '{key}' as the key contains "
+            f"the reserved prefix '{RESERVED_KEY_PREFIX}'"
+        )
+
+
 class SystemSharedMemory:
     """The registered regions of one server, system and CUDA (thread-safe).
 
@@ -166,6 +186,7 @@ class SystemSharedMemory:
 
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
         """Map ``byte_size`` bytes of shared-memory object ``key`` from ``offset`` as ``name``."""
+        check_key(name, key)
         with self._lock:
             self._check_new(name)
             if any(isinstance(r, Region) and r.key == key for r in self._regions.values()):
