@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tritonclient.utils.shared_memory as shm
 from tritonpy.memory import SystemSharedMemory
+from tritonpy.memory.region import check_bounds
 from tritonpy_sdk import DataType, ErrorCode, TritonError
 
 PAGE = 4096
@@ -139,6 +140,31 @@ def test_inputs_are_read_only_views_and_bounds_are_checked(key: str) -> None:
         with pytest.raises(TritonError) as info:
             memory.slice(bad)
         assert info.value.code is ErrorCode.INVALID_ARG
+
+
+@pytest.mark.parametrize(
+    ("offset", "size", "message"),
+    [
+        (2 * PAGE, 4, "Invalid offset for shared memory region: 'a'"),
+        (-1, 4, "Invalid offset for shared memory region: 'a'"),  # a negative int64 of gRPC
+        (
+            32,
+            2**64 - 32,
+            f"Integer overflow detected: byte_size ({2**64 - 32}) + offset (32) exceeds maximum value "
+            f"({2**64 - 1}) for region 'a'",
+        ),
+        (2 * PAGE - 8, 16, "Invalid offset + byte size for shared memory region: 'a'"),
+    ],
+)
+def test_bounds_are_checked_in_tritons_order(key: str, offset: int, size: int, message: str) -> None:
+    """Triton's checks and words (NVIDIA's L0_shared_memory): the offset, then the sum
+    past 64 bits, then the end of the slice."""
+    memory = SystemSharedMemory()
+    memory.register("a", key, 0, 2 * PAGE)
+    params = {"shared_memory_region": "a", "shared_memory_offset": offset, "shared_memory_byte_size": size}
+    _error(lambda: check_bounds("a", 2 * PAGE, offset, size), ErrorCode.INVALID_ARG, message)
+    if offset >= 0:  # what a JSON request can say
+        _error(lambda: memory.slice(params), ErrorCode.INVALID_ARG, message)
 
 
 def test_outputs_are_written_and_must_fit(key: str) -> None:
