@@ -22,6 +22,8 @@ from tritonpy_sdk import (
     serialize_bytes_tensor,
 )
 
+#: The largest element count (and byte size) of a tensor, as Triton counts them.
+INT64_MAX = 2**63 - 1
 #: Most dimensions a tensor may have here (numpy's limit; Triton's core has none).
 MAX_DIMS = 64
 
@@ -37,7 +39,13 @@ def element_count(name: str, shape: Sequence[int]) -> int:
     for d in shape:
         if d < 0:
             raise TritonError.invalid_arg(f"input '{name}' has a negative dimension in shape {list(shape)}")
-    return math.prod(shape)
+    count = math.prod(shape)
+    if count > INT64_MAX:  # Triton's words (since 2.60)
+        raise TritonError.invalid_arg(
+            f"invalid shape for input '{name}': shape [{','.join(map(str, shape))}] causes total element "
+            f"count to exceed maximum size of {INT64_MAX}"
+        )
+    return count
 
 
 def request_prefix(request_id: object) -> str:
@@ -191,10 +199,18 @@ def stand_in(
     return array
 
 
-def _flatten(data: Any, out: list[Any]) -> None:
+#: How deep a ``data`` array may nest (Triton's ``HTTP_MAX_JSON_NESTING_DEPTH``, 2.59 on).
+MAX_JSON_DEPTH = 100
+
+
+def _flatten(data: Any, out: list[Any], depth: int = 0) -> None:
+    """Append the elements of nested lists ``data`` (itself at ``depth``) to ``out``;
+    an element at ``MAX_JSON_DEPTH`` or deeper is refused in Triton's words."""
+    if depth + 1 >= MAX_JSON_DEPTH:
+        raise TritonError.invalid_arg(f"JSON nesting depth exceeds maximum allowed limit ({MAX_JSON_DEPTH})")
     for item in data:
         if isinstance(item, list):
-            _flatten(item, out)
+            _flatten(item, out, depth + 1)
         else:
             out.append(item)
 
@@ -213,6 +229,12 @@ def array_from_json(
     ``array_from_buffer`` records it (Triton checks it with the byte sizes); given no
     ``mismatched``, it raises."""
     count = element_count(name, shape)
+    itemsize = datatype.itemsize  # 0 for BYTES
+    if itemsize > 1 and count > INT64_MAX // itemsize:  # Triton's words (since 2.60)
+        raise TritonError.invalid_arg(
+            f"byte size overflow for input '{name}': element count ({count}) * data type size "
+            f"({itemsize}) exceeds maximum allowed size ({INT64_MAX})"
+        )
     if not isinstance(data, list):
         data = [data]
     flat: list[Any]
@@ -220,10 +242,7 @@ def array_from_json(
         flat = data
     else:
         flat = []
-        try:
-            _flatten(data, flat)
-        except RecursionError:
-            raise TritonError.invalid_arg(f"'data' of input '{name}' is nested too deeply") from None
+        _flatten(data, flat)
     # Triton reads every BYTES element (for the byte size) before it counts them, and
     # other types element by element, stopping at the first one past the count.
     _check_json_types(datatype, flat if datatype is DataType.BYTES or len(flat) <= count else flat[:count])

@@ -171,5 +171,34 @@ def test_json_takes_what_triton_takes() -> None:
 
 def test_json_out() -> None:
     assert array_to_json(np.array([[1.5, 2]], np.float16), DataType.FP16) == [1.5, 2.0]
-    assert array_to_json(np.array([b"hi", b"\xff"], dtype=object), DataType.BYTES) == ["hi", "\ufffd"]
+    assert array_to_json(np.array([b"hi", "é".encode()], dtype=object), DataType.BYTES) == ["hi", "é"]
+    with pytest.raises(TritonError, match="output 'Y' holds bytes that are not UTF-8 text"):
+        array_to_json(np.array([b"hi", b"\xff"], dtype=object), DataType.BYTES, "Y")
     assert array_to_json(np.array([True, False]), DataType.BOOL) == [True, False]
+
+
+def test_json_data_nests_at_most_as_deep_as_triton_reads_it() -> None:
+    """Triton's limit (its HTTP_MAX_JSON_NESTING_DEPTH, NVIDIA's L0_http
+    test_json_recursion_depth_limit): an element 100 arrays deep is refused."""
+    value: object = 7
+    for _ in range(99):
+        value = [value]
+    assert array_from_json("A", DataType.INT64, [1, 1], value).tolist() == [[7]]
+    with pytest.raises(TritonError) as info:
+        array_from_json("A", DataType.INT64, [1, 1], [value])
+    assert info.value.message == "JSON nesting depth exceeds maximum allowed limit (100)"
+
+
+def test_counts_past_int64_are_refused_in_tritons_words() -> None:
+    with pytest.raises(TritonError) as info:
+        array_from_json("A", DataType.FP32, [2**4, 2**60 + 2], [1.0])
+    assert info.value.message == (
+        "invalid shape for input 'A': shape [16,1152921504606846978] causes total element count to "
+        "exceed maximum size of 9223372036854775807"
+    )
+    with pytest.raises(TritonError) as info:
+        array_from_json("A", DataType.FP32, [2**2, 2**60 + 2], [1.0])
+    assert info.value.message == (
+        "byte size overflow for input 'A': element count (4611686018427387912) * data type size (4) "
+        "exceeds maximum allowed size (9223372036854775807)"
+    )

@@ -173,6 +173,10 @@ def request_from_proto(
     slots: OutputSlots = None
     outputs: list[RequestedOutput] = []
     for o in msg.outputs:
+        if outputs and any(r.name == o.name for r in outputs):  # Triton's words
+            raise TritonError.invalid_arg(
+                f"{request_prefix(msg.id)}output '{o.name}' already exists in request"
+            )
         params = parameters_from_proto(o.parameters) if o.parameters else {}
         device: int | None = None
         if params and REGION in params:

@@ -224,6 +224,8 @@ def decode_request(
     outputs_doc = _member(doc, "outputs", list, _NOT_ARRAY) if "outputs" in doc else []
     for entry in outputs_doc:
         name = _member(entry, "name", str, _NOT_STRING)
+        if any(o.name == name for o in outputs):  # Triton's words
+            raise _bad(f"{request_prefix(request_id)}output '{name}' already exists in request")
         out_params = dict(_typed_parameters(_io_parameters(entry)))
         device: int | None = None
         if out_params and REGION in out_params:
