@@ -94,17 +94,27 @@ class LogSettings:
         self._handler: logging.Handler | None = None
 
     def install(self, logger_names: tuple[str, ...] = ("tritonpy",), stream: TextIO | None = None) -> None:
-        """Write the named loggers through a handler that follows these settings (CLI use)."""
+        """Write the named loggers through handlers that follow these settings (CLI use):
+        to ``--log-file``, to ``stream``, or, as Triton since 2.59 writes them, INFO and
+        verbose lines to standard output and warnings and errors to standard error."""
+        handlers: list[logging.Handler]
         if self.state.log_file:
-            handler: logging.Handler = logging.FileHandler(self.state.log_file)
+            handlers = [logging.FileHandler(self.state.log_file)]
+        elif stream is not None:
+            handlers = [logging.StreamHandler(stream)]
         else:
-            handler = logging.StreamHandler(stream or sys.stderr)
-        handler.setFormatter(_TritonFormatter(self.state))
-        handler.addFilter(_SeverityFilter(self.state))
-        self._handler = handler
+            low, high = logging.StreamHandler(sys.stdout), logging.StreamHandler(sys.stderr)
+            low.addFilter(lambda record: record.levelno < logging.WARNING)
+            high.addFilter(lambda record: record.levelno >= logging.WARNING)
+            handlers = [low, high]
+        for handler in handlers:
+            handler.setFormatter(_TritonFormatter(self.state))
+            handler.addFilter(_SeverityFilter(self.state))
+        self._handler = handlers[0]
         for name in logger_names:
             logger = logging.getLogger(name)
-            logger.addHandler(handler)
+            for handler in handlers:
+                logger.addHandler(handler)
             logger.propagate = False
         self._apply_levels()
 

@@ -105,6 +105,22 @@ def test_model_without_version_folder_says_so(tmp_path: Path) -> None:
     assert "Unavailable:" not in run.stdout
 
 
+def test_info_lines_go_to_standard_output_and_errors_to_standard_error(tmp_path: Path) -> None:
+    """As Triton since 2.59 (NVIDIA's L0_logging): INFO lines on stdout, WARNING and
+    ERROR lines on stderr, so a log collector tells them apart by stream."""
+    shutil.copytree(EXAMPLES / "simple", tmp_path / "simple")  # loads: INFO lines
+    shutil.copytree(EXAMPLES / "simple", tmp_path / "broken")
+    (tmp_path / "broken" / "1").rename(tmp_path / "broken" / "01")  # no version folder: an ERROR line
+    config = tmp_path / "broken" / "config.pbtxt"
+    config.write_text(config.read_text().replace('name: "simple"', 'name: "broken"'))
+    run = _serve(tmp_path, "--http-address", "127.0.0.1", "--http-port", "0", "--allow-grpc=false")
+    assert run.returncode == 1
+    out_letters = {line[0] for line in run.stdout.splitlines() if line[:1] in "IWE" and line[1:5].isdigit()}
+    err_letters = {line[0] for line in run.stderr.splitlines() if line[:1] in "IWE" and line[1:5].isdigit()}
+    assert out_letters == {"I"}
+    assert "E" in err_letters and "I" not in err_letters
+
+
 def _infer(url: str) -> None:
     client = httpclient.InferenceServerClient(url)
     inputs = [httpclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
