@@ -387,11 +387,7 @@ class ModelLoader:
             config.model_transaction_policy.decoupled = True
         config_dict = config_to_dict(config)
         outputs = [io.name for io in config.output]
-        optional = [io.name for io in config.input if io.optional]
         inherited = {name: labels for name, labels in plan.labels.items() if name in outputs}
-        output_dims = {
-            io.name: tuple(io.reshape.shape if io.HasField("reshape") else io.dims) for io in config.output
-        }
         submit = self._submit
         if mdir.namespace:  # its steps' members are looked up in its own repository first
             submit = functools.partial(submit, namespace=mdir.namespace)
@@ -415,14 +411,7 @@ class ModelLoader:
                 labels={**inherited, **self._labels(mdir, version, config_dict)},
                 cache=self._cache if config.response_cache.enable and not plan.decoupled else None,
                 scheduler_factory=lambda model: EnsembleScheduler(
-                    model,
-                    plan.steps,
-                    outputs,
-                    submit,
-                    max_inflight,
-                    optional,
-                    config.max_batch_size > 0,
-                    output_dims,
+                    model, plan.steps, outputs, submit, max_inflight
                 ),
             )
             mv.load_seconds = time.monotonic() - load_start

@@ -52,15 +52,21 @@ def finish_response(
     return response
 
 
+def reshaped(tensor: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
+    """``tensor`` as ``name`` with ``shape``: a view of its elements where they lie (a
+    device tensor stays on its device); ValueError when they do not fit ``shape``."""
+    if tensor.device is not None and tensor.is_device:
+        return Tensor.on_device(name, tensor.device.reshape(shape), tensor.datatype)
+    return Tensor(name, tensor.data.reshape(shape), tensor.datatype)
+
+
 def _undo_reshape(spec: IOSpec, dims: tuple[int, ...], reshape: tuple[int, ...], tensor: Tensor) -> Tensor:
     held = tensor.shape  # a device tensor's without copying it
     actual = held[1:] if spec.batching else held
     target = fill_variable_dims(dims, reshape, actual)
     shape = (held[0], *target) if spec.batching else target
     try:
-        if tensor.device is not None and tensor.is_device:  # stays where it lies
-            return Tensor.on_device(tensor.name, tensor.device.reshape(shape), tensor.datatype)
-        return Tensor(tensor.name, tensor.data.reshape(shape), tensor.datatype)
+        return reshaped(tensor, shape, tensor.name)
     except ValueError:
         raise TritonError.internal(
             f"output '{tensor.name}' of shape {list(held)} cannot be reshaped to "
@@ -104,7 +110,8 @@ def classify(tensor: Tensor, k: int, labels: list[str] | None, batching: bool) -
     if k < 1:
         raise TritonError.invalid_arg(f"class_count must be positive, got {k}")
     data = tensor.data
-    rows = data.reshape(data.shape[0], -1) if batching and data.ndim > 0 else data.reshape(1, -1)
+    per_entry = batching and data.ndim > 0
+    rows = data.reshape(data.shape[0], -1) if per_entry else data.reshape(1, -1)
     if rows.shape[1] > MAX_CLASSIFIED:
         raise TritonError.invalid_arg("classification output tensor too large")
     k = min(k, rows.shape[1])
@@ -117,5 +124,5 @@ def classify(tensor: Tensor, k: int, labels: list[str] | None, batching: bool) -
         if labels is not None and idx < len(labels):
             text += f":{labels[idx]}"
         out[i] = text.encode("utf-8")
-    shape = (rows.shape[0], k) if batching and data.ndim > 0 else (k,)
+    shape = (rows.shape[0], k) if per_entry else (k,)
     return Tensor(tensor.name, out.reshape(shape), DataType.BYTES)

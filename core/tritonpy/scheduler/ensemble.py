@@ -56,6 +56,8 @@ from tritonpy_sdk import (
     TritonError,
 )
 
+from ..runtime.responses import reshaped
+from ..runtime.spec import IOSpec
 from ..runtime.statistics import ExecutionTimes, ModelStatistics
 from ._job import Job, internal_error, remaining, stopped
 from .contract import Scheduler
@@ -106,6 +108,9 @@ class EnsembleModel(Protocol):
     version: int
     decoupled: bool
     stats: ModelStatistics
+    #: Its config's inputs and outputs: which inputs are optional, whether it batches,
+    #: and its outputs' dims.
+    spec: IOSpec
 
     def finish_ensemble_response(
         self, request: InferenceRequest, response: InferenceResponse
@@ -193,21 +198,20 @@ class EnsembleScheduler(Scheduler):
         outputs: Sequence[str],
         submit: Submit,
         max_inflight: int = 0,
-        optional_inputs: Sequence[str] = (),
-        batching: bool = True,
-        output_dims: Mapping[str, tuple[int, ...]] | None = None,
     ):
-        """``max_inflight``: ``max_inflight_requests``, each step's bound (0: none);
-        ``optional_inputs``: the ensemble's inputs that a request may leave out;
-        ``batching``: whether the ensemble batches; ``output_dims``: its outputs'
-        config dims (``reshape.shape`` where given), for answers made by members of
-        the other kind (``batch_reshape``)."""
+        """``max_inflight``: ``max_inflight_requests``, each step's bound (0: none)."""
         self.model = model
         self.steps = tuple(steps)
         self.outputs = tuple(outputs)
-        self.optional_inputs = tuple(optional_inputs)
-        self.batching = batching
-        self.output_dims = dict(output_dims or {})
+        spec = model.spec
+        #: The ensemble's inputs that a request may leave out.
+        self.optional_inputs = tuple(n for n in spec.inputs if n not in spec.required_inputs)
+        self.batching = spec.batching
+        #: Its outputs' config dims (``reshape.shape`` where given), for answers made by
+        #: members of the other kind (``batch_reshape``).
+        self.output_dims = {
+            name: t.reshape if t.reshape is not None else t.dims for name, t in spec.outputs.items()
+        }
         self.submit = submit
         self._writer = {tensor: step for step in self.steps for _, tensor in step.outputs}
         self._pruned: dict[frozenset[str], tuple[Step, ...]] = {}
@@ -285,13 +289,6 @@ def batch_reshape(
     if batch_size == 1 and not _fits(config_dims, shape):
         return shape[1:]
     return None
-
-
-def _reshaped(tensor: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
-    """``tensor`` as ``name`` with ``shape`` (its elements unchanged; a view)."""
-    if tensor.device is not None and tensor.is_device:  # stays where it lies
-        return Tensor.on_device(name, tensor.device.reshape(shape), tensor.datatype)
-    return Tensor(name, tensor.data.reshape(shape), tensor.datatype)
 
 
 class _Scope:
@@ -476,7 +473,7 @@ class _Run:
                     continue  # without data: left out of the answer
                 made = scope.batch.get(name, self.batch)
                 shape = batch_reshape(dims.get(name, ()), batching, made, tensor.shape)
-                answer[name] = tensor if shape is None else _reshaped(tensor, shape, name)
+                answer[name] = tensor if shape is None else reshaped(tensor, shape, name)
             response = InferenceResponse(answer, parameters=_sequence_parameters(request))
             response = self.model.finish_ensemble_response(request, response)
             if self.model.decoupled:
@@ -613,7 +610,7 @@ def _step_request(
             continue
         made = batches.get(name, batch) if batches else batch
         shape = batch_reshape(dims[index], step.batching, made, tensor.shape) if dims else None
-        inputs[member] = tensor.renamed(member) if shape is None else _reshaped(tensor, shape, member)
+        inputs[member] = tensor.renamed(member) if shape is None else reshaped(tensor, shape, member)
     return InferenceRequest(
         model_name=step.model_name,
         model_version=step.model_version,
