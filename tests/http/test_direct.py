@@ -9,6 +9,7 @@ import socket
 import struct
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 import tritonpy
 from tritonpy.http.protocol import HAVE_HTTPTOOLS
@@ -28,6 +29,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer,
     """The same server behind the direct path and behind ASGI only."""
     repo = tmp_path_factory.mktemp("direct_repo")
     write_model(repo, "addsub")
+    write_model(repo, "one_input", dtype="TYPE_FP32", dims="-1", inputs=1)
     write_sender_models(repo)
     server = tritonpy.Server(model_repository=[repo], http_max_input_size=MAX_INPUT)
     server.backends.register("testbk", TestBackend())
@@ -102,6 +104,24 @@ UNKNOWN_MODEL = {
     "not gzip": _post(NOPE, b"not gzip", "Content-Encoding: gzip"),
 }
 
+#: A binary request whose tensor data (16 KiB) is four times --http-max-input-size.
+WIDE = np.arange(4096, dtype=np.float32)
+WIDE_HEADER = json.dumps(
+    {
+        "inputs": [
+            {
+                "name": "INPUT0",
+                "datatype": "FP32",
+                "shape": [1, WIDE.size],
+                "parameters": {"binary_data_size": WIDE.nbytes},
+            }
+        ],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+    }
+).encode()
+WIDE_BODY = WIDE_HEADER + WIDE.tobytes()
+ONE_INPUT = "/v2/models/one_input/infer"
+
 CASES = {
     "json": _post(INFER, ADD),
     "versioned": _post("/v2/models/addsub/versions/1/infer", ADD),
@@ -114,6 +134,19 @@ CASES = {
     "bad header length": _post(INFER, BINARY, "Inference-Header-Content-Length: 99999"),
     "decoupled model": _post("/v2/models/decoupled/infer", ADD),
     "declared too large": _post(INFER, b"x" * (MAX_INPUT + 1)),
+    "binary data past the limit": _post(
+        ONE_INPUT, WIDE_BODY, f"Inference-Header-Content-Length: {len(WIDE_HEADER)}"
+    ),
+    "raw binary past the limit": _post(ONE_INPUT, WIDE.tobytes(), "Inference-Header-Content-Length: 0"),
+    "compressed binary past the limit": _post(
+        ONE_INPUT,
+        gzip.compress(WIDE_BODY),
+        f"Inference-Header-Content-Length: {len(WIDE_HEADER)}",
+        "Content-Encoding: gzip",
+    ),
+    "json header past the limit": _post(
+        ONE_INPUT, WIDE_BODY, f"Inference-Header-Content-Length: {MAX_INPUT + 1}"
+    ),
     "http/1.0 closes": _post(INFER, ADD, version="1.0"),
     **{f"unknown model, {name}": request for name, request in UNKNOWN_MODEL.items()},
 }
@@ -127,6 +160,27 @@ def test_direct_answers_as_asgi(pair: tuple[LiveServer, LiveServer], case: str) 
     assert got == want
     if case == "json":
         assert got[0] == 200 and json.loads(got[2])["outputs"][0]["data"] == [2, 3, 4, 5]
+
+
+def test_binary_tensor_data_is_not_bounded_by_the_input_size_limit(
+    pair: tuple[LiveServer, LiveServer],
+) -> None:
+    """As in Triton, --http-max-input-size bounds a body's JSON part, a raw binary body
+    and a compressed body; tensor data after a JSON header is not bounded by it."""
+    for live in pair:
+        ((status, headers, body),) = _exchange(live, CASES["binary data past the limit"], 1)
+        assert status == 200, body
+        json_size = int(headers["inference-header-content-length"])
+        assert np.array_equal(np.frombuffer(body[json_size:], np.float32), WIDE + WIDE)  # testbk: IN0 + IN0
+        for bounded in (
+            "raw binary past the limit",
+            "compressed binary past the limit",
+            "declared too large",
+        ):
+            ((status, _, body),) = _exchange(live, CASES[bounded], 1)
+            assert status == 400 and b"exceeds the maximum input size of 4096 bytes" in body, (bounded, body)
+        ((status, _, body),) = _exchange(live, CASES["json header past the limit"], 1)
+        assert status == 400 and b"exceeds the maximum input size of 4096 bytes" in body, body
 
 
 @pytest.mark.parametrize("case", list(UNKNOWN_MODEL))

@@ -23,6 +23,23 @@ def check_declared_size(declared: str | None, limit: int) -> None:
         )
 
 
+#: No bound on a body's size (its JSON part is bounded instead).
+UNBOUNDED = 1 << 62
+
+
+def inference_limit(header_length: str | None, encoding: str | None, limit: int) -> int:
+    """The most bytes an inference body may hold, as Triton bounds it with
+    ``--http-max-input-size`` (``limit``): a body of JSON only, a raw binary body (header
+    length 0) and a compressed body (after decompression too) are bounded whole; a body
+    whose ``Inference-Header-Content-Length`` announces a JSON part within ``limit`` is
+    not: its binary tensor data is unbounded. (A body announcing a larger JSON part stays
+    bounded whole, so it is refused as too large or as shorter than its JSON part, and
+    only after an unknown model is reported, as Triton orders its answers.)"""
+    if header_length is None or encoding or not header_length.isdigit():
+        return limit  # a malformed length is the decoder's to refuse, in its words
+    return UNBOUNDED if 0 < int(header_length) <= limit else limit
+
+
 #: Pieces of a body smaller than this are gathered into one buffer as they arrive.
 SMALL_PIECE = 1 << 16
 

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 from tritonpy_sdk import InferenceResponse, TritonError
 
 from ..bridges import call_soon_threadsafe
-from .body import add_piece, check_declared_size, too_large
+from .body import add_piece, check_declared_size, inference_limit, too_large
 from .errors import error_answer
 from .inference import DECOUPLED_REFUSAL, REQUEST_HEADERS, encode_infer
+from .tensors import HEADER_LENGTH
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
@@ -121,6 +122,7 @@ class DirectInfer:
         "_flags",
         "_inference",
         "_headers",
+        "_limit",
         "_loop",
         "_reading",
         "_size",
@@ -193,10 +195,14 @@ class DirectInfer:
                     headers[text] = value.decode("latin-1")
         self._headers = headers
         self._accept = self._headers.get("accept-encoding", "")
+        self._limit = inference.max_input
         try:
-            check_declared_size(self._headers.get("content-length"), inference.max_input)
-            if self._size > inference.max_input:
-                raise too_large(inference.max_input)
+            self._limit = inference_limit(
+                headers.get(HEADER_LENGTH), headers.get("content-encoding"), inference.max_input
+            )
+            check_declared_size(headers.get("content-length"), self._limit)
+            if self._size > self._limit:
+                raise too_large(self._limit)
         except TritonError as exc:
             self._fail(exc)
 
@@ -206,8 +212,8 @@ class DirectInfer:
         if not self._reading:
             return  # refused already: the rest is dropped
         self._size += len(chunk)
-        if self._size > self._inference.max_input:
-            self._fail(too_large(self._inference.max_input))
+        if self._size > self._limit:
+            self._fail(too_large(self._limit))
             return
         add_piece(self._chunks, chunk)
 

@@ -15,6 +15,7 @@ from ..model_version import is_version
 from . import body
 from .errors import error_answer
 from .inference import HttpInference
+from .tensors import HEADER_LENGTH
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -59,8 +60,11 @@ class InferFastPath:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         inference = self.inference
         try:
-            body.check_declared_size(headers.get("content-length"), inference.max_input)
-            chunks = await body.read(receive, inference.max_input)
+            limit = body.inference_limit(
+                headers.get(HEADER_LENGTH), headers.get("content-encoding"), inference.max_input
+            )
+            body.check_declared_size(headers.get("content-length"), limit)
+            chunks = await body.read(receive, limit)
             if chunks is None:
                 return  # the client went away; nothing to answer
             parts, extra, media_type = await inference.run(model, version, chunks, headers)
