@@ -77,6 +77,15 @@ def test_large_tensors_cross_through_shared_memory(http: Any, grpc: Any) -> None
     np.testing.assert_array_equal(result.as_numpy("LENGTH"), [[20000, 6]])
 
 
+def test_a_tensor_larger_than_the_arenas_travels_inline(http: Any) -> None:
+    """80 MB each way, past the stub's 64 MiB arenas: the tensor crosses inside its
+    message, which is larger than the socket's buffer (the server's end is non-blocking
+    under uvloop, so the write waits for room instead of failing the request). Over
+    HTTP it is also past --http-max-input-size, which binary tensor data is not held to."""
+    x = np.arange(20_000_000, dtype=np.float32)
+    np.testing.assert_array_equal(http.infer("double", _inputs(httpclient, X=x)).as_numpy("Y"), 2 * x)
+
+
 def test_strings_batch(grpc: Any) -> None:
     text = np.array([[b"ab", b"cd"], [b"ef", b""]], dtype=np.object_)
     result = grpc.infer("strings", _inputs(grpcclient, TEXT=text))

@@ -19,6 +19,7 @@ import logging
 import mmap
 import os
 import pickle
+import select
 import socket
 import struct
 import threading
@@ -37,9 +38,30 @@ if TYPE_CHECKING:
 _SHORT = struct.Struct("!i")
 _LONG = struct.Struct("!Q")
 #: Messages up to this size are written with their length in one ``write``, as
-#: ``multiprocessing.Connection.send_bytes`` writes them (larger: it writes them).
+#: ``multiprocessing.Connection.send_bytes`` writes them (larger ones after it).
 _SMALL_FRAME = 16384
 _write = os.write
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, waiting for room when it is non-blocking and full."""
+    sent = 0
+    try:
+        sent = _write(fd, data)
+        if sent == len(data):
+            return
+    except BlockingIOError:
+        pass
+    view = memoryview(data)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while sent < len(view):
+        try:
+            sent += _write(fd, view[sent:])
+        except BlockingIOError:
+            poller.poll()
+
+
 #: The most a ``FrameReader`` asks of the socket at once.
 _MAX_CHUNK = 4 << 20
 
@@ -206,20 +228,24 @@ class Link:
                 msg["rel"] = releases
         data = pickle.dumps(msg, protocol=5)
         with self._send_lock:
-            if len(data) > _SMALL_FRAME:
-                self.conn.send_bytes(data)
-                return
-            # ``Connection.send_bytes`` of a small message, without its layers of
-            # checks and calls: the same frame (4-byte big-endian length, then the
-            # bytes) in one write. Once closed it raises as ``send_bytes`` does
+            # ``Connection.send_bytes``'s frame (a 4-byte big-endian length, or -1 and an
+            # 8-byte length from 2 GiB on, then the bytes), written here because the
+            # socket may be non-blocking: an event loop that watches it (uvloop) makes
+            # it so, and a frame larger than the socket's buffer then waits for room
+            # rather than failing. Once closed it raises as ``send_bytes`` does
             # (``Connection.fileno``'s check, read here without its two calls).
             fd = self.conn._handle  # type: ignore[attr-defined]
             if fd is None:
                 raise OSError("handle is closed")
-            frame = _SHORT.pack(len(data)) + data
-            sent = _write(fd, frame)
-            while sent < len(frame):
-                sent += _write(fd, memoryview(frame)[sent:])
+            size = len(data)
+            if size <= _SMALL_FRAME:  # one write, the common case
+                _write_all(fd, _SHORT.pack(size) + data)
+            elif size <= 0x7FFFFFFF:
+                _write_all(fd, _SHORT.pack(size))
+                _write_all(fd, data)
+            else:
+                _write_all(fd, _SHORT.pack(-1) + _LONG.pack(size))
+                _write_all(fd, data)
 
     def recv(self) -> dict[str, Any]:
         return self.take_message(pickle.loads(self.conn.recv_bytes()))
@@ -235,8 +261,10 @@ class Link:
             return
         try:
             releases = self._take_releases()
-            if releases:
-                self.conn.send_bytes(pickle.dumps({"op": "rel", "rel": releases}, protocol=5))
+            fd = self.conn._handle  # type: ignore[attr-defined]
+            if releases and fd is not None:
+                data = pickle.dumps({"op": "rel", "rel": releases}, protocol=5)
+                _write_all(fd, _SHORT.pack(len(data)) + data)
         finally:
             self._send_lock.release()
 
