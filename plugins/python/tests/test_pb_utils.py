@@ -63,6 +63,53 @@ def test_tensor_dlpack_round_trip() -> None:
         pb_utils.Tensor("s", np.array([b"x"], dtype=np.object_)).to_dlpack()
 
 
+def test_bf16_tensors_cross_by_dlpack_not_numpy() -> None:
+    """As in Triton: a BF16 tensor refuses ``as_numpy()`` and goes to and from a framework
+    through DLPack (torch's bfloat16; numpy's own DLPack carries no bfloat16)."""
+    torch = pytest.importorskip("torch")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    data = np.array([[1.5, -2.0, 3.25], [4.0, 5.0, 6.5]], dtype=ml_dtypes.bfloat16)
+    tensor = pb_utils.Tensor("x", data)
+    assert tensor.triton_dtype() == pb_utils.TRITONSERVER_TYPE_BF16
+    with pytest.raises(pb_utils.TritonModelException, match="dtype is BF16 and cannot be converted to NumPy"):
+        tensor.as_numpy()
+    as_torch = torch.utils.dlpack.from_dlpack(tensor.to_dlpack())
+    assert as_torch.dtype == torch.bfloat16
+    assert as_torch.float().tolist() == data.astype(np.float32).tolist()
+
+    # Back from torch: a capsule, a producer, a strided view, and no elements at all.
+    back = pb_utils.Tensor.from_dlpack("y", torch.utils.dlpack.to_dlpack(as_torch * 2))
+    assert back.triton_dtype() == pb_utils.TRITONSERVER_TYPE_BF16 and back.shape() == [2, 3]
+    assert torch.from_dlpack(back).float().tolist() == (data.astype(np.float32) * 2).tolist()
+    column = pb_utils.Tensor.from_dlpack("c", as_torch[:, 1])
+    assert torch.from_dlpack(column).float().tolist() == [-2.0, 5.0]
+    assert pb_utils.Tensor.from_dlpack("e", torch.zeros(0, 3, dtype=torch.bfloat16)).shape() == [0, 3]
+
+    # The producer's memory is shared, and freed with the last tensor over it.
+    source = torch.ones(4, dtype=torch.bfloat16)
+    shared = pb_utils.Tensor.from_dlpack("s", source)
+    source[0] = 7
+    assert torch.from_dlpack(shared).float().tolist() == [7.0, 1.0, 1.0, 1.0]
+    gone = weakref.ref(source)
+    del source, shared, as_torch, back, column
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_bf16_capsule_of_ours_is_freed_once_imported() -> None:
+    from triton_python_backend_utils import _dlpack
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    before = _dlpack.live_count()
+    tensor = pb_utils.Tensor("x", np.ones(3, dtype=ml_dtypes.bfloat16))
+    back = pb_utils.Tensor.from_dlpack("y", tensor.to_dlpack())
+    assert _dlpack.live_count() == before + 1
+    assert back.triton_dtype() == pb_utils.TRITONSERVER_TYPE_BF16
+    del back
+    gc.collect()
+    assert _dlpack.live_count() == before
+
+
 def test_model_config_completes_what_the_user_wrote() -> None:
     config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 4, "input": [{"name": "X", "dims": []}]})
     config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [2]})  # no dims written: taken

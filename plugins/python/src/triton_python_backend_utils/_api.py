@@ -11,7 +11,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import _runtime
-from ._dtypes import NAMES, numpy_to_triton_type
+from ._dlpack import KDLCUDA, capsule, capsule_device, import_bfloat16
+from ._dtypes import NAMES, TRITONSERVER_TYPE_BF16, numpy_to_triton_type, triton_to_numpy_type
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
@@ -66,14 +67,14 @@ class TritonModelException(Exception):
 class _Capsule:
     """Lets numpy import a bare DLPack capsule (``Tensor.from_dlpack(name, capsule)``)."""
 
-    def __init__(self, capsule: Any) -> None:
-        self._capsule = capsule
+    def __init__(self, dl_capsule: Any) -> None:
+        self._capsule = dl_capsule
 
     def __dlpack__(self, stream: Any = None, **_: Any) -> Any:
         return self._capsule
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (1, 0)
+        return capsule_device(self._capsule)
 
 
 _new = object.__new__
@@ -112,6 +113,11 @@ class Tensor:
         return self._name
 
     def as_numpy(self) -> np.ndarray[Any, Any]:
+        if self._code == TRITONSERVER_TYPE_BF16:
+            raise TritonModelException(
+                "Tensor dtype is BF16 and cannot be converted to NumPy. "
+                "Use to_dlpack() and from_dlpack() instead."
+            )
         return self._array
 
     def shape(self) -> list[int]:
@@ -133,9 +139,13 @@ class Tensor:
         return self.__dlpack__()
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
-        if self._array.dtype == np.object_:
+        array = self._array
+        if array.dtype == np.object_:
             raise TritonModelException("DLPack does not support BYTES tensors")
-        return self._array.__dlpack__(**kwargs)
+        if self._code == TRITONSERVER_TYPE_BF16:  # numpy exports no bfloat16
+            array = np.ascontiguousarray(array)
+            return capsule(array.ctypes.data, array.shape, array.dtype, (1, 0), array, bfloat16=True)
+        return array.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (1, 0)
@@ -148,10 +158,13 @@ class Tensor:
         try:
             if isinstance(source, GpuTensor):  # another GPU tensor's memory, renamed
                 return GpuTensor(name, source._device, source._code)
-            if source.__dlpack_device__()[0] == _KDLCUDA:
+            if source.__dlpack_device__()[0] == KDLCUDA:
                 return GpuTensor(name, source, _gpu_type(name, source))
             array = np.from_dlpack(source)
         except (RuntimeError, BufferError, TypeError, ValueError) as exc:
+            bf16 = _bfloat16_from_dlpack(source)  # numpy imports no bfloat16
+            if bf16 is not None:
+                return Tensor._checked(name, bf16, TRITONSERVER_TYPE_BF16)
             raise TritonModelException(f"tensor '{name}': cannot import DLPack data: {exc}") from None
         return Tensor(name, array)
 
@@ -159,8 +172,12 @@ class Tensor:
         return f"Tensor({self._name!r}, {self.triton_dtype_name()}, {self.shape()})"
 
 
-#: DLPack's device type of CUDA memory.
-_KDLCUDA = 2
+def _bfloat16_from_dlpack(source: Any) -> np.ndarray[Any, Any] | None:
+    """Host bfloat16 DLPack data as a numpy array, no copy; None for any other data."""
+    try:
+        return import_bfloat16(source.__dlpack__(), triton_to_numpy_type(TRITONSERVER_TYPE_BF16))
+    except (RuntimeError, BufferError, TypeError, ValueError):
+        return None
 
 
 def _gpu_type(name: str, producer: Any) -> int:

@@ -28,7 +28,7 @@ def tensor_to_wire(link: Link, tensor: Tensor) -> Any:
     if datatype is None:
         raise TritonModelException(f"tensor '{tensor.name()}' has no valid data type")
     if tensor.is_cpu():
-        array = tensor.as_numpy()
+        array = tensor._array  # not as_numpy(): it refuses BF16
     else:
         # A GPU tensor crosses through CUDA IPC when the link has it; else as host data.
         device = link.device

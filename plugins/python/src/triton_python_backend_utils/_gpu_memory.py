@@ -4,119 +4,21 @@
 alive; frameworks take it without a copy through DLPack (``torch.from_dlpack``).
 It is the SDK's ``DeviceArray`` reduced to what the stub needs, written again
 here because a stub may run in an environment with numpy only (the SDK is not
-there): ``capsule`` builds the same ``DLManagedTensor`` (DLPack 0.x, the ABI
-every consumer reads). ``gpu_source`` reads where a model's own GPU tensor lies
-through the CUDA array interface (torch, cupy, numba), also with no import.
+there); ``_dlpack.capsule`` builds its DLPack capsule. ``gpu_source`` reads where a
+model's own GPU tensor lies through the CUDA array interface (torch, cupy, numba),
+also with no import.
 """
 
 from __future__ import annotations
 
-import ctypes
-import itertools
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-#: ``DLDeviceType`` of CUDA memory (dlpack.h).
-KDLCUDA = 2
-_CAPSULE_NAME = b"dltensor"
-# DLDataTypeCode by numpy kind: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBool 6.
-_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
+from ._dlpack import KDLCUDA, capsule
 
-
-class _Device(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", _Device),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class _Managed(ctypes.Structure):
-    pass
-
-
-_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Managed))
-_Managed._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _Deleter)]
-
-#: What a live DLManagedTensor needs kept (its struct, shape, the memory's owner), by key.
-_LIVE: dict[int, tuple[Any, ...]] = {}
-_LIVE_LOCK = threading.Lock()
-_NEXT = itertools.count(1)
-
-
-def _delete(managed: Any) -> None:
-    key = managed.contents.manager_ctx
-    with _LIVE_LOCK:
-        _LIVE.pop(int(key or 0), None)
-
-
-_DELETER = _Deleter(_delete)
-_pythonapi = ctypes.pythonapi
-_New = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
-    ("PyCapsule_New", _pythonapi)
-)
-_IsValid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _pythonapi)
-)
-_GetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _pythonapi)
-)
-
-
-def _destroy_capsule(capsule: int) -> None:
-    """A capsule never consumed (still named ``dltensor``) deletes its tensor itself."""
-    if _IsValid(capsule, _CAPSULE_NAME):
-        _delete(ctypes.cast(_GetPointer(capsule, _CAPSULE_NAME), ctypes.POINTER(_Managed)))
-
-
-_DESTROY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_destroy_capsule)
-
-
-def capsule(
-    address: int, shape: Sequence[int], dtype: np.dtype[Any], device: tuple[int, int], owner: Any
-) -> Any:
-    """A ``"dltensor"`` capsule over C-contiguous memory that keeps ``owner`` alive
-    until the consumer lets go of the tensor."""
-    code = _CODES.get(dtype.kind)
-    if code is None or dtype.hasobject:
-        raise BufferError(f"DLPack cannot carry dtype {dtype}")
-    ndim = len(shape)
-    shape_arr = (ctypes.c_int64 * max(ndim, 1))(*shape)
-    managed = _Managed()
-    t = managed.dl_tensor
-    t.data = address or None
-    t.device = _Device(device[0], device[1])
-    t.ndim = ndim
-    t.dtype = _DataType(code, dtype.itemsize * 8, 1)
-    t.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
-    t.byte_offset = 0
-    key = next(_NEXT)
-    managed.manager_ctx = key
-    managed.deleter = _DELETER
-    with _LIVE_LOCK:
-        _LIVE[key] = (managed, shape_arr, owner)
-    return _New(ctypes.addressof(managed), _CAPSULE_NAME, ctypes.cast(_DESTROY, ctypes.c_void_p))
-
-
-def live_count() -> int:
-    """How many tensors made here a consumer (or an unconsumed capsule) still holds."""
-    with _LIVE_LOCK:
-        return len(_LIVE)
+__all__ = ["KDLCUDA", "GpuView", "gpu_source"]
 
 
 class GpuView:

@@ -254,7 +254,7 @@ def tensor_from_pb(tensor: pb_utils.Tensor) -> Tensor:
         if not isinstance(device, DeviceArray):  # a model's own (torch) tensor: wrapped, no copy
             device = DeviceArray.from_dlpack(device)
         return Tensor.on_device(tensor._name, device, _DATATYPES[tensor._code])
-    return Tensor(tensor.name(), tensor.as_numpy(), _DATATYPES[tensor.triton_dtype()])
+    return Tensor(tensor.name(), tensor._array, _DATATYPES[tensor._code])
 
 
 def response_from_pb(
