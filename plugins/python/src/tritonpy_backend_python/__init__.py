@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,7 +270,7 @@ def _args(instance: ModelInstance) -> dict[str, str]:
         "model_instance_kind": instance.kind.removeprefix("KIND_"),
         "model_instance_name": instance.name,
         "model_instance_device_id": str(instance.device_id),
-        "model_repository": str(model.repository_path.resolve()),
+        "model_repository": os.path.abspath(model.repository_path),
         "model_version": str(model.version),
         "model_name": model.name,
     }

@@ -1,0 +1,72 @@
+"""The ``args`` a model's ``initialize`` gets, as Triton's Python backend fills them, in a
+stub process and in process, from a repository reached through a symbolic link."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonpy
+
+MODEL = """
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.args = dict(args)
+
+    def execute(self, requests):
+        text = np.array([json.dumps(self.args).encode()], dtype=np.object_)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("ARGS", text)]) for _ in requests]
+"""
+
+IN_PROCESS = 'parameters { key: "EXECUTION_MODE" value: { string_value: "in_process" } }\n'
+
+
+def _model(repo: Path, name: str, extra: str) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "1" / "model.py").write_text(MODEL)
+    (repo / name / "config.pbtxt").write_text(
+        'backend: "python"\n'
+        'input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "ARGS" data_type: TYPE_STRING dims: [ 1 ] } ]\n' + extra
+    )
+
+
+@pytest.fixture(scope="module")
+def linked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[tritonpy.Server, Path]]:
+    root = tmp_path_factory.mktemp("args")
+    real = root / "real"
+    _model(real, "stub", "")
+    _model(real, "inproc", IN_PROCESS)
+    link = root / "link"
+    link.symlink_to(real, target_is_directory=True)
+    server = tritonpy.Server(model_repository=link).start()
+    try:
+        yield server, link
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("model", ["stub", "inproc"])
+def test_initialize_args_name_the_repository_as_given(
+    linked: tuple[tritonpy.Server, Path], model: str
+) -> None:
+    # Triton passes the model's folder under the repository path it was given, links
+    # and all: NVIDIA's init_args model compares it with the path it expects.
+    server, link = linked
+    answer = server.model(model).predict({"X": np.zeros(1, np.int32)})["ARGS"][0]
+    args = json.loads(answer)
+    assert args["model_repository"] == str(link / model)
+    assert args["model_name"] == model
+    assert args["model_version"] == "1"
+    assert args["model_instance_kind"] == "CPU"
+    assert args["model_instance_name"] == f"{model}_0"  # the group Triton adds is named after the model
+    assert args["model_instance_device_id"] == "0"
+    assert json.loads(args["model_config"])["name"] == model
