@@ -147,7 +147,7 @@ def test_restricted_groups_cover_the_vertex_routes(tmp_path: Path) -> None:
         proc.wait_for_output(f"Started Vertex AI HTTPService at 127.0.0.1:{port}")
         url = f"http://127.0.0.1:{port}"
         key = {"admin-key": "s3cret"}
-        refused = b"{\"error\":\"This API is restricted, expecting header 'admin-key'\"}"
+        refused = b'{"error":"This API is restricted, expecting header \'admin-key\'"}'
         calls: list[tuple[str, str, dict[str, str], Any]] = [
             ("GET", "/h", {}, None),
             ("POST", "/p", {}, addsub_inputs(False)),

@@ -144,9 +144,7 @@ def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> li
     model: ModelState = instance.model.state
     if own.delay_s > 0:
         time.sleep(own.delay_s)
-    return [
-        answer(request, model.settings, model.batching, model.metric) for request in requests
-    ]
+    return [answer(request, model.settings, model.batching, model.metric) for request in requests]
 
 
 @hookimpl
