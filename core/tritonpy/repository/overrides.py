@@ -123,17 +123,23 @@ def _parse_config(name: str, text: str) -> ModelConfig:
 
 
 def check_file_name(model: str, path: str) -> PurePosixPath:
-    """The relative path ``path`` (after ``file:``) names, or TritonError INVALID_ARG."""
+    """The path inside the model folder that ``path`` (after ``file:``) names, or
+    TritonError INVALID_ARG. As Triton joins it to the model folder, a leading ``/``
+    starts at the folder and ``..`` may be used as long as the path stays inside."""
     parts = path.split("/")
-    kept = [p for p in parts if p not in ("", ".")]
+    kept: list[str] = []
     problem = None
+    for part in parts:
+        if part == "..":
+            if not kept:
+                problem = "a path that leaves the model folder"
+                break
+            kept.pop()
+        elif part not in ("", "."):
+            kept.append(part)
     if "\x00" in path:
         problem = "a NUL character"
-    elif path.startswith("/"):
-        problem = "an absolute path"
-    elif ".." in parts:
-        problem = "'..' in it"
-    elif not kept or parts[-1] in ("", "."):
+    elif problem is None and (not kept or parts[-1] in ("", ".", "..")):
         problem = "no file name"
     if problem is not None:
         raise TritonError.invalid_arg(

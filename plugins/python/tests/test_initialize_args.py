@@ -1,5 +1,6 @@
 """The ``args`` a model's ``initialize`` gets, as Triton's Python backend fills them, in a
-stub process and in process, from a repository reached through a symbolic link."""
+stub process and in process, from a repository reached through a symbolic link; and the
+stub's ``sys.argv``."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ import tritonpy
 
 MODEL = """
 import json
+import sys
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.args = dict(args)
+        self.args = dict(args, argv=list(sys.argv))
 
     def execute(self, requests):
         text = np.array([json.dumps(self.args).encode()], dtype=np.object_)
@@ -70,3 +72,33 @@ def test_initialize_args_name_the_repository_as_given(
     assert args["model_instance_name"] == f"{model}_0"  # the group Triton adds is named after the model
     assert args["model_instance_device_id"] == "0"
     assert json.loads(args["model_config"])["name"] == model
+    if model == "stub":
+        # Triton's stub embeds Python with no arguments, so unittest.main() or argparse
+        # in a model.py parse nothing (NVIDIA's test models call unittest.main).
+        assert args["argv"] == [""]
+
+
+def test_names_triton_refuses_for_a_stub_are_refused(tmp_path: Path) -> None:
+    """Triton's Python backend (since 25.08) refuses model and instance names with shell
+    characters; NVIDIA's model_control test loads them with files from the request,
+    named ``file:/1/model.py`` (a leading "/" is the model folder, as in Triton)."""
+    server = tritonpy.Server(model_repository=tmp_path, model_control_mode="explicit").start()
+    config = json.dumps(
+        {
+            "backend": "python",
+            "input": [{"name": "X", "data_type": "TYPE_INT32", "dims": [1]}],
+            "output": [{"name": "ARGS", "data_type": "TYPE_STRING", "dims": [1]}],
+        }
+    )
+    try:
+        for name in ("model!test", "model;test", "model$test", "model'test'"):
+            with pytest.raises(
+                tritonpy.InvalidArgumentError, match="Invalid stub name: contains invalid characters"
+            ):
+                server.load_model(name, config, {"/1/model.py": MODEL.encode()})
+            assert not server.model_ready(name)
+        server.load_model("model-with_fine.name", config, {"/1/model.py": MODEL.encode()})
+        answer = server.model("model-with_fine.name").predict({"X": np.zeros(1, np.int32)})["ARGS"][0]
+        assert json.loads(answer)["model_name"] == "model-with_fine.name"
+    finally:
+        server.stop()

@@ -110,7 +110,7 @@ class StubRuntime(_runtime.Runtime):
 
     async def bls_async(self, request: InferenceRequest, decoupled: bool, timeout: float | None) -> Any:
         responses = self._call(request, decoupled, timeout, asyncio.get_running_loop())
-        return responses if decoupled else await first_response_async(responses)
+        return await (responses.first_arrived() if decoupled else first_response_async(responses))
 
     # -- logging, metrics, model control ----------------------------------------------------------
 
@@ -510,6 +510,10 @@ def main(argv: list[str]) -> None:
             os.unlink(path)
         except OSError:
             pass
+    # The model sees the command line Triton's stub gives it, none (an embedded
+    # interpreter's ``[""]``): ``unittest.main()``, argparse and absl in a model.py
+    # must not parse the stub's own arguments.
+    sys.argv[:] = [""]
     Stub(link).run()
     sys.stdout.flush()
     os._exit(0)
