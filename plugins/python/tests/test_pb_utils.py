@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import json
 import os
 import socket
 import sys
@@ -108,6 +109,31 @@ def test_a_bf16_capsule_of_ours_is_freed_once_imported() -> None:
     del back
     gc.collect()
     assert _dlpack.live_count() == before
+
+
+def test_parameters_a_model_sets_are_checked_as_triton_checks_them() -> None:
+    """Triton's words, for a response's and a BLS request's parameters (NVIDIA's
+    response_parameters model checks them)."""
+    ok = pb_utils.InferenceResponse([], parameters={"b": True, "s": "x", "n": 5})
+    assert json.loads(ok.parameters()) == {"b": True, "s": "x", "n": 5}
+    assert pb_utils.InferenceResponse().parameters() == "{}"
+    cases = {
+        "Expect dict, got <class 'list'>": [],
+        "Expect dict, got <class 'str'>": '{"a": 1}',
+        "Expect parameters keys to have type str, found type <class 'int'>": {1: "x"},
+        "Expect parameters values to have type bool/int/str, found type <class 'float'>": {"f": 0.5},
+        "Expect parameters values to have type bool/int/str, found type <class 'NoneType'>": {"n": None},
+        "Expect parameters values to have type bool/int/str, found type <class 'list'>": {"l": ["v"]},
+    }
+    for message, parameters in cases.items():
+        with pytest.raises(pb_utils.TritonModelException) as raised:
+            pb_utils.InferenceResponse([], parameters=parameters)  # type: ignore[arg-type]
+        assert raised.value.message() == message
+        with pytest.raises(pb_utils.TritonModelException) as raised:
+            pb_utils.InferenceRequest(
+                model_name="m", inputs=[], requested_output_names=[], parameters=parameters
+            )  # type: ignore[arg-type]
+        assert raised.value.message() == message
 
 
 def test_model_config_completes_what_the_user_wrote() -> None:

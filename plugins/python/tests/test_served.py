@@ -305,6 +305,45 @@ def test_async_execute_with_bls(served: Any) -> None:
     assert sorted((i, list(y)) for i, y in results) == [(i, [2 * i, 2]) for i in range(4)]
 
 
+def test_decoupled_async_exec_resolves_at_the_first_response(served: Any) -> None:
+    """As Triton's: ``await async_exec(decoupled=True)`` waits for the first response on
+    the event loop, so four requests whose model then iterates synchronously (NVIDIA's
+    async_execute_decouple_bls) all reach their target at once: the target answers
+    MET = 1 only when four of its executes meet (0 after 20 s alone)."""
+    answers: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    client.start_stream(lambda result, error: answers.put(error or result.as_numpy("MET")))
+    try:
+        for _ in range(4):
+            client.async_stream_infer("rendezvous_bls", _inputs(grpcclient, X=np.ones((1, 1), np.float32)))
+        got = [answers.get(timeout=60) for _ in range(4)]
+    finally:
+        client.stop_stream()
+        client.close()
+    assert [np.asarray(a).tolist() for a in got] == [[[1]]] * 4, got
+
+
+def test_an_error_after_the_final_response_is_logged(served: Any) -> None:
+    """A decoupled model that raises after its FINAL response has no client left to
+    tell: the error goes to the server log, as Triton logs it."""
+    answers: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    client.start_stream(lambda result, error: answers.put((result, error)))
+    try:
+        client.async_stream_infer(
+            "rendezvous",
+            _inputs(grpcclient, X=-np.ones((1, 1), np.float32)),
+            enable_empty_final_response=True,
+        )
+        result, error = answers.get(timeout=30)
+        assert error is None and result.get_response().parameters["triton_final_response"].bool_param
+        served.wait_for_output("raised after the final response", timeout=30)
+    finally:
+        client.stop_stream()
+        client.close()
+    assert "Failed to process the request(s) for model 'rendezvous_0'" in served.output()
+
+
 @pytest.mark.parametrize("model", ["stream_reader", "stream_reader_inproc"])
 def test_decoupled_bls_iterated_and_cancelled_as_triton_documents(served: Any, http: Any, model: str) -> None:
     """``await async_exec(decoupled=True)`` gives a plain iterator with ``cancel()``."""

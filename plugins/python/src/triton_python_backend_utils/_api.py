@@ -353,9 +353,7 @@ class InferenceRequest:
         self._timeout = timeout
         self._trace = trace
         self._preferred_memory = preferred_memory
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters) if parameters else {}
-        self._parameters: dict[str, Any] = _checked_parameters(parameters or {})
+        self._parameters: dict[str, Any] = _model_parameters(parameters)
         self._sender = None
         self._make_sender: Callable[[InferenceRequest], InferenceResponseSender | None] | None = None
         self._cancelled: Flag = CancelFlag()
@@ -396,7 +394,7 @@ class InferenceRequest:
         request._flags = flags
         request._timeout = timeout
         # _trace, _sender, _token, _release_flags: the class's (as __init__ sets them).
-        request._parameters = _checked_parameters(parameters) if parameters else {}
+        request._parameters = dict(parameters) if parameters else {}
         request._make_sender = make_sender
         request._cancelled = CancelFlag() if cancelled is None else cancelled
         return request
@@ -473,7 +471,9 @@ class InferenceRequest:
         return _runtime.current().bls(self, decoupled, timeout)
 
     async def async_exec(self, decoupled: bool = False) -> Any:
-        """``exec`` for ``async def execute``: await it; decoupled gives an async iterator."""
+        """``exec`` for ``async def execute``: await it. Decoupled, it gives the
+        ``ResponseIterator`` once the first response has arrived, as Triton's does (so a
+        model may then iterate it with a plain ``for``), or iterate it with ``async for``."""
         self._check_bls()
         timeout = self._timeout / 1e6 if self._timeout else None
         return await _runtime.current().bls_async(self, decoupled, timeout)
@@ -486,13 +486,20 @@ class InferenceRequest:
                 raise TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
 
 
-def _checked_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a request's ``parameters``; TritonModelException for a value of
-    another type than the protocol's (bool, int, float, str)."""
+def _model_parameters(parameters: Any) -> dict[str, Any]:
+    """A copy of the ``parameters`` a model gives a request or a response, checked as
+    Triton's binding checks them, in its words: None or a dict of ``str`` keys to
+    ``bool``, ``int`` or ``str`` values."""
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, dict):
+        raise TritonModelException(f"Expect dict, got {type(parameters)}")
     for key, value in parameters.items():
-        if not isinstance(value, (bool, int, float, str)):
+        if not isinstance(key, str):
+            raise TritonModelException(f"Expect parameters keys to have type str, found type {type(key)}")
+        if not isinstance(value, (bool, int, str)):
             raise TritonModelException(
-                f"parameter '{key}' must be a bool, int, float or str, not {type(value).__name__}"
+                f"Expect parameters values to have type bool/int/str, found type {type(value)}"
             )
     return dict(parameters)
 
@@ -517,9 +524,19 @@ class InferenceResponse:
         if error is not None and not isinstance(error, TritonError):
             raise TritonModelException("error must be a pb_utils.TritonError")
         self._error = error
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters) if parameters else {}
-        self._parameters: dict[str, Any] = dict(parameters or {})
+        self._parameters: dict[str, Any] = _model_parameters(parameters)
+
+    @classmethod
+    def _received(
+        cls, outputs: list[Tensor], error: TritonError | None, parameters: dict[str, Any] | None
+    ) -> InferenceResponse:
+        """A BLS call's response, made without ``__init__``'s checks: its parameters are
+        whatever the model called sent (a double, Triton's ``triton_final_response``)."""
+        response = _new(cls)
+        response._outputs = outputs
+        response._error = error
+        response._parameters = parameters or {}
+        return response
 
     def output_tensors(self) -> list[Tensor]:
         return self._outputs

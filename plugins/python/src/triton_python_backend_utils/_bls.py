@@ -72,9 +72,16 @@ class BlsInbox:
                 raise queue.Empty from None
 
 
+#: What ``ResponseIterator.first_arrived`` holds when the first answer never came.
+_TIMED_OUT: Item = (None, -1)
+
+
 class ResponseIterator:
     """The responses of a decoupled BLS call, ending with the one that carries FINAL
     (which may be empty, as in Triton)."""
+
+    #: The first answer, read ahead by ``first_arrived`` (then left for the iteration).
+    _ahead: Item | None = None
 
     def __init__(
         self,
@@ -99,6 +106,8 @@ class ResponseIterator:
     def __next__(self) -> InferenceResponse:
         if self._finished:
             raise StopIteration
+        if self._ahead is not None:
+            return self._take_ahead()
         try:
             item = self._inbox.get(self._timeout)
         except queue.Empty:
@@ -111,9 +120,28 @@ class ResponseIterator:
     async def __anext__(self) -> InferenceResponse:
         if self._finished:
             raise StopAsyncIteration
+        if self._ahead is not None:
+            return self._take_ahead()
         try:
             item = await self._inbox.get_async(self._timeout)
         except queue.Empty:
+            return self._timed_out()
+        return self._take(item)
+
+    async def first_arrived(self) -> ResponseIterator:
+        """This iterator once its first answer is there (awaited on the loop, left for
+        the iteration): Triton's ``async_exec(decoupled=True)`` resolves then, and a
+        model that goes on with a plain ``for`` blocks its loop no longer than that."""
+        try:
+            self._ahead = await self._inbox.get_async(self._timeout)
+        except queue.Empty:
+            self._ahead = _TIMED_OUT
+        return self
+
+    def _take_ahead(self) -> InferenceResponse:
+        item = self._ahead
+        self._ahead = None
+        if item is _TIMED_OUT or item is None:
             return self._timed_out()
         return self._take(item)
 

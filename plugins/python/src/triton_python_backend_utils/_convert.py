@@ -92,8 +92,8 @@ def response_from_wire(link: Link, desc: ResponseDesc) -> InferenceResponse:
     outputs, error, parameters = desc
     if error is not None:
         message, code = error
-        return InferenceResponse(error=TritonError(message, code), parameters=parameters)
-    return InferenceResponse([tensor_from_wire(link, t) for t in outputs], parameters=parameters)
+        return InferenceResponse._received([], TritonError(message, code), parameters)
+    return InferenceResponse._received([tensor_from_wire(link, t) for t in outputs], None, parameters)
 
 
 def bls_request_to_wire(link: Link, request: InferenceRequest) -> dict[str, Any]:

@@ -196,8 +196,19 @@ def _pipeline_depth(model: Model) -> int:
     return depth
 
 
+#: What Triton's Python backend refuses in a model or instance name (since 25.08).
+_INVALID_NAME_CHARS = frozenset(";|&$`<>()[]{}\\\"'*?~#!")
+
+
+def check_stub_name(name: str) -> None:
+    """Refuse a model or instance name Triton's Python backend refuses, in its words."""
+    if not name or not _INVALID_NAME_CHARS.isdisjoint(name):
+        raise TritonError.invalid_arg("Invalid stub name: contains invalid characters")
+
+
 @hookimpl
 def auto_complete_config(model: Model) -> None:
+    check_stub_name(model.name)
     path = _model_file(model)
     try:
         source = path.read_text(encoding="utf-8", errors="replace")
@@ -242,9 +253,12 @@ def _may_auto_complete(source: str) -> bool:
 
 @hookimpl
 def model_initialize(model: Model) -> None:
+    check_stub_name(model.name)
     path = _model_file(model)
     if not path.is_file():
-        raise TritonError.unavailable(f"unable to find model file '{path}' for model '{model.name}'")
+        raise TritonError.unavailable(
+            f"Failed to preinitialize Python stub: Python model file not found in '{path}'"
+        )
     in_process, settings = _settings(model, _state(model.backend))
     model.state = _ModelState(path, in_process, settings)
 
@@ -278,6 +292,7 @@ def _args(instance: ModelInstance) -> dict[str, str]:
 
 @hookimpl
 def instance_initialize(instance: ModelInstance) -> None:
+    check_stub_name(instance.name)
     model = instance.model
     mstate = model.state
     assert isinstance(mstate, _ModelState)

@@ -46,13 +46,18 @@ FRAMES = "\n\nAt:\n"
 def execute_error(
     instance: str, text: str, kind: Any = TritonError.internal, frames: bool = True
 ) -> TritonError:
-    """A failed execute of ``instance``, worded as Triton's Python backend words it.
+    """A failed execute of ``instance``, worded as Triton's Python backend words it,
+    and logged at error level whole, as Triton logs it (a decoupled model's failure
+    after its requests were answered reaches no client, only this log).
 
     With ``frames`` false (``--backend-config=python,error-frames=false``) the
-    client gets ``Type: message`` only; the frames (server file paths) go to the log.
+    client gets ``Type: message`` only.
     """
-    text = strip_frames(instance, text, "execute", frames)
-    error: TritonError = kind(f"Failed to process the request(s) for model '{instance}', message: {text}")
+    prefix = f"Failed to process the request(s) for model '{instance}', message: "
+    log.error("%s%s", prefix, text)
+    if not frames and FRAMES in text:
+        text = text.split(FRAMES, 1)[0]
+    error: TritonError = kind(prefix + text)
     return error
 
 
@@ -284,14 +289,14 @@ def response_to_pb(response: InferenceResponse, to_host: bool = False) -> pb_uti
     memory (``to_host``: its BLS request preferred that)."""
     if response.error is not None:
         message, code = error_to_pair(response.error)
-        return pb_utils.InferenceResponse(
-            error=pb_utils.TritonError(message, code), parameters=response.parameters
+        return pb_utils.InferenceResponse._received(
+            [], pb_utils.TritonError(message, code), dict(response.parameters)
         )
     if to_host:
         outputs = [pb_utils.Tensor(t.name, t.data, _PB_CODES[t.datatype]) for t in response.outputs.values()]
     else:
         outputs = [tensor_to_pb(t) for t in response.outputs.values()]
-    return pb_utils.InferenceResponse(outputs, parameters=response.parameters)
+    return pb_utils.InferenceResponse._received(outputs, None, dict(response.parameters))
 
 
 class _Received:

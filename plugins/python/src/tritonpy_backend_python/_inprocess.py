@@ -84,7 +84,7 @@ class InProcessRuntime(_runtime.Runtime):
         self, request: pb_utils.InferenceRequest, decoupled: bool, timeout: float | None
     ) -> Any:
         responses = self._call(request, timeout, asyncio.get_running_loop())
-        return responses if decoupled else await first_response_async(responses)
+        return await (responses.first_arrived() if decoupled else first_response_async(responses))
 
     def log(self, level: str, message: str, filename: str, line: int) -> None:
         self.services.log(level, message, filename, line)
