@@ -136,6 +136,53 @@ def test_parameters_a_model_sets_are_checked_as_triton_checks_them() -> None:
         assert raised.value.message() == message
 
 
+def test_arguments_of_the_wrong_type_are_refused_as_triton_s_binding_refuses_them() -> None:
+    """NVIDIA's argument_validation model: TypeError for an argument of the wrong type,
+    TritonModelException for a None among tensors and for an empty tensor name."""
+    inputs = [pb_utils.Tensor("INPUT0", np.asarray([1, 2], dtype=np.int32))]
+    request = {"model_name": "m", "inputs": inputs, "requested_output_names": ["o"]}
+    type_errors: list[Any] = [
+        lambda: pb_utils.InferenceRequest(**{**request, "inputs": None}),
+        lambda: pb_utils.InferenceRequest(**{**request, "model_name": None}),
+        lambda: pb_utils.InferenceRequest(**{**request, "requested_output_names": [None]}),
+        lambda: pb_utils.InferenceRequest(**{**request, "requested_output_names": None}),
+        lambda: pb_utils.InferenceRequest(**request, correlation_id=None),
+        lambda: pb_utils.InferenceRequest(**request, request_id=None),
+        lambda: pb_utils.InferenceRequest(**request, model_version=None),
+        lambda: pb_utils.InferenceRequest(**request, flags=None),
+        lambda: pb_utils.InferenceResponse(output_tensors=None),
+        lambda: pb_utils.InferenceResponse([np.zeros(1)]),
+        lambda: pb_utils.InferenceResponse([], error="no"),
+        lambda: pb_utils.Tensor(None, np.asarray([1])),
+        lambda: pb_utils.Tensor("OUTPUT0", None),
+        lambda: pb_utils.Tensor("", None),
+        lambda: pb_utils.Logger.log("x", None),
+        lambda: pb_utils.Logger.log("x", 1),
+        lambda: pb_utils.Logger.log_info(None),
+        lambda: pb_utils.Logger.log_warn(None),
+        lambda: pb_utils.Logger.log_error(None),
+        lambda: pb_utils.Logger.log_verbose(None),
+    ]
+    for call in type_errors:
+        with pytest.raises(TypeError, match="incompatible function arguments"):
+            call()
+    model_errors: list[Any] = [
+        lambda: pb_utils.InferenceRequest(**{**request, "inputs": [None]}),
+        lambda: pb_utils.InferenceResponse(output_tensors=[None]),
+        lambda: pb_utils.Tensor("", np.zeros(1)),
+        lambda: pb_utils.Tensor.from_dlpack("OUTPUT0", None),
+        lambda: pb_utils.Tensor.from_dlpack("", None),
+    ]
+    for call in model_errors:
+        with pytest.raises(pb_utils.TritonModelException):
+            call()
+    # What Triton takes: empty lists, a str or int correlation id, tuples.
+    assert pb_utils.InferenceRequest(requested_output_names=[], inputs=[], model_name="m")
+    assert pb_utils.InferenceRequest(**request, correlation_id="id-5").correlation_id() == "id-5"
+    assert pb_utils.InferenceResponse(output_tensors=[]).output_tensors() == []
+    assert pb_utils.InferenceResponse(tuple(inputs)).output_tensors() == inputs
+
+
 def test_model_config_completes_what_the_user_wrote() -> None:
     config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 4, "input": [{"name": "X", "dims": []}]})
     config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [2]})  # no dims written: taken

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import inspect
 import json
 import threading
@@ -86,6 +87,14 @@ class Tensor:
     __slots__ = ("_name", "_array", "_code")
 
     def __init__(self, name: str, data: Any, dtype: Any = None) -> None:
+        # Triton's binding's checks: TypeError for a name that is not a str or no data,
+        # then its own for an empty name.
+        if type(name) is not str:
+            _argument("Tensor", "name", name, str)
+        if data is None:
+            raise TypeError("Tensor(): incompatible function arguments: data must be a numpy array, not None")
+        if not name:
+            raise TritonModelException("Tensor name cannot be an empty string.")
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
         if dtype is not None and not isinstance(dtype, int):
             array = array.astype(dtype)
@@ -154,6 +163,8 @@ class Tensor:
     def from_dlpack(name: str, dlpack_tensor: Any) -> Tensor:
         """A tensor of DLPack data, no copy: host data as a numpy view, GPU data (a
         torch CUDA tensor) as a GPU tensor (``is_cpu()`` false)."""
+        if not name:
+            raise TritonModelException("Tensor name cannot be an empty string.")
         source = dlpack_tensor if hasattr(dlpack_tensor, "__dlpack__") else _Capsule(dlpack_tensor)
         try:
             if isinstance(source, GpuTensor):  # another GPU tensor's memory, renamed
@@ -328,8 +339,8 @@ class InferenceRequest:
         self,
         request_id: str = "",
         correlation_id: int | str = 0,
-        inputs: list[Tensor] | None = None,
-        requested_output_names: list[str] | None = None,
+        inputs: list[Tensor] | tuple[Tensor, ...] = (),
+        requested_output_names: list[str] | tuple[str, ...] = (),
         model_name: str | bytes = "",
         model_version: int = -1,
         flags: int = 0,
@@ -338,15 +349,26 @@ class InferenceRequest:
         trace: InferenceTrace | None = None,
         parameters: dict[str, Any] | str | None = None,
     ) -> None:
-        # Triton's order of arguments (all of them are usually given by name).
+        # Triton's order of arguments (all of them are usually given by name), and
+        # its binding's checks: TypeError for an argument of the wrong type.
         # Bytes (NVIDIA's bls example passes ``model_name.as_numpy()[0]``, a
         # numpy bytes_) are UTF-8, as Triton's binding takes them.
         if isinstance(model_name, bytes):
             model_name = model_name.decode("utf-8")
+        _request_arguments(
+            request_id,
+            correlation_id,
+            inputs,
+            requested_output_names,
+            model_name,
+            model_version,
+            flags,
+            timeout,
+        )
         self._model_name = str(model_name)
         self._model_version = model_version
-        self._inputs = list(inputs or [])
-        self._requested = list(requested_output_names or [])
+        self._inputs = list(inputs)
+        self._requested = list(requested_output_names)
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._flags = flags
@@ -486,6 +508,46 @@ class InferenceRequest:
                 raise TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
 
 
+def _argument(function: str, name: str, value: Any, kind: type) -> None:
+    """TypeError, as Triton's binding raises it, unless ``value`` is a ``kind``."""
+    if not isinstance(value, kind):
+        raise TypeError(
+            f"{function}(): incompatible function arguments: {name} must be "
+            f"{kind.__name__}, not {type(value).__name__}"
+        )
+
+
+def _request_arguments(
+    request_id: Any,
+    correlation_id: Any,
+    inputs: Any,
+    requested_output_names: Any,
+    model_name: Any,
+    model_version: Any,
+    flags: Any,
+    timeout: Any,
+) -> None:
+    """A BLS request's arguments checked as Triton's binding checks them: TypeError for
+    a wrong type; an input that is None is a TritonModelException."""
+    _argument("InferenceRequest", "request_id", request_id, str)
+    if not isinstance(correlation_id, (int, str)):
+        _argument("InferenceRequest", "correlation_id", correlation_id, int)
+    _argument("InferenceRequest", "model_name", model_name, str)
+    for name, value in (("model_version", model_version), ("flags", flags), ("timeout", timeout)):
+        _argument("InferenceRequest", name, value, int)
+    if not isinstance(inputs, (list, tuple)):
+        _argument("InferenceRequest", "inputs", inputs, list)
+    for tensor in inputs:
+        if not isinstance(tensor, Tensor):
+            if tensor is None:
+                raise TritonModelException("BLS request inputs must be pb_utils.Tensor objects, not None")
+            _argument("InferenceRequest", "inputs", tensor, Tensor)
+    if not isinstance(requested_output_names, (list, tuple)):
+        _argument("InferenceRequest", "requested_output_names", requested_output_names, list)
+    for output in requested_output_names:
+        _argument("InferenceRequest", "requested_output_names", output, str)
+
+
 def _model_parameters(parameters: Any) -> dict[str, Any]:
     """A copy of the ``parameters`` a model gives a request or a response, checked as
     Triton's binding checks them, in its words: None or a dict of ``str`` keys to
@@ -509,20 +571,22 @@ class InferenceResponse:
 
     def __init__(
         self,
-        output_tensors: list[Tensor] | None = None,
+        output_tensors: list[Tensor] | tuple[Tensor, ...] = (),
         error: TritonError | None = None,
-        parameters: dict[str, Any] | str | None = None,
+        parameters: dict[str, Any] | None = None,
     ) -> None:
-        if output_tensors is not None and not isinstance(output_tensors, (list, tuple)):
-            raise TritonModelException("output_tensors must be a list of pb_utils.Tensor")
-        self._outputs = list(output_tensors or [])
+        # Triton's binding's checks: a list of tensors (a None in it: TritonModelException),
+        # else TypeError.
+        if not isinstance(output_tensors, (list, tuple)):
+            _argument("InferenceResponse", "output_tensors", output_tensors, list)
+        self._outputs = list(output_tensors)
         for tensor in self._outputs:
             if not isinstance(tensor, Tensor):
-                raise TritonModelException(
-                    f"output_tensors must hold pb_utils.Tensor objects, not {type(tensor).__name__}"
-                )
+                if tensor is None:
+                    raise TritonModelException("output_tensors must hold pb_utils.Tensor objects, not None")
+                _argument("InferenceResponse", "output_tensors", tensor, Tensor)
         if error is not None and not isinstance(error, TritonError):
-            raise TritonModelException("error must be a pb_utils.TritonError")
+            _argument("InferenceResponse", "error", error, TritonError)
         self._error = error
         self._parameters: dict[str, Any] = _model_parameters(parameters)
 
@@ -582,8 +646,18 @@ class InferenceResponseSender:
 # -- logging ---------------------------------------------------------------------------------
 
 
+class LogLevel(enum.Enum):
+    """A log line's level (Triton's ``Logger.LogLevel``: an enum, not an int)."""
+
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
 class Logger:
-    """Messages into the server's log, filtered by its log settings."""
+    """Messages into the server's log, filtered by its log settings (a message that is
+    not a ``str``, or a level that is not a ``LogLevel``, is a TypeError, as in Triton)."""
 
     @staticmethod
     def _where() -> tuple[str, int]:
@@ -600,33 +674,30 @@ class Logger:
         return parts[-1], caller.f_lineno
 
     @staticmethod
-    def log(message: str, level: int = 0) -> None:
-        names = ("INFO", "WARNING", "ERROR", "VERBOSE")
-        where = Logger._where()
-        _runtime.current().log(names[level] if 0 <= level < 4 else "INFO", str(message), *where)
+    def log(message: str, level: LogLevel = LogLevel.INFO) -> None:
+        _argument("log", "message", message, str)
+        _argument("log", "level", level, LogLevel)
+        _runtime.current().log(level.name, message, *Logger._where())
 
     @staticmethod
     def log_info(message: str) -> None:
-        _runtime.current().log("INFO", str(message), *Logger._where())
+        _argument("log_info", "message", message, str)
+        _runtime.current().log("INFO", message, *Logger._where())
 
     @staticmethod
     def log_warn(message: str) -> None:
-        _runtime.current().log("WARNING", str(message), *Logger._where())
+        _argument("log_warn", "message", message, str)
+        _runtime.current().log("WARNING", message, *Logger._where())
 
     @staticmethod
     def log_error(message: str) -> None:
-        _runtime.current().log("ERROR", str(message), *Logger._where())
+        _argument("log_error", "message", message, str)
+        _runtime.current().log("ERROR", message, *Logger._where())
 
     @staticmethod
     def log_verbose(message: str) -> None:
-        _runtime.current().log("VERBOSE", str(message), *Logger._where())
-
-
-class LogLevel:
-    INFO = 0
-    WARNING = 1
-    ERROR = 2
-    VERBOSE = 3
+        _argument("log_verbose", "message", message, str)
+        _runtime.current().log("VERBOSE", message, *Logger._where())
 
 
 # As in Triton: ``logger.log("...", logger.INFO)`` and ``Logger.LogLevel``.
