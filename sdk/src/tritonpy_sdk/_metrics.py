@@ -104,8 +104,10 @@ class MetricFamily:
         if self.kind is MetricKind.HISTOGRAM:
             if buckets is None:
                 raise TritonError.invalid_arg("Missing required buckets for histogram metric")
-            if list(buckets) != sorted(buckets):
-                raise TritonError.invalid_arg("histogram buckets must be in increasing order")
+            bounds = list(buckets)
+            if any(low >= high for low, high in zip(bounds, bounds[1:])):
+                # prometheus-cpp's words, which Triton passes on
+                raise TritonError.invalid_arg("Bucket Boundaries must be strictly sorted")
         elif buckets is not None:
             raise TritonError.invalid_arg(f"buckets are only for histogram metrics, not {self.kind.value}")
         key = tuple(sorted(clean.items()))

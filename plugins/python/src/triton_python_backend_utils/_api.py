@@ -6,6 +6,7 @@ import enum
 import inspect
 import json
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -736,23 +737,31 @@ class MetricFamily:
 
 
 class Metric:
-    """One label set of a ``MetricFamily``."""
+    """One label set of a ``MetricFamily``. As in Triton it does not keep its family
+    alive: once the model drops the family, using the metric is an error."""
 
     def __init__(self, family: MetricFamily, labels: dict[str, str], buckets: list[float] | None) -> None:
-        self._family = family
+        self._family = weakref.ref(family)
         self._handle = _runtime.current().metric(family._handle, dict(labels), buckets)
 
+    def _live(self) -> Any:
+        if self._family() is None:
+            raise TritonModelException(
+                "Invalid metric operation as the corresponding 'MetricFamily' has been deleted."
+            )
+        return self._handle
+
     def increment(self, value: float) -> None:
-        _runtime.current().metric_update(self._handle, "increment", float(value))
+        _runtime.current().metric_update(self._live(), "increment", float(value))
 
     def set(self, value: float) -> None:
-        _runtime.current().metric_update(self._handle, "set", float(value))
+        _runtime.current().metric_update(self._live(), "set", float(value))
 
     def observe(self, value: float) -> None:
-        _runtime.current().metric_update(self._handle, "observe", float(value))
+        _runtime.current().metric_update(self._live(), "observe", float(value))
 
     def value(self) -> float:
-        return _runtime.current().metric_value(self._handle)
+        return _runtime.current().metric_value(self._live())
 
 
 # -- model control (BLS) ----------------------------------------------------------------------
