@@ -14,6 +14,7 @@ import tritonpy
 
 MODEL = """
 import json
+import os
 import sys
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -21,7 +22,7 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.args = dict(args, argv=list(sys.argv))
+        self.args = dict(args, argv=list(sys.argv), pid=os.getpid())
 
     def execute(self, requests):
         text = np.array([json.dumps(self.args).encode()], dtype=np.object_)
@@ -76,6 +77,10 @@ def test_initialize_args_name_the_repository_as_given(
         # Triton's stub embeds Python with no arguments, so unittest.main() or argparse
         # in a model.py parse nothing (NVIDIA's test models call unittest.main).
         assert args["argv"] == [""]
+        # ps and pgrep show Triton's stub name and the instance (NVIDIA's tests and
+        # operators' scripts find stubs with ``pgrep -f triton_python_backend_stub``).
+        command = Path(f"/proc/{args['pid']}/cmdline").read_bytes().split(b"\0")
+        assert command[-3:-1] == [b"triton_python_backend_stub", b"stub_0"], command
 
 
 def test_names_triton_refuses_for_a_stub_are_refused(tmp_path: Path) -> None:

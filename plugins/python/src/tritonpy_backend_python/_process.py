@@ -247,6 +247,10 @@ class StubProcess:
                     str(theirs.fileno()),
                     p2c.path,
                     c2p.path,
+                    # Not read: what ps and pgrep show, Triton's stub's name and the
+                    # instance (``pgrep -f triton_python_backend_stub`` finds stubs).
+                    "triton_python_backend_stub",
+                    self.name,
                 ],
                 pass_fds=(theirs.fileno(),),
                 env=settings.environment.env,
@@ -616,7 +620,9 @@ class StubProcess:
 
     def is_ready(self) -> bool:
         """Alive, and the model's ``is_ready()`` (if it has one) said yes within
-        ``READY_TIMEOUT_S``. One question at a time goes to the stub."""
+        ``READY_TIMEOUT_S``. One question at a time goes to the stub: a caller that
+        gives up on a slow answer gets False and leaves the question open, and the
+        next callers wait for that same answer rather than asking again (as Triton)."""
         link = self._link
         if not self._alive or link is None:
             return False
@@ -634,7 +640,7 @@ class StubProcess:
                 self._answer_ready(check.call, False)
         if not check.event.wait(READY_TIMEOUT_S):
             log.warning("is_ready() of '%s' did not answer within %g s", self.name, READY_TIMEOUT_S)
-            self._answer_ready(check.call, False)
+            return False
         return check.value
 
     def _answer_ready(self, call: int, value: bool) -> None:
