@@ -25,6 +25,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tritonpy.Server
     write_sender_models(repo)
     write_model(repo, "addsub")
     write_model(repo, "addsub_batched", extra="dynamic_batching { }")
+    # Not decoupled: one response through the sender, then execute raises.
+    write_model(
+        repo, "raise_after_one", extra='parameters { key: "raise_after" value: { string_value: "1" } }\n'
+    )
     server = tritonpy.Server(model_repository=repo)
     server.backends.register("testbk", TestBackend())
     with server:
@@ -132,6 +136,17 @@ def test_execute_raising_after_sending_part(server: tritonpy.Server) -> None:
     assert _wait_stats(server, "raise_after", (before[0], before[1] + 1)) == (before[0], before[1] + 1)
     with pytest.raises(TritonError, match="raised after sending"):
         list(server.model("raise_after").infer({"INPUT0": A, "INPUT1": B}))
+
+
+def test_a_model_that_is_not_decoupled_keeps_its_one_response_when_execute_raises_after_it(
+    server: tritonpy.Server,
+) -> None:
+    """The first response wins, as in Triton (its front ends keep a non-decoupled
+    request's first response; NVIDIA's response_sender test): the error execute raised
+    afterwards does not replace it."""
+    (response,) = server.model("raise_after_one").infer({"INPUT0": A, "INPUT1": B}, raise_on_error=False)
+    assert response.error is None and response.parameters["index"] == 0
+    np.testing.assert_array_equal(response.outputs["OUTPUT0"].to_numpy(), A + B)
 
 
 @pytest.mark.parametrize("model", ["addsub", "addsub_batched", "decoupled", "sender_one"])

@@ -25,7 +25,7 @@ def test_a_sender_is_made_on_first_read_only() -> None:
     assert sender is not None and not sender.closed
     assert second.response_sender is sender  # the same one on every read
     assert jobs[0].request._sender is None and jobs[2].request._sender is None
-    assert not batch.any_final()
+    assert not batch.any_sent()
 
 
 def test_after_close_every_sender_is_closed_and_the_batch_let_go() -> None:

@@ -530,7 +530,7 @@ class LoadedVersion:
             if not isinstance(error, TritonError):
                 log.error("execute of model '%s' on '%s' raised", self.name, instance.name, exc_info=error)
                 error = TritonError.internal(f"{type(error).__name__}: {error}")
-            if senders.any_final():
+            if senders.any_sent():
                 # Part of the batch was already answered through senders.
                 senders.fail_open(error)
                 senders.execute_returned()

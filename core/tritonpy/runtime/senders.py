@@ -249,10 +249,17 @@ class SenderBatch:
         if complete:
             self._record()
 
-    def any_final(self) -> bool:
-        """Whether some request already sent FINAL (one whose sender was never made did not)."""
+    def any_sent(self) -> bool:
+        """Whether some request already sent a response or FINAL through its sender (one
+        whose sender was never made did not)."""
         senders = self._senders
-        return senders is not None and any(sender is not None and sender.closed for sender in senders)
+        if senders is None:
+            return False
+        return (
+            any(sender is not None and sender.closed for sender in senders)
+            or any(held is not None for held in self._held)
+            or any(self._answered)
+        )
 
     def close(self) -> None:
         """``execute`` returned the responses itself: the senders are not used."""
@@ -274,12 +281,17 @@ class SenderBatch:
                     sender.close()
 
     def fail_open(self, error: TritonError) -> None:
-        """``execute`` raised: end every request that has not sent FINAL with ``error``."""
+        """``execute`` raised: end every request that has not sent FINAL with ``error``;
+        a request of a model that is not decoupled that sent its one response ends with
+        that response (the first response wins, as Triton's front ends keep the first)."""
         for index in range(len(self._jobs)):
             sender = self._sender_at(index)
             if not sender.closed:
+                sent = not self._decoupled and self._held[index] is not None
                 try:
-                    sender.send(InferenceResponse.from_error(error), RESPONSE_COMPLETE_FINAL)
+                    sender.send(
+                        None if sent else InferenceResponse.from_error(error), RESPONSE_COMPLETE_FINAL
+                    )
                 except TritonError:  # closed by the backend meanwhile
                     pass
 
