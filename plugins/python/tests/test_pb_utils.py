@@ -282,6 +282,78 @@ def test_sender_refuses_after_final() -> None:
     assert sent == [0, 1]
 
 
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+def _received(sent: list[Any], decoupled: bool) -> Any:
+    """A request as ``execute`` receives it, whose sender records what it sends."""
+    request = pb_utils.InferenceRequest(model_name="m")
+    request._make_sender = lambda r: pb_utils.InferenceResponseSender(
+        lambda response, flags: sent.append((r, response, flags)), r, decoupled
+    )
+    return request
+
+
+def test_a_sender_refuses_what_triton_s_refuses() -> None:
+    """A model that is not decoupled sends one response (then FINAL, or with it); the
+    error is raised in the model, in Triton's words (NVIDIA's response_sender test)."""
+    sent: list[Any] = []
+    sender = _received(sent, decoupled=False).get_response_sender()
+    with pytest.raises(pb_utils.TritonModelException) as raised:
+        sender.send(flags=FINAL)
+    assert raised.value.message() == (
+        "Unable to send response. Non-decoupled model cannot send complete final before sending a response."
+    )
+    sender.send(pb_utils.InferenceResponse())
+    with pytest.raises(pb_utils.TritonModelException) as raised:
+        sender.send(pb_utils.InferenceResponse())
+    assert (
+        raised.value.message()
+        == "Unable to send response. Non-decoupled model cannot send more than one response."
+    )
+    sender.send(flags=FINAL)
+    assert [flags for _, _, flags in sent] == [0, FINAL]
+    decoupled = _received(sent, decoupled=True).get_response_sender()
+    for _ in range(3):
+        decoupled.send(pb_utils.InferenceResponse())
+    decoupled.send(flags=FINAL)
+    with pytest.raises(pb_utils.TritonModelException, match="Response sender has been closed"):
+        decoupled.send(pb_utils.InferenceResponse())
+
+
+def test_what_execute_returns_is_checked_as_triton_checks_it() -> None:
+    from triton_python_backend_utils._host import ContractError, check_responses
+
+    sent: list[Any] = []
+    requests = [_received(sent, decoupled=False) for _ in range(3)]
+    answers = [pb_utils.InferenceResponse() for _ in requests]
+    assert check_responses(answers, requests, "m_0", False) == answers  # the usual case
+    with pytest.raises(
+        ContractError, match="^Python model 'm_0' is using the decoupled mode and the execute"
+    ):
+        check_responses(answers, requests, "m_0", True)
+    with pytest.raises(
+        ContractError, match="^Expected an 'InferenceResponse' object in the execute function"
+    ):
+        check_responses([answers[0], "no", answers[2]], requests, "m_0", False)
+    # A request left to its response sender (None in the list): the responses returned go
+    # through the senders as each request's last, and a request answered neither way gets
+    # an error rather than waiting for ever.
+    requests = [_received(sent, decoupled=False) for _ in range(3)]
+    requests[1].get_response_sender().send(pb_utils.InferenceResponse())
+    sent.clear()
+    assert check_responses([answers[0], None, None], requests, "m_0", False) is None
+    assert [(r, response, flags) for r, response, flags in sent][0] == (requests[0], answers[0], FINAL)
+    assert sent[1][0] is requests[2] and sent[1][2] == FINAL and sent[1][1].has_error()
+    assert "returned None for a request it did not answer" in sent[1][1].error().message()
+    requests[1].get_response_sender().send(flags=FINAL)  # its sender answers it, later
+    # A response returned for a request whose sender already sent its one response.
+    requests = [_received(sent, decoupled=False)]
+    requests[0].get_response_sender().send(pb_utils.InferenceResponse())
+    with pytest.raises(pb_utils.TritonModelException, match="cannot send more than one response"):
+        check_responses([answers[0]], requests, "m_0", False)
+
+
 def test_bls_outside_a_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     # Outside any server, whatever else runs in this process: a server with in-process
     # Python models that is still serving (another module's fixture) is the interpreter's

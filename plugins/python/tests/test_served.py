@@ -8,6 +8,7 @@ import re
 import threading
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -374,8 +375,11 @@ def test_custom_metrics_and_logging(served: Any, http: Any) -> None:
     out = served.wait_for_output("counter saw 20 values")
     # Triton's layout, its source file and line where the logger's name would be, with the model
     # and version in front: "I1127 11:09:04.924639 4242 counter/1/model.py:21] counter initialized"
-    assert re.search(r"^I\d{4} [\d:.]+ \d+ counter/1/model\.py:28\] counter initialized$", out, re.M)
-    assert re.search(r"^W\d{4} [\d:.]+ \d+ counter/1/model\.py:47\] counter saw 20 values$", out, re.M)
+    source = (Path(__file__).parent / "models" / "counter" / "1" / "model.py").read_text().splitlines()
+    info = 1 + next(i for i, line in enumerate(source) if 'log_info("counter initialized")' in line)
+    warn = 1 + next(i for i, line in enumerate(source) if "log_warn(" in line)
+    assert re.search(rf"^I\d{{4}} [\d:.]+ \d+ counter/1/model\.py:{info}\] counter initialized$", out, re.M)
+    assert re.search(rf"^W\d{{4}} [\d:.]+ \d+ counter/1/model\.py:{warn}\] counter saw 20 values$", out, re.M)
     # Triton's words for a metric whose family was dropped, and for buckets out of order.
     assert "refused: Invalid metric operation as the corresponding 'MetricFamily' has been deleted." in out
     assert "refused: Bucket Boundaries must be strictly sorted" in out

@@ -617,28 +617,47 @@ class InferenceResponse:
 
 
 class InferenceResponseSender:
-    """Sends a request's responses (decoupled models: any number, then FINAL)."""
+    """Sends a request's responses (decoupled models: any number, then FINAL; others:
+    one response, with FINAL or followed by it). Misuse raises as in Triton, at once."""
 
-    def __init__(self, send: Any, request: InferenceRequest) -> None:
+    def __init__(self, send: Any, request: InferenceRequest, decoupled: bool | None = None) -> None:
         self._send = send
         # Only the request's cancellation flag: a reference to the request itself would
         # make a cycle (request -> sender -> request) that keeps its input tensors, and
         # the shared memory under them, alive until the cyclic GC happens to run.
         self._cancelled = request._cancelled
+        self._decoupled = decoupled  # None: not known here, the server checks
+        self._sent = 0
         self._closed = False
         self._lock = threading.Lock()
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException("send() takes a pb_utils.InferenceResponse")
+        if response is None and not flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            raise TritonModelException("Response is None but the FINAL flag is not set")
+        self._count(response, flags)
+        self._send(response, flags)
+
+    def _count(self, response: InferenceResponse | None, flags: int) -> None:
+        """Account for a response about to go (or returned from ``execute``, which
+        counts as sent with FINAL), refusing what Triton's sender refuses."""
         with self._lock:
+            if self._decoupled is False:
+                if response is not None and self._sent > 0:
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send more than one response."
+                    )
+                if response is None and flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL and self._sent == 0:
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send complete final "
+                        "before sending a response."
+                    )
             if self._closed:
                 raise TritonModelException("Unable to send response. Response sender has been closed.")
-            if response is None and not flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
-                raise TritonModelException("Response is None but the FINAL flag is not set")
-            if response is not None and not isinstance(response, InferenceResponse):
-                raise TritonModelException("send() takes a pb_utils.InferenceResponse")
             if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
                 self._closed = True
-        self._send(response, flags)
+            self._sent += 1
 
     def is_cancelled(self) -> bool:
         return self._cancelled.is_set()

@@ -6,13 +6,17 @@ import copy
 import importlib.util
 import inspect
 import itertools
+import json
 import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ._api import InferenceRequest, InferenceResponse, ModelConfig
+from ._api import InferenceRequest, InferenceResponse, ModelConfig, TritonError
+
+#: ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``.
+_FINAL = 1
 
 _counter = itertools.count()
 _OWN = str(Path(__file__).resolve().parent)
@@ -36,12 +40,33 @@ class ContractError(Exception):
     """A model broke the ``TritonPythonModel`` contract; reported without type or frames."""
 
 
-def check_responses(result: Any, requests: list[InferenceRequest]) -> list[InferenceResponse | None]:
-    """What a non-None ``execute`` returned, checked: one ``InferenceResponse`` per request,
-    ``None`` for each request released with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``.
+def is_decoupled(model_config: str) -> bool:
+    """Whether a model's config (as JSON, the ``model_config`` of ``initialize``'s args)
+    makes it decoupled."""
+    try:
+        config = json.loads(model_config)
+    except ValueError:
+        return False
+    policy = config.get("model_transaction_policy") if isinstance(config, dict) else None
+    return bool(isinstance(policy, dict) and policy.get("decoupled"))
 
+
+def check_responses(
+    result: Any, requests: list[InferenceRequest], model: str, decoupled: bool
+) -> list[InferenceResponse | None] | None:
+    """What a non-None ``execute`` returned, checked as Triton checks it: one
+    ``InferenceResponse`` per request, or ``None`` for a request released with
+    ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` or answered through its response sender.
+
+    A list that leaves a request to its sender is answered through the senders: the
+    responses returned go out as each request's last (FINAL), a request left with
+    neither gets an error, and None is returned (as when ``execute`` returns None).
     The wording is Triton's (its messages end in a newline too).
     """
+    if decoupled:
+        raise ContractError(
+            f"Python model '{model}' is using the decoupled mode and the execute function must return None."
+        )
     count = len(requests)
     if not isinstance(result, (list, tuple)):
         raise ContractError(f"Expected a list in the execute return, found type '{type(result)}'.")
@@ -51,18 +76,38 @@ def check_responses(result: Any, requests: list[InferenceRequest]) -> list[Infer
             f"objects. InferenceRequest(s) size is:{count}, and InferenceResponse(s) size "
             f"is:{len(result)}\n"
         )
+    to_senders = False
     for response, request in zip(result, requests):
+        if response is None:
+            to_senders = to_senders or (request._sender is not None and not request._rescheduled)
+            continue
         if request._rescheduled:
-            if response is not None:
-                raise ContractError(
-                    "Expected a None object in the execute function return list for reschduled "
-                    f"request, found type '{type(response)}'."
-                )
-        elif not isinstance(response, InferenceResponse):
             raise ContractError(
-                f"execute must return pb_utils.InferenceResponse objects, got {type(response).__name__}"
+                "Expected a None object in the execute function return list for reschduled "
+                f"request, found type '{type(response)}'."
             )
-    return list(result)
+        if not isinstance(response, InferenceResponse):
+            raise ContractError(
+                "Expected an 'InferenceResponse' object in the execute function return list, "
+                f"found type '{type(response)}'."
+            )
+        if request._sender is not None:
+            request._sender._count(response, _FINAL)  # returned: its last, as Triton counts it
+    if not to_senders:
+        return list(result)
+    for response, request in zip(result, requests):
+        if request._rescheduled or (response is None and request._sender is not None):
+            continue  # handed back, or its sender answers it (maybe later, from a thread)
+        made = request._sender is None
+        sender = request.get_response_sender()
+        if response is None:  # nobody will answer it: say so rather than leave it waiting
+            error = TritonError(f"model '{model}' returned None for a request it did not answer")
+            response = InferenceResponse(error=error)
+            made = True
+        if made:
+            sender._count(response, _FINAL)
+        sender._send(response, _FINAL)
+    return None
 
 
 def load_module(model_file: str | Path) -> ModuleType:

@@ -30,7 +30,7 @@ from ._api import (
 )
 from ._bls import BlsInbox, ResponseIterator, first_response, first_response_async
 from ._convert import bls_request_to_wire, request_from_wire, response_from_wire, response_to_wire
-from ._host import ModelHost, auto_complete, check_responses, error_text
+from ._host import ModelHost, auto_complete, check_responses, error_text, is_decoupled
 from ._reader import LinkReader
 from ._wire import Arena, Link, ResponseDesc
 
@@ -151,6 +151,8 @@ class Stub:
         self.host: ModelHost | None = None
         self.name = ""
         self.version = 1
+        self.instance = ""
+        self.decoupled = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.requests: dict[int, InferenceRequest] = {}
         #: Cancellations read before their request was opened (its batch waits behind
@@ -224,6 +226,8 @@ class Stub:
         try:
             self.name = msg["args"]["model_name"]
             self.version = int(msg["args"]["model_version"])
+            self.instance = msg["args"]["model_instance_name"]
+            self.decoupled = is_decoupled(msg["args"]["model_config"])
             gpu = _device_link(self.link, int(msg.get("gpu") or 0))
             self.host = ModelHost(msg["file"])
             self.host.initialize(msg["args"])
@@ -277,7 +281,9 @@ class Stub:
     def _make_sender(self, request: InferenceRequest) -> InferenceResponseSender:
         """The response sender of ``request``, made when its model first asks for it."""
         token = request._token
-        return InferenceResponseSender(lambda response, flags: self._send(token, response, flags), request)
+        return InferenceResponseSender(
+            lambda response, flags: self._send(token, response, flags), request, self.decoupled
+        )
 
     def _send(self, token: int, response: InferenceResponse | None, flags: int) -> None:
         request = self.requests.get(token)
@@ -291,11 +297,13 @@ class Stub:
         """The "done" message for what ``execute`` returned; ``rs`` lists the requests
         released with RESCHEDULE (their senders end here: a new execution brings new ones)."""
         again = [i for i, request in enumerate(requests) if request._rescheduled]
-        if result is None:
+        responses = (
+            None if result is None else check_responses(result, requests, self.instance, self.decoupled)
+        )
+        if responses is None:  # answered (or to be answered) through the senders
             for i in again:
                 self.requests.pop(requests[i]._token, None)
             return {"op": "done", "b": msg["b"], "r": None, "rs": again}
-        responses = check_responses(result, requests)
         descs: list[ResponseDesc | None] = []
         try:
             for response, request in zip(responses, requests):

@@ -331,7 +331,7 @@ class _Received:
             assert sender is not None
             sender.send(None if response is None else response_from_pb(response, wanted), flags)
 
-        return pb_utils.InferenceResponseSender(send, pb_request)
+        return pb_utils.InferenceResponseSender(send, pb_request, sender.decoupled)
 
 
 def request_to_pb(request: InferenceRequest, all_outputs: list[str]) -> pb_utils.InferenceRequest:

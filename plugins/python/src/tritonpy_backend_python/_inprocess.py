@@ -24,7 +24,7 @@ from triton_python_backend_utils._bls import (
 )
 from triton_python_backend_utils._convert import preferred_memory
 from triton_python_backend_utils._dtypes import _CODE_OF_DTYPE
-from triton_python_backend_utils._host import ModelHost, check_responses, error_text
+from triton_python_backend_utils._host import ModelHost, check_responses, error_text, is_decoupled
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, DirectCall, InferenceRequest, InferenceResponse, TritonError
 
 from ._convert import (
@@ -163,6 +163,7 @@ class InProcessInstance:
         self._error_frames = error_frames
         self._outputs = outputs
         self._args = args
+        self._decoupled = is_decoupled(args["model_config"])
         self.host = self._in_model(ModelHost, model_file)
         self._in_model(self.host.initialize, args)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -260,12 +261,14 @@ class InProcessInstance:
                 and len(pb_requests) == 1
                 and type(response := result[0]) is pb_utils.InferenceResponse
                 and not (pb_request := pb_requests[0])._release_flags & _RESCHEDULE
+                and pb_request._sender is None
+                and not self._decoupled
             ):
                 # ``_responses`` of one request answered (what ``check_responses`` accepts
                 # without a question), inlined; not handed back, so nothing more to do.
                 return [response_from_pb(response, pb_request._requested)]
             else:
-                responses = self._responses(result, pb_requests)
+                responses = self._responses(result, pb_requests, self.name, self._decoupled)
         except Exception as exc:
             raise self._failed(exc) from None
         for request, pb_request in zip(requests, pb_requests):
@@ -302,8 +305,14 @@ class InProcessInstance:
         return execute_error(self.name, error_text(exc.with_traceback(tb)), frames=self._error_frames)
 
     @staticmethod
-    def _responses(result: Any, requests: list[pb_utils.InferenceRequest]) -> list[InferenceResponse | None]:
-        responses = check_responses(result, requests)
+    def _responses(
+        result: Any, requests: list[pb_utils.InferenceRequest], name: str, decoupled: bool
+    ) -> list[InferenceResponse | None] | None:
+        """The core's responses of what ``execute`` returned; None when they went (or
+        go) through the requests' senders (``check_responses``)."""
+        responses = check_responses(result, requests, name, decoupled)
+        if responses is None:
+            return None
         return [
             None if r is None else response_from_pb(r, q._requested)  # requested_output_names()
             for r, q in zip(responses, requests)
@@ -314,7 +323,9 @@ class InProcessInstance:
     ) -> None:
         try:
             result = future.result()
-            responses = None if result is None else self._responses(result, pb_requests)
+            responses = (
+                None if result is None else self._responses(result, pb_requests, self.name, self._decoupled)
+            )
         except Exception as exc:
             responses = [InferenceResponse.from_error(self._failed(exc)) for _ in requests]
         if responses is None:

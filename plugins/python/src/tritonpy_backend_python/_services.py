@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import threading
 from typing import Any
 
+from triton_python_backend_utils._host import is_decoupled
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
     ErrorCode,
@@ -51,7 +51,7 @@ class ServerServices:
             if key in self._warned_none:
                 return
             self._warned_none.add(key)
-            if _decoupled(args):
+            if is_decoupled(args.get("model_config", "{}")):
                 return
         self.logger.warning(
             "execute() of model '%s' version %s returned None while %d request(s) have no final "
@@ -166,11 +166,3 @@ def _bls_error(request: InferenceRequest, error: TritonError) -> TritonError:
             f"request. Model '{name}' is not ready."
         )
     return error
-
-
-def _decoupled(args: dict[str, str]) -> bool:
-    try:
-        config = json.loads(args.get("model_config", "{}"))
-    except ValueError:
-        return False
-    return bool(config.get("model_transaction_policy", {}).get("decoupled", False))
