@@ -163,6 +163,12 @@ def test_arguments_of_the_wrong_type_are_refused_as_triton_s_binding_refuses_the
         lambda: pb_utils.Logger.log_error(None),
         lambda: pb_utils.Logger.log_verbose(None),
     ]
+    # What Triton's binding requires: inputs, requested_output_names and model_name.
+    type_errors += [
+        lambda: pb_utils.InferenceRequest(inputs=[], requested_output_names=["o"]),
+        lambda: pb_utils.InferenceRequest(model_name="m", requested_output_names=["o"]),
+        lambda: pb_utils.InferenceRequest(model_name="m", inputs=[]),
+    ]
     for call in type_errors:
         with pytest.raises(TypeError, match="incompatible function arguments"):
             call()
@@ -273,7 +279,7 @@ def test_model_config_refuses_as_triton_does(change: Any, message: str) -> None:
 
 def test_sender_refuses_after_final() -> None:
     sent = []
-    request = pb_utils.InferenceRequest(model_name="m")
+    request = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[])
     sender = pb_utils.InferenceResponseSender(lambda r, f: sent.append(f), request)
     sender.send(pb_utils.InferenceResponse())
     sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
@@ -287,7 +293,7 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 def _received(sent: list[Any], decoupled: bool) -> Any:
     """A request as ``execute`` receives it, whose sender records what it sends."""
-    request = pb_utils.InferenceRequest(model_name="m")
+    request = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[])
     request._make_sender = lambda r: pb_utils.InferenceResponseSender(
         lambda response, flags: sent.append((r, response, flags)), r, decoupled
     )
@@ -369,8 +375,10 @@ def test_bls_model_name_given_as_bytes_is_utf8() -> None:
     for name in (b"add_sub", np.array([b"add_sub"], dtype=np.object_)[0], np.bytes_(b"add_sub")):
         request = pb_utils.InferenceRequest(model_name=name, inputs=[], requested_output_names=[])
         assert request.model_name() == "add_sub" and type(request.model_name()) is str
-    assert pb_utils.InferenceRequest(model_name="h\u00e9".encode()).model_name() == "h\u00e9"
-    assert pb_utils.InferenceRequest(model_name=np.str_("add_sub")).model_name() == "add_sub"
+    named = pb_utils.InferenceRequest(model_name="h\u00e9".encode(), inputs=[], requested_output_names=[])
+    assert named.model_name() == "h\u00e9"
+    named = pb_utils.InferenceRequest(model_name=np.str_("add_sub"), inputs=[], requested_output_names=[])
+    assert named.model_name() == "add_sub"
 
 
 def test_arena_reuses_and_coalesces_blocks(tmp_path: Path) -> None:
@@ -389,7 +397,8 @@ def test_arena_reuses_and_coalesces_blocks(tmp_path: Path) -> None:
 def test_a_request_with_a_sender_is_freed_without_the_cyclic_gc() -> None:
     gc.disable()
     try:
-        request = pb_utils.InferenceRequest(model_name="m", inputs=[pb_utils.Tensor("X", np.ones(4))])
+        x = pb_utils.Tensor("X", np.ones(4))
+        request = pb_utils.InferenceRequest(model_name="m", inputs=[x], requested_output_names=[])
         request._sender = pb_utils.InferenceResponseSender(lambda r, f: None, request)
         freed = weakref.ref(request)
         del request
@@ -467,7 +476,7 @@ def test_the_rest_of_tritons_api_surface() -> None:
 def _iterator(inbox: Any, cancelled: list[bool], timeout: float | None = None) -> Any:
     from triton_python_backend_utils._bls import ResponseIterator
 
-    request = pb_utils.InferenceRequest(model_name="target")
+    request = pb_utils.InferenceRequest(model_name="target", inputs=[], requested_output_names=[])
     return ResponseIterator(
         inbox,
         lambda r: pb_utils.InferenceResponse(r),

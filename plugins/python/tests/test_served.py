@@ -135,10 +135,11 @@ def test_bls_to_a_decoupled_model_iterates_its_responses(http: Any, caller: str)
 
 @BLS_CALLERS
 def test_bls_to_a_missing_model_is_an_error_response(http: Any, grpc: Any, caller: str) -> None:
-    # Triton's words and code (INTERNAL), passed through by the calling model.
+    # Triton's words and code (INTERNAL), passed through by the calling model (as Triton
+    # words it since 2026: "... Model 'does_not_exist' is not ready." before).
     expected = (
-        "Model does_not_exist - Error when running inference: Failed for execute the inference "
-        "request. Model 'does_not_exist' is not ready."
+        "Model does_not_exist - Error when running inference: Request for unknown model: "
+        "'does_not_exist' is not found"
     )
     with pytest.raises(InferenceServerException) as raised:
         _bls(http, httpclient, "does_not_exist", caller)
@@ -152,10 +153,27 @@ def test_bls_to_a_missing_model_is_an_error_response(http: Any, grpc: Any, calle
 def test_a_bls_call_past_its_timeout_gets_an_error_response(served: Any, http: Any, caller: str) -> None:
     result = http.infer(caller, _inputs(httpclient, X=np.zeros(1, np.float32)))
     message = result.as_numpy("MESSAGE")[0].decode()
-    assert message == "BLS request to model 'busy' got no response within 0.01 s"
+    assert message == "BLS request to model 'sleeper' got no response within 0.01 s"
     # The target is untouched and keeps serving.
-    n = np.array([10], np.int64)
-    assert http.infer("busy", _inputs(httpclient, N=n)).as_numpy("PID")[0] > 0
+    s = np.array([0.0], np.float32)
+    assert http.infer("sleeper", _inputs(httpclient, S=s)).as_numpy("SLEPT")[0] == 0.0
+
+
+def test_bls_from_a_forked_process_is_a_clear_error(http: Any) -> None:
+    """A model's multiprocessing child cannot reach the server (the answer would reach the
+    stub, never the child): it gets an error at once instead of waiting for ever."""
+    result = http.infer("forker", _inputs(httpclient, X=np.zeros(1, np.float32)))
+    message = result.as_numpy("MESSAGE")[0].decode()
+    assert message == (
+        "BLS from a process forked by the model is not supported; use threads or async_exec "
+        "in the stub process itself"
+    )
+    assert http.infer("add_sub", _inputs(httpclient, INPUT0=A, INPUT1=B)).as_numpy("OUTPUT0").tolist() == [
+        11,
+        22,
+        33,
+        44,
+    ]
 
 
 def _stream(grpc_url: str, model: str, inputs: list[Any], **kwargs: Any) -> list[Any]:

@@ -322,6 +322,10 @@ class CancelFlag:
         return self._set
 
 
+#: The default of an argument that has none in Triton's binding (a TypeError if left out).
+_REQUIRED: Any = object()
+
+
 class InferenceRequest:
     """A request: one the model received in ``execute``, or a BLS request it builds.
 
@@ -340,9 +344,9 @@ class InferenceRequest:
         self,
         request_id: str = "",
         correlation_id: int | str = 0,
-        inputs: list[Tensor] | tuple[Tensor, ...] = (),
-        requested_output_names: list[str] | tuple[str, ...] = (),
-        model_name: str | bytes = "",
+        inputs: list[Tensor] | tuple[Tensor, ...] = _REQUIRED,
+        requested_output_names: list[str] | tuple[str, ...] = _REQUIRED,
+        model_name: str | bytes = _REQUIRED,
         model_version: int = -1,
         flags: int = 0,
         timeout: int = 0,
@@ -351,7 +355,8 @@ class InferenceRequest:
         parameters: dict[str, Any] | str | None = None,
     ) -> None:
         # Triton's order of arguments (all of them are usually given by name), and
-        # its binding's checks: TypeError for an argument of the wrong type.
+        # its binding's checks: TypeError for an argument of the wrong type or missing
+        # (``inputs``, ``requested_output_names`` and ``model_name`` have no default).
         # Bytes (NVIDIA's bls example passes ``model_name.as_numpy()[0]``, a
         # numpy bytes_) are UTF-8, as Triton's binding takes them.
         if isinstance(model_name, bytes):
@@ -529,7 +534,14 @@ def _request_arguments(
     timeout: Any,
 ) -> None:
     """A BLS request's arguments checked as Triton's binding checks them: TypeError for
-    a wrong type; an input that is None is a TritonModelException."""
+    a wrong type or a missing one; an input that is None is a TritonModelException."""
+    for name, value in (
+        ("inputs", inputs),
+        ("requested_output_names", requested_output_names),
+        ("model_name", model_name),
+    ):
+        if value is _REQUIRED:
+            raise TypeError(f"InferenceRequest(): incompatible function arguments: {name} is required")
     _argument("InferenceRequest", "request_id", request_id, str)
     if not isinstance(correlation_id, (int, str)):
         _argument("InferenceRequest", "correlation_id", correlation_id, int)

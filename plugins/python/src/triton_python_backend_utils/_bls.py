@@ -72,6 +72,12 @@ class BlsInbox:
                 raise queue.Empty from None
 
 
+#: How long past a BLS request's ``timeout`` its caller still waits: the timeout is
+#: the request's, for the server (a queue policy rejects it with Triton's "Request
+#: timeout expired"), and the server's answer gets this long to arrive before the
+#: caller gives up on it and cancels the request.
+TIMEOUT_GRACE_S = 0.5
+
 #: What ``ResponseIterator.first_arrived`` holds when the first answer never came.
 _TIMED_OUT: Item = (None, -1)
 
@@ -96,6 +102,7 @@ class ResponseIterator:
         self._convert = convert
         self._request = request
         self._timeout = timeout
+        self._wait = None if timeout is None else timeout + TIMEOUT_GRACE_S
         self._cancel = cancel
         self._close = close
         self._finished = False
@@ -109,7 +116,7 @@ class ResponseIterator:
         if self._ahead is not None:
             return self._take_ahead()
         try:
-            item = self._inbox.get(self._timeout)
+            item = self._inbox.get(self._wait)
         except queue.Empty:
             return self._timed_out()
         return self._take(item)
@@ -123,7 +130,7 @@ class ResponseIterator:
         if self._ahead is not None:
             return self._take_ahead()
         try:
-            item = await self._inbox.get_async(self._timeout)
+            item = await self._inbox.get_async(self._wait)
         except queue.Empty:
             return self._timed_out()
         return self._take(item)
@@ -133,7 +140,7 @@ class ResponseIterator:
         the iteration): Triton's ``async_exec(decoupled=True)`` resolves then, and a
         model that goes on with a plain ``for`` blocks its loop no longer than that."""
         try:
-            self._ahead = await self._inbox.get_async(self._timeout)
+            self._ahead = await self._inbox.get_async(self._wait)
         except queue.Empty:
             self._ahead = _TIMED_OUT
         return self

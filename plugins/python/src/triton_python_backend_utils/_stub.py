@@ -42,6 +42,7 @@ class StubRuntime(_runtime.Runtime):
 
     def __init__(self, link: Link) -> None:
         self.link = link
+        self._pid = os.getpid()
         self._calls = itertools.count(1)
         self._waiters: dict[int, Any] = {}
         self._kinds: dict[int, str] = {}
@@ -59,7 +60,17 @@ class StubRuntime(_runtime.Runtime):
         if waiter is not None:
             waiter.put(item)
 
+    def _own_process(self, what: str) -> None:
+        """Refuse a call that needs the server's answer from a process the model forked
+        (``multiprocessing``): the answer would reach the stub, never the child."""
+        if os.getpid() != self._pid:
+            raise TritonModelException(
+                f"{what} from a process forked by the model is not supported; "
+                "use threads or async_exec in the stub process itself"
+            )
+
     def _query(self, what: str, **fields: Any) -> Any:
+        self._own_process(what)
         call = next(self._calls)
         inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._waiters[call] = inbox
@@ -79,6 +90,7 @@ class StubRuntime(_runtime.Runtime):
         self, request: InferenceRequest, decoupled: bool, timeout: float | None, loop: Any
     ) -> ResponseIterator:
         """Send a BLS request; its answers as a ``ResponseIterator``."""
+        self._own_process("BLS")
         call = next(self._calls)
         inbox = BlsInbox(loop)
         self._waiters[call] = inbox

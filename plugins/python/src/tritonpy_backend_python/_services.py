@@ -158,9 +158,14 @@ class ServerServices:
 
 
 def _bls_error(request: InferenceRequest, error: TritonError) -> TritonError:
-    """Triton's wording (and INTERNAL code) for a BLS request to a model that is not there."""
-    if error.code in (ErrorCode.NOT_FOUND, ErrorCode.UNAVAILABLE) and "unknown model" in error.message:
-        name = request.model_name
+    """Triton's wording (and INTERNAL code) for a BLS request to a model that is not
+    there (as Triton words it since 2026; 2.51 said "not ready" for both) or not ready."""
+    if error.code not in (ErrorCode.NOT_FOUND, ErrorCode.UNAVAILABLE):
+        return error
+    name = request.model_name
+    if "unknown model" in error.message:
+        return TritonError.internal(f"Model {name} - Error when running inference: {error.message}")
+    if "is not ready" in error.message or "has no available versions" in error.message:
         return TritonError.internal(
             f"Model {name} - Error when running inference: Failed for execute the inference "
             f"request. Model '{name}' is not ready."

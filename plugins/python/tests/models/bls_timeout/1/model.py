@@ -1,4 +1,5 @@
-# A BLS call with a timeout (microseconds) to a model that takes longer: the error it gets.
+# A BLS call with a timeout (microseconds) to a model that takes far longer: the error it
+# gets (the target has no queue policy to reject it: the caller stops waiting).
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -8,9 +9,9 @@ class TritonPythonModel:
         responses = []
         for _ in requests:
             call = pb_utils.InferenceRequest(
-                model_name="busy",
-                inputs=[pb_utils.Tensor("N", np.array([5_000_000], np.int64))],
-                requested_output_names=["END"],
+                model_name="sleeper",
+                inputs=[pb_utils.Tensor("S", np.array([1.5], np.float32))],
+                requested_output_names=["SLEPT"],
                 timeout=10_000,
             )
             answer = call.exec()
