@@ -514,6 +514,34 @@ def test_response_iterator_plain_and_async() -> None:
     assert asyncio.run(scenario()) == (2, 1) and not cancelled
 
 
+def test_a_finished_response_iterator_iterates_again_from_the_start() -> None:
+    """As Triton's (NVIDIA's bls model, test_response_iterator): the responses are kept;
+    a for loop over a finished iterator yields them all again, and one broken off midway
+    is resumed where it stopped."""
+    from triton_python_backend_utils._bls import BlsInbox
+
+    inbox = BlsInbox()
+    final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+    for i in range(4):
+        inbox.put(([pb_utils.Tensor("OUT", np.array([i], np.int32))], 0))
+    inbox.put((None, final))  # the empty last response, as NVIDIA's square model sends it
+    responses = _iterator(inbox, [])
+
+    def values(iterable: Any) -> list[Any]:
+        return [r.output_tensors()[0].as_numpy()[0] if r.output_tensors() else None for r in iterable]
+
+    assert values([next(responses)]) == [0]
+    assert values(responses) == [1, 2, 3, None]  # the rest
+    assert values(responses) == [0, 1, 2, 3, None]  # again, from the start
+    for count, _ in enumerate(responses, 1):
+        if count == 2:
+            break
+    assert values([next(responses)]) == [2]
+    assert values(responses) == [3, None]  # resumed
+    with pytest.raises(StopIteration):
+        next(responses)
+
+
 def test_response_iterator_timeout_and_cancel() -> None:
     from triton_python_backend_utils._bls import BlsInbox
 

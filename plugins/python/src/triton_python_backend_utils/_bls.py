@@ -84,7 +84,8 @@ _TIMED_OUT: Item = (None, -1)
 
 class ResponseIterator:
     """The responses of a decoupled BLS call, ending with the one that carries FINAL
-    (which may be empty, as in Triton)."""
+    (which may be empty, as in Triton). As Triton's, it keeps them: a finished iterator
+    iterated again yields them all again."""
 
     #: The first answer, read ahead by ``first_arrived`` (then left for the iteration).
     _ahead: Item | None = None
@@ -106,13 +107,30 @@ class ResponseIterator:
         self._cancel = cancel
         self._close = close
         self._finished = False
+        #: Every response read, kept as Triton's iterator keeps them: once finished,
+        #: iterating again (a new ``for``) starts over from the first, unless an
+        #: iteration broken off midway is still to be resumed (``_next``).
+        self._seen: list[InferenceResponse] = []
+        self._next = 0
 
     def __iter__(self) -> ResponseIterator:
+        if self._finished and self._next >= len(self._seen):
+            self._next = 0
         return self
+
+    def _replayed(self) -> InferenceResponse | None:
+        """The next response kept, once finished; None past the last one."""
+        if self._next < len(self._seen):
+            self._next += 1
+            return self._seen[self._next - 1]
+        return None
 
     def __next__(self) -> InferenceResponse:
         if self._finished:
-            raise StopIteration
+            kept = self._replayed()
+            if kept is None:
+                raise StopIteration
+            return kept
         if self._ahead is not None:
             return self._take_ahead()
         try:
@@ -122,11 +140,14 @@ class ResponseIterator:
         return self._take(item)
 
     def __aiter__(self) -> ResponseIterator:
-        return self
+        return self.__iter__()
 
     async def __anext__(self) -> InferenceResponse:
         if self._finished:
-            raise StopAsyncIteration
+            kept = self._replayed()
+            if kept is None:
+                raise StopAsyncIteration
+            return kept
         if self._ahead is not None:
             return self._take_ahead()
         try:
@@ -159,23 +180,28 @@ class ResponseIterator:
 
     def _take(self, item: Item) -> InferenceResponse:
         raw, flags = item
+        response = self._convert(raw) if raw is not None else InferenceResponse()
+        self._seen.append(response)
         if flags & _FINAL:
             self._end()
-        return self._convert(raw) if raw is not None else InferenceResponse()
+        return response
 
     def _timed_out(self) -> InferenceResponse:
         self._cancel()
-        self._end()
-        return InferenceResponse(
+        response = InferenceResponse(
             error=TritonError(
                 f"BLS request to model '{self._request.model_name()}' got no response "
                 f"within {self._timeout} s",
                 TritonError.UNAVAILABLE,
             )
         )
+        self._seen.append(response)
+        self._end()
+        return response
 
     def _end(self) -> None:
         self._finished = True
+        self._next = len(self._seen)
         self._close()
 
     def __del__(self) -> None:
