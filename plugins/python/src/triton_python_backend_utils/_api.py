@@ -352,7 +352,7 @@ class InferenceRequest:
         timeout: int = 0,
         preferred_memory: PreferredMemory | None = None,
         trace: InferenceTrace | None = None,
-        parameters: dict[str, Any] | str | None = None,
+        parameters: dict[str, Any] | None = None,
     ) -> None:
         # Triton's order of arguments (all of them are usually given by name), and
         # its binding's checks: TypeError for an argument of the wrong type or missing
