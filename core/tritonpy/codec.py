@@ -55,6 +55,11 @@ def request_prefix(request_id: object) -> str:
     return f"[request id: {known}] "
 
 
+def already_exists(request_id: object, what: str, name: str) -> TritonError:
+    """Triton's INVALID_ARG for a request naming an input or output (``what``) twice."""
+    return TritonError.invalid_arg(f"{request_prefix(request_id)}{what} '{name}' already exists in request")
+
+
 def array_from_buffer(
     name: str,
     datatype: DataType,

@@ -28,10 +28,10 @@ from ..codec import (
     ByteSizeMismatch,
     InputSizes,
     StringsMismatch,
+    already_exists,
     array_from_buffer,
     array_to_buffer,
     element_count,
-    request_prefix,
     stand_in,
 )
 from ..memory.shared import REGION, SHARED_MEMORY_KEYS, OutputSlot, SystemSharedMemory
@@ -146,7 +146,7 @@ def request_from_proto(
     for entry in entries:
         name = entry.name
         if name in inputs:
-            raise TritonError.invalid_arg(f"{request_prefix(msg.id)}input '{name}' already exists in request")
+            raise already_exists(msg.id, "input", name)
         datatype = _datatype(name, entry.datatype)
         shape = list(entry.shape)
         if shared and name in shared:
@@ -173,10 +173,8 @@ def request_from_proto(
     slots: OutputSlots = None
     outputs: list[RequestedOutput] = []
     for o in msg.outputs:
-        if outputs and any(r.name == o.name for r in outputs):  # Triton's words
-            raise TritonError.invalid_arg(
-                f"{request_prefix(msg.id)}output '{o.name}' already exists in request"
-            )
+        if outputs and any(r.name == o.name for r in outputs):
+            raise already_exists(msg.id, "output", o.name)
         params = parameters_from_proto(o.parameters) if o.parameters else {}
         device: int | None = None
         if params and REGION in params:

@@ -26,6 +26,7 @@ from tritonpy_sdk import (
 from ..codec import (
     ByteSizeMismatch,
     InputSizes,
+    already_exists,
     array_from_buffer,
     array_from_json,
     array_to_buffer,
@@ -194,8 +195,8 @@ def decode_request(
         name = _member(entry, "name", str, _NOT_STRING)
         datatype = _datatype(entry, name)
         shape = _shape(entry)
-        if name in inputs:  # Triton's words
-            raise _bad(f"{request_prefix(request_id)}input '{name}' already exists in request")
+        if name in inputs:
+            raise already_exists(request_id, "input", name)
         if REGION in in_params:
             inputs[name] = _shared(memory).input_tensor(name, datatype, shape, in_params, mismatched)
             continue
@@ -224,8 +225,8 @@ def decode_request(
     outputs_doc = _member(doc, "outputs", list, _NOT_ARRAY) if "outputs" in doc else []
     for entry in outputs_doc:
         name = _member(entry, "name", str, _NOT_STRING)
-        if any(o.name == name for o in outputs):  # Triton's words
-            raise _bad(f"{request_prefix(request_id)}output '{name}' already exists in request")
+        if any(o.name == name for o in outputs):
+            raise already_exists(request_id, "output", name)
         out_params = dict(_typed_parameters(_io_parameters(entry)))
         device: int | None = None
         if out_params and REGION in out_params:

@@ -507,11 +507,9 @@ class InferenceRequest:
         return await _runtime.current().bls_async(self, decoupled, timeout)
 
     def _check_bls(self) -> None:
+        # The constructor checked the inputs' types already.
         if not self._model_name:
             raise TritonModelException("BLS request has no model_name")
-        for tensor in self._inputs:
-            if not isinstance(tensor, Tensor):
-                raise TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
 
 
 def _argument(function: str, name: str, value: Any, kind: type) -> None:

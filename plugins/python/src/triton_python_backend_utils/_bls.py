@@ -78,17 +78,11 @@ class BlsInbox:
 #: caller gives up on it and cancels the request.
 TIMEOUT_GRACE_S = 0.5
 
-#: What ``ResponseIterator.first_arrived`` holds when the first answer never came.
-_TIMED_OUT: Item = (None, -1)
-
 
 class ResponseIterator:
     """The responses of a decoupled BLS call, ending with the one that carries FINAL
     (which may be empty, as in Triton). As Triton's, it keeps them: a finished iterator
     iterated again yields them all again."""
-
-    #: The first answer, read ahead by ``first_arrived`` (then left for the iteration).
-    _ahead: Item | None = None
 
     def __init__(
         self,
@@ -107,101 +101,79 @@ class ResponseIterator:
         self._cancel = cancel
         self._close = close
         self._finished = False
-        #: Every response read, kept as Triton's iterator keeps them: once finished,
-        #: iterating again (a new ``for``) starts over from the first, unless an
-        #: iteration broken off midway is still to be resumed (``_next``).
+        #: Every response arrived, kept as Triton's iterator keeps them, and how many
+        #: of them the iteration has given out: fewer while one read ahead
+        #: (``first_arrived``) or one broken off midway is still to come.
         self._seen: list[InferenceResponse] = []
         self._next = 0
 
     def __iter__(self) -> ResponseIterator:
         if self._finished and self._next >= len(self._seen):
-            self._next = 0
+            self._next = 0  # a new iteration of a finished iterator starts over
         return self
 
-    def _replayed(self) -> InferenceResponse | None:
-        """The next response kept, once finished; None past the last one."""
-        if self._next < len(self._seen):
-            self._next += 1
-            return self._seen[self._next - 1]
-        return None
-
     def __next__(self) -> InferenceResponse:
+        if self._next < len(self._seen):
+            return self._given()
         if self._finished:
-            kept = self._replayed()
-            if kept is None:
-                raise StopIteration
-            return kept
-        if self._ahead is not None:
-            return self._take_ahead()
+            raise StopIteration
         try:
-            item = self._inbox.get(self._wait)
+            item: Item | None = self._inbox.get(self._wait)
         except queue.Empty:
-            return self._timed_out()
-        return self._take(item)
+            item = None
+        self._arrived(item)
+        return self._given()
 
     def __aiter__(self) -> ResponseIterator:
         return self.__iter__()
 
     async def __anext__(self) -> InferenceResponse:
+        if self._next < len(self._seen):
+            return self._given()
         if self._finished:
-            kept = self._replayed()
-            if kept is None:
-                raise StopAsyncIteration
-            return kept
-        if self._ahead is not None:
-            return self._take_ahead()
-        try:
-            item = await self._inbox.get_async(self._wait)
-        except queue.Empty:
-            return self._timed_out()
-        return self._take(item)
+            raise StopAsyncIteration
+        await self.first_arrived()
+        return self._given()
 
     async def first_arrived(self) -> ResponseIterator:
-        """This iterator once its first answer is there (awaited on the loop, left for
+        """This iterator once its next answer is there (awaited on the loop, kept for
         the iteration): Triton's ``async_exec(decoupled=True)`` resolves then, and a
         model that goes on with a plain ``for`` blocks its loop no longer than that."""
         try:
-            self._ahead = await self._inbox.get_async(self._wait)
+            item: Item | None = await self._inbox.get_async(self._wait)
         except queue.Empty:
-            self._ahead = _TIMED_OUT
+            item = None
+        self._arrived(item)
         return self
 
-    def _take_ahead(self) -> InferenceResponse:
-        item = self._ahead
-        self._ahead = None
-        if item is _TIMED_OUT or item is None:
-            return self._timed_out()
-        return self._take(item)
+    def _given(self) -> InferenceResponse:
+        self._next += 1
+        return self._seen[self._next - 1]
+
+    def _arrived(self, item: Item | None) -> None:
+        """Keep an answer (None: none came in time, which ends the call with an error)."""
+        if item is None:
+            self._cancel()
+            error = TritonError(
+                f"BLS request to model '{self._request.model_name()}' got no response "
+                f"within {self._timeout} s",
+                TritonError.UNAVAILABLE,
+            )
+            self._seen.append(InferenceResponse(error=error))
+            self._end()
+            return
+        raw, flags = item
+        self._seen.append(self._convert(raw) if raw is not None else InferenceResponse())
+        if flags & _FINAL:
+            self._end()
 
     def cancel(self) -> None:
         """Ask the target to stop (its remaining responses, if any, still arrive)."""
         if not self._finished:
             self._cancel()
 
-    def _take(self, item: Item) -> InferenceResponse:
-        raw, flags = item
-        response = self._convert(raw) if raw is not None else InferenceResponse()
-        self._seen.append(response)
-        if flags & _FINAL:
-            self._end()
-        return response
-
-    def _timed_out(self) -> InferenceResponse:
-        self._cancel()
-        response = InferenceResponse(
-            error=TritonError(
-                f"BLS request to model '{self._request.model_name()}' got no response "
-                f"within {self._timeout} s",
-                TritonError.UNAVAILABLE,
-            )
-        )
-        self._seen.append(response)
-        self._end()
-        return response
-
     def _end(self) -> None:
         self._finished = True
-        self._next = len(self._seen)
         self._close()
 
     def __del__(self) -> None:

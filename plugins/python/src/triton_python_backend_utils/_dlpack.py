@@ -78,10 +78,24 @@ _GetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_
 )
 
 
+_SetName = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_SetName", _pythonapi)
+)
+
+
+def _unconsumed(capsule: int) -> Any:
+    """The ``DLManagedTensor`` of the capsule object at address ``capsule`` (a destructor's
+    argument, or ``id()`` of one) while it is still named ``dltensor``; else None."""
+    if not _IsValid(capsule, _CAPSULE_NAME):
+        return None
+    return ctypes.cast(_GetPointer(capsule, _CAPSULE_NAME), ctypes.POINTER(_Managed))
+
+
 def _destroy_capsule(capsule: int) -> None:
     """A capsule never consumed (still named ``dltensor``) deletes its tensor itself."""
-    if _IsValid(capsule, _CAPSULE_NAME):
-        _delete(ctypes.cast(_GetPointer(capsule, _CAPSULE_NAME), ctypes.POINTER(_Managed)))
+    managed = _unconsumed(capsule)
+    if managed is not None:
+        _delete(managed)
 
 
 _DESTROY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_destroy_capsule)
@@ -126,22 +140,13 @@ def live_count() -> int:
         return len(_LIVE)
 
 
-# Calls on a capsule object (the prototypes above take the raw pointer a destructor gets).
-_ObjIsValid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _pythonapi)
-)
-_ObjGetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _pythonapi)
-)
-_ObjSetName = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_SetName", _pythonapi)
-)
-
-
 def _managed(dl_capsule: Any) -> Any:
-    if not _ObjIsValid(dl_capsule, _CAPSULE_NAME):
+    """The ``DLManagedTensor`` of an unconsumed capsule object (CPython's ``id`` is its
+    address; ``pythonapi`` is CPython's anyway)."""
+    managed = _unconsumed(id(dl_capsule))
+    if managed is None:
         raise BufferError("not an unconsumed DLPack capsule (named 'dltensor')")
-    return ctypes.cast(_ObjGetPointer(dl_capsule, _CAPSULE_NAME), ctypes.POINTER(_Managed))
+    return managed
 
 
 def capsule_device(dl_capsule: Any) -> tuple[int, int]:
@@ -184,7 +189,7 @@ def import_bfloat16(dl_capsule: Any, dtype: Any) -> np.ndarray[Any, Any] | None:
     shape = tuple(int(t.shape[i]) for i in range(t.ndim))
     strides = tuple(int(t.strides[i]) * 2 for i in range(t.ndim)) if t.strides else None
     address = (t.data or 0) + t.byte_offset
-    _ObjSetName(dl_capsule, _USED_NAME)
+    _SetName(id(dl_capsule), _USED_NAME)
     owner = _Imported(managed, address, shape, strides)
     if not address:  # no elements: numpy refuses a null pointer
         del owner

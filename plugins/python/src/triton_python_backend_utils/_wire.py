@@ -62,6 +62,17 @@ def _write_all(fd: int, data: bytes) -> None:
             poller.poll()
 
 
+def _write_frame(fd: int, data: bytes) -> None:
+    """``data`` as ``Connection.send_bytes`` frames it: a 4-byte big-endian length, or -1
+    and an 8-byte length from 2 GiB on, then the bytes (a small frame in one write)."""
+    size = len(data)
+    if size <= _SMALL_FRAME:  # one write, the common case
+        _write_all(fd, _SHORT.pack(size) + data)
+        return
+    _write_all(fd, _SHORT.pack(size) if size <= 0x7FFFFFFF else _SHORT.pack(-1) + _LONG.pack(size))
+    _write_all(fd, data)
+
+
 #: The most a ``FrameReader`` asks of the socket at once.
 _MAX_CHUNK = 4 << 20
 
@@ -228,24 +239,15 @@ class Link:
                 msg["rel"] = releases
         data = pickle.dumps(msg, protocol=5)
         with self._send_lock:
-            # ``Connection.send_bytes``'s frame (a 4-byte big-endian length, or -1 and an
-            # 8-byte length from 2 GiB on, then the bytes), written here because the
-            # socket may be non-blocking: an event loop that watches it (uvloop) makes
-            # it so, and a frame larger than the socket's buffer then waits for room
-            # rather than failing. Once closed it raises as ``send_bytes`` does
+            # ``Connection.send_bytes``'s frame, written here because the socket may be
+            # non-blocking: an event loop that watches it (uvloop) makes it so, and a
+            # frame larger than the socket's buffer then waits for room rather than
+            # failing. Once closed it raises as ``send_bytes`` does
             # (``Connection.fileno``'s check, read here without its two calls).
             fd = self.conn._handle  # type: ignore[attr-defined]
             if fd is None:
                 raise OSError("handle is closed")
-            size = len(data)
-            if size <= _SMALL_FRAME:  # one write, the common case
-                _write_all(fd, _SHORT.pack(size) + data)
-            elif size <= 0x7FFFFFFF:
-                _write_all(fd, _SHORT.pack(size))
-                _write_all(fd, data)
-            else:
-                _write_all(fd, _SHORT.pack(-1) + _LONG.pack(size))
-                _write_all(fd, data)
+            _write_frame(fd, data)
 
     def recv(self) -> dict[str, Any]:
         return self.take_message(pickle.loads(self.conn.recv_bytes()))
@@ -263,8 +265,7 @@ class Link:
             releases = self._take_releases()
             fd = self.conn._handle  # type: ignore[attr-defined]
             if releases and fd is not None:
-                data = pickle.dumps({"op": "rel", "rel": releases}, protocol=5)
-                _write_all(fd, _SHORT.pack(len(data)) + data)
+                _write_frame(fd, pickle.dumps({"op": "rel", "rel": releases}, protocol=5))
         finally:
             self._send_lock.release()
 

@@ -55,20 +55,23 @@ def execute_error(
     """
     prefix = f"Failed to process the request(s) for model '{instance}', message: "
     log.error("%s%s", prefix, text)
-    if not frames and FRAMES in text:
-        text = text.split(FRAMES, 1)[0]
-    error: TritonError = kind(prefix + text)
+    error: TritonError = kind(prefix + _without_frames(text, frames))
     return error
+
+
+def _without_frames(text: str, frames: bool) -> str:
+    """``text`` (a model's exception, Triton's format) whole, or ``Type: message`` only."""
+    return text if frames or FRAMES not in text else text.split(FRAMES, 1)[0]
 
 
 def strip_frames(instance: str, text: str, what: str, frames: bool) -> str:
     """``text`` (a model's exception, Triton's format) as a client may see it: whole,
     or with ``frames`` false ``Type: message`` only, the frames then logged here so
     the operator still has them."""
-    if frames or FRAMES not in text:
-        return text
-    log.warning("%s of '%s' failed: %s", what, instance, text)
-    return text.split(FRAMES, 1)[0]
+    shown = _without_frames(text, frames)
+    if shown is not text:
+        log.warning("%s of '%s' failed: %s", what, instance, text)
+    return shown
 
 
 def _requested(request: InferenceRequest, all_outputs: list[str]) -> list[str]:
