@@ -282,7 +282,7 @@ def test_a_tensor_larger_than_the_arena_crosses_as_host_data(links: Any) -> None
     values = np.zeros((1 << 20) // 4 + 1, np.float32)
     array, _keep = _on_gpu(values)
     desc = _device_tensor(server, "X", Tensor.on_device("X", array, DataType.FP32))
-    assert desc[3] in ("i", "s")
+    assert desc[3] in ("i", "s", "f")  # as host data (here past the host arena too: a file)
 
 
 def test_the_servers_arenas_are_freed_and_the_stubs_closed_when_the_link_ends(links: Any) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from triton_python_backend_utils._wire import shm_dir
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 pytestmark = pytest.mark.integration
@@ -78,13 +79,14 @@ def test_large_tensors_cross_through_shared_memory(http: Any, grpc: Any) -> None
     np.testing.assert_array_equal(result.as_numpy("LENGTH"), [[20000, 6]])
 
 
-def test_a_tensor_larger_than_the_arenas_travels_inline(http: Any) -> None:
-    """80 MB each way, past the stub's 64 MiB arenas: the tensor crosses inside its
-    message, which is larger than the socket's buffer (the server's end is non-blocking
-    under uvloop, so the write waits for room instead of failing the request). Over
-    HTTP it is also past --http-max-input-size, which binary tensor data is not held to."""
+def test_a_tensor_larger_than_the_arenas_crosses_in_a_file_of_its_own(http: Any, served: Any) -> None:
+    """80 MB each way, past the stub's 64 MiB arenas: the tensor crosses in a
+    shared-memory file of its own, which its reader removes. Over HTTP it is also
+    past --http-max-input-size, which binary tensor data is not held to."""
     x = np.arange(20_000_000, dtype=np.float32)
     np.testing.assert_array_equal(http.infer("double", _inputs(httpclient, X=x)).as_numpy("Y"), 2 * x)
+    left = [p.name for p in Path(shm_dir()).glob(f"tritonpy-{served.proc.pid}-*-*-*")]
+    assert not left  # both tensors' files were removed by their readers
 
 
 def test_strings_batch(grpc: Any) -> None:

@@ -11,6 +11,7 @@ batches in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import queue
@@ -469,11 +470,15 @@ def _failed(batch: int, exc: BaseException) -> dict[str, Any]:
 
 
 def _free_outputs(link: Link, descs: list[ResponseDesc | None] | None) -> None:
-    """Hand back the arena blocks of responses that will not be sent."""
+    """Hand back the arena blocks of responses that will not be sent (and remove
+    the files of those that had files of their own)."""
     for desc in descs or ():
         for tensor in desc[0] if desc is not None else ():
             if tensor[3] == "s":
                 link.mine.free(tensor[4])
+            elif tensor[3] == "f":
+                with contextlib.suppress(OSError):
+                    os.unlink(tensor[4])
             elif tensor[3] == "g" and link.device is not None:
                 device, _, offset = tensor[4]
                 link.device.free((device, offset))

@@ -6,7 +6,10 @@ other side maps it and reads tensors as numpy views in place. A block is
 handed back to its writer when the reader's last view of it is garbage
 collected; the release rides on the reader's next message. Tensors under
 ``INLINE_BYTES`` travel inside the message instead (a copy of a few bytes is
-cheaper than a block), as does anything that does not fit the arena.
+cheaper than a block). A tensor of ``SPILL_BYTES`` or more that does not fit the
+arena gets a shared-memory file of its own, which the reader maps and removes
+at once (its pages go when the reader's last view does); a smaller one travels
+inside the message, as does anything when shared memory is full.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import bisect
 import collections
 import errno
 import functools
+import glob
+import itertools
 import logging
 import mmap
 import os
@@ -78,6 +83,9 @@ _MAX_CHUNK = 4 << 20
 
 #: Tensors smaller than this travel inside the control message.
 INLINE_BYTES = 4096
+#: Tensors from this size on that do not fit the arena get a file of their own
+#: (smaller ones travel inline: a file costs a few syscalls on each side).
+SPILL_BYTES = 1 << 20
 _ALIGN = 64
 #: Pages of an arena are reserved this much at a time, ahead of their first write.
 _RESERVE_STEP = 4 << 20
@@ -85,7 +93,8 @@ _RESERVE_STEP = 4 << 20
 log = logging.getLogger("tritonpy.backend.python")
 
 #: A tensor on the wire: (name, datatype, shape, where, a, b) with where "i" (a = bytes),
-#: "s" (a = offset, b = byte size in the sender's arena) or "g" (GPU memory: a = (device,
+#: "s" (a = offset, b = byte size in the sender's arena), "f" (a = path of a shared-memory
+#: file of its own, b = byte size; the reader removes it) or "g" (GPU memory: a = (device,
 #: IPC handle of the sender's device arena on it, offset), b = byte size; ``_device``).
 TensorDesc = tuple[str, str, tuple[int, ...], str, Any, int]
 #: A request of an "exec" message: (token, id, correlation id, flags, timeout µs, parameters,
@@ -99,6 +108,16 @@ ResponseDesc = tuple[list[TensorDesc], tuple[str, int] | None, dict[str, Any]]
 
 def shm_dir() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") else os.environ.get("TMPDIR", "/tmp")
+
+
+def remove_spills(arena_path: str) -> None:
+    """Remove the files of tensors written beside the arena at ``arena_path`` that no
+    reader took (their message was never read: a process died in between)."""
+    for path in glob.glob(glob.escape(arena_path) + "-*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 class Blocks:
@@ -171,6 +190,7 @@ class Arena(Blocks):
         self.path = path
         self._reserved = 0  # bytes from the start whose pages are reserved
         self._warned = False
+        self._spills = itertools.count()
 
     def _reserve(self, end: int) -> bool:
         """Make sure the pages up to ``end`` exist (in steps of ``_RESERVE_STEP``)."""
@@ -183,21 +203,47 @@ class Arena(Blocks):
             if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                 self._reserved = self.size  # a file system that cannot reserve: write as is
                 return True
-            if not self._warned:
-                self._warned = True
-                log.warning(
-                    "shared memory for Python-backend tensors is full (%s: %s); tensors now travel "
-                    "inside messages, which is slower. Give %s more room (docker: --shm-size).",
-                    os.path.dirname(self.path),
-                    exc.strerror,
-                    os.path.dirname(self.path),
-                )
+            self._full(exc)
             return False
         except AttributeError:  # no posix_fallocate on this platform
             self._reserved = self.size
             return True
         self._reserved = target
         return True
+
+    def _full(self, exc: OSError) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "shared memory for Python-backend tensors is full (%s: %s); tensors now travel "
+                "inside messages, which is slower. Give %s more room (docker: --shm-size).",
+                os.path.dirname(self.path),
+                exc.strerror,
+                os.path.dirname(self.path),
+            )
+
+    def spill(self, nbytes: int) -> tuple[str, mmap.mmap] | None:
+        """A new shared-memory file of ``nbytes`` beside the arena, its pages reserved,
+        and a writable map of it; None when shared memory has no room for it."""
+        path = f"{self.path}-{next(self._spills)}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, nbytes)
+            try:
+                os.posix_fallocate(fd, 0, nbytes)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                    self._full(exc)
+                    os.unlink(path)
+                    return None
+            except AttributeError:  # no posix_fallocate on this platform
+                pass
+            return path, mmap.mmap(fd, nbytes)
+        except BaseException:
+            os.unlink(path)
+            raise
+        finally:
+            os.close(fd)
 
     def __del__(self) -> None:
         fd = getattr(self, "_fd", -1)
@@ -301,24 +347,35 @@ class Link:
             items = elements(array)
             nbytes = encoded_size(items)
             offset = self.mine.alloc(nbytes) if nbytes >= INLINE_BYTES else None
-            if offset is None:
-                buf = bytearray(nbytes)
-                encode_into(items, memoryview(buf))
-                return (name, datatype, shape, "i", buf, nbytes)
-            encode_into(items, memoryview(self.mine.map)[offset : offset + nbytes])
-            return (name, datatype, shape, "s", offset, nbytes)
+            if offset is not None:
+                encode_into(items, memoryview(self.mine.map)[offset : offset + nbytes])
+                return (name, datatype, shape, "s", offset, nbytes)
+            spill = self.mine.spill(nbytes) if nbytes >= SPILL_BYTES else None
+            if spill is not None:  # its map closes with its last reference, as below
+                encode_into(items, memoryview(spill[1]))
+                return (name, datatype, shape, "f", spill[0], nbytes)
+            buf = bytearray(nbytes)
+            encode_into(items, memoryview(buf))
+            return (name, datatype, shape, "i", buf, nbytes)
         array = np.ascontiguousarray(array)
         nbytes = array.nbytes
         offset = self.mine.alloc(nbytes) if nbytes >= INLINE_BYTES else None
-        if offset is None:
-            return (name, datatype, shape, "i", bytearray(array.tobytes()), nbytes)
-        target = np.frombuffer(self.mine.map, dtype=array.dtype, count=array.size, offset=offset)
-        np.copyto(target, array.reshape(-1), casting="no")
-        return (name, datatype, shape, "s", offset, nbytes)
+        if offset is not None:
+            target = np.frombuffer(self.mine.map, dtype=array.dtype, count=array.size, offset=offset)
+            np.copyto(target, array.reshape(-1), casting="no")
+            return (name, datatype, shape, "s", offset, nbytes)
+        spill = self.mine.spill(nbytes) if nbytes >= SPILL_BYTES else None
+        if spill is not None:
+            target = np.frombuffer(spill[1], dtype=array.dtype, count=array.size)
+            np.copyto(target, array.reshape(-1), casting="no")
+            return (name, datatype, shape, "f", spill[0], nbytes)
+        return (name, datatype, shape, "i", bytearray(array.tobytes()), nbytes)
 
     def get(self, desc: TensorDesc) -> np.ndarray[Any, Any]:
         """The array a descriptor names: a view of the peer's arena, released when dropped."""
         _, datatype, shape, where, a, nbytes = desc
+        if where == "f":
+            return self._get_spill(desc)
         if datatype == "BYTES":
             if where == "i":
                 return deserialize_bytes_tensor(a).reshape(shape)
@@ -334,6 +391,25 @@ class Link:
         array = np.frombuffer(self.theirs.map, dtype=dtype, count=count, offset=a)
         weakref.finalize(array.base, self._releases.append, a)
         return array.reshape(shape)
+
+    @staticmethod
+    def _get_spill(desc: TensorDesc) -> np.ndarray[Any, Any]:
+        """A tensor in a file of its own: mapped, and the file removed (its pages stay
+        while the returned array, or a view of it, lives)."""
+        name, datatype, shape, _, path, nbytes = desc
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as exc:
+            raise OSError(f"the shared memory of tensor '{name}' is gone: {exc}") from None
+        try:
+            os.unlink(path)
+            mapped = mmap.mmap(fd, nbytes)
+        finally:
+            os.close(fd)
+        if datatype == "BYTES":
+            return deserialize_bytes_tensor(mapped).reshape(shape)
+        dtype = _numpy_dtype(datatype)
+        return np.frombuffer(mapped, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
 
 
 class FrameReader:

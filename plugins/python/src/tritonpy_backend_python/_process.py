@@ -28,7 +28,7 @@ from typing import Any
 
 from triton_python_backend_utils import _cuda
 from triton_python_backend_utils._device import DeviceLink
-from triton_python_backend_utils._wire import Arena, FrameReader, Link, shm_dir
+from triton_python_backend_utils._wire import Arena, FrameReader, Link, remove_spills, shm_dir
 from tritonpy_sdk import (
     RESPONSE_COMPLETE_FINAL,
     DeviceMemory,
@@ -69,6 +69,8 @@ def _remove_leftovers() -> None:
             os.unlink(path)
         except OSError:
             pass
+    # Tensors' files of their own that no stub read (``_wire.Arena.spill``).
+    remove_spills(os.path.join(shm_dir(), f"tritonpy-{os.getpid()}"))
     _LEFT_PROCS.clear()
     _LEFT_FILES.clear()
 
@@ -854,6 +856,9 @@ class StubProcess:
             # The stub (``link``'s) has exited: nothing maps our device arenas any more,
             # and its arenas are closed here before a restarted stub's are opened.
             link.device.close()
+        if link is not None:  # files of tensors that the stub sent or was sent, unread
+            remove_spills(link.mine.path)
+            remove_spills(link.theirs.path)
         if was_alive and not self._stopping and not self._recycled:
             log.error("the stub of '%s' exited (%s); its requests fail and it restarts", self.name, code)
         self._control.put({"op": "died", "code": code})
