@@ -580,3 +580,71 @@ def test_no_caller_runs_its_request_where_the_batcher_must_decide(make, batching
     h = make(batching=batching)
     assert _infer_here(h, "r").error is None
     assert h.backend.threads[0].startswith("tritonpy-")
+
+
+def test_triton_delay_scheduler_holds_the_first_batch_until_that_many_are_queued(
+    make, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``TRITONSERVER_DELAY_SCHEDULER=3``, the switch NVIDIA's batcher tests set: with no
+    queue delay the first request would run alone; held, the first three go together.
+    Once released the batcher never holds again."""
+    monkeypatch.setenv("TRITONSERVER_DELAY_SCHEDULER", "3")
+    h = make()
+    h.send("r0")
+    h.send("r1")
+    settle()
+    assert h.backend.batches == []
+    h.send("r2")
+    h.wait_for("r0", "r1", "r2")
+    h.send("r3")
+    h.wait_for("r3")
+    assert h.backend.batches == [["r0", "r1", "r2"], ["r3"]]
+
+
+@pytest.mark.parametrize(("text", "count"), [("", 0), ("6", 6), (" 2x", 2), ("abc", 0), ("-4", 0), ("+3", 3)])
+def test_the_delay_switch_is_read_as_triton_reads_it(
+    monkeypatch: pytest.MonkeyPatch, text: str, count: int
+) -> None:
+    from tritonpy.scheduler.dynamic import held_until
+
+    monkeypatch.setenv("TRITONSERVER_DELAY_SCHEDULER", text)
+    assert held_until() == count
+
+
+PREFERRED_2_6 = "preferred_batch_size: [2, 6] "
+
+
+def test_a_request_at_or_past_the_largest_preferred_size_goes_at_once(make) -> None:  # type: ignore[no-untyped-def]
+    # NVIDIA's test_static_batch_gt_max_preferred: 7 rows, preferred [2, 6], max 8.
+    h = make(batching=PREFERRED_2_6 + LONG_DELAY, max_batch=8)
+    h.send("seven", batch=7)
+    h.wait_for("seven")
+
+
+def test_a_batch_is_cut_before_the_request_that_takes_it_past_the_largest_preferred(make) -> None:  # type: ignore[no-untyped-def]
+    h = make(batching=PREFERRED_2_6 + LONG_DELAY, max_batch=8)
+    h.send("hold", batch=6)
+    assert h.backend.holding.wait(30)
+    h.send("a", batch=4)
+    h.send("b", batch=4)  # 8 would fit max_batch_size, but passes 6
+    h.backend.release.set()
+    h.wait_for("a")
+    settle()
+    h.send("c", batch=2)  # 4 + 2: preferred
+    h.wait_for("b", "c")
+    assert h.batches_after_hold() == [["a"], ["b", "c"]]
+
+
+@pytest.mark.parametrize(("delay", "batches"), [(0, [6, 1]), (1, [7])])
+def test_once_the_delay_is_up_everything_that_fits_goes(make, delay: int, batches: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """As Triton: a preferred size cuts the batch while the oldest request may still
+    wait; past its delay (1 µs here, long gone once the instance is free) the whole
+    batch goes. Without a delay there is none to be past: the cut stays."""
+    h = make(batching=f"{PREFERRED_2_6} max_queue_delay_microseconds: {delay}", max_batch=8)
+    h.send("hold", batch=6)
+    assert h.backend.holding.wait(30)
+    for rid in _ids(7):
+        h.send(rid)
+    h.backend.release.set()
+    h.wait_for(*_ids(7))
+    assert [len(b) for b in h.batches_after_hold()] == batches

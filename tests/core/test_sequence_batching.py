@@ -639,3 +639,55 @@ def test_requests_of_different_shapes_never_share_a_batch(tmp_path: Path, strate
     finally:
         backend.gate.set()
         server.stop()
+
+
+def test_oldest_cuts_at_a_preferred_size_without_waiting_out_the_delay(make: Any) -> None:
+    """As Triton's dynamic batcher: three sequences queued, preferred [1, 2], a long
+    delay: 2 go at once (not 3 once the delay is up), then the last alone."""
+    h = make(
+        instances=1,
+        by_corrid=True,
+        strategy="oldest { max_candidate_sequences: 4 preferred_batch_size: [ 1, 2 ] "
+        "max_queue_delay_microseconds: 60000000 }",
+    )
+    h.backend.gate = threading.Event()
+    threads = [_in_thread(h.infer, 1, sequence_id=1, sequence_start=True)[0]]
+    time.sleep(0.1)  # sequence 1 executes (held at the gate); the others queue behind it
+    threads += [_in_thread(h.infer, 1, sequence_id=s, sequence_start=True)[0] for s in (2, 3, 4)]
+    time.sleep(0.2)
+    h.backend.gate.set()
+    for t in threads:
+        t.join(30)
+    assert [len(b) for _, b in h.backend.batches] == [1, 2, 1]
+
+
+def test_triton_delay_scheduler_holds_a_direct_batch_until_that_many_are_queued(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITONSERVER_DELAY_SCHEDULER", "3")
+    h = make(instances=1, by_corrid=True)
+    threads = []
+    for s in (1, 2, 3):
+        threads.append(_in_thread(h.infer, s, sequence_id=s, sequence_start=True)[0])
+        time.sleep(0.1)
+        assert s == 3 or not h.backend.batches  # held: without it 1 would run alone
+    for t in threads:
+        t.join(30)
+    assert [sorted(c for c, *_ in b) for _, b in h.backend.batches] == [[1, 2, 3]]
+
+
+def test_triton_backlog_delay_holds_until_the_backlog_has_that_many(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITONSERVER_DELAY_SCHEDULER", "1")
+    monkeypatch.setenv("TRITONSERVER_BACKLOG_DELAY_SCHEDULER", "1")
+    h = make(instances=1, max_batch=1, by_corrid=True)  # one slot: sequence 2 waits in the backlog
+    first, box = _in_thread(h.infer, 1, sequence_id=1, sequence_start=True)
+    first.join(0.3)
+    assert first.is_alive() and not h.backend.batches  # one queued, but none in the backlog
+    second, box2 = _in_thread(h.infer, 10, sequence_id=2, sequence_start=True)
+    first.join(30)
+    assert box == [1]
+    assert h.infer(5, sequence_id=1, sequence_end=True) == 6
+    second.join(30)
+    assert box2 == [10]

@@ -5,10 +5,12 @@ arrival order from the highest non-empty priority level (1 is highest), then
 lower levels, while they may share a batch (``EqualInputs``: the same shapes
 past the batch dimension unless an input allows ragged batches, the same
 shape tensor values) and the batch stays within ``max_batch_size``; a request that
-carries its own batch counts by its batch size. The largest preferred batch
-size that can be formed is sent at once; without one, an incomplete batch
-waits until its oldest request has waited ``max_queue_delay_microseconds``
-(or until it cannot grow). Queue policies: ``max_queue_size`` rejects arrivals
+carries its own batch counts by its batch size. The batch is cut at its largest
+preferred size, and before the request that would take it past the largest
+preferred size, and sent at once; a batch that reaches the largest preferred
+size or cannot grow goes at once too; any other waits until its oldest request
+has waited ``max_queue_delay_microseconds``, and then everything that fits goes
+(``_form``, after Triton's ``GetDynamicBatch``). Queue policies: ``max_queue_size`` rejects arrivals
 into a full level, timeouts (``default_timeout_microseconds`` or, when
 ``allow_timeout_override``, the request's ``timeout`` parameter) either reject
 expired requests (REJECT) or move them behind the rest (DELAY).
@@ -49,6 +51,8 @@ import asyncio
 import functools
 import itertools
 import logging
+import os
+import re
 import threading
 import time
 from collections import deque
@@ -72,6 +76,16 @@ log = logging.getLogger(__name__)
 _BATCHER = -1
 #: What ``DynamicBatcher._step`` decided.
 _RUN, _AGAIN, _REJECT, _WAIT, _EXIT = range(5)
+#: How often a held batcher (``held_until``) counts its queue, as Triton's does.
+_HOLD_POLL_NS = 10_000_000
+
+
+def held_until(variable: str = "TRITONSERVER_DELAY_SCHEDULER") -> int:
+    """``TRITONSERVER_DELAY_SCHEDULER`` (or ``variable``): Triton's switch for tests that
+    need requests queued together, read as its ``atoi`` reads it (0 when unset or not a
+    number)."""
+    number = re.match(r"\s*[+-]?\d+", os.environ.get(variable, ""))
+    return max(0, int(number.group())) if number else 0
 
 
 @dataclass(frozen=True)
@@ -256,6 +270,9 @@ class DynamicBatcher(Scheduler):
         #: Whether an arrival wakes the batch former only when it changes its decision
         #: (``enqueue``): one queue, no queue timeouts, no limiter, a delay.
         self._preferred = frozenset(config.preferred_batch_sizes)
+        #: The size past which a batch is cut (``_form``): the largest preferred one (as
+        #: Triton's config completion makes it, the maximum batch size when none is given).
+        self._largest_preferred = max(config.preferred_batch_sizes, default=config.max_batch_size)
         self._quiet = self._lead and levels == 1 and config.max_queue_delay_ns > 0
         #: Whether a caller that blocks for its answer may run its request itself
         #: (``run_here``) when nothing is queued and an instance is idle: with no queue
@@ -264,6 +281,11 @@ class DynamicBatcher(Scheduler):
         self.can_run_here = (
             self._lead and not self._inline and nowait is None and config.max_queue_delay_ns == 0
         ) and not config.preserve_ordering
+        #: Triton's testing switch: no batch until this many requests are queued (0: off).
+        self._hold = held_until()
+        if self._hold:
+            log.debug("delaying the batcher of '%s' until %d queued requests", model_name, self._hold)
+            self._inline = self.can_run_here = False  # every batch is formed by ``_step``
         self._open = False
         self._threads: list[threading.Thread] = []
 
@@ -415,14 +437,14 @@ class DynamicBatcher(Scheduler):
             return
         # In quiet mode the batch former sleeps until the oldest request's delay is up; an
         # arrival changes that only when it opens the queue or ends the wait early: the
-        # batch is full or of a preferred size (the queue's earlier sums are none: they
-        # would have been sent), or it cannot take this request. Every other arrival
+        # batch reaches a preferred size or passes the largest (the queue's earlier sums
+        # did neither: they would have been sent), or it cannot take this request. Every other arrival
         # waking it would cost a thread switch per request.
         if not self._quiet or (
             self._idle
             and (
                 len(pending) == 1
-                or self._rows >= self.config.max_batch_size
+                or self._rows >= self._largest_preferred
                 or self._rows in self._preferred
                 or entry.shape_key != pending[0].shape_key
             )
@@ -481,6 +503,12 @@ class DynamicBatcher(Scheduler):
             return _EXIT, None
         wait_ns = None
         waits_for_resources = False
+        if self._hold and pending and self._open:  # stopping: what is queued runs
+            if sum(map(len, self._levels.values())) < self._hold:
+                pending = False
+                wait_ns = _HOLD_POLL_NS
+            else:
+                self._hold = 0
         if pending and self._idle:
             batch, wait_ns = self._form(now)
             if batch is not None:
@@ -589,35 +617,42 @@ class DynamicBatcher(Scheduler):
 
     def _form(self, now: int) -> tuple[list[_Entry] | None, int | None]:
         """The batch to send now (still queued: ``_remove`` takes it), or (None, ns to
-        wait before it is due)."""
+        wait before it is due). Triton's ``GetDynamicBatch``, for an idle instance:
+
+        - requests join in queue order while the batch has their shape and room;
+        - the batch is cut at its largest preferred size, and before the request that
+          takes it past the largest preferred size: sent at once, unless the oldest
+          request's delay is up (then everything that fits goes);
+        - a batch that cannot grow (the next request does not fit or has another
+          shape) or has reached the largest preferred size goes at once;
+        - else it waits for the oldest request's delay (none: it goes at once).
+        """
         cfg = self.config
         take: list[_Entry] = []
         total = 0
-        blocked = False  # the next request cannot join: the batch cannot grow
+        best = 0  # requests in the batch cut at a preferred size (0: none)
+        cannot_grow = False
+        preferred = self._preferred
+        largest = self._largest_preferred
         for entry in self._candidates():
-            if take and (entry.shape_key != take[0].shape_key or total + entry.size > cfg.max_batch_size):
-                blocked = True
-                break
+            if take:
+                if total + entry.size > largest and not best:
+                    best = len(take)
+                if total + entry.size > cfg.max_batch_size or entry.shape_key != take[0].shape_key:
+                    cannot_grow = True
+                    break
             take.append(entry)
             total += entry.size
-            if total >= cfg.max_batch_size:
-                break
+            if total in preferred:
+                best = len(take)
         if not take:
             return None, None
-        send = take
-        if cfg.preferred_batch_sizes:
-            sums = list(itertools.accumulate(e.size for e in take))
-            for size in reversed(cfg.preferred_batch_sizes):
-                if size in sums:
-                    send = take[: sums.index(size) + 1]
-                    break
-            else:
-                send = []
-        if send and (total >= cfg.max_batch_size or cfg.preferred_batch_sizes):
-            return send, None
-        oldest = min(e.job.arrival_ns for e in take)
-        due = oldest + cfg.max_queue_delay_ns
-        if blocked or total >= cfg.max_batch_size or now >= due:
+        delay = cfg.max_queue_delay_ns
+        due = min(e.job.arrival_ns for e in take) + delay
+        delay_is_up = delay != 0 and now >= due
+        if best and not delay_is_up:
+            return take[:best], None
+        if cannot_grow or total >= largest or delay == 0 or delay_is_up:
             return take, None
         return None, due - now
 

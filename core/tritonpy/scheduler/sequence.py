@@ -74,7 +74,7 @@ from ._deadline import DeadlineWait, precise_timeouts
 from ._equal_inputs import EqualInputs
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused, stopped
 from .contract import Scheduler
-from .dynamic import _Ordered
+from .dynamic import _HOLD_POLL_NS, _Ordered, held_until
 from .inline import NowaitRunner
 
 log = logging.getLogger(__name__)
@@ -343,6 +343,14 @@ class SequenceBatcher(Scheduler):
             self._corrid_range = (int(info.min), high)
         #: The ids of iterative sequences started without one (Triton counts from 1).
         self._next_id = 1
+        #: Triton's testing switches: no batch until this many requests are queued
+        #: (``TRITONSERVER_DELAY_SCHEDULER``, per worker; 0: off) and, with it, this
+        #: many in the backlog (``TRITONSERVER_BACKLOG_DELAY_SCHEDULER``); ``_held``.
+        hold = held_until()
+        self._hold = [hold] * len(self._instances)
+        self._backlog_hold = held_until("TRITONSERVER_BACKLOG_DELAY_SCHEDULER") if hold else 0
+        #: What each held worker last counted in its slots (``_held``).
+        self._hold_counts = [0] * len(self._instances)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -548,6 +556,9 @@ class SequenceBatcher(Scheduler):
                     if self._running[index]:  # its batch is still running (``_nowait``)
                         wake.wait()
                         continue
+                    if self._hold[index] and self._open and self._held(index):
+                        self._waits.wait(wake, _HOLD_POLL_NS / 1e9)
+                        continue
                     now = time.monotonic_ns()
                     batch, wait_ns = self._form(index, now)
                     if batch is not None:
@@ -579,6 +590,24 @@ class SequenceBatcher(Scheduler):
             if not started:
                 self._ended(index, batch)
             batch = jobs = None  # type: ignore[assignment]  # not kept alive while idle
+
+    def _held(self, index: int) -> bool:
+        """Whether worker ``index`` is still held by ``TRITONSERVER_DELAY_SCHEDULER``
+        (the lock is held), counted as Triton counts: ``oldest``, the requests in the
+        instance's own slots (its batcher is a dynamic batcher of its own); ``direct``,
+        what every worker counted in its slots when it last looked, and the backlog.
+        Once it is not, it never is again."""
+        queued = sum(len(seq.jobs) for seq in self._slots[index] if seq is not None)
+        if self.config.oldest:
+            held = queued < self._hold[index]
+        else:
+            self._hold_counts[index] = queued
+            held = sum(self._hold_counts) < self._hold[index] or (
+                self._backlog_hold > 0 and sum(len(seq.jobs) for seq in self._backlog) < self._backlog_hold
+            )
+        if not held:
+            self._hold[index] = 0
+        return held
 
     def _ended(self, index: int, batch: list[_Entry]) -> None:
         """Instance ``index`` finished ``batch``: its sequences may go on (or end)."""
@@ -618,15 +647,19 @@ class SequenceBatcher(Scheduler):
             if equal.matters:  # only those that may share the oldest one's batch
                 first = equal.key(slots[heads[0]].jobs[0].request)  # type: ignore[union-attr]
                 heads = [k for k in heads if equal.key(slots[k].jobs[0].request) == first]  # type: ignore[union-attr]
+            # As Triton's dynamic batcher (``DynamicBatcher._form``) with requests of one:
+            # the largest preferred size reached goes at once; past the oldest request's
+            # delay, or when full, or with no delay, all that fit go; else they wait.
             limit = max(1, cfg.max_batch_size)
             count = min(len(heads), limit)
             preferred = [p for p in cfg.preferred_batch_sizes if p <= count]
-            if count < limit and cfg.max_queue_delay_ns and not (preferred and preferred[-1] == count):
-                due = slots[heads[0]].jobs[0].arrival_ns + cfg.max_queue_delay_ns  # type: ignore[union-attr]
-                if now < due:
-                    return None, due - now
-            elif preferred and count < limit:
+            delay = cfg.max_queue_delay_ns
+            due = slots[heads[0]].jobs[0].arrival_ns + delay  # type: ignore[union-attr]
+            delay_is_up = delay != 0 and now >= due
+            if preferred and not delay_is_up:
                 count = preferred[-1]
+            elif count < limit and delay and not delay_is_up:
+                return None, due - now
             batch: list[_Entry] = []
             for k in heads[:count]:
                 seq = slots[k]
