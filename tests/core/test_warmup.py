@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tritonpy
 from tritonpy_sdk import (
     InferenceRequest,
@@ -53,7 +55,9 @@ model_warmup [ {warmup} ]
     )
 
 
-def test_warmup_samples_run_on_every_instance_before_ready(tmp_path: Path) -> None:
+def test_warmup_samples_run_on_every_instance_before_ready(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """As Triton 2.51 runs them (observed): a sample of batch size N is N requests of one
     item each, without an id, executed together (a data file holds one item); a sample of
     batch size 0 is skipped."""
@@ -72,8 +76,13 @@ def test_warmup_samples_run_on_every_instance_before_ready(tmp_path: Path) -> No
     backend = Seen()
     server = tritonpy.Server(model_repository=tmp_path)
     server.backends.register("seen", backend)
+    caplog.set_level(logging.DEBUG, "tritonpy.loading")
     with server:
         assert server.model("warm").ready()
+        # Triton's verbose lines, which NVIDIA's L0_warmup looks for in the log.
+        runs = [r.getMessage() for r in caplog.records if "is running warmup sample" in r.getMessage()]
+        assert "model 'warm' instance warm_0_1 is running warmup sample 'zeros' for iteration 2" in runs
+        assert len(runs) == 2 * (2 + 1)  # per instance: "zeros" twice, "file" once
         warm = backend.calls  # no request has been sent yet
         assert sorted({c[0] for c in warm}) == ["warm_0_0", "warm_0_1"]
         assert [c for c in warm if c[0] == "warm_0_0"] == [("warm_0_0", "", (1, 3), 0.0)] * 4 + [

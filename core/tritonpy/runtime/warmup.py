@@ -9,6 +9,7 @@ the model UNAVAILABLE with the reason.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +22,8 @@ from tritonpy_sdk.host import BackendHooks, execute_collect
 from ..codec import array_from_buffer
 from ..config import model_config_pb2
 from ..hostpolicy import HostPolicy, bound
+
+log = logging.getLogger("tritonpy.loading")
 
 
 def _array(
@@ -95,7 +98,14 @@ def run_warmup(
             array = _array(name, datatype, spec, shape, model_dir / "warmup", rng)
             inputs[name] = Tensor(name, array, datatype)
         for instance in instances:
-            for _ in range(max(1, sample.count)):
+            for iteration in range(1, max(1, sample.count) + 1):
+                log.debug(  # Triton's verbose line, which NVIDIA's L0_warmup looks for
+                    "model '%s' instance %s is running warmup sample '%s' for iteration %d",
+                    config.name,
+                    instance.name,
+                    sample.name,
+                    iteration,
+                )
                 requests = [
                     InferenceRequest(model_name=config.name, model_version=0, inputs=dict(inputs))
                     for _ in range(sample.batch_size)
