@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 
-def folder_stamp(path: Path) -> str:
+def folder_stamp(path: Path, skip: Path | None = None) -> str:
     """A digest of the names, sizes and modification times of everything under
-    ``path`` (hidden entries left out, as the repository scan leaves them out).
+    ``path`` (hidden entries left out, as the repository scan leaves them out;
+    ``skip``, a file, too: the config, for ``files_stamp``).
 
     Two equal stamps mean nothing Triton looks at changed: the config, label
     files, version folders and the model files in them. A folder that cannot be
@@ -21,7 +22,7 @@ def folder_stamp(path: Path) -> str:
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             here = os.path.relpath(root, path)
             for name in sorted(files):
-                if name.startswith("."):
+                if name.startswith(".") or (skip is not None and os.path.join(root, name) == str(skip)):
                     continue
                 try:
                     st = os.stat(os.path.join(root, name))

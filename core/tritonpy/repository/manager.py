@@ -38,12 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tritonpy_sdk import ErrorCode, TritonError
+from tritonpy_sdk import ErrorCode, ModelInstance, TritonError
 
 from ..model_version import parse_version
 from ..runtime.ensemble_plan import MemberState
+from ..runtime.instance_update import needs_reload
 from ..runtime.loading import LoadRecord, ModelLoader
-from ..runtime.model import LoadedVersion, ModelState
+from ..runtime.model import LoadedVersion, ModelState, finalize_quietly
 from ..scheduler import remaining
 from ._layout import RepoEntry, scan_repositories
 from ._stamp import folder_stamp
@@ -59,6 +60,9 @@ MODES = ("none", "explicit", "poll")
 
 #: Triton's answer to a load or unload the control mode does not allow.
 _NOT_ALLOWED = "explicit model load / unload is not allowed if polling is enabled"
+#: How long a model update's load waits for the previous instances to finish their
+#: requests and the removed ones to be finalized (they go on after it, should it pass).
+_UPDATE_WAIT_S = 60.0
 
 
 def check_load_name(name: str) -> None:
@@ -534,6 +538,8 @@ class ModelManager:
             # loaded (and that serves without an override) leaves it as it is.
             log.info("model '%s' is unchanged since it was loaded; nothing to reload", name)
             return
+        if old is not None and self._update_in_place(mdir, override, old, stamp):
+            return
         record = self._load(mdir, override, stamp)
         failure = record.failure()
         if failure is not None and old is not None and old.versions:
@@ -566,6 +572,88 @@ class ModelManager:
             self._retire(list(old.versions.values()), override=old.override)
         if failure is not None:
             raise _load_failed(record, failure)
+
+    def _update_in_place(
+        self, mdir: RepoEntry, override: Override | None, old: LoadRecord, stamp: str
+    ) -> bool:
+        """Triton's model update: when only the instance groups (or the version policy)
+        of a serving model changed, and none of its files, keep the model and the
+        instances the new groups keep; start the new ones and finalize the rest
+        (``ModelLoader.update_version``). Whether it did; False: a reload is needed
+        (or the config cannot be read: the reload says why). The caller holds the
+        model's lock; a failed update raises, and the model serves on as it was."""
+        previous = old.read_config
+        if (
+            previous is None
+            or not old.versions
+            or old.failure() is not None
+            or (override is not None and override.folder is not None)
+            or (old.override is not None and old.override.folder is not None)
+            or any(mv.sequence or mv.state is not ModelState.READY for mv in old.versions.values())
+        ):
+            return False
+        try:
+            config, written = self._loader.read_config(mdir, override)
+            files = folder_stamp(mdir.path, skip=mdir.config_path)
+            if (
+                files != old.files_stamp
+                or needs_reload(
+                    previous, old.read_written, config, written, [mv.config for mv in old.versions.values()]
+                )
+                or set(self._loader.versions_to_load(mdir, config)) != set(old.versions)
+            ):
+                return False
+        except Exception:  # the reload reads it again, and reports what is wrong
+            return False
+        updated: dict[int, tuple[LoadedVersion, list[ModelInstance]]] = {}
+        try:
+            for version, mv in old.versions.items():
+                updated[version] = self._loader.update_version(mv, config)
+        except Exception as exc:
+            for new, _ in updated.values():  # what did start for other versions stops again
+                before = old.versions[new.version]
+                kept = {id(inst) for inst in (*before.instances, *before.passive_instances)}
+                for inst in (*new.instances, *new.passive_instances):
+                    if id(inst) not in kept:
+                        finalize_quietly(new.hooks, "instance_finalize", instance=inst)
+            reason = exc.message if isinstance(exc, TritonError) else f"{type(exc).__name__}: {exc}"
+            log.error("updating the instances of '%s' failed; it serves on as it was: %s", mdir.key, reason)
+            raise TritonError.invalid_arg(f"load failed for model '{mdir.name}': {reason}") from None
+        record = LoadRecord(
+            mdir.name,
+            mdir.path,
+            versions={v: new for v, (new, _) in updated.items()},
+            stamp=stamp,
+            override=override,
+            retired=old.retired,
+            namespace=old.namespace,
+            read_config=config,
+            read_written=written,
+            files_stamp=files,
+        )
+        for new, _ in updated.values():
+            new.hold()
+        self._put(record)
+
+        def take_over() -> None:
+            try:
+                for version, (new, removed) in updated.items():
+                    new.take_over(old.versions[version], removed)
+                    log.info("successfully updated the instances of '%s' version %d", mdir.key, version)
+            finally:
+                if old.override is not None and old.override is not override:
+                    old.override.remove()
+                with self._unloading_lock:
+                    self._unloading.discard(threading.current_thread())
+
+        # On a thread of its own, joined for a while: the previous instances finish
+        # their requests first, and one of those may be the model's own BLS load.
+        thread = threading.Thread(target=take_over, name="tritonpy-update", daemon=True)
+        with self._unloading_lock:
+            self._unloading.add(thread)
+        thread.start()
+        thread.join(_UPDATE_WAIT_S)
+        return True
 
     def _load(self, mdir: RepoEntry, override: Override | None = None, stamp: str = "") -> LoadRecord:
         """Load ``mdir`` into a new record stamped with its folder as it was before the

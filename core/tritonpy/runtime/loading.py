@@ -45,6 +45,7 @@ from ..memory import PinnedPool
 from ..metrics._config import not_customizable
 from ..options import ServerOptions
 from ..repository import RepoEntry, model_key, read_labels, select_versions, version_dirs
+from ..repository._stamp import folder_stamp
 from ..repository.agents import run_agents
 from ..repository.overrides import Override
 from ..scheduler.ensemble import EnsembleScheduler, Submit
@@ -52,12 +53,16 @@ from ..scheduler.ratelimiter import Need, RateLimiter
 from .backend_runtime import check_runtime
 from .backends import KNOWN_FILES, BackendRegistry, install_hint
 from .ensemble_plan import ENSEMBLE_BACKEND, ENSEMBLE_HOOKS, MemberLookup, plan_ensemble
+from .instance_update import match, signature
 from .model import LoadedVersion, ModelState, finalize_quietly
 from .spec import IOSpec
 from .warmup import run_warmup
 
 # The name it had before runtime/ existed: log lines and users' logging filters name it.
 log = logging.getLogger("tritonpy.loading")
+
+#: An instance and the instance group it belongs to.
+Slot = tuple[Any, ModelInstance]
 
 
 @dataclass(eq=False)
@@ -88,6 +93,12 @@ class LoadRecord:
     #: (poll mode), so it no longer answers to its name, as Triton forgets its
     #: identifier then (``namespaces.lookup_key``).
     removed: bool = False
+    #: The config it was loaded from, as read (before auto-complete), and the stamp of
+    #: its folder but that config: what tells a model update from a reload
+    #: (``ModelLoader.update_version``). None for an ensemble or a load that failed early.
+    read_config: ModelConfig | None = None
+    read_written: dict[str, Any] = field(default_factory=dict)
+    files_stamp: str = ""
 
     @property
     def key(self) -> str:
@@ -161,6 +172,8 @@ class ModelLoader:
                 raise
             if config.platform == ENSEMBLE_PLATFORM:
                 return self._load_ensemble(record, mdir, config, members)
+            record.read_config, record.read_written = _copy_config(config), written
+            record.files_stamp = folder_stamp(mdir.path, skip=mdir.config_path)
             hooks, backend, versions = self._prepare(mdir, config)
         except Exception as exc:  # any failure is this model's reason, never the server's end
             record.error = _reason(exc)
@@ -185,6 +198,92 @@ class ModelLoader:
                         record.failed[version],
                     )
         return record
+
+    def read_config(self, mdir: RepoEntry, override: Override | None) -> tuple[ModelConfig, dict[str, Any]]:
+        """The config a load of ``mdir`` (with ``override``) would start from, and as the user
+        wrote it (TritonError or ConfigError when it cannot be read)."""
+        return self._read_config(mdir, override)
+
+    def versions_to_load(self, mdir: RepoEntry, config: ModelConfig) -> list[int]:
+        """The versions a load of ``mdir`` with ``config`` (as read) would bring."""
+        return _select_versions(mdir, config, list(version_dirs(mdir.path)))
+
+    def update_version(
+        self, old: LoadedVersion, read: ModelConfig
+    ) -> tuple[LoadedVersion, list[ModelInstance]]:
+        """``old`` with the instance groups of ``read`` (a config as read, equal to the one
+        ``old`` loaded from but for those): the same model (no ``model_initialize``),
+        the serving instances the new groups keep, and new ones for the rest, started
+        and warmed up here. Returns the new version, not serving yet (``LoadedVersion.hold``
+        and ``take_over``), and the instances of ``old`` it leaves out, to finalize once
+        ``old`` has finished its requests. TritonError when the new groups are invalid or
+        an instance fails to start (then nothing changed)."""
+        hooks, model = old.hooks, old.model
+        gpus = devices.gpu_count()
+        config = _copy_config(old.config)
+        config.ClearField("instance_group")
+        config.instance_group.extend(read.instance_group)
+        if read.HasField("version_policy"):
+            config.version_policy.CopyFrom(read.version_policy)
+        source = str(model.repository_path / "config.pbtxt")
+        fill_defaults(
+            config,
+            default_kind=hooks.info.default_instance_kind,
+            default_count=hooks.info.default_instance_count,
+            gpu_count=gpus,
+            backend_gpu=ask_gpu_support(hooks, model.backend, model) if gpus else GpuSupport(),
+            source=source,
+        )
+        validate_config(config, source=source, folder_name=old.name)
+        slots = self._slots(model, config, gpus)
+        found = match(
+            [*old.instances, *old.passive_instances],
+            old.signatures,
+            [(signature(group, inst.device_id), inst) for group, inst in slots],
+        )
+        slots = [(group, inst) for (group, _), inst in zip(slots, found.instances, strict=True)]
+        policies = self._host_policies(slots)
+        self._equip(found.added, gpus)
+        started: list[ModelInstance] = []
+        try:
+            self._init_instances(hooks, found.added, started, hooks.info.parallel_instance_init, policies)
+            run_warmup(
+                hooks, config, model.repository_path, [i for i in found.added if not i.passive], policies
+            )
+        except TritonError:
+            for inst in started:
+                finalize_quietly(hooks, "instance_finalize", instance=inst)
+            raise
+        needs: dict[str, Need] = {}
+        if self._rate_limiter is not None:
+            needs = self._needs([(group, inst) for group, inst in slots if not inst.passive])
+            for need in needs.values():
+                self._rate_limiter.register(need)
+        model.config = config_to_dict(config)
+        for inst in found.added:
+            log.info("model '%s' version %d: instance %s started", old.name, old.version, inst.name)
+        mv = LoadedVersion(
+            name=old.name,
+            version=old.version,
+            config=config,
+            config_dict=model.config,
+            spec=old.spec,
+            hooks=hooks,
+            model=model,
+            instances=[inst for inst in found.instances if not inst.passive],
+            passive_instances=[inst for inst in found.instances if inst.passive],
+            namespace=old.namespace,
+            labels=old.labels,
+            load_seconds=old.load_seconds,
+            cache=old.cache,
+            rate_limiter=self._rate_limiter if any(n.resources for n in needs.values()) else None,
+            needs=needs,
+            device_tensors=old.device_tensors,
+            host_policies=policies,
+            stats=old.stats,
+            signatures={inst.name: signature(group, inst.device_id) for group, inst in slots},
+        )
+        return mv, found.removed
 
     def _read_config(self, mdir: RepoEntry, override: Override | None) -> tuple[ModelConfig, dict[str, Any]]:
         """The model's config: the load's override, else its config file (``config.pbtxt``,
@@ -310,14 +409,10 @@ class ModelLoader:
         )
         spec = IOSpec.from_config(model.config, version)
         labels = self._labels(mdir, version, model.config)
-        instances = self._instances(model, config, gpus)
-        policies = self._host_policies(config, instances)
-        pool = self._pinned if gpus and self._pinned is not None and self._pinned.enabled else None
-        for inst in instances:
-            if inst.kind == "KIND_GPU" and pool is not None:
-                inst.host_allocator = pool.allocate
-            if inst.kind == "KIND_GPU" and gpus:
-                inst.device_memory = self._device_memory
+        slots = self._slots(model, config, gpus)
+        instances = [inst for _, inst in slots]
+        policies = self._host_policies(slots)
+        self._equip(instances, gpus)
         call_hook(hooks, "model_initialize", model=model)
         started: list[ModelInstance] = []
         try:
@@ -333,7 +428,7 @@ class ModelLoader:
             raise
         needs: dict[str, Need] = {}
         if self._rate_limiter is not None:
-            needs = self._needs(config, active)
+            needs = self._needs([(group, inst) for group, inst in slots if not inst.passive])
             for need in needs.values():
                 self._rate_limiter.register(need)
         if config.response_cache.enable and self._cache is None:
@@ -362,6 +457,7 @@ class ModelLoader:
             # Device-resident inputs come from CUDA regions (or GPU outputs of ensemble steps).
             device_tensors=gpus > 0,
             host_policies=policies,
+            signatures={inst.name: signature(group, inst.device_id) for group, inst in slots},
         )
         mv.start()
         return mv
@@ -438,25 +534,19 @@ class ModelLoader:
         return labels
 
     @staticmethod
-    def _needs(config: ModelConfig, instances: list[ModelInstance]) -> dict[str, Need]:
+    def _needs(slots: list[Slot]) -> dict[str, Need]:
         """Each instance's rate-limiter resources, from its instance group."""
         needs: dict[str, Need] = {}
-        by_name = {inst.name: inst for inst in instances}
-        for group in config.instance_group:
+        for group, inst in slots:
             limiter = group.rate_limiter
             resources = tuple((r.name, int(r.count), bool(getattr(r, "global"))) for r in limiter.resources)
-            # Exactly this group's instances (named as _instances names them): a
-            # prefix match would also give group "g"'s resources to "g_big_0".
-            devices = len(group.gpus) if group.Kind.Name(group.kind) == "KIND_GPU" else 1
-            for index in range(group.count * devices):
-                inst = by_name.get(f"{group.name}_{index}")
-                if inst is not None:
-                    needs[inst.name] = Need(resources, inst.device_id, int(limiter.priority) or 1)
+            needs[inst.name] = Need(resources, inst.device_id, int(limiter.priority) or 1)
         return needs
 
     @staticmethod
-    def _instances(model: Model, config: ModelConfig, gpus: int) -> list[ModelInstance]:
-        instances: list[ModelInstance] = []
+    def _slots(model: Model, config: ModelConfig, gpus: int) -> list[Slot]:
+        """The instances ``config``'s instance groups ask for (not initialized), each with its group."""
+        slots: list[Slot] = []
         for group in config.instance_group:
             kind = group.Kind.Name(group.kind)
             if kind == "KIND_GPU":
@@ -477,25 +567,33 @@ class ModelLoader:
                         instance.artifact_filename = model.cc_model_filename(
                             devices.compute_capability(device)
                         )
-                    instances.append(instance)
+                    slots.append((group, instance))
                     index += 1
-        if not instances:
+        if not slots:
             raise TritonError.invalid_arg(f"model '{model.name}' has no instances to run")
-        return instances
+        return slots
 
-    def _host_policies(self, config: ModelConfig, instances: list[ModelInstance]) -> dict[str, HostPolicy]:
+    def _host_policies(self, slots: list[Slot]) -> dict[str, HostPolicy]:
         """The ``--host-policy`` of each instance that has one (by instance name)."""
         defined = self._options.host_policies
         if not defined:
             return {}
-        groups = {group.name: group for group in config.instance_group}
         policies: dict[str, HostPolicy] = {}
-        for inst in instances:
-            group = groups.get(inst.name.rpartition("_")[0])
-            name = policy_name(inst.kind, inst.device_id, group.host_policy if group is not None else "")
+        for group, inst in slots:
+            name = policy_name(inst.kind, inst.device_id, group.host_policy)
             if name in defined:
                 policies[inst.name] = defined[name]
         return policies
+
+    def _equip(self, instances: list[ModelInstance], gpus: int) -> None:
+        """Give GPU instances the server's pinned pool (their batches are gathered there)
+        and device memory."""
+        pool = self._pinned if gpus and self._pinned is not None and self._pinned.enabled else None
+        for inst in instances:
+            if inst.kind == "KIND_GPU" and pool is not None:
+                inst.host_allocator = pool.allocate
+            if inst.kind == "KIND_GPU" and gpus:
+                inst.device_memory = self._device_memory
 
     @staticmethod
     def _init_instances(
@@ -528,6 +626,12 @@ class ModelLoader:
                     first_error = first_error or exc
             if first_error is not None:
                 raise first_error
+
+
+def _copy_config(config: ModelConfig) -> ModelConfig:
+    copied = ModelConfig()
+    copied.CopyFrom(config)
+    return copied
 
 
 def _select_versions(mdir: RepoEntry, config: ModelConfig, available: list[int]) -> list[int]:

@@ -50,6 +50,7 @@ from ..scheduler import (
 )
 from ..scheduler.ratelimiter import Need, RateLimiter
 from .cache import cache_key
+from .instance_update import HeldQueue
 from .responses import finish_response
 from .senders import SenderBatch
 from .spec import IOSpec
@@ -118,6 +119,9 @@ class LoadedVersion:
     host_policies: dict[str, HostPolicy] = field(default_factory=dict)
     #: Its repository under model namespacing ("" without): metrics label it ``namespace``.
     namespace: str = ""
+    #: Each instance's signature (``instance_update.signature``), by instance name: what a
+    #: model update keeps of it.
+    signatures: dict[str, bytes] = field(default_factory=dict)
     state: ModelState = ModelState.LOADING
     reason: str = ""
     stats: ModelStatistics = field(default_factory=ModelStatistics)
@@ -156,6 +160,10 @@ class LoadedVersion:
     direct: bool = field(init=False, default=False)
     #: ``DefaultScheduler.hold`` of the direct lane's scheduler.
     _hold: Callable[[], tuple[ModelInstance, threading.Lock] | None] | None = field(
+        init=False, repr=False, default=None
+    )
+    #: While ``hold`` holds requests: the scheduler and capabilities ``take_over`` restores.
+    _held: tuple[Scheduler, Callable[[Job], bool] | None, Callable[[Job], None] | None, bool] | None = field(
         init=False, repr=False, default=None
     )
 
@@ -221,6 +229,42 @@ class LoadedVersion:
         assert self._scheduler is not None
         self._scheduler.start()
         self.state = ModelState.READY
+
+    def hold(self) -> None:
+        """Serve from now on, holding requests until ``take_over`` starts the scheduler (a
+        model update: the version it replaces still runs some of its instances)."""
+        assert self._scheduler is not None
+        self._held = (self._scheduler, self._run_here, self._reschedule, self.direct)
+        self._run_here = self._reschedule = None
+        self.direct = False
+        self._scheduler = HeldQueue(self.name)
+        self.state = ModelState.READY
+
+    def take_over(
+        self, previous: LoadedVersion, removed: Sequence[ModelInstance], deadline: float | None = None
+    ) -> None:
+        """Replace ``previous``, the same model with other instances (after ``hold``, once
+        lookups find this version): ``previous`` finishes what it queued (until
+        ``deadline``, a ``time.monotonic()`` value), its ``removed`` instances are
+        finalized, and the requests held meanwhile go to this version's scheduler. No
+        instance ever runs for both versions' schedulers at once."""
+        held = self._scheduler
+        assert isinstance(held, HeldQueue) and self._held is not None
+        previous.retire()
+        if previous._scheduler is not None:
+            previous._scheduler.stop(deadline)
+            previous._scheduler = None
+            previous._run_here = previous._reschedule = None
+        for inst in removed:
+            finalize_quietly(self.hooks, "instance_finalize", instance=inst)
+        previous.state = ModelState.UNAVAILABLE
+        previous.reason = "unloaded"
+        scheduler, run_here, reschedule, direct = self._held
+        self._held = None
+        scheduler.start()
+        held.release(scheduler)
+        self._scheduler = scheduler
+        self._run_here, self._reschedule, self.direct = run_here, reschedule, direct
 
     def _rejected(self, job: Job, reason: str) -> None:
         """A queued request the scheduler gave up on (timeout): count it as a failure."""

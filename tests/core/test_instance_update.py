@@ -1,0 +1,235 @@
+"""Triton's model update: a load that changes only the instance groups keeps the model
+and the instances the new groups keep, starts the new ones and finalizes the rest
+(NVIDIA's L0_model_update checks these counts); anything else reloads the model."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonpy
+from tritonpy_sdk import InferenceRequest, InferenceResponse, Model, ModelInstance, TritonError, hookimpl
+from tritonpy_testbackend import CpuBackend
+
+
+class Counting(CpuBackend):
+    """Echo; counts model and instance (de)initializations, and which instance ran what."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.live: list[str] = []
+        self.ran: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @hookimpl
+    def model_initialize(self, model: Model) -> None:
+        self.calls["model_initialize"] += 1
+
+    @hookimpl
+    def model_finalize(self, model: Model) -> None:
+        self.calls["model_finalize"] += 1
+
+    @hookimpl
+    def instance_initialize(self, instance: ModelInstance) -> None:
+        if instance.model.parameters.get("fail_new") and self.calls["instance_initialize"] >= 1:
+            raise TritonError.internal("no room for another instance")
+        with self._lock:
+            self.calls["instance_initialize"] += 1
+            self.live.append(instance.name)
+
+    @hookimpl
+    def instance_finalize(self, instance: ModelInstance) -> None:
+        with self._lock:
+            self.calls["instance_finalize"] += 1
+            self.live.remove(instance.name)
+
+    @hookimpl
+    def execute(
+        self, instance: ModelInstance, requests: Sequence[InferenceRequest]
+    ) -> list[InferenceResponse]:
+        with self._lock:
+            self.ran[instance.name] += 1
+        return self.echo(requests)
+
+
+def _config(groups: str, extra: str = "") -> str:
+    return f"""
+backend: "counting"
+max_batch_size: 4
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 2 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 2 ] }} ]
+instance_group [ {groups} ]
+{extra}
+"""
+
+
+CPU = "{{ count: {n} kind: KIND_CPU }}"
+
+
+class Harness:
+    def __init__(self, root: Path, groups: str, extra: str = "") -> None:
+        self.folder = root / "m"
+        (self.folder / "1").mkdir(parents=True)
+        (self.folder / "1" / "model.bin").write_bytes(b"weights")
+        self.write(groups, extra)
+        self.backend = Counting()
+        self.server = tritonpy.Server(model_repository=root, model_control_mode="explicit", load_model=["m"])
+        self.server.backends.register("counting", self.backend)
+        self.server.start()
+
+    def write(self, groups: str, extra: str = "") -> None:
+        (self.folder / "config.pbtxt").write_text(_config(groups, extra))
+
+    def infer(self) -> np.ndarray:
+        x = np.array([[1, 2]], np.float32)
+        return self.server.model("m").predict({"X": x})["Y"]
+
+    def counts(self) -> tuple[int, int, int, int]:
+        c = self.backend.calls
+        return c["model_initialize"], c["model_finalize"], c["instance_initialize"], c["instance_finalize"]
+
+
+def _eventually(check: Callable[[], bool]) -> None:
+    """Wait (up to 30 s) for ``check``: a reload finalizes what it replaced on a thread."""
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Iterator[Any]:
+    made: list[Harness] = []
+
+    def factory(groups: str, extra: str = "") -> Harness:
+        h = Harness(tmp_path / str(len(made)), groups, extra)
+        made.append(h)
+        return h
+
+    yield factory
+    for h in made:
+        h.server.stop()
+
+
+def test_adding_and_removing_instances_keeps_the_model_and_the_instances_kept(make: Any) -> None:
+    h = make(CPU.format(n=2))
+    assert h.counts() == (1, 0, 2, 0)
+    h.write(CPU.format(n=3))
+    h.server.load_model("m")
+    assert h.counts() == (1, 0, 3, 0)  # one instance started; the model and the others stay
+    assert sorted(h.backend.live) == ["m_0_0", "m_0_1", "m_0_2"]
+    h.infer()
+    h.write(CPU.format(n=1))
+    h.server.load_model("m")
+    assert h.counts() == (1, 0, 3, 2)  # two finalized by the time the load returns
+    assert h.backend.live == ["m_0_0"]
+    np.testing.assert_array_equal(h.infer(), [[1, 2]])
+    config = h.server.model_config("m")
+    assert [(g["count"], g["kind"]) for g in config["instance_group"]] == [(1, "KIND_CPU")]
+    h.server.unload_model("m")
+    h.server.stop()
+    assert h.counts() == (1, 1, 3, 3)
+
+
+def test_an_unchanged_instance_group_in_other_words_changes_nothing(make: Any) -> None:
+    # Triton's signature: a group's settings but its name and count. Two groups of one
+    # CPU instance each are the one group of two, renamed.
+    h = make('{ name: "a" count: 2 kind: KIND_CPU }')
+    h.write('{ name: "b" count: 1 kind: KIND_CPU }, { name: "c" count: 1 kind: KIND_CPU }')
+    h.server.load_model("m")
+    assert h.counts() == (1, 0, 2, 0)
+    assert sorted(h.backend.live) == ["a_0", "a_1"]  # kept, with their names
+    h.infer()
+
+
+def test_statistics_go_on_across_an_update(make: Any) -> None:
+    h = make(CPU.format(n=1))
+    for _ in range(3):
+        h.infer()
+    h.write(CPU.format(n=2))
+    h.server.load_model("m")
+    h.infer()
+    (stats,) = h.server.model_statistics("m")
+    assert stats["inference_count"] == 4
+
+
+def test_requests_during_an_update_are_all_answered(make: Any) -> None:
+    h = make(CPU.format(n=2))
+    errors: list[BaseException] = []
+    answered = [0]
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            try:
+                np.testing.assert_array_equal(h.infer(), [[1, 2]])
+                answered[0] += 1
+            except BaseException as exc:  # noqa: BLE001 - every failure is the test's
+                errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for n in (3, 1, 4, 2):
+            h.write(CPU.format(n=n))
+            h.server.load_model("m")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors, errors[:3]
+    assert answered[0] > 0
+    assert h.counts()[:2] == (1, 0)
+    assert len(h.backend.live) == 2
+
+
+def test_another_config_change_reloads_the_model(make: Any) -> None:
+    h = make(CPU.format(n=1))
+    h.write(CPU.format(n=2), extra="dynamic_batching { }")
+    h.server.load_model("m")
+    _eventually(lambda: h.counts() == (2, 1, 3, 1))  # a new model with two instances; the old one gone
+    assert "dynamic_batching" in h.server.model_config("m")
+
+
+def test_a_changed_model_file_reloads_the_model(make: Any) -> None:
+    h = make(CPU.format(n=1))
+    (h.folder / "1" / "model.bin").write_bytes(b"new weights")
+    h.write(CPU.format(n=2))
+    h.server.load_model("m")
+    _eventually(lambda: h.counts() == (2, 1, 3, 1))
+
+
+def test_a_config_given_to_the_load_updates_too(make: Any) -> None:
+    h = make(CPU.format(n=1))
+    config = h.server.model_config("m")
+    config["instance_group"][0]["count"] = 3  # NVIDIA's test_load_api_with_config
+    h.server.load_model("m", config=json.dumps(config))
+    assert h.counts() == (1, 0, 3, 0)
+    assert h.server.model_config("m")["instance_group"][0]["count"] == 3
+
+
+def test_an_update_that_fails_leaves_the_model_serving_as_it_was(make: Any) -> None:
+    h = make(CPU.format(n=1), extra='parameters { key: "fail_new" value { string_value: "yes" } }')
+    h.write(CPU.format(n=2), extra='parameters { key: "fail_new" value { string_value: "yes" } }')
+    with pytest.raises(TritonError, match="no room for another instance"):
+        h.server.load_model("m")
+    assert h.counts() == (1, 0, 1, 0)
+    assert h.server.model_config("m")["instance_group"][0]["count"] == 1
+    np.testing.assert_array_equal(h.infer(), [[1, 2]])
+
+
+def test_an_invalid_instance_group_fails_the_load_and_the_model_serves_on(make: Any) -> None:
+    h = make(CPU.format(n=2))
+    h.write("{ count: 1 kind: KIND_GPU gpus: [ 7 ] }")
+    with pytest.raises(TritonError):
+        h.server.load_model("m")
+    assert h.counts() == (1, 0, 2, 0)
+    h.infer()
