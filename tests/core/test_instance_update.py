@@ -15,12 +15,25 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy_sdk import InferenceRequest, InferenceResponse, Model, ModelInstance, TritonError, hookimpl
+from tritonpy_sdk import (
+    BackendInfo,
+    InferenceRequest,
+    InferenceResponse,
+    Model,
+    ModelInstance,
+    TritonError,
+    hookimpl,
+)
 from tritonpy_testbackend import CpuBackend
 
 
 class Counting(CpuBackend):
     """Echo; counts model and instance (de)initializations, and which instance ran what."""
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        # Instances start in parallel, as the Python backend's do (an update may start none).
+        return BackendInfo(default_instance_kind="KIND_CPU", parallel_instance_init=True)
 
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()

@@ -610,7 +610,7 @@ class ModelLoader:
             with bound(policies.get(inst.name)):
                 call_hook(hooks, "instance_initialize", instance=inst)
 
-        if not parallel or len(instances) == 1:
+        if not parallel or len(instances) <= 1:
             for inst in instances:
                 initialize(inst)
                 started.append(inst)
