@@ -40,6 +40,9 @@ class Counting(CpuBackend):
         self.live: list[str] = []
         self.ran: Counter[str] = Counter()
         self._lock = threading.Lock()
+        #: A request with id "slow" runs until ``finish_slow`` is set.
+        self.running_slow = threading.Event()
+        self.finish_slow = threading.Event()
 
     @hookimpl
     def model_initialize(self, model: Model) -> None:
@@ -69,6 +72,9 @@ class Counting(CpuBackend):
     ) -> list[InferenceResponse]:
         with self._lock:
             self.ran[instance.name] += 1
+        if any(r.id == "slow" for r in requests):
+            self.running_slow.set()
+            assert self.finish_slow.wait(30)
         return self.echo(requests)
 
 
@@ -103,6 +109,14 @@ class Harness:
     def infer(self) -> np.ndarray:
         x = np.array([[1, 2]], np.float32)
         return self.server.model("m").predict({"X": x})["Y"]
+
+    def infer_slow(self) -> threading.Thread:
+        """A request that holds its instance until ``backend.finish_slow`` is set."""
+        x = np.array([[1, 2]], np.float32)
+        thread = threading.Thread(target=lambda: self.server.model("m").infer({"X": x}, request_id="slow"))
+        thread.start()
+        assert self.backend.running_slow.wait(30)
+        return thread
 
     def counts(self) -> tuple[int, int, int, int]:
         c = self.backend.calls
@@ -246,3 +260,50 @@ def test_an_invalid_instance_group_fails_the_load_and_the_model_serves_on(make: 
         h.server.load_model("m")
     assert h.counts() == (1, 0, 2, 0)
     h.infer()
+
+
+def test_an_added_instance_serves_while_a_kept_one_finishes_its_batch(make: Any) -> None:
+    """NVIDIA's test_update_while_inferencing: adding does not wait for the batches that
+    run; the new instance takes requests at once; the kept one takes none until its
+    batch under the previous instance set has ended."""
+    h = make(CPU.format(n=1))
+    slow = h.infer_slow()
+    h.write(CPU.format(n=2))
+    h.server.load_model("m")  # returns with the slow batch still running
+    assert slow.is_alive()
+    np.testing.assert_array_equal(h.infer(), [[1, 2]])
+    assert h.backend.ran["m_0_1"] == 1  # the new instance; m_0_0 still runs "slow"
+    h.backend.finish_slow.set()
+    slow.join(30)
+    _eventually(lambda: h.server.model("m").ready())
+    for _ in range(4):
+        h.infer()
+
+
+def test_a_removed_instance_is_finalized_once_its_batch_ends(make: Any) -> None:
+    h = make(CPU.format(n=2))
+    slow = h.infer_slow()
+    busy = next(name for name, n in h.backend.ran.items() if n)
+    h.write(CPU.format(n=1))
+    loading = threading.Thread(target=h.server.load_model, args=("m",))
+    loading.start()
+    loading.join(0.3)
+    assert loading.is_alive() and h.counts() == (1, 0, 2, 0)  # waits for the batch to end
+    h.backend.finish_slow.set()
+    slow.join(30)
+    loading.join(30)
+    assert h.counts() == (1, 0, 2, 1)
+    assert len(h.backend.live) == 1
+    np.testing.assert_array_equal(h.infer(), [[1, 2]])
+    assert busy  # the instance that ran "slow" was either kept or removed: both are fine
+
+
+def test_an_update_after_a_failed_load_is_still_an_update(make: Any) -> None:
+    # NVIDIA's test_invalid_config.
+    h = make(CPU.format(n=4))
+    (h.folder / "config.pbtxt").write_text("--- invalid config ---")
+    with pytest.raises(TritonError):
+        h.server.load_model("m")
+    h.write(CPU.format(n=2))
+    h.server.load_model("m")
+    assert h.counts() == (1, 0, 4, 2)

@@ -556,6 +556,9 @@ class ModelManager:
                 override=old.override,
                 retired=old.retired,
                 namespace=old.namespace,
+                read_config=old.read_config,
+                read_written=old.read_written,
+                files_stamp=old.files_stamp,
             )
             self._put(kept)
             log.error("reloading '%s' failed; the versions loaded before serve on: %s", name, failure)
@@ -631,14 +634,17 @@ class ModelManager:
             read_written=written,
             files_stamp=files,
         )
-        for new, _ in updated.values():
-            new.hold()
+        for version, (new, _) in updated.items():
+            before = old.versions[version]
+            kept = {id(inst) for inst in before.instances}
+            new.start_sharing([inst for inst in new.instances if id(inst) in kept])
         self._put(record)
 
-        def take_over() -> None:
+        def hand_over() -> None:
             try:
                 for version, (new, removed) in updated.items():
-                    new.take_over(old.versions[version], removed)
+                    old.versions[version].step_down(removed)
+                    new.handed_over()
                     log.info("successfully updated the instances of '%s' version %d", mdir.key, version)
             finally:
                 if old.override is not None and old.override is not override:
@@ -646,13 +652,16 @@ class ModelManager:
                 with self._unloading_lock:
                     self._unloading.discard(threading.current_thread())
 
-        # On a thread of its own, joined for a while: the previous instances finish
-        # their requests first, and one of those may be the model's own BLS load.
-        thread = threading.Thread(target=take_over, name="tritonpy-update", daemon=True)
+        # On a thread of its own: the previous instance set finishes what it started or
+        # queued first. The load waits for it only when instances are removed (they are
+        # finalized then), and not for ever: one of those requests may be the model's
+        # own BLS load.
+        thread = threading.Thread(target=hand_over, name="tritonpy-update", daemon=True)
         with self._unloading_lock:
             self._unloading.add(thread)
         thread.start()
-        thread.join(_UPDATE_WAIT_S)
+        if any(removed for _, removed in updated.values()):
+            thread.join(_UPDATE_WAIT_S)
         return True
 
     def _load(self, mdir: RepoEntry, override: Override | None = None, stamp: str = "") -> LoadRecord:

@@ -9,22 +9,25 @@ the rules: when a reload may be an update (``needs_reload``), and which of the
 serving instances the new instance groups keep (``match``, by Triton's instance
 signature: a group's settings but its name and count, and the instance's device).
 
-``HeldQueue`` is what lets the new instance set take over without two
-schedulers running one instance: requests wait in it while the old scheduler
-finishes what it queued, then go to the new scheduler in their order.
+``HandOver`` is what lets the new instance set serve at once without two
+schedulers running one instance: the new version's batch for an instance the old
+one may still run waits until the old version has finished what it started or
+queued; new instances serve at once.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonpy_sdk import ModelInstance, TritonError
+from tritonpy_sdk import ModelInstance
 
 from ..config import ModelConfig, model_config_pb2
-from ..scheduler import Job, Scheduler, fail_unfinished
+
+log = logging.getLogger("tritonpy.loading")
 
 #: The config fields a model update may change (Triton's ``ConfigChangeRequiresReload``).
 _UPDATABLE = ("instance_group", "version_policy")
@@ -88,10 +91,12 @@ def match(
     wanted: Sequence[tuple[bytes, ModelInstance]],
 ) -> Match:
     """Keep a serving instance for each wanted one of the same signature (the first
-    free, in order); a wanted instance without one is new. A new instance whose name a
+    free, in the order of ``serving_signatures``: its instance groups'); a wanted
+    instance without one is new. A new instance whose name a
     kept one already has is named with the next free index of its group."""
     free: dict[bytes, list[ModelInstance]] = {}
-    for inst in serving:
+    order = {name: i for i, name in enumerate(serving_signatures)}  # the groups' order
+    for inst in sorted(serving, key=lambda inst: order[inst.name]):
         free.setdefault(serving_signatures[inst.name], []).append(inst)
     kept: list[ModelInstance | None] = []
     for sig, _ in wanted:
@@ -117,46 +122,37 @@ def match(
     return Match(instances, added, removed)
 
 
-class HeldQueue(Scheduler):
-    """The scheduler of a version taking over from the one it updates: requests queue
-    here, in order, until ``release`` hands them to the real scheduler (which they
-    reach directly from then on); ``stop`` before that answers them with the reason."""
+class HandOver:
+    """One instance passing from the version a model update replaces to the new one: a
+    batch of the new version waits (``wait``), or is started later (``then``), until
+    the old version no longer runs the instance (``done``)."""
 
-    def __init__(self, name: str) -> None:
-        self._name = name
+    def __init__(self) -> None:
+        self._event = threading.Event()
         self._lock = threading.Lock()
-        self._held: list[Job] = []
-        self._target: Scheduler | None = None
-        self._closed = False
+        self._then: list[Callable[[], None]] = []
 
-    def start(self) -> None:
-        pass
+    @property
+    def is_done(self) -> bool:
+        return self._event.is_set()
 
-    def enqueue(self, job: Job) -> None:
+    def wait(self) -> None:
+        self._event.wait()
+
+    def then(self, start: Callable[[], None]) -> bool:
+        """Call ``start`` once done; False (nothing kept) when done already: start now."""
         with self._lock:
-            target = self._target
-            if target is None:
-                if self._closed:
-                    raise TritonError.unavailable(f"model '{self._name}' is not accepting requests")
-                self._held.append(job)
-                return
-        target.enqueue(job)
+            if self._event.is_set():
+                return False
+            self._then.append(start)
+            return True
 
-    def release(self, target: Scheduler) -> None:
-        """Hand what is held, and what comes from now on, to ``target`` (started)."""
+    def done(self) -> None:
         with self._lock:
-            held, self._held = self._held, []
-            self._target = target
-            for job in held:  # under the lock: a later arrival cannot pass them
-                try:
-                    target.enqueue(job)
-                except TritonError as exc:  # e.g. a full queue: answered as it would be
-                    fail_unfinished([job], exc)
-
-    def stop(self, deadline: float | None = None) -> None:
-        with self._lock:
-            self._closed = True
-            held, self._held = self._held, []
-        fail_unfinished(
-            held, TritonError.unavailable(f"model '{self._name}' stopped before the request could run")
-        )
+            self._event.set()
+            waiting, self._then = self._then, []
+        for start in waiting:
+            try:
+                start()
+            except Exception:  # each start answers its own jobs; one must not stop the rest
+                log.exception("starting a batch held for a model update failed")

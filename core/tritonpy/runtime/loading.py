@@ -260,6 +260,10 @@ class ModelLoader:
             for need in needs.values():
                 self._rate_limiter.register(need)
         model.config = config_to_dict(config)
+        # The new instances first: schedulers prefer the first idle one, and the kept
+        # ones may still be busy with the previous version's batches (``start_sharing``).
+        added = {id(inst) for inst in found.added}
+        ordered = found.added + [inst for inst in found.instances if id(inst) not in added]
         for inst in found.added:
             log.info("model '%s' version %d: instance %s started", old.name, old.version, inst.name)
         mv = LoadedVersion(
@@ -270,8 +274,8 @@ class ModelLoader:
             spec=old.spec,
             hooks=hooks,
             model=model,
-            instances=[inst for inst in found.instances if not inst.passive],
-            passive_instances=[inst for inst in found.instances if inst.passive],
+            instances=[inst for inst in ordered if not inst.passive],
+            passive_instances=[inst for inst in ordered if inst.passive],
             namespace=old.namespace,
             labels=old.labels,
             load_seconds=old.load_seconds,

@@ -50,7 +50,7 @@ from ..scheduler import (
 )
 from ..scheduler.ratelimiter import Need, RateLimiter
 from .cache import cache_key
-from .instance_update import HeldQueue
+from .instance_update import HandOver
 from .responses import finish_response
 from .senders import SenderBatch
 from .spec import IOSpec
@@ -162,10 +162,9 @@ class LoadedVersion:
     _hold: Callable[[], tuple[ModelInstance, threading.Lock] | None] | None = field(
         init=False, repr=False, default=None
     )
-    #: While ``hold`` holds requests: the scheduler and capabilities ``take_over`` restores.
-    _held: tuple[Scheduler, Callable[[Job], bool] | None, Callable[[Job], None] | None, bool] | None = field(
-        init=False, repr=False, default=None
-    )
+    #: During a model update, the instances the replaced version may still run, by id
+    #: (``start_sharing``); None otherwise (one check per batch).
+    _handovers: dict[int, HandOver] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self._execute = self.hooks.execute_function()
@@ -230,41 +229,40 @@ class LoadedVersion:
         self._scheduler.start()
         self.state = ModelState.READY
 
-    def hold(self) -> None:
-        """Serve from now on, holding requests until ``take_over`` starts the scheduler (a
-        model update: the version it replaces still runs some of its instances)."""
-        assert self._scheduler is not None
-        self._held = (self._scheduler, self._run_here, self._reschedule, self.direct)
-        self._run_here = self._reschedule = None
-        self.direct = False
-        self._scheduler = HeldQueue(self.name)
-        self.state = ModelState.READY
+    def start_sharing(self, shared: Sequence[ModelInstance]) -> None:
+        """Start serving (a model update) while the version it replaces still runs the
+        ``shared`` instances: a batch for one of them waits until ``handed_over``; the
+        others serve at once."""
+        self._handovers = {id(inst): HandOver() for inst in shared}
+        self.start()
 
-    def take_over(
-        self, previous: LoadedVersion, removed: Sequence[ModelInstance], deadline: float | None = None
-    ) -> None:
-        """Replace ``previous``, the same model with other instances (after ``hold``, once
-        lookups find this version): ``previous`` finishes what it queued (until
-        ``deadline``, a ``time.monotonic()`` value), its ``removed`` instances are
-        finalized, and the requests held meanwhile go to this version's scheduler. No
-        instance ever runs for both versions' schedulers at once."""
-        held = self._scheduler
-        assert isinstance(held, HeldQueue) and self._held is not None
-        previous.retire()
-        if previous._scheduler is not None:
-            previous._scheduler.stop(deadline)
-            previous._scheduler = None
-            previous._run_here = previous._reschedule = None
+    def handed_over(self) -> None:
+        """The version this one replaces no longer runs any instance (``start_sharing``)."""
+        handovers, self._handovers = self._handovers, None
+        for handover in (handovers or {}).values():
+            handover.done()
+
+    def step_down(self, removed: Sequence[ModelInstance], deadline: float | None = None) -> None:
+        """Give way to the version that updates this one: take no new requests, finish
+        what was queued (until ``deadline``, a ``time.monotonic()`` value), and finalize
+        the ``removed`` instances; the model and the other instances go on in the new version."""
+        self.retire()
+        if self._scheduler is not None:
+            self._scheduler.stop(deadline)
+            self._scheduler = None
+            self._run_here = self._reschedule = None
         for inst in removed:
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)
-        previous.state = ModelState.UNAVAILABLE
-        previous.reason = "unloaded"
-        scheduler, run_here, reschedule, direct = self._held
-        self._held = None
-        scheduler.start()
-        held.release(scheduler)
-        self._scheduler = scheduler
-        self._run_here, self._reschedule, self.direct = run_here, reschedule, direct
+        self.state = ModelState.UNAVAILABLE
+        self.reason = "unloaded"
+
+    def _handover(self, instance: ModelInstance) -> HandOver | None:
+        """The hand-over a batch on ``instance`` must wait for, if any (``start_sharing``)."""
+        handovers = self._handovers
+        if handovers is None:
+            return None
+        handover = handovers.get(id(instance))
+        return handover if handover is not None and not handover.is_done else None
 
     def _rejected(self, job: Job, reason: str) -> None:
         """A queued request the scheduler gave up on (timeout): count it as a failure."""
@@ -359,7 +357,7 @@ class LoadedVersion:
         it once the instance is free. Statistics are recorded as ``submit`` and
         ``run`` record them."""
         execute = self._execute_direct
-        if execute is None or self.state is not ModelState.READY:
+        if execute is None or self.state is not ModelState.READY or self._handovers is not None:
             return None
         batch = direct_batch_size(self.spec, inputs)
         if not batch:
@@ -421,6 +419,10 @@ class LoadedVersion:
         try:
             if self._binder is not None:
                 self._binder.bind(instance.name)
+            if self._handovers is not None:  # a model update: the instance may still be busy
+                handover = self._handover(instance)
+                if handover is not None:
+                    handover.wait()
             start = time.monotonic_ns()
             if len(jobs) == 1 and not self.sequence:  # ``_begin`` of the common case, inlined
                 job = jobs[0]
@@ -456,6 +458,10 @@ class LoadedVersion:
         (possibly on another thread, possibly before this returns). Never raises."""
         hook = self._execute_nowait
         assert hook is not None
+        if self._handovers is not None:  # a model update: started once the instance is free
+            handover = self._handover(instance)
+            if handover is not None and handover.then(lambda: self.run_nowait(instance, jobs, release)):
+                return
         start = time.monotonic_ns()
         try:
             jobs = self._begin(jobs, start)
