@@ -88,7 +88,9 @@ class LoadedVersion:
     """One version of one model, built complete by the loader; ``start`` opens it.
 
     Every field is final once constructed (the scheduler is made here too); the
-    only changes after that are the state (``start``, ``retire``, ``unload``).
+    only changes after that are the state (``start``, ``retire``, ``unload``) and,
+    during a model update, the hand-overs of the instances it shares with the
+    version it replaces (``start_sharing``, ``handed_over``, ``step_down``).
     """
 
     name: str
