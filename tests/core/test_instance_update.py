@@ -307,3 +307,20 @@ def test_an_update_after_a_failed_load_is_still_an_update(make: Any) -> None:
     h.write(CPU.format(n=2))
     h.server.load_model("m")
     assert h.counts() == (1, 0, 4, 2)
+
+
+def test_a_sequence_model_is_updated_when_no_sequence_is_live(make: Any) -> None:
+    # NVIDIA's test_*_scheduler_update_no_ongoing_sequences; with a live sequence the
+    # model is loaded anew (Triton keeps the sequence on its instance: a difference).
+    h = make(CPU.format(n=2), extra="sequence_batching { }")
+    x = {"X": np.array([[1, 2]], np.float32)}
+    model = h.server.model("m")
+    list(model.infer(x, parameters={"sequence_id": 1, "sequence_start": True}))
+    list(model.infer(x, parameters={"sequence_id": 1, "sequence_end": True}))
+    h.write(CPU.format(n=3), extra="sequence_batching { }")
+    h.server.load_model("m")
+    assert h.counts() == (1, 0, 3, 0)
+    list(h.server.model("m").infer(x, parameters={"sequence_id": 2, "sequence_start": True}))
+    h.write(CPU.format(n=1), extra="sequence_batching { }")
+    h.server.load_model("m")  # sequence 2 is live
+    _eventually(lambda: h.counts() == (2, 1, 4, 3))

@@ -592,7 +592,7 @@ class ModelManager:
             or old.failure() is not None
             or (override is not None and override.folder is not None)
             or (old.override is not None and old.override.folder is not None)
-            or any(mv.sequence or mv.state is not ModelState.READY for mv in old.versions.values())
+            or any(mv.has_sequences() or mv.state is not ModelState.READY for mv in old.versions.values())
         ):
             return False
         try:

@@ -43,6 +43,7 @@ from ..scheduler import (
     Job,
     NoInstances,
     Scheduler,
+    SequenceBatcher,
     create_scheduler,
     fail_unfinished,
     internal_error,
@@ -257,6 +258,11 @@ class LoadedVersion:
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)
         self.state = ModelState.UNAVAILABLE
         self.reason = "unloaded"
+
+    def has_sequences(self) -> bool:
+        """Whether its sequence batcher holds any sequence (False without one)."""
+        scheduler = self._scheduler
+        return isinstance(scheduler, SequenceBatcher) and scheduler.has_sequences()
 
     def _handover(self, instance: ModelInstance) -> HandOver | None:
         """The hand-over a batch on ``instance`` must wait for, if any (``start_sharing``)."""

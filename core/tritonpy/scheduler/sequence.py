@@ -383,6 +383,11 @@ class SequenceBatcher(Scheduler):
             self._backlog.clear()
         fail_unfinished(left, stopped(self._name))
 
+    def has_sequences(self) -> bool:
+        """Whether any sequence is live, waits in the backlog, or has requests queued."""
+        with self._lock:
+            return bool(self._all_sequences())
+
     def _all_sequences(self) -> list[_Sequence]:
         found = {id(s): s for row in self._slots for s in row if s is not None}
         found.update((id(s), s) for s in self._backlog)
