@@ -93,13 +93,15 @@ CPU = "{{ count: {n} kind: KIND_CPU }}"
 
 
 class Harness:
-    def __init__(self, root: Path, groups: str, extra: str = "") -> None:
+    def __init__(self, root: Path, groups: str, extra: str = "", **options: Any) -> None:
         self.folder = root / "m"
         (self.folder / "1").mkdir(parents=True)
         (self.folder / "1" / "model.bin").write_bytes(b"weights")
         self.write(groups, extra)
         self.backend = Counting()
-        self.server = tritonpy.Server(model_repository=root, model_control_mode="explicit", load_model=["m"])
+        self.server = tritonpy.Server(
+            model_repository=root, model_control_mode="explicit", load_model=["m"], **options
+        )
         self.server.backends.register("counting", self.backend)
         self.server.start()
 
@@ -135,8 +137,8 @@ def _eventually(check: Callable[[], bool]) -> None:
 def make(tmp_path: Path) -> Iterator[Any]:
     made: list[Harness] = []
 
-    def factory(groups: str, extra: str = "") -> Harness:
-        h = Harness(tmp_path / str(len(made)), groups, extra)
+    def factory(groups: str, extra: str = "", **options: Any) -> Harness:
+        h = Harness(tmp_path / str(len(made)), groups, extra, **options)
         made.append(h)
         return h
 
@@ -324,3 +326,19 @@ def test_a_sequence_model_is_updated_when_no_sequence_is_live(make: Any) -> None
     h.write(CPU.format(n=1), extra="sequence_batching { }")
     h.server.load_model("m")  # sequence 2 is live
     _eventually(lambda: h.counts() == (2, 1, 4, 3))
+
+
+def test_an_update_asking_more_than_an_explicit_resource_has_fails_before_starting_anything(
+    make: Any,
+) -> None:
+    # NVIDIA's test_instance_resource_increase_above_explicit.
+    limited = '{{ count: {n} kind: KIND_CPU rate_limiter {{ resources [ {{ name: "R1" count: {r} }} ] }} }}'
+    h = make(limited.format(n=1, r=2), rate_limit="execution_count", rate_limit_resource=["R1:10"])
+    h.write(limited.format(n=2, r=32))
+    with pytest.raises(TritonError, match="R1"):
+        h.server.load_model("m")
+    assert h.counts() == (1, 0, 1, 0)
+    h.write(limited.format(n=1, r=10))  # other settings: a new instance for the old one
+    h.server.load_model("m")
+    assert h.counts() == (1, 0, 2, 1)
+    np.testing.assert_array_equal(h.infer(), [[1, 2]])

@@ -243,6 +243,11 @@ class ModelLoader:
         )
         slots = [(group, inst) for (group, _), inst in zip(slots, found.instances, strict=True)]
         policies = self._host_policies(slots)
+        needs: dict[str, Need] = {}
+        if self._rate_limiter is not None:  # an instance the limiter can never run: refused first
+            needs = self._needs([(group, inst) for group, inst in slots if not inst.passive])
+            for need in needs.values():
+                self._rate_limiter.register(need)
         self._equip(found.added, gpus)
         started: list[ModelInstance] = []
         try:
@@ -254,11 +259,6 @@ class ModelLoader:
             for inst in started:
                 finalize_quietly(hooks, "instance_finalize", instance=inst)
             raise
-        needs: dict[str, Need] = {}
-        if self._rate_limiter is not None:
-            needs = self._needs([(group, inst) for group, inst in slots if not inst.passive])
-            for need in needs.values():
-                self._rate_limiter.register(need)
         model.config = config_to_dict(config)
         # The new instances first: schedulers prefer the first idle one, and the kept
         # ones may still be busy with the previous version's batches (``start_sharing``).
