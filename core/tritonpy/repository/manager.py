@@ -649,17 +649,12 @@ class ModelManager:
             finally:
                 if old.override is not None and old.override is not override:
                     old.override.remove()
-                with self._unloading_lock:
-                    self._unloading.discard(threading.current_thread())
 
         # On a thread of its own: the previous instance set finishes what it started or
         # queued first. The load waits for it only when instances are removed (they are
         # finalized then), and not for ever: one of those requests may be the model's
         # own BLS load.
-        thread = threading.Thread(target=hand_over, name="tritonpy-update", daemon=True)
-        with self._unloading_lock:
-            self._unloading.add(thread)
-        thread.start()
+        thread = self._in_background(hand_over, "tritonpy-update")
         if any(removed for _, removed in updated.values()):
             thread.join(_UPDATE_WAIT_S)
         return True
@@ -731,13 +726,25 @@ class ModelManager:
             finally:
                 if override is not None:
                     override.remove()
+
+        self._in_background(run, "tritonpy-unload")
+
+    def _in_background(self, work: Callable[[], None], name: str) -> threading.Thread:
+        """Run ``work`` (an unload, or a model update's hand-over) on a thread of its own,
+        which ``unload_all`` waits for."""
+
+        def run() -> None:
+            try:
+                work()
+            finally:
                 with self._unloading_lock:
                     self._unloading.discard(threading.current_thread())
 
-        thread = threading.Thread(target=run, name="tritonpy-unload", daemon=True)
+        thread = threading.Thread(target=run, name=name, daemon=True)
         with self._unloading_lock:
             self._unloading.add(thread)
         thread.start()
+        return thread
 
     def _put(self, record: LoadRecord) -> None:
         with self._lock:
