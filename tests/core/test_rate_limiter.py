@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -307,3 +308,25 @@ instance_group [ {{ count: 2 kind: KIND_CPU
         assert not any(t.is_alive() for t in threads)
     assert errors == []
     assert 1 <= backend.most <= 2
+
+
+def test_a_pool_shrinks_when_the_instance_that_needed_most_is_gone(caplog: pytest.LogCaptureFixture) -> None:
+    """As Triton's resource manager when instances are removed (a model update or an
+    unload): the pool is the largest need left; ``--rate-limit-resource`` stays as set.
+    Its verbose account is Triton's ``Max Resource Map``."""
+    limiter = RateLimiter(parse_resource_flags(["E:10"]))
+    four, three = Need((("R", 4, True),), 0), Need((("R", 3, True),), 0)
+    explicit = Need((("E", 2, False),), 0)
+    caplog.set_level(logging.DEBUG, "tritonpy.ratelimiter")
+    for need in (four, three, explicit):
+        limiter.register(need)
+    with limiter.lock:
+        assert limiter.acquire("m", [four], lambda: None) == 0  # a pool of 4
+        limiter.release(four)
+    limiter.unregister(four)
+    assert "Resource: R\t Count: 3" in caplog.text
+    with limiter.lock:
+        assert limiter.acquire("m", [four], lambda: None) is None  # 3 now: 4 never fits
+        limiter.withdraw("m")
+    limiter.unregister(explicit)
+    assert "Resource: E\t Count: 10" in caplog.records[-1].getMessage()

@@ -258,6 +258,9 @@ class ModelLoader:
         except TritonError:
             for inst in started:
                 finalize_quietly(hooks, "instance_finalize", instance=inst)
+            if self._rate_limiter is not None:
+                for need in needs.values():
+                    self._rate_limiter.unregister(need)
             raise
         model.config = config_to_dict(config)
         # The new instances first: schedulers prefer the first idle one, and the kept

@@ -256,8 +256,15 @@ class LoadedVersion:
             self._run_here = self._reschedule = None
         for inst in removed:
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)
+        self._unregister()  # the new version registered what it runs
         self.state = ModelState.UNAVAILABLE
         self.reason = "unloaded"
+
+    def _unregister(self) -> None:
+        """Let the rate limiter's pools shrink to the needs of the instances left."""
+        if self.rate_limiter is not None:
+            for need in self.needs.values():
+                self.rate_limiter.unregister(need)
 
     def has_sequences(self) -> bool:
         """Whether its sequence batcher holds any sequence (False without one)."""
@@ -752,6 +759,7 @@ class LoadedVersion:
             self._run_here = self._reschedule = None
         for inst in (*self.instances, *self.passive_instances):
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)
+        self._unregister()
         finalize_quietly(self.hooks, "model_finalize", model=self.model)
         self.state = ModelState.UNAVAILABLE
         self.reason = "unloaded"

@@ -24,12 +24,16 @@ in opposite orders.
 
 from __future__ import annotations
 
+import collections
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tritonpy_sdk import TritonError
+
+log = logging.getLogger("tritonpy.ratelimiter")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class RateLimiter:
     def __init__(self, explicit: dict[tuple[str, int | None], int] | None = None) -> None:
         self._explicit = explicit or {}
         self._capacity: dict[tuple[str, int], int] = {}
+        #: The needs registered for each pool: count → how many instances need that many.
+        self._wanted: dict[tuple[str, int], collections.Counter[int]] = {}
         self._used: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
         self._tickets = itertools.count()
@@ -88,23 +94,57 @@ class RateLimiter:
         return self._lock
 
     def register(self, need: Need) -> None:
-        """Size the pools so that ``need`` can ever be met (Triton: the largest request)."""
+        """Size the pools so that ``need`` can ever be met (Triton: the largest need of the
+        instances registered, or ``--rate-limit-resource``; an instance needing more than
+        that is refused, before anything changes)."""
+        with self._lock:
+            for name, count, is_global in need.resources:
+                explicit = self._explicit_size(name, need.device, is_global)
+                if explicit is not None and explicit < count:
+                    raise TritonError.invalid_arg(
+                        f"resource '{name}' has {explicit} units (--rate-limit-resource) "
+                        f"but an instance needs {count}"
+                    )
+            for name, count, is_global in need.resources:
+                key = self._key(name, need.device, is_global)
+                self._wanted.setdefault(key, collections.Counter())[count] += 1
+                self._resize(key, name, need.device, is_global)
+                self._used.setdefault(key, 0)
+            self._log_sizes()
+
+    def unregister(self, need: Need) -> None:
+        """An instance ``register`` sized the pools for is gone: a pool shrinks to the
+        largest need left (as Triton's, when instances are removed)."""
         with self._lock:
             for name, count, is_global in need.resources:
                 key = self._key(name, need.device, is_global)
-                explicit = self._explicit.get(
-                    (name, None if is_global else need.device), self._explicit.get((name, None))
-                )
-                if explicit is not None:
-                    if explicit < count:
-                        raise TritonError.invalid_arg(
-                            f"resource '{name}' has {explicit} units (--rate-limit-resource) "
-                            f"but an instance needs {count}"
-                        )
-                    self._capacity[key] = explicit
-                else:
-                    self._capacity[key] = max(self._capacity.get(key, 0), count)
-                self._used.setdefault(key, 0)
+                wanted = self._wanted.get(key)
+                if not wanted or not wanted[count]:
+                    continue
+                wanted[count] -= 1
+                if not wanted[count]:
+                    del wanted[count]
+                self._resize(key, name, need.device, is_global)
+            self._log_sizes()
+
+    def _explicit_size(self, name: str, device: int, is_global: bool) -> int | None:
+        return self._explicit.get((name, None if is_global else device), self._explicit.get((name, None)))
+
+    def _resize(self, key: tuple[str, int], name: str, device: int, is_global: bool) -> None:
+        explicit = self._explicit_size(name, device, is_global)
+        self._capacity[key] = explicit if explicit is not None else max(self._wanted.get(key, ()), default=0)
+
+    def _log_sizes(self) -> None:
+        """Triton's verbose account of the pools (``Max Resource Map``)."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        text = "\nMax Resource Map===>\n"
+        for device in sorted({d for _, d in self._capacity}):
+            text += f"\tDevice: {'GLOBAL' if device == -1 else device}\n"
+            for (name, d), count in sorted(self._capacity.items()):
+                if d == device:
+                    text += f"\t\tResource: {name}\t Count: {count}\n"
+        log.debug("%s", text)
 
     # -- with the lock held (a rate-limited scheduler's condition) ---------------------
 
