@@ -691,3 +691,28 @@ def test_triton_backlog_delay_holds_until_the_backlog_has_that_many(
     assert h.infer(5, sequence_id=1, sequence_end=True) == 6
     second.join(30)
     assert box2 == [10]
+
+
+def test_the_delay_hold_releases_every_worker_at_once(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVIDIA's test_backlog_same_correlation_id: once the counts are reached every worker
+    goes. A worker still held after another had moved the backlog's sequence into its
+    freed slot would otherwise find the backlog short for ever."""
+    monkeypatch.setenv("TRITONSERVER_DELAY_SCHEDULER", "3")
+    monkeypatch.setenv("TRITONSERVER_BACKLOG_DELAY_SCHEDULER", "1")
+    h = make(instances=2, max_batch=1, by_corrid=True)  # one slot per instance
+    start_end = {"sequence_start": True, "sequence_end": True}
+    threads = []
+    for x, parameters in (
+        (1, {"sequence_id": 1, **start_end}),
+        (2, {"sequence_id": 2, "sequence_start": True}),
+    ):
+        threads.append(_in_thread(h.infer, x, **parameters)[0])
+        time.sleep(0.05)  # in this order: a sequence's START first
+    threads.append(_in_thread(h.infer, 3, sequence_id=2)[0])
+    time.sleep(0.2)
+    assert not h.backend.batches  # 3 queued, none in the backlog yet
+    last, box = _in_thread(h.infer, 4, sequence_id=3, **start_end)  # to the backlog
+    for t in [*threads, last]:
+        t.join(30)
+    assert box == [4]
+    assert h.infer(5, sequence_id=2, sequence_end=True) == 10

@@ -600,18 +600,25 @@ class SequenceBatcher(Scheduler):
         """Whether worker ``index`` is still held by ``TRITONSERVER_DELAY_SCHEDULER``
         (the lock is held), counted as Triton counts: ``oldest``, the requests in the
         instance's own slots (its batcher is a dynamic batcher of its own); ``direct``,
-        what every worker counted in its slots when it last looked, and the backlog.
-        Once it is not, it never is again."""
+        what every worker counted in its slots when it last looked, and the backlog
+        (the first worker that finds them there releases every worker). Once a worker
+        is not held, it never is again."""
         queued = sum(len(seq.jobs) for seq in self._slots[index] if seq is not None)
         if self.config.oldest:
             held = queued < self._hold[index]
-        else:
-            self._hold_counts[index] = queued
-            held = sum(self._hold_counts) < self._hold[index] or (
-                self._backlog_hold > 0 and sum(len(seq.jobs) for seq in self._backlog) < self._backlog_hold
-            )
+            if not held:
+                self._hold[index] = 0
+            return held
+        self._hold_counts[index] = queued
+        held = sum(self._hold_counts) < self._hold[index] or (
+            self._backlog_hold > 0 and sum(len(seq.jobs) for seq in self._backlog) < self._backlog_hold
+        )
         if not held:
-            self._hold[index] = 0
+            # Every worker goes: one released would soon take the backlog's sequences
+            # into slots, and a worker that looked after that would wait for ever.
+            self._hold = [0] * len(self._hold)
+            for wake in self._wakes:
+                wake.notify()
         return held
 
     def _ended(self, index: int, batch: list[_Entry]) -> None:
