@@ -18,6 +18,7 @@ import tritonpy
 from tritonpy_sdk import (
     SEQUENCE_END,
     SEQUENCE_START,
+    ErrorCode,
     InferenceRequest,
     InferenceResponse,
     ModelInstance,
@@ -716,3 +717,23 @@ def test_the_delay_hold_releases_every_worker_at_once(make: Any, monkeypatch: py
         t.join(30)
     assert box == [4]
     assert h.infer(5, sequence_id=2, sequence_end=True) == 10
+
+
+def test_a_backlog_sequence_whose_timeout_runs_out_is_rejected(make: Any) -> None:
+    """NVIDIA's SequenceBatcherRequestTimeoutTest: a sequence waiting in the backlog past
+    its requests' ``timeout`` is answered UNAVAILABLE, in Triton's words; the sequence is
+    gone, so its next request is refused for want of START. The running one goes on."""
+    h = make(instances=1, max_batch=1, by_corrid=True)  # one slot in all
+    h.backend.gate = threading.Event()
+    first, box = _in_thread(h.infer, 1, sequence_id=1, sequence_start=True)
+    time.sleep(0.1)  # sequence 1 holds the slot (at the gate)
+    with pytest.raises(TritonError, match="timeout of the corresponding sequence has been expired") as err:
+        h.infer(5, sequence_id=2, sequence_start=True, timeout=100_000)
+    assert err.value.code is ErrorCode.UNAVAILABLE
+    assert "must specify the START flag" in _refusal_any(h, sequence_id=2)
+    h.backend.gate.set()
+    first.join(30)
+    assert box == [1]
+    assert h.infer(2, sequence_id=1, sequence_end=True) == 3
+    (stats,) = h.server.model_statistics("m")
+    assert stats["inference_stats"]["fail"]["count"] >= 1

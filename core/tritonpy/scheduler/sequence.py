@@ -261,7 +261,7 @@ def _zeros(shape: tuple[int, ...], dtype: DataType) -> np.ndarray[Any, Any]:
 class _Sequence:
     """One live sequence: its queued requests, its slot, its implicit state."""
 
-    __slots__ = ("key", "jobs", "where", "state", "last_ns", "live", "busy")
+    __slots__ = ("key", "jobs", "where", "state", "last_ns", "live", "busy", "expires_ns")
 
     def __init__(self, key: int | str, now: int) -> None:
         self.key = key
@@ -274,6 +274,9 @@ class _Sequence:
         self.live = True
         #: One of its requests is executing.
         self.busy = False
+        #: While in the backlog: when it expires, its requests' earliest ``timeout``
+        #: (0: never), as Triton's backlog queues do.
+        self.expires_ns = 0
 
 
 #: One batch position: a sequence and its request, or None for a null request.
@@ -449,6 +452,11 @@ class SequenceBatcher(Scheduler):
                 self._place(seq)
                 self._reaper.notify()
             seq.last_ns = now
+            if seq.where is None and request.timeout_us:  # waits in the backlog: may expire
+                expires = now + request.timeout_us * 1000
+                if not seq.expires_ns or expires < seq.expires_ns:
+                    seq.expires_ns = expires
+                    self._reaper.notify()
             if self._ordered is not None:
                 job.done = self._ordered.wrap(job.done)
             seq.jobs.append(job)
@@ -511,6 +519,7 @@ class SequenceBatcher(Scheduler):
         self._slots[inst][slot] = None
         if self._backlog:
             nxt = self._backlog.popleft()
+            nxt.expires_ns = 0  # it has a slot: its requests wait there now
             nxt.where = (inst, slot)
             self._slots[inst][slot] = nxt
             self._wakes[inst].notify()
@@ -524,7 +533,7 @@ class SequenceBatcher(Scheduler):
         with self._lock:
             while self._open:
                 now = time.monotonic_ns()
-                wake: int | None = None
+                wake = self._expire_backlog(now)
                 for seq in [s for row in self._slots for s in row if s is not None]:
                     if seq.jobs or seq.busy:
                         # Not idle: its requests are waiting or running. Its last one
@@ -547,6 +556,35 @@ class SequenceBatcher(Scheduler):
                     else:
                         wake = due if wake is None else min(wake, due)
                 self._reaper.wait(None if wake is None else max(wake - now, 1_000_000) / 1e9)
+
+    def _expire_backlog(self, now: int) -> int | None:
+        """Reject the backlog's sequences whose requests' ``timeout`` ran out before they
+        got a slot, as Triton does (UNAVAILABLE, "timeout of the corresponding sequence
+        has been expired", counted as rejected; a later request of it is not START, so it
+        is refused); the next expiry (None: none). The lock is held, and let go while the
+        rejected requests are answered."""
+        expired = [seq for seq in self._backlog if seq.expires_ns and seq.expires_ns <= now]
+        rejected: list[Job] = []
+        for seq in expired:
+            self._backlog.remove(seq)
+            if seq.live and self._table.get(seq.key) is seq:
+                del self._table[seq.key]
+            seq.live = False
+            rejected.extend(seq.jobs)
+            seq.jobs = deque()
+        if rejected:
+            self._lock.release()
+            try:
+                for job in rejected:
+                    if self._on_reject is not None:
+                        self._on_reject(job, "REJECTED")
+                    error = TritonError.unavailable("timeout of the corresponding sequence has been expired")
+                    response = InferenceResponse.from_error(error)
+                    response.id = job.request.id
+                    job.answer(response, RESPONSE_COMPLETE_FINAL)
+            finally:
+                self._lock.acquire()
+        return min((seq.expires_ns for seq in self._backlog if seq.expires_ns), default=None)
 
     # -- batch formation and execution (instance worker threads) ---------------------------
 
