@@ -214,9 +214,10 @@ class ModelLoader:
         """``old`` with the instance groups of ``read`` (a config as read, equal to the one
         ``old`` loaded from but for those): the same model (no ``model_initialize``),
         the serving instances the new groups keep, and new ones for the rest, started
-        and warmed up here. Returns the new version, not serving yet (``LoadedVersion.hold``
-        and ``take_over``), and the instances of ``old`` it leaves out, to finalize once
-        ``old`` has finished its requests. TritonError when the new groups are invalid or
+        and warmed up here. Returns the new version, not serving yet (the manager starts it
+        with ``LoadedVersion.start_sharing``), and the instances of ``old`` it leaves out,
+        to finalize once ``old`` has finished its requests (``step_down``). TritonError
+        when the new groups are invalid, the rate limiter cannot ever run an instance, or
         an instance fails to start (then nothing changed)."""
         hooks, model = old.hooks, old.model
         gpus = devices.gpu_count()
@@ -243,14 +244,15 @@ class ModelLoader:
         )
         slots = [(group, inst) for (group, _), inst in zip(slots, found.instances, strict=True)]
         policies = self._host_policies(slots)
-        needs: dict[str, Need] = {}
-        if self._rate_limiter is not None:  # an instance the limiter can never run: refused first
-            needs = self._needs([(group, inst) for group, inst in slots if not inst.passive])
-            for need in needs.values():
-                self._rate_limiter.register(need)
-        self._equip(found.added, gpus)
+        needs = self._needs([(group, inst) for group, inst in slots if not inst.passive])
+        registered: list[Need] = []
         started: list[ModelInstance] = []
         try:
+            if self._rate_limiter is not None:  # an instance the limiter can never run: refused first
+                for need in needs.values():
+                    self._rate_limiter.register(need)
+                    registered.append(need)
+            self._equip(found.added, gpus)
             self._init_instances(hooks, found.added, started, hooks.info.parallel_instance_init, policies)
             run_warmup(
                 hooks, config, model.repository_path, [i for i in found.added if not i.passive], policies
@@ -258,9 +260,10 @@ class ModelLoader:
         except TritonError:
             for inst in started:
                 finalize_quietly(hooks, "instance_finalize", instance=inst)
-            if self._rate_limiter is not None:
-                for need in needs.values():
-                    self._rate_limiter.unregister(need)
+            limiter = self._rate_limiter
+            if limiter is not None:
+                for need in registered:
+                    limiter.unregister(need)
             raise
         model.config = config_to_dict(config)
         # The new instances first: schedulers prefer the first idle one, and the kept
