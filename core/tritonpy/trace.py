@@ -32,6 +32,15 @@ from .otel import OtelConfig, OtelExporter, Spans
 log = logging.getLogger(__name__)
 
 LEVELS = ("OFF", "TIMESTAMPS", "TENSORS")
+#: The other words Triton's command line takes for a level (``ParseTraceLevelOption``):
+#: MIN and MAX are what older releases called TIMESTAMPS; ON/TRUE and FALSE too.
+_LEVEL_ALIASES = {
+    "FALSE": "OFF",
+    "TRUE": "TIMESTAMPS",
+    "ON": "TIMESTAMPS",
+    "MIN": "TIMESTAMPS",
+    "MAX": "TIMESTAMPS",
+}
 MODES = ("triton", "opentelemetry")
 _KEYS = ("trace_level", "trace_rate", "trace_count", "log_frequency", "trace_file", "trace_mode")
 
@@ -132,6 +141,7 @@ def parse_flags(items: list[str]) -> tuple[TraceState, OtelConfig]:
                 otel.set(key, value)
             elif key == "level":
                 levels = [v.strip().upper() for v in value.split(",") if v.strip()] or ["OFF"]
+                levels = [_LEVEL_ALIASES.get(v, v) for v in levels]
                 bad = [v for v in levels if v not in LEVELS]
                 if bad:
                     raise ValueError(f"invalid trace level '{bad[0]}'")

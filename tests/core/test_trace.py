@@ -136,3 +136,20 @@ def test_traced_requests_are_written_with_every_stage(test_repos: list[Path], tm
     ns = [t["ns"] for t in records[0]["timestamps"]]
     assert ns == sorted(ns)
     assert records[0]["model_name"] == "addsub" and records[0]["model_version"] == 1
+
+
+@pytest.mark.parametrize(
+    ("word", "level"),
+    [
+        ("MIN", "TIMESTAMPS"),
+        ("max", "TIMESTAMPS"),
+        ("on", "TIMESTAMPS"),
+        ("true", "TIMESTAMPS"),
+        ("false", "OFF"),
+    ],
+)
+def test_the_older_level_words_of_triton_s_command_line_are_taken(word: str, level: str) -> None:
+    # NVIDIA's L0_batcher starts Triton with --trace-level=MIN (ParseTraceLevelOption).
+    assert state_from_flags([f"level={word}"]).trace_level == [level]
+    with pytest.raises(ValueError, match="invalid trace level 'MEDIUM'"):
+        state_from_flags(["level=MEDIUM"])
