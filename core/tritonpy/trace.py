@@ -140,8 +140,8 @@ def parse_flags(items: list[str]) -> tuple[TraceState, OtelConfig]:
             if scope == "opentelemetry":
                 otel.set(key, value)
             elif key == "level":
-                levels = [v.strip().upper() for v in value.split(",") if v.strip()] or ["OFF"]
-                levels = [_LEVEL_ALIASES.get(v, v) for v in levels]
+                words = [v.strip().upper() for v in value.split(",") if v.strip()] or ["OFF"]
+                levels = [_LEVEL_ALIASES.get(v, v) for v in words]
                 bad = [v for v in levels if v not in LEVELS]
                 if bad:
                     raise ValueError(f"invalid trace level '{bad[0]}'")

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,31 +39,39 @@ class Counting(CpuBackend):
         self.live: list[str] = []
         self.ran: Counter[str] = Counter()
         self._lock = threading.Lock()
+        #: Notified whenever ``calls`` changes (a reload finalizes on a thread of its own).
+        self.changed = threading.Condition(self._lock)
         #: A request with id "slow" runs until ``finish_slow`` is set.
         self.running_slow = threading.Event()
         self.finish_slow = threading.Event()
 
     @hookimpl
     def model_initialize(self, model: Model) -> None:
-        self.calls["model_initialize"] += 1
+        with self.changed:
+            self.calls["model_initialize"] += 1
+            self.changed.notify_all()
 
     @hookimpl
     def model_finalize(self, model: Model) -> None:
-        self.calls["model_finalize"] += 1
+        with self.changed:
+            self.calls["model_finalize"] += 1
+            self.changed.notify_all()
 
     @hookimpl
     def instance_initialize(self, instance: ModelInstance) -> None:
         if instance.model.parameters.get("fail_new") and self.calls["instance_initialize"] >= 1:
             raise TritonError.internal("no room for another instance")
-        with self._lock:
+        with self.changed:
             self.calls["instance_initialize"] += 1
             self.live.append(instance.name)
+            self.changed.notify_all()
 
     @hookimpl
     def instance_finalize(self, instance: ModelInstance) -> None:
-        with self._lock:
+        with self.changed:
             self.calls["instance_finalize"] += 1
             self.live.remove(instance.name)
+            self.changed.notify_all()
 
     @hookimpl
     def execute(
@@ -125,12 +132,11 @@ class Harness:
         return c["model_initialize"], c["model_finalize"], c["instance_initialize"], c["instance_finalize"]
 
 
-def _eventually(check: Callable[[], bool]) -> None:
-    """Wait (up to 30 s) for ``check``: a reload finalizes what it replaced on a thread."""
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+def _counts_become(h: Harness, expected: tuple[int, int, int, int]) -> None:
+    """Wait for the backend's counts to be ``expected``: a reload finalizes what it
+    replaced on a thread of its own, after the load returned."""
+    with h.backend.changed:
+        assert h.backend.changed.wait_for(lambda: h.counts() == expected, 30), h.counts()
 
 
 @pytest.fixture
@@ -224,7 +230,7 @@ def test_another_config_change_reloads_the_model(make: Any) -> None:
     h = make(CPU.format(n=1))
     h.write(CPU.format(n=2), extra="dynamic_batching { }")
     h.server.load_model("m")
-    _eventually(lambda: h.counts() == (2, 1, 3, 1))  # a new model with two instances; the old one gone
+    _counts_become(h, (2, 1, 3, 1))  # a new model with two instances; the old one gone
     assert "dynamic_batching" in h.server.model_config("m")
 
 
@@ -233,7 +239,7 @@ def test_a_changed_model_file_reloads_the_model(make: Any) -> None:
     (h.folder / "1" / "model.bin").write_bytes(b"new weights")
     h.write(CPU.format(n=2))
     h.server.load_model("m")
-    _eventually(lambda: h.counts() == (2, 1, 3, 1))
+    _counts_become(h, (2, 1, 3, 1))
 
 
 def test_a_config_given_to_the_load_updates_too(make: Any) -> None:
@@ -277,7 +283,7 @@ def test_an_added_instance_serves_while_a_kept_one_finishes_its_batch(make: Any)
     assert h.backend.ran["m_0_1"] == 1  # the new instance; m_0_0 still runs "slow"
     h.backend.finish_slow.set()
     slow.join(30)
-    _eventually(lambda: h.server.model("m").ready())
+    assert h.server.model("m").ready()
     for _ in range(4):
         h.infer()
 
@@ -325,7 +331,7 @@ def test_a_sequence_model_is_updated_when_no_sequence_is_live(make: Any) -> None
     list(h.server.model("m").infer(x, parameters={"sequence_id": 2, "sequence_start": True}))
     h.write(CPU.format(n=1), extra="sequence_batching { }")
     h.server.load_model("m")  # sequence 2 is live
-    _eventually(lambda: h.counts() == (2, 1, 4, 3))
+    _counts_become(h, (2, 1, 4, 3))
 
 
 def test_an_update_asking_more_than_an_explicit_resource_has_fails_before_starting_anything(

@@ -4,7 +4,7 @@ the JSON form Triton reports, validation and Triton's default filling."""
 from ._defaults import fill_defaults
 from ._errors import ConfigError
 from ._json import config_from_dict, config_to_dict
-from ._load import load_config_file, parse_config_text
+from ._load import copy_config, load_config_file, parse_config_text
 from ._platforms import (
     FILE_PLATFORMS,
     PLATFORM_BACKENDS,
@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "ModelConfig",
     "config_from_dict",
+    "copy_config",
     "config_to_dict",
     "fill_defaults",
     "backend_platform",

@@ -31,3 +31,10 @@ def load_config_file(path: Path) -> ModelConfig:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"failed to read {path}: {exc}") from None
     return parse_config_text(text, str(path))
+
+
+def copy_config(config: ModelConfig) -> ModelConfig:
+    """A copy of ``config`` to change without changing it."""
+    copied = ModelConfig()
+    copied.CopyFrom(config)
+    return copied

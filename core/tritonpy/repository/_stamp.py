@@ -17,15 +17,17 @@ def folder_stamp(path: Path, skip: Path | None = None) -> str:
     read stamps as such, so it differs from any readable state.
     """
     digest = hashlib.blake2b(digest_size=16)
+    skipped = str(skip) if skip is not None else None
     try:
         for root, dirs, files in os.walk(path, onerror=_raise):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             here = os.path.relpath(root, path)
             for name in sorted(files):
-                if name.startswith(".") or (skip is not None and os.path.join(root, name) == str(skip)):
+                file = os.path.join(root, name)
+                if name.startswith(".") or file == skipped:
                     continue
                 try:
-                    st = os.stat(os.path.join(root, name))
+                    st = os.stat(file)
                 except OSError:  # removed while we looked, or a dangling link
                     digest.update(f"{here}/{name}:gone\n".encode())
                     continue

@@ -38,13 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tritonpy_sdk import ErrorCode, ModelInstance, TritonError
+from tritonpy_sdk import ErrorCode, TritonError
 
 from ..model_version import parse_version
 from ..runtime.ensemble_plan import MemberState
-from ..runtime.instance_update import needs_reload
+from ..runtime.instance_update import Match, needs_reload
 from ..runtime.loading import LoadRecord, ModelLoader
-from ..runtime.model import LoadedVersion, ModelState, finalize_quietly
+from ..runtime.model import LoadedVersion, ModelState
 from ..scheduler import remaining
 from ._layout import RepoEntry, scan_repositories
 from ._stamp import folder_stamp
@@ -608,17 +608,13 @@ class ModelManager:
                 return False
         except Exception:  # the reload reads it again, and reports what is wrong
             return False
-        updated: dict[int, tuple[LoadedVersion, list[ModelInstance]]] = {}
+        updated: dict[int, tuple[LoadedVersion, Match]] = {}
         try:
             for version, mv in old.versions.items():
                 updated[version] = self._loader.update_version(mv, config)
         except Exception as exc:
-            for new, _ in updated.values():  # what did start for other versions stops again
-                before = old.versions[new.version]
-                kept = {id(inst) for inst in (*before.instances, *before.passive_instances)}
-                for inst in (*new.instances, *new.passive_instances):
-                    if id(inst) not in kept:
-                        finalize_quietly(new.hooks, "instance_finalize", instance=inst)
+            for new, found in updated.values():  # what did start for other versions stops again
+                self._loader.abandon_update(new, found)
             reason = exc.message if isinstance(exc, TritonError) else f"{type(exc).__name__}: {exc}"
             log.error("updating the instances of '%s' failed; it serves on as it was: %s", mdir.key, reason)
             raise TritonError.invalid_arg(f"load failed for model '{mdir.name}': {reason}") from None
@@ -634,16 +630,14 @@ class ModelManager:
             read_written=written,
             files_stamp=files,
         )
-        for version, (new, _) in updated.items():
-            before = old.versions[version]
-            kept = {id(inst) for inst in before.instances}
-            new.start_sharing([inst for inst in new.instances if id(inst) in kept])
+        for new, found in updated.values():
+            new.start_sharing(found.kept)
         self._put(record)
 
         def hand_over() -> None:
             try:
-                for version, (new, removed) in updated.items():
-                    old.versions[version].step_down(removed)
+                for version, (new, found) in updated.items():
+                    old.versions[version].step_down(found.removed)
                     new.handed_over()
                     log.info("successfully updated the instances of '%s' version %d", mdir.key, version)
             finally:
@@ -655,7 +649,7 @@ class ModelManager:
         # finalized then), and not for ever: one of those requests may be the model's
         # own BLS load.
         thread = self._in_background(hand_over, "tritonpy-update")
-        if any(removed for _, removed in updated.values()):
+        if any(found.removed for _, found in updated.values()):
             thread.join(_UPDATE_WAIT_S)
         return True
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tritonpy_sdk import ModelInstance
 
-from ..config import ModelConfig, model_config_pb2
+from ..config import ModelConfig, copy_config, model_config_pb2
 
 log = logging.getLogger("tritonpy.loading")
 
@@ -57,8 +57,7 @@ def needs_reload(
 
 
 def _without_updatable(config: ModelConfig) -> ModelConfig:
-    stripped = ModelConfig()
-    stripped.CopyFrom(config)
+    stripped = copy_config(config)
     for name in _UPDATABLE:
         stripped.ClearField(name)
     return stripped
@@ -75,6 +74,13 @@ def signature(group: model_config_pb2.ModelInstanceGroup, device: int) -> bytes:
     return serialized + device.to_bytes(4, "little", signed=True)
 
 
+def signatures(
+    slots: Iterable[tuple[model_config_pb2.ModelInstanceGroup, ModelInstance]],
+) -> dict[str, bytes]:
+    """Each instance's ``signature`` by name, from ``(group, instance)`` pairs."""
+    return {inst.name: signature(group, inst.device_id) for group, inst in slots}
+
+
 @dataclass
 class Match:
     """The instances of an update: ``instances`` the new set in the order of its groups,
@@ -83,6 +89,12 @@ class Match:
     instances: list[ModelInstance]
     added: list[ModelInstance]
     removed: list[ModelInstance]
+
+    @property
+    def kept(self) -> list[ModelInstance]:
+        """The serving instances the new set keeps."""
+        added = {id(inst) for inst in self.added}
+        return [inst for inst in self.instances if id(inst) not in added]
 
 
 def match(

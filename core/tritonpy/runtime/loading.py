@@ -11,6 +11,7 @@ import copy
 import functools
 import logging
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from ..config import (
     backend_platform,
     config_from_dict,
     config_to_dict,
+    copy_config,
     fill_defaults,
     json_fields,
     load_config_file,
@@ -53,7 +55,7 @@ from ..scheduler.ratelimiter import Need, RateLimiter
 from .backend_runtime import check_runtime
 from .backends import KNOWN_FILES, BackendRegistry, install_hint
 from .ensemble_plan import ENSEMBLE_BACKEND, ENSEMBLE_HOOKS, MemberLookup, plan_ensemble
-from .instance_update import match, signature
+from .instance_update import Match, match, signature, signatures
 from .model import LoadedVersion, ModelState, finalize_quietly
 from .spec import IOSpec
 from .warmup import run_warmup
@@ -172,7 +174,7 @@ class ModelLoader:
                 raise
             if config.platform == ENSEMBLE_PLATFORM:
                 return self._load_ensemble(record, mdir, config, members)
-            record.read_config, record.read_written = _copy_config(config), written
+            record.read_config, record.read_written = copy_config(config), written
             record.files_stamp = folder_stamp(mdir.path, skip=mdir.config_path)
             hooks, backend, versions = self._prepare(mdir, config)
         except Exception as exc:  # any failure is this model's reason, never the server's end
@@ -208,34 +210,23 @@ class ModelLoader:
         """The versions a load of ``mdir`` with ``config`` (as read) would bring."""
         return _select_versions(mdir, config, list(version_dirs(mdir.path)))
 
-    def update_version(
-        self, old: LoadedVersion, read: ModelConfig
-    ) -> tuple[LoadedVersion, list[ModelInstance]]:
+    def update_version(self, old: LoadedVersion, read: ModelConfig) -> tuple[LoadedVersion, Match]:
         """``old`` with the instance groups of ``read`` (a config as read, equal to the one
         ``old`` loaded from but for those): the same model (no ``model_initialize``),
         the serving instances the new groups keep, and new ones for the rest, started
         and warmed up here. Returns the new version, not serving yet (the manager starts it
-        with ``LoadedVersion.start_sharing``), and the instances of ``old`` it leaves out,
-        to finalize once ``old`` has finished its requests (``step_down``). TritonError
+        with ``LoadedVersion.start_sharing``), and which instances it kept, added and left
+        out (those to finalize once ``old`` has finished its requests: ``step_down``). TritonError
         when the new groups are invalid, the rate limiter cannot ever run an instance, or
         an instance fails to start (then nothing changed)."""
         hooks, model = old.hooks, old.model
         gpus = devices.gpu_count()
-        config = _copy_config(old.config)
+        config = copy_config(old.config)
         config.ClearField("instance_group")
         config.instance_group.extend(read.instance_group)
         if read.HasField("version_policy"):
             config.version_policy.CopyFrom(read.version_policy)
-        source = str(model.repository_path / "config.pbtxt")
-        fill_defaults(
-            config,
-            default_kind=hooks.info.default_instance_kind,
-            default_count=hooks.info.default_instance_count,
-            gpu_count=gpus,
-            backend_gpu=ask_gpu_support(hooks, model.backend, model) if gpus else GpuSupport(),
-            source=source,
-        )
-        validate_config(config, source=source, folder_name=old.name)
+        _complete_config(config, hooks, model, gpus, str(model.repository_path / "config.pbtxt"))
         slots = self._slots(model, config, gpus)
         found = match(
             [*old.instances, *old.passive_instances],
@@ -244,32 +235,16 @@ class ModelLoader:
         )
         slots = [(group, inst) for (group, _), inst in zip(slots, found.instances, strict=True)]
         policies = self._host_policies(slots)
-        needs = self._needs([(group, inst) for group, inst in slots if not inst.passive])
-        registered: list[Need] = []
-        started: list[ModelInstance] = []
+        needs = self._register(slots)
         try:
-            if self._rate_limiter is not None:  # an instance the limiter can never run: refused first
-                for need in needs.values():
-                    self._rate_limiter.register(need)
-                    registered.append(need)
-            self._equip(found.added, gpus)
-            self._init_instances(hooks, found.added, started, hooks.info.parallel_instance_init, policies)
-            run_warmup(
-                hooks, config, model.repository_path, [i for i in found.added if not i.passive], policies
-            )
+            self._start_instances(hooks, config, model.repository_path, found.added, policies, gpus)
         except TritonError:
-            for inst in started:
-                finalize_quietly(hooks, "instance_finalize", instance=inst)
-            limiter = self._rate_limiter
-            if limiter is not None:
-                for need in registered:
-                    limiter.unregister(need)
+            self._unregister(needs.values())
             raise
         model.config = config_to_dict(config)
         # The new instances first: schedulers prefer the first idle one, and the kept
         # ones may still be busy with the previous version's batches (``start_sharing``).
-        added = {id(inst) for inst in found.added}
-        ordered = found.added + [inst for inst in found.instances if id(inst) not in added]
+        ordered = found.added + found.kept
         for inst in found.added:
             log.info("model '%s' version %d: instance %s started", old.name, old.version, inst.name)
         mv = LoadedVersion(
@@ -291,9 +266,16 @@ class ModelLoader:
             device_tensors=old.device_tensors,
             host_policies=policies,
             stats=old.stats,
-            signatures={inst.name: signature(group, inst.device_id) for group, inst in slots},
+            signatures=signatures(slots),
         )
-        return mv, found.removed
+        return mv, found
+
+    def abandon_update(self, mv: LoadedVersion, found: Match) -> None:
+        """Undo ``update_version`` (another version's update failed): finalize the
+        instances it started and let go of its rate-limiter needs."""
+        for inst in found.added:
+            finalize_quietly(mv.hooks, "instance_finalize", instance=inst)
+        mv.release_needs()
 
     def _read_config(self, mdir: RepoEntry, override: Override | None) -> tuple[ModelConfig, dict[str, Any]]:
         """The model's config: the load's override, else its config file (``config.pbtxt``,
@@ -304,8 +286,7 @@ class ModelLoader:
         path = mdir.config_path
         written: list[str] = []
         if override is not None:
-            config = ModelConfig()
-            config.CopyFrom(override.config)
+            config = copy_config(override.config)
             written = json_fields(override.text)
         elif path.exists():
             try:
@@ -422,25 +403,17 @@ class ModelLoader:
         slots = self._slots(model, config, gpus)
         instances = [inst for _, inst in slots]
         policies = self._host_policies(slots)
-        self._equip(instances, gpus)
+        needs = self._register(slots)
         call_hook(hooks, "model_initialize", model=model)
-        started: list[ModelInstance] = []
         try:
-            self._init_instances(hooks, instances, started, hooks.info.parallel_instance_init, policies)
-            # Passive instances are initialized but take no requests: no warmup, no scheduler.
-            active = [inst for inst in instances if not inst.passive]
-            passive = [inst for inst in instances if inst.passive]
-            run_warmup(hooks, config, mdir.path, active, policies)
+            self._start_instances(hooks, config, mdir.path, instances, policies, gpus)
         except TritonError:
-            for inst in started:
-                finalize_quietly(hooks, "instance_finalize", instance=inst)
             finalize_quietly(hooks, "model_finalize", model=model)
+            self._unregister(needs.values())
             raise
-        needs: dict[str, Need] = {}
-        if self._rate_limiter is not None:
-            needs = self._needs([(group, inst) for group, inst in slots if not inst.passive])
-            for need in needs.values():
-                self._rate_limiter.register(need)
+        # Passive instances are initialized but take no requests: no warmup, no scheduler.
+        active = [inst for inst in instances if not inst.passive]
+        passive = [inst for inst in instances if inst.passive]
         if config.response_cache.enable and self._cache is None:
             log.warning(
                 "model '%s' enables response_cache but no cache is configured (--cache-config)", mdir.name
@@ -467,7 +440,7 @@ class ModelLoader:
             # Device-resident inputs come from CUDA regions (or GPU outputs of ensemble steps).
             device_tensors=gpus > 0,
             host_policies=policies,
-            signatures={inst.name: signature(group, inst.device_id) for group, inst in slots},
+            signatures=signatures(slots),
         )
         mv.start()
         return mv
@@ -543,15 +516,35 @@ class ModelLoader:
             labels[out["name"]] = read_labels(path)
         return labels
 
-    @staticmethod
-    def _needs(slots: list[Slot]) -> dict[str, Need]:
-        """Each instance's rate-limiter resources, from its instance group."""
+    def _register(self, slots: list[Slot]) -> dict[str, Need]:
+        """Each active instance's rate-limiter resources (from its instance group), by name,
+        registered with the limiter when there is one: all of them, or, when the limiter
+        could never run one (more than ``--rate-limit-resource`` gives), none and the
+        TritonError, before anything starts."""
         needs: dict[str, Need] = {}
         for group, inst in slots:
+            if inst.passive:
+                continue
             limiter = group.rate_limiter
             resources = tuple((r.name, int(r.count), bool(getattr(r, "global"))) for r in limiter.resources)
             needs[inst.name] = Need(resources, inst.device_id, int(limiter.priority) or 1)
+        if self._rate_limiter is None:
+            return needs
+        registered: list[Need] = []
+        try:
+            for need in needs.values():
+                self._rate_limiter.register(need)
+                registered.append(need)
+        except TritonError:
+            self._unregister(registered)
+            raise
         return needs
+
+    def _unregister(self, needs: Iterable[Need]) -> None:
+        """Undo ``_register`` (a load or update that did not go ahead)."""
+        if self._rate_limiter is not None:
+            for need in needs:
+                self._rate_limiter.unregister(need)
 
     @staticmethod
     def _slots(model: Model, config: ModelConfig, gpus: int) -> list[Slot]:
@@ -605,6 +598,27 @@ class ModelLoader:
             if inst.kind == "KIND_GPU" and gpus:
                 inst.device_memory = self._device_memory
 
+    def _start_instances(
+        self,
+        hooks: BackendHooks,
+        config: ModelConfig,
+        model_dir: Path,
+        instances: list[ModelInstance],
+        policies: dict[str, HostPolicy],
+        gpus: int,
+    ) -> None:
+        """Equip, initialize and warm up ``instances`` (passive ones take no requests: no
+        warm-up); on a TritonError those started are finalized, and it is raised."""
+        self._equip(instances, gpus)
+        started: list[ModelInstance] = []
+        try:
+            self._init_instances(hooks, instances, started, hooks.info.parallel_instance_init, policies)
+            run_warmup(hooks, config, model_dir, [inst for inst in instances if not inst.passive], policies)
+        except TritonError:
+            for inst in started:
+                finalize_quietly(hooks, "instance_finalize", instance=inst)
+            raise
+
     @staticmethod
     def _init_instances(
         hooks: BackendHooks,
@@ -636,12 +650,6 @@ class ModelLoader:
                     first_error = first_error or exc
             if first_error is not None:
                 raise first_error
-
-
-def _copy_config(config: ModelConfig) -> ModelConfig:
-    copied = ModelConfig()
-    copied.CopyFrom(config)
-    return copied
 
 
 def _select_versions(mdir: RepoEntry, config: ModelConfig, available: list[int]) -> list[int]:
@@ -749,17 +757,24 @@ def prepare_model(
             # Triton: a model found to batch by auto-complete gets the dynamic batcher.
             config.dynamic_batching.SetInParent()
     else:
-        config = ModelConfig()
-        config.CopyFrom(base)
+        config = copy_config(base)
+    _complete_config(config, hooks, model, gpus, source)
+    model.config = config_to_dict(config)
+    return model, config
+
+
+def _complete_config(config: ModelConfig, hooks: BackendHooks, model: Model, gpus: int, source: str) -> None:
+    """Triton's defaults for ``config`` of ``model`` (instance kinds as its backend's
+    ``gpu_support`` allows on a host with ``gpus``), validated, its messages naming
+    ``source``: for a load (``prepare_model``) and for a model update
+    (``ModelLoader.update_version``)."""
     info = hooks.info
     fill_defaults(
         config,
         default_kind=info.default_instance_kind,
         default_count=info.default_instance_count,
         gpu_count=gpus,
-        backend_gpu=ask_gpu_support(hooks, backend, model) if gpus else GpuSupport(),
+        backend_gpu=ask_gpu_support(hooks, model.backend, model) if gpus else GpuSupport(),
         source=source,
     )
-    validate_config(config, source=source, folder_name=name)
-    model.config = config_to_dict(config)
-    return model, config
+    validate_config(config, source=source, folder_name=model.name)

@@ -256,12 +256,13 @@ class LoadedVersion:
             self._run_here = self._reschedule = None
         for inst in removed:
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)
-        self._unregister()  # the new version registered what it runs
+        self.release_needs()  # the new version registered what it runs
         self.state = ModelState.UNAVAILABLE
         self.reason = "unloaded"
 
-    def _unregister(self) -> None:
-        """Let the rate limiter's pools shrink to the needs of the instances left."""
+    def release_needs(self) -> None:
+        """Let the rate limiter's pools shrink to the needs of the instances left (it is
+        unloaded, replaced by an update, or an update that made it did not go ahead)."""
         if self.rate_limiter is not None:
             for need in self.needs.values():
                 self.rate_limiter.unregister(need)
@@ -759,7 +760,7 @@ class LoadedVersion:
             self._run_here = self._reschedule = None
         for inst in (*self.instances, *self.passive_instances):
             finalize_quietly(self.hooks, "instance_finalize", instance=inst)
-        self._unregister()
+        self.release_needs()
         finalize_quietly(self.hooks, "model_finalize", model=self.model)
         self.state = ModelState.UNAVAILABLE
         self.reason = "unloaded"

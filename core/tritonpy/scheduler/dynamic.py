@@ -77,7 +77,7 @@ _BATCHER = -1
 #: What ``DynamicBatcher._step`` decided.
 _RUN, _AGAIN, _REJECT, _WAIT, _EXIT = range(5)
 #: How often a held batcher (``held_until``) counts its queue, as Triton's does.
-_HOLD_POLL_NS = 10_000_000
+HOLD_POLL_NS = 10_000_000
 
 
 def held_until(variable: str = "TRITONSERVER_DELAY_SCHEDULER") -> int:
@@ -506,7 +506,7 @@ class DynamicBatcher(Scheduler):
         if self._hold and pending and self._open:  # stopping: what is queued runs
             if sum(map(len, self._levels.values())) < self._hold:
                 pending = False
-                wait_ns = _HOLD_POLL_NS
+                wait_ns = HOLD_POLL_NS
             else:
                 self._hold = 0
         if pending and self._idle:

@@ -99,7 +99,7 @@ class RateLimiter:
         that is refused, before anything changes)."""
         with self._lock:
             for name, count, is_global in need.resources:
-                explicit = self._explicit_size(name, need.device, is_global)
+                explicit = self._explicit_size(self._key(name, need.device, is_global))
                 if explicit is not None and explicit < count:
                     raise TritonError.invalid_arg(
                         f"resource '{name}' has {explicit} units (--rate-limit-resource) "
@@ -108,7 +108,7 @@ class RateLimiter:
             for name, count, is_global in need.resources:
                 key = self._key(name, need.device, is_global)
                 self._wanted.setdefault(key, collections.Counter())[count] += 1
-                self._resize(key, name, need.device, is_global)
+                self._resize(key)
                 self._used.setdefault(key, 0)
             self._log_sizes()
 
@@ -124,14 +124,16 @@ class RateLimiter:
                 wanted[count] -= 1
                 if not wanted[count]:
                     del wanted[count]
-                self._resize(key, name, need.device, is_global)
+                self._resize(key)
             self._log_sizes()
 
-    def _explicit_size(self, name: str, device: int, is_global: bool) -> int | None:
-        return self._explicit.get((name, None if is_global else device), self._explicit.get((name, None)))
+    def _explicit_size(self, key: tuple[str, int]) -> int | None:
+        """What ``--rate-limit-resource`` gives the pool ``key`` (None: nothing)."""
+        name, device = key
+        return self._explicit.get((name, None if device == -1 else device), self._explicit.get((name, None)))
 
-    def _resize(self, key: tuple[str, int], name: str, device: int, is_global: bool) -> None:
-        explicit = self._explicit_size(name, device, is_global)
+    def _resize(self, key: tuple[str, int]) -> None:
+        explicit = self._explicit_size(key)
         self._capacity[key] = explicit if explicit is not None else max(self._wanted.get(key, ()), default=0)
 
     def _log_sizes(self) -> None:

@@ -74,7 +74,7 @@ from ._deadline import DeadlineWait, precise_timeouts
 from ._equal_inputs import EqualInputs
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused, stopped
 from .contract import Scheduler
-from .dynamic import _HOLD_POLL_NS, _Ordered, held_until
+from .dynamic import HOLD_POLL_NS, _Ordered, held_until
 from .inline import NowaitRunner
 
 log = logging.getLogger(__name__)
@@ -600,7 +600,7 @@ class SequenceBatcher(Scheduler):
                         wake.wait()
                         continue
                     if self._hold[index] and self._open and self._held(index):
-                        self._waits.wait(wake, _HOLD_POLL_NS / 1e9)
+                        self._waits.wait(wake, HOLD_POLL_NS / 1e9)
                         continue
                     now = time.monotonic_ns()
                     batch, wait_ns = self._form(index, now)

@@ -197,18 +197,26 @@ class Arena(Blocks):
         if end <= self._reserved:
             return True
         target = min(self.size, max(end, self._reserved + _RESERVE_STEP))
+        reserved = self._fallocate(self._fd, self._reserved, target - self._reserved)
+        if reserved is None:
+            return False
+        # A file system (or platform) that cannot reserve: written as is from now on.
+        self._reserved = target if reserved else self.size
+        return True
+
+    def _fallocate(self, fd: int, offset: int, length: int) -> bool | None:
+        """Reserve the pages of ``fd`` from ``offset`` on: True when done, False when
+        pages cannot be reserved here at all (write as is), None when shared memory is
+        full (warned once)."""
         try:
-            os.posix_fallocate(self._fd, self._reserved, target - self._reserved)
+            os.posix_fallocate(fd, offset, length)
         except OSError as exc:
             if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                self._reserved = self.size  # a file system that cannot reserve: write as is
-                return True
+                return False
             self._full(exc)
-            return False
+            return None
         except AttributeError:  # no posix_fallocate on this platform
-            self._reserved = self.size
-            return True
-        self._reserved = target
+            return False
         return True
 
     def _full(self, exc: OSError) -> None:
@@ -229,15 +237,9 @@ class Arena(Blocks):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.ftruncate(fd, nbytes)
-            try:
-                os.posix_fallocate(fd, 0, nbytes)
-            except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                    self._full(exc)
-                    os.unlink(path)
-                    return None
-            except AttributeError:  # no posix_fallocate on this platform
-                pass
+            if self._fallocate(fd, 0, nbytes) is None:
+                os.unlink(path)
+                return None
             return path, mmap.mmap(fd, nbytes)
         except BaseException:
             os.unlink(path)
@@ -259,6 +261,12 @@ class Arena(Blocks):
 def _numpy_dtype(datatype: str) -> np.dtype[Any]:
     dtype: np.dtype[Any] = np.dtype(triton_to_numpy_type(CODES[datatype]))
     return dtype
+
+
+def _copy_into(buffer: Any, offset: int, array: np.ndarray[Any, Any]) -> None:
+    """Copy the C-contiguous ``array`` into ``buffer`` at ``offset``."""
+    target = np.frombuffer(buffer, dtype=array.dtype, count=array.size, offset=offset)
+    np.copyto(target, array.reshape(-1), casting="no")
 
 
 class Link:
@@ -351,7 +359,7 @@ class Link:
                 encode_into(items, memoryview(self.mine.map)[offset : offset + nbytes])
                 return (name, datatype, shape, "s", offset, nbytes)
             spill = self.mine.spill(nbytes) if nbytes >= SPILL_BYTES else None
-            if spill is not None:  # its map closes with its last reference, as below
+            if spill is not None:  # its map closes with its last reference
                 encode_into(items, memoryview(spill[1]))
                 return (name, datatype, shape, "f", spill[0], nbytes)
             buf = bytearray(nbytes)
@@ -361,13 +369,11 @@ class Link:
         nbytes = array.nbytes
         offset = self.mine.alloc(nbytes) if nbytes >= INLINE_BYTES else None
         if offset is not None:
-            target = np.frombuffer(self.mine.map, dtype=array.dtype, count=array.size, offset=offset)
-            np.copyto(target, array.reshape(-1), casting="no")
+            _copy_into(self.mine.map, offset, array)
             return (name, datatype, shape, "s", offset, nbytes)
         spill = self.mine.spill(nbytes) if nbytes >= SPILL_BYTES else None
-        if spill is not None:
-            target = np.frombuffer(spill[1], dtype=array.dtype, count=array.size)
-            np.copyto(target, array.reshape(-1), casting="no")
+        if spill is not None:  # its map closes with its last reference
+            _copy_into(spill[1], 0, array)
             return (name, datatype, shape, "f", spill[0], nbytes)
         return (name, datatype, shape, "i", bytearray(array.tobytes()), nbytes)
 
