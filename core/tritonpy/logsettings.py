@@ -5,10 +5,17 @@ Settings are Triton's: ``log_file``, ``log_info``, ``log_warning``,
 ``ISO8601``). They drive the ``tritonpy`` logger: a message is written when its
 severity is enabled (verbose messages, logged at DEBUG, need a verbose level
 > 0). The log file is set at start only, as in Triton.
+
+Lines are Triton's: ``<preamble> <file>:<line>] <message>``, the message written as a
+JSON string (quoted, its newlines and control characters escaped, so no client-chosen
+text can forge a line) unless ``TRITON_SERVER_ESCAPE_LOG_MESSAGES=0`` was set when the
+process started. A record with a ``tritonpy_object`` (a table, a model configuration)
+shows it unescaped on the lines after its message, as Triton's tables and protobufs.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -28,10 +35,15 @@ _LETTER = {
     logging.CRITICAL: "E",
 }
 
+#: Triton's switch: "0" when the process starts writes messages as they are.
+ESCAPE_VARIABLE = "TRITON_SERVER_ESCAPE_LOG_MESSAGES"
+#: The ``extra`` key of a record's object: server-made text shown unescaped after the message.
+OBJECT = "tritonpy_object"
 
-#: Loggers shown under another name: uvicorn writes its start-up and shutdown lines (and only its
-#: errors among them) to "uvicorn.error", which reads as an error in a log line.
-_SOURCES = {"uvicorn.error": "uvicorn"}
+
+def escape_messages() -> bool:
+    """Whether this process escapes log messages (Triton's reading of ``ESCAPE_VARIABLE``)."""
+    return os.environ.get(ESCAPE_VARIABLE) != "0"
 
 
 @dataclass
@@ -45,27 +57,33 @@ class LogState:
 
 
 class _TritonFormatter(logging.Formatter):
-    """Triton's line layout: ``I1122 12:05:52.519328 21883 module] message`` (``module`` is the
-    record's ``tritonpy_source`` when it has one)."""
+    """Triton's line layout, ``I1122 12:05:52.519328 21883 loader.py:120] "message"`` (UTC, as
+    Triton's ``gmtime_r``), or ISO 8601's ``2026-11-22T12:05:52Z I 21883 loader.py:120] ...``."""
 
-    def __init__(self, state: LogState) -> None:
+    def __init__(self, state: LogState, escape: bool) -> None:
         super().__init__()
         self.state = state
+        self.escape = escape
 
     def format(self, record: logging.LogRecord) -> str:
         letter = _LETTER.get(record.levelno, "I")
         t = record.created
-        micros = int((t - int(t)) * 1_000_000)
-        # A record that names its source (a Python model's pb_utils.Logger: "simple/1/model.py:12")
-        # shows it where Triton's lines have their source file and line; others, the logger's name.
-        where = getattr(record, "tritonpy_source", None) or _SOURCES.get(record.name, record.name)
+        # Triton's <file>:<line>, the file's name without its folders. A Python model's
+        # pb_utils.Logger record carries its model.py and line (``_services.log``).
+        where = f"{record.filename}:{record.lineno}"
         message = record.getMessage()
         if record.exc_info:
             message += "\n" + self.formatException(record.exc_info)
+        if self.escape:
+            message = json.dumps(message, ensure_ascii=False)
+        shown = getattr(record, OBJECT, None)
+        if shown is not None:  # an empty heading is left out, as Triton's tables have none
+            message = (message if record.msg else "") + "\n" + shown
         if self.state.log_format == "ISO8601":
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
             return f"{stamp} {letter} {os.getpid()} {where}] {message}"
-        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(t))
+        micros = int((t - int(t)) * 1_000_000)
+        stamp = time.strftime("%m%d %H:%M:%S", time.gmtime(t))
         return f"{letter}{stamp}.{micros:06d} {os.getpid()} {where}] {message}"
 
 
@@ -92,6 +110,8 @@ class LogSettings:
         self.state = state or LogState()
         self._lock = threading.Lock()
         self._handler: logging.Handler | None = None
+        #: Read once, when the settings are made (the process's start), as Triton reads it.
+        self.escape = escape_messages()
 
     def install(self, logger_names: tuple[str, ...] = ("tritonpy",), stream: TextIO | None = None) -> None:
         """Write the named loggers through handlers that follow these settings (CLI use):
@@ -108,7 +128,7 @@ class LogSettings:
             high.addFilter(lambda record: record.levelno >= logging.WARNING)
             handlers = [low, high]
         for handler in handlers:
-            handler.setFormatter(_TritonFormatter(self.state))
+            handler.setFormatter(_TritonFormatter(self.state, self.escape))
             handler.addFilter(_SeverityFilter(self.state))
         self._handler = handlers[0]
         for name in logger_names:

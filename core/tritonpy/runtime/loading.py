@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import text_format
 from tritonpy_sdk import Backend, DeviceMemory, ErrorCode, GpuSupport, Model, ModelInstance, TritonError
 from tritonpy_sdk.cache import ResponseCache
 from tritonpy_sdk.host import BackendHooks, ask_gpu_support, call_hook
@@ -43,6 +44,7 @@ from ..config import (
 from ..config._defaults import unknown_gpu
 from ..config._validate import ENSEMBLE_PLATFORM
 from ..hostpolicy import HostPolicy, bound, policy_name
+from ..logsettings import OBJECT
 from ..memory import PinnedPool
 from ..metrics._config import not_customizable
 from ..options import ServerOptions
@@ -769,6 +771,8 @@ def _complete_config(config: ModelConfig, hooks: BackendHooks, model: Model, gpu
     ``source``: for a load (``prepare_model``) and for a model update
     (``ModelLoader.update_version``)."""
     info = hooks.info
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("Server side auto-completed config: ", extra={OBJECT: text_format.MessageToString(config)})
     fill_defaults(
         config,
         default_kind=info.default_instance_kind,

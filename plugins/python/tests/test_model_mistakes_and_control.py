@@ -136,7 +136,7 @@ def test_a_decoupled_model_returning_none_is_not_warned_about(server: ServerProc
             x.set_data_from_numpy(np.array([text.encode()], dtype=object))
             client.async_stream_infer("forgetful_decoupled", [x])
         # One stub answers in order: once it logged "b", what it said of "a" (done) is read.
-        server.wait_for_output("forgetful_decoupled/1/model.py:9] forgetting b", timeout=15)
+        server.wait_for_output('model.py:9] "forgetting b"', timeout=15)
     finally:
         client.stop_stream(cancel_requests=True)
     assert "model 'forgetful_decoupled' version 1 returned None" not in server.output()

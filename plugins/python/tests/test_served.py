@@ -393,13 +393,13 @@ def test_custom_metrics_and_logging(served: Any, http: Any) -> None:
     assert 'counter_input_size_example_bucket{model="counter",le="4"} 2' in text
     assert 'counter_input_size_example_count{model="counter"} 3' in text
     out = served.wait_for_output("counter saw 20 values")
-    # Triton's layout, its source file and line where the logger's name would be, with the model
-    # and version in front: "I1127 11:09:04.924639 4242 counter/1/model.py:21] counter initialized"
+    # Triton's layout, the model's file and line, the message a JSON string:
+    # 'I1127 11:09:04.924639 4242 model.py:21] "counter initialized"'.
     source = (Path(__file__).parent / "models" / "counter" / "1" / "model.py").read_text().splitlines()
     info = 1 + next(i for i, line in enumerate(source) if 'log_info("counter initialized")' in line)
     warn = 1 + next(i for i, line in enumerate(source) if "log_warn(" in line)
-    assert re.search(rf"^I\d{{4}} [\d:.]+ \d+ counter/1/model\.py:{info}\] counter initialized$", out, re.M)
-    assert re.search(rf"^W\d{{4}} [\d:.]+ \d+ counter/1/model\.py:{warn}\] counter saw 20 values$", out, re.M)
+    assert re.search(rf'^I\d{{4}} [\d:.]+ \d+ model\.py:{info}\] "counter initialized"$', out, re.M)
+    assert re.search(rf'^W\d{{4}} [\d:.]+ \d+ model\.py:{warn}\] "counter saw 20 values"$', out, re.M)
     # Triton's words for a metric whose family was dropped, and for buckets out of order.
     assert "refused: Invalid metric operation as the corresponding 'MetricFamily' has been deleted." in out
     assert "refused: Bucket Boundaries must be strictly sorted" in out

@@ -82,17 +82,9 @@ class ServerServices:
         levelno = _LEVELS.get(level, logging.INFO)
         if not self.logger.isEnabledFor(levelno):
             return
-        # tritonpy_source: the log's "where" field (Triton's ``file:line]``) instead of the logger name.
-        record = self.logger.makeRecord(
-            self.logger.name,
-            levelno,
-            filename,
-            line,
-            "%s",
-            (message,),
-            None,
-            extra={"tritonpy_source": f"{filename}:{line}"},
-        )
+        # The model's file and line are the record's: the log shows them as Triton's
+        # ``model.py:12]``.
+        record = self.logger.makeRecord(self.logger.name, levelno, filename, line, "%s", (message,), None)
         self.logger.handle(record)
 
     def event_loop(self) -> asyncio.AbstractEventLoop | None:
