@@ -4,7 +4,8 @@ Triton's spans, per traced request:
 
 - ``InferRequest``: the top-level span of a request that came from a client; its
   parent is the client's span when the request carried a W3C ``traceparent``
-  (an HTTP header, or gRPC metadata).
+  (an HTTP header, or gRPC metadata), with an ``INFER_RESPONSE_COMPLETE`` event per
+  response the front end was handed.
 - ``<model name>``: the model span, child of ``InferRequest``, with the
   attributes ``triton.model_name``, ``triton.model_version``,
   ``triton.trace_id``, ``triton.trace_parent_id`` and ``triton.request_id``, and
@@ -32,8 +33,10 @@ log = logging.getLogger(__name__)
 
 INSTALL = "pip install 'tritonpy[otel]'"
 
-#: Events on the model span; the rest of a request's stamps go on its compute span.
+#: Events on the model span; the rest of a request's stamps go on its compute span but for
+#: the front end's, on ``InferRequest``.
 _MODEL_EVENTS = frozenset({"REQUEST_START", "QUEUE_START", "REQUEST_END"})
+_ROOT_EVENTS = frozenset({"INFER_RESPONSE_COMPLETE"})
 
 
 @dataclass
@@ -150,8 +153,11 @@ class OtelExporter:
         model.set_attributes(attributes)
         compute: list[tuple[str, int]] = []
         end = None
+        root = spans.root
         for name, ns in stamps:
-            if name in _MODEL_EVENTS:
+            if name in _ROOT_EVENTS:
+                (root or model).add_event(name, timestamp=ns + offset)
+            elif name in _MODEL_EVENTS:
                 model.add_event(name, timestamp=ns + offset)
                 if name == "REQUEST_END":
                     end = ns + offset
@@ -167,8 +173,8 @@ class OtelExporter:
                 span.add_event(name, timestamp=ns)
             span.end(end_time=compute[-1][1])
         model.end(end_time=end)
-        if spans.root is not None:
-            spans.root.end(end_time=end)
+        if root is not None:
+            root.end(end_time=end)
 
     def shutdown(self, timeout: float = 2.0) -> None:
         """Export what is queued, for at most ``timeout`` seconds: a collector that does not

@@ -596,6 +596,9 @@ class Server:
             try:
                 done(response, flags)
             finally:
+                if trace is not None and response is not None and not internal:
+                    # Triton's front ends stamp each response they were handed.
+                    trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
                 if flags & RESPONSE_COMPLETE_FINAL:
                     inflight = self._inflight  # ``_leave``, inlined (once per request)
                     inflight.pop()

@@ -211,6 +211,7 @@ def test_a_request_is_three_spans_as_in_triton(traced: tuple[Any, Receiver, str,
     assert attrs["triton.request_id"] == "plain"
     assert _events(model) == ["REQUEST_START", "QUEUE_START", "REQUEST_END"]
     assert _events(compute) == ["COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END"]
+    assert _events(root) == ["INFER_RESPONSE_COMPLETE"]  # the front end's, on the root span as Triton
     assert model.start_time_unix_nano <= compute.start_time_unix_nano <= compute.end_time_unix_nano
     assert compute.end_time_unix_nano <= model.end_time_unix_nano
     assert abs(model.start_time_unix_nano - time.time_ns()) < 60e9  # the epoch, not a monotonic clock
@@ -296,6 +297,9 @@ def test_an_ensemble_is_a_parent_span_with_a_child_per_step(traced: tuple[Any, R
     computes = spans["compute"]
     # An ensemble computes nothing: a compute span per step only.
     assert sorted(c.parent_span_id for c in computes) == sorted(s.span_id for s in steps)
+    # Its steps' responses go to the ensemble, not to a front end: no INFER_RESPONSE_COMPLETE.
+    assert _events(spans["InferRequest"][0]) == ["INFER_RESPONSE_COMPLETE"]
+    assert all("INFER_RESPONSE_COMPLETE" not in _events(span) for span in steps + [pipe])
 
 
 def test_bls_requests_are_children_of_the_calling_request(traced: tuple[Any, Receiver, str, str]) -> None:

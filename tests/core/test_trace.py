@@ -10,7 +10,7 @@ import pytest
 import tritonpy
 from tritonpy.trace import Tracer, state_from_flags
 from tritonpy_sdk import TritonError
-from tritonpy_testbackend import TestBackend
+from tritonpy_testbackend import TestBackend, write_sender_models
 
 
 def test_settings_global_and_per_model() -> None:
@@ -131,6 +131,7 @@ def test_traced_requests_are_written_with_every_stage(test_repos: list[Path], tm
         "COMPUTE_INPUT_END",
         "COMPUTE_OUTPUT_START",
         "COMPUTE_END",
+        "INFER_RESPONSE_COMPLETE",  # handed back to its caller, as Triton's front ends stamp it
         "REQUEST_END",
     ]
     ns = [t["ns"] for t in records[0]["timestamps"]]
@@ -153,3 +154,23 @@ def test_the_older_level_words_of_triton_s_command_line_are_taken(word: str, lev
     assert state_from_flags([f"level={word}"]).trace_level == [level]
     with pytest.raises(ValueError, match="invalid trace level 'MEDIUM'"):
         state_from_flags(["level=MEDIUM"])
+
+
+def test_each_response_of_a_decoupled_model_is_stamped(tmp_path: Path) -> None:
+    """Triton's front ends stamp INFER_RESPONSE_COMPLETE per response they are handed (NVIDIA's
+    L0_batcher orders responses by it); a FINAL flag without a response is not one."""
+    write_sender_models(tmp_path)
+    trace_file = tmp_path / "trace.json"
+    server = tritonpy.Server(
+        model_repository=[tmp_path], trace_config=["level=TIMESTAMPS", "rate=1", f"triton,file={trace_file}"]
+    )
+    server.backends.register("testbk", TestBackend())
+    a = np.ones((1, 4), np.int32)
+    with server:
+        assert len(list(server.model("decoupled_empty_final").infer({"INPUT0": a, "INPUT1": a}))) == 2
+        assert len(list(server.model("decoupled").infer({"INPUT0": a, "INPUT1": a}))) == 3
+    first, second = json.loads(trace_file.read_text())
+    for record, count in ((first, 2), (second, 3)):
+        names = [t["name"] for t in record["timestamps"]]
+        assert names.count("INFER_RESPONSE_COMPLETE") == count, names
+        assert names[-1] == "REQUEST_END"
