@@ -168,7 +168,7 @@ async def serve(server: Server, out: TextIO = sys.stdout) -> int:
     # those in flight finish; only then stop the transports (grpc.aio's stop
     # cancels calls it received but had not handed to a handler yet).
     deadline = time.monotonic() + options.exit_timeout_secs
-    log.info("shutting down: draining in-flight requests")
+    log.info("Waiting for in-flight requests to complete.")  # Triton's words (ops tooling greps them)
     server.drain()
     if not await loop.run_in_executor(None, server.wait_idle, _left(deadline)):
         log.warning("requests still in flight after --exit-timeout-secs; stopping anyway")

@@ -131,6 +131,7 @@ def test_sigterm_drains_in_flight_requests(server_factory, slow_env, tmp_path: P
     assert "error" not in result, result.get("error")
     np.testing.assert_array_equal(result["out"], [2, 3])
     assert code == 0
+    assert '"Waiting for in-flight requests to complete."' in server.output()  # Triton's line
     assert "Server stopped" in server.output()
 
 
