@@ -1,3 +1,4 @@
+import logging
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,20 @@ def test_version_dirs_are_numbers_zero_included(tmp_path: Path) -> None:
     path = _model(tmp_path, "m", ["1", "3", "10", "0", "abc", ".5"])
     (path / "7").write_text("a file, not a folder")
     assert sorted(version_dirs(path)) == [0, 1, 3, 10]
+
+
+def test_a_version_with_a_leading_zero_is_ignored_with_triton_s_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _model(tmp_path, "m", ["01", "2", "00", "abc", "warmup", "initial_state", "configs", "\u0661"])
+    with caplog.at_level(logging.WARNING, logger="tritonpy"):
+        assert sorted(version_dirs(path)) == [2]
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        "ignore version directory '00' which contains leading zeros in its directory name",
+        "ignore version directory '01' which contains leading zeros in its directory name",
+        "ignore version directory 'abc' which fails to convert to integral number",
+        "ignore version directory '\u0661' which fails to convert to integral number",
+    ]
 
 
 @pytest.mark.parametrize(

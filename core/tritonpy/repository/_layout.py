@@ -114,14 +114,25 @@ def scan_repositories(
     return result
 
 
+#: A model's folders that are not versions, passed over without a word (Triton's skip list:
+#: warm-up data, sequence initial state, the ``configs`` of ``--model-config-name``).
+_NOT_VERSIONS = frozenset({"warmup", "initial_state", "configs"})
+
+
 def version_dirs(model_path: Path) -> dict[int, Path]:
-    """The numeric version folders of a model: ``{version: path}``."""
+    """The numeric version folders of a model: ``{version: path}``. Others are ignored with
+    Triton's warning; so is a number with a leading zero (``01``), as Triton ignores it."""
     versions: dict[int, Path] = {}
     for child in model_path.iterdir():
-        if not child.is_dir() or child.name.startswith("."):
+        name = child.name
+        if not child.is_dir() or name.startswith(".") or name in _NOT_VERSIONS:
             continue
-        if not child.name.isdigit():
-            log.debug("ignoring non-numeric folder %s in model %s", child.name, model_path.name)
-            continue
-        versions[int(child.name)] = child  # 0 is a version too, as in Triton
+        if not (name.isascii() and name.isdigit()):
+            log.warning("ignore version directory '%s' which fails to convert to integral number", name)
+        elif len(name) > 1 and name[0] == "0":
+            log.warning(
+                "ignore version directory '%s' which contains leading zeros in its directory name", name
+            )
+        else:
+            versions[int(name)] = child  # 0 is a version too, as in Triton
     return versions
