@@ -4,8 +4,9 @@ Triton's spans, per traced request:
 
 - ``InferRequest``: the top-level span of a request that came from a client; its
   parent is the client's span when the request carried a W3C ``traceparent``
-  (an HTTP header, or gRPC metadata), with an ``INFER_RESPONSE_COMPLETE`` event per
-  response the front end was handed.
+  (an HTTP header, or gRPC metadata), with the front end's events: ``HTTP_RECV_START``,
+  ``HTTP_RECV_END``, ``INFER_RESPONSE_COMPLETE`` (per response it was handed),
+  ``HTTP_SEND_START``, ``HTTP_SEND_END`` (gRPC: ``GRPC_WAITREAD_*``, ``GRPC_SEND_*``).
 - ``<model name>``: the model span, child of ``InferRequest``, with the
   attributes ``triton.model_name``, ``triton.model_version``,
   ``triton.trace_id``, ``triton.trace_parent_id`` and ``triton.request_id``, and
@@ -34,9 +35,8 @@ log = logging.getLogger(__name__)
 INSTALL = "pip install 'tritonpy[otel]'"
 
 #: Events on the model span; the rest of a request's stamps go on its compute span but for
-#: the front end's, on ``InferRequest``.
+#: the front end's (``trace.FRONT_STAMPS``), on ``InferRequest``.
 _MODEL_EVENTS = frozenset({"REQUEST_START", "QUEUE_START", "REQUEST_END"})
-_ROOT_EVENTS = frozenset({"INFER_RESPONSE_COMPLETE"})
 
 
 @dataclass
@@ -153,10 +153,14 @@ class OtelExporter:
         model.set_attributes(attributes)
         compute: list[tuple[str, int]] = []
         end = None
+        from .trace import FRONT_STAMPS
+
         root = spans.root
+        root_end = None
         for name, ns in stamps:
-            if name in _ROOT_EVENTS:
+            if name in FRONT_STAMPS:
                 (root or model).add_event(name, timestamp=ns + offset)
+                root_end = max(root_end or 0, ns + offset)
             elif name in _MODEL_EVENTS:
                 model.add_event(name, timestamp=ns + offset)
                 if name == "REQUEST_END":
@@ -173,8 +177,8 @@ class OtelExporter:
                 span.add_event(name, timestamp=ns)
             span.end(end_time=compute[-1][1])
         model.end(end_time=end)
-        if root is not None:
-            root.end(end_time=end)
+        if root is not None:  # it ends once the front end sent its answer, as Triton's
+            root.end(end_time=max(end or 0, root_end or 0) or None)
 
     def shutdown(self, timeout: float = 2.0) -> None:
         """Export what is queued, for at most ``timeout`` seconds: a collector that does not

@@ -86,7 +86,7 @@ from .runtime.loading import ModelLoader
 from .runtime.model import LoadedVersion, VersionRetired
 from .runtime.spec import IOSpec
 from .scheduler.ratelimiter import RateLimiter, parse_resource_flags
-from .trace import Tracer, parse_flags
+from .trace import FrontEnd, Tracer, parse_flags
 from .tritonserver_options import MetricFormat
 
 if TYPE_CHECKING:
@@ -577,9 +577,11 @@ class Server:
         done: OnResponse,
         internal: bool,
         here: bool = False,
+        front: FrontEnd | None = None,
     ) -> None:
         """``submit`` to ``mv``, the version ``_admit`` found for ``request``; ``here``: the
-        caller blocks for the answer, so it may run the request itself (``LoadedVersion.submit``)."""
+        caller blocks for the answer, so it may run the request itself (``LoadedVersion.submit``);
+        ``front``: the front end's stamps, which join the request's trace when it has one."""
         requested = request.model_version
         request.model_version = mv.version
         self._inflight.append(None)  # ``_enter``, inlined
@@ -589,6 +591,10 @@ class Server:
             trace = tracer.sample(request.model_name, request.id, request.trace_context, internal)
         if trace is not None:
             trace.model_version = mv.version
+            if front is not None:  # its receive stamps first; it holds the trace until it sent
+                trace.stamps.extend(front.stamps)
+                trace.holds = 2
+                front.trace = trace
             trace.stamp("REQUEST_START", time.monotonic_ns())
             request.trace_context = trace.context()  # what its steps and BLS requests carry
 
@@ -606,7 +612,7 @@ class Server:
                         self._leave_notify()
                     if trace is not None:
                         trace.stamp("REQUEST_END", time.monotonic_ns())
-                        self.tracer.finish(trace)
+                        self.tracer.release(trace)
 
         try:
             for _ in range(_RESUBMITS):
@@ -679,6 +685,7 @@ class Server:
         decoupled_message: str | None = None,
         stream_call: str = "stream_async()",
         here: bool = False,
+        front: FrontEnd | None = None,
     ) -> None:
         """Queue ``request`` for a model that is not decoupled; ``on_response(response)``
         gets its one response (an error response included), on whichever thread
@@ -686,7 +693,8 @@ class Server:
         decoupled model as UNSUPPORTED with ``decoupled_message`` (a front end's
         wording) when given, else as INVALID_ARG pointing to ``stream_call``. ``here``:
         the calling thread waits for the answer anyway, and may run the request itself
-        when an instance is free (no hand-off to a worker thread and back)."""
+        when an instance is free (no hand-off to a worker thread and back). ``front``: a
+        front end's stamps (``Tracer.front``) for the request's trace."""
         mv = self._admit(request)
         if mv.decoupled:
             raise _decoupled_refusal(request, decoupled_message, stream_call)
@@ -695,10 +703,10 @@ class Server:
             if response is not None:
                 on_response(response)
 
-        self._submit(mv, request, done, False, here)
+        self._submit(mv, request, done, False, here, front)
 
     async def infer_async(
-        self, request: InferenceRequest, decoupled_message: str | None = None
+        self, request: InferenceRequest, decoupled_message: str | None = None, front: FrontEnd | None = None
     ) -> InferenceResponse:
         """Run ``request``; raise ``TritonError`` if it fails, else return its response.
 
@@ -707,7 +715,7 @@ class Server:
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[InferenceResponse] = loop.create_future()
-        self.start_infer(request, functools.partial(answer_on, loop, fut), decoupled_message)
+        self.start_infer(request, functools.partial(answer_on, loop, fut), decoupled_message, front=front)
         return await awaited_response(fut, request)
 
     def infer(self, request: InferenceRequest, timeout: float | None = None) -> InferenceResponse:

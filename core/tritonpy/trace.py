@@ -10,9 +10,10 @@ Triton sends them.
 
 With TIMESTAMPS the core stamps each traced request at REQUEST_START,
 QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START,
-COMPUTE_END and REQUEST_END (nanoseconds of a monotonic clock) and writes one
-JSON object per trace: ``{"id", "model_name", "model_version", "request_id",
-"timestamps": [{"name", "ns"}, ...]}``, the file holding a JSON array.
+COMPUTE_END, INFER_RESPONSE_COMPLETE and REQUEST_END (nanoseconds of a monotonic
+clock), the HTTP and gRPC front ends their receive and send (``FrontEnd``), and
+writes one JSON object per trace: ``{"id", "model_name", "model_version",
+"request_id", "timestamps": [{"name", "ns"}, ...]}``, the file holding a JSON array.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,9 @@ class Trace:
     spans: Spans | None = None
     #: The trace id of the request that made this one (an ensemble step, BLS), else 0.
     parent_id: int = 0
+    #: Who still adds stamps: the core until the request's end, and a front end (``FrontEnd``)
+    #: until its answer is sent; ``Tracer.release`` writes the trace when the last is done.
+    holds: int = 1
 
     def context(self) -> str:
         """What a request made by this one carries to join its trace: a W3C
@@ -86,6 +91,58 @@ class Trace:
 
     def stamp(self, name: str, ns: int) -> None:
         self.stamps.append((name, ns))
+
+
+#: A front end's stamps, as Triton's front ends name them: received from, received by,
+#: sending from, sent by.
+_FRONT_NAMES = {
+    "HTTP": ("HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"),
+    "GRPC": ("GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END"),
+}
+#: Every front-end stamp (OpenTelemetry puts them on ``InferRequest``).
+FRONT_STAMPS = frozenset(name for names in _FRONT_NAMES.values() for name in names) | {
+    "INFER_RESPONSE_COMPLETE"
+}
+
+
+class FrontEnd:
+    """A front end's part of one request's trace, made (``Tracer.front``) when the request
+    began to arrive while tracing was on: its receive stamps go into the request's trace
+    if the core traces it (``Server.start_infer(front=...)``), and the front end stamps
+    the sending of its answer, then ``sent()`` (or ``dropped()``, when nothing is sent)
+    lets the trace be written. Unsampled requests make it a no-op."""
+
+    __slots__ = ("_names", "stamps", "trace", "_tracer")
+
+    def __init__(self, tracer: Tracer, protocol: str) -> None:
+        self._names = _FRONT_NAMES[protocol]
+        self._tracer = tracer
+        self.stamps = [(self._names[0], time.monotonic_ns())]
+        #: The request's trace once the core sampled it (it then holds it for this front end).
+        self.trace: Trace | None = None
+
+    def received(self) -> None:
+        """The whole request arrived."""
+        self.stamps.append((self._names[1], time.monotonic_ns()))
+
+    def sending(self) -> None:
+        if self.trace is not None:
+            self.trace.stamp(self._names[2], time.monotonic_ns())
+
+    def sent(self) -> None:
+        """The answer was handed to the transport: stamped, and the trace let go."""
+        trace = self.trace
+        if trace is not None:
+            trace.stamp(self._names[3], time.monotonic_ns())
+            self.trace = None
+            self._tracer.release(trace)
+
+    def dropped(self) -> None:
+        """Nothing will be sent (the client went away): the trace let go unstamped."""
+        trace = self.trace
+        if trace is not None:
+            self.trace = None
+            self._tracer.release(trace)
 
 
 #: The largest number a numeric trace setting takes: Triton 2.51 reads them into an
@@ -315,6 +372,19 @@ class Tracer:
         elif internal and parent.isdigit():
             trace.parent_id = int(parent)
         return trace
+
+    def front(self, protocol: str) -> FrontEnd | None:
+        """A front end's stamps for a request that begins to arrive now (``protocol``:
+        "HTTP" or "GRPC"); None while no request can be traced."""
+        return None if self.off else FrontEnd(self, protocol)
+
+    def release(self, trace: Trace) -> None:
+        """One holder of ``trace`` is done with it; the last one writes it (``finish``)."""
+        with self._lock:
+            trace.holds -= 1
+            if trace.holds:
+                return
+        self.finish(trace)
 
     def finish(self, trace: Trace) -> None:
         if trace.spans is not None and self._exporter is not None:

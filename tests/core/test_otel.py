@@ -238,6 +238,13 @@ def test_traceparent_over_http_and_grpc(traced: tuple[Any, Receiver, str, str]) 
         assert root.trace_id.hex() == trace_id
         assert root.parent_span_id.hex() == span_id
         assert spans["double"][0].parent_span_id == root.span_id
+        # The front end's events, and only them, on the root span (NVIDIA's L0_trace
+        # opentelemetry_unittest checks these lists); the span ends once the answer is sent.
+        front = ("HTTP_RECV", "HTTP_SEND") if n == 0 else ("GRPC_WAITREAD", "GRPC_SEND")
+        expected = [f"{stage}_{edge}" for stage in front for edge in ("START", "END")]
+        assert sorted(_events(root)) == sorted(expected + ["INFER_RESPONSE_COMPLETE"])
+        last = max(e.time_unix_nano for e in root.events)
+        assert root.end_time_unix_nano == max(last, spans["double"][0].end_time_unix_nano)
         client.close()
 
 

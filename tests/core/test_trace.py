@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonpy
 from tritonpy.trace import Tracer, state_from_flags
-from tritonpy_sdk import TritonError
-from tritonpy_testbackend import TestBackend, write_sender_models
+from tritonpy_sdk import Tensor, TritonError
+from tritonpy_testbackend import TestBackend, write_repos, write_sender_models
 
 
 def test_settings_global_and_per_model() -> None:
@@ -174,3 +176,40 @@ def test_each_response_of_a_decoupled_model_is_stamped(tmp_path: Path) -> None:
         names = [t["name"] for t in record["timestamps"]]
         assert names.count("INFER_RESPONSE_COMPLETE") == count, names
         assert names[-1] == "REQUEST_END"
+
+
+@pytest.mark.parametrize("ending", ["sent", "dropped"])
+def test_a_front_end_holds_the_trace_until_its_answer_is_sent(tmp_path: Path, ending: str) -> None:
+    """The core's end and the front end's are met in either order; the trace is written once,
+    after both, with the front end's stamps around the core's."""
+    trace_file = tmp_path / "trace.json"
+    server = tritonpy.Server(
+        model_repository=write_repos(tmp_path),
+        trace_config=["level=TIMESTAMPS", "rate=1", f"triton,file={trace_file}"],
+    )
+    server.backends.register("testbk", TestBackend())
+    a = Tensor.from_numpy("INPUT0", np.ones((1, 4), np.int32))
+    b = Tensor.from_numpy("INPUT1", np.ones((1, 4), np.int32))
+    with server:
+        answered = threading.Event()
+        front = server.tracer.front("HTTP")
+        assert front is not None
+        front.received()
+        request = tritonpy.InferenceRequest("addsub", -1, {"INPUT0": a, "INPUT1": b}, id="held")
+        server.start_infer(request, lambda response: answered.set(), front=front)
+        assert answered.wait(30)
+        trace = front.trace
+        assert trace is not None
+        deadline = time.monotonic() + 30
+        while trace.holds > 1 and time.monotonic() < deadline:  # the core's end (REQUEST_END)
+            time.sleep(0.001)
+        assert trace.holds == 1 and not server.tracer._records  # not written without the front end
+        front.sending()
+        getattr(front, ending)()
+        assert front.trace is None
+    (record,) = json.loads(trace_file.read_text())
+    names = [t["name"] for t in record["timestamps"]]
+    assert names[:3] == ["HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START"]
+    assert names[-2:] == (
+        ["HTTP_SEND_START", "HTTP_SEND_END"] if ending == "sent" else ["REQUEST_END", "HTTP_SEND_START"]
+    )

@@ -246,7 +246,7 @@ def test_an_answer_read_on_the_loops_thread_is_sent_on_its_next_turn() -> None:
         def __init__(self) -> None:
             self.callbacks: list[object] = []
 
-        def start_infer(self, request: object, on_response: object, *args: object) -> None:
+        def start_infer(self, request: object, on_response: object, *args: object, **kwargs: object) -> None:
             self.callbacks.append(on_response)
 
     class Answers:  # the transport's call (``calls.Answerer``)

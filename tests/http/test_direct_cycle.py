@@ -510,7 +510,7 @@ class _HeldServer:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    def start_infer(self, request: Any, on_response: Callable[[Any], None], *args: Any) -> None:
+    def start_infer(self, request: Any, on_response: Callable[[Any], None], *args: Any, **kw: Any) -> None:
         if self.at_once:
             on_response(_response())
         else:

@@ -34,6 +34,7 @@ from ..model_version import parse_version
 from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..runtime.validation import size_error
 from ..server import Server
+from ..trace import FrontEnd, Tracer
 from . import grpc_service_pb2 as pb
 from . import health_pb2
 from .calls import DESERIALIZING
@@ -119,6 +120,18 @@ class InferenceServicer:
         self._forward = header_pattern(
             server.options.grpc_header_forward_pattern, "--grpc-header-forward-pattern"
         )
+        #: The server's tracer, for the front end's stamps (None in a front-end worker).
+        self._tracer: Tracer | None = getattr(server, "tracer", None)
+
+    def _front(self) -> FrontEnd | None:
+        """Stamps for a request message that has just arrived, while tracing is on: Triton's
+        GRPC_WAITREAD_START and _END (both now: the transport tells no earlier moment)."""
+        tracer = self._tracer
+        if tracer is None or tracer.off:
+            return None
+        front = FrontEnd(tracer, "GRPC")
+        front.received()
+        return front
 
     # -- health and metadata ----------------------------------------------------------
 
@@ -281,7 +294,12 @@ class InferenceServicer:
         core_request.trace_context = _traceparent(context)
         if self._forward is not None:
             self._forwarded(core_request, context)
-        response = await self.server.infer_async(core_request, _DECOUPLED_UNARY)
+        front = self._front()
+        try:
+            response = await self.server.infer_async(core_request, _DECOUPLED_UNARY, front)
+        finally:
+            if front is not None:
+                front.dropped()  # grpc.aio sends after this returns: no send stamps
         return response_to_proto(response, slots)
 
     def start_model_infer(self, data: bytes, context: Any, call: Answerer) -> Callable[[], None] | None:
@@ -290,6 +308,7 @@ class InferenceServicer:
         when one fits, ``tensors.RequestPlans``) and queued here, and the call answered
         from the server's callback on the loop, with what ``ModelInfer`` through
         ``_unary`` answers. Returns what cancels the request (None: answered already)."""
+        front = self._front()
         try:
             decoded = self._plans.decode(data, self.server.shared_memory)
             if decoded is None:  # as the transport's Method.parse
@@ -302,6 +321,19 @@ class InferenceServicer:
                 self._forwarded(core_request, context)
 
             def finish(response: InferenceResponse) -> None:
+                if front is None:
+                    answer(response)
+                    return
+                if not call.waiting:
+                    front.dropped()
+                    return
+                front.sending()
+                try:
+                    answer(response)
+                finally:
+                    front.sent()
+
+            def answer(response: InferenceResponse) -> None:
                 if not call.waiting:  # cut short: as the cancelled handler, nothing more
                     return
                 try:
@@ -327,7 +359,7 @@ class InferenceServicer:
             # busy (answering at once cost c=8 ~8 % of its throughput and ~6 % more CPU
             # per inference, and saved nothing at c=1: bench/grpc_floor.md).
             answered = functools.partial(call_soon_threadsafe, call.loop, finish)
-            self.server.start_infer(core_request, answered, _DECOUPLED_UNARY)
+            self.server.start_infer(core_request, answered, _DECOUPLED_UNARY, front=front)
         except Exception as exc:
             call.fail(*_error_status(self._explained(exc), "ModelInfer"))
             return None

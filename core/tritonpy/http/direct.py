@@ -120,6 +120,7 @@ class DirectInfer:
         "_binary",
         "_chunks",
         "_flags",
+        "_front",
         "_inference",
         "_headers",
         "_limit",
@@ -155,6 +156,8 @@ class DirectInfer:
         self.model = model
         self.version = version
         self._inference = inference
+        #: The trace's front-end stamps, while tracing is on (``HttpInference.front``).
+        self._front = inference.front()
         self._loop: asyncio.AbstractEventLoop = protocol.loop
         self._binary = False
         self._flags: dict[str, Placement] = {}
@@ -223,12 +226,15 @@ class DirectInfer:
             return
         self._reading = False
         f = self._inference
+        front = self._front
+        if front is not None:
+            front.received()
         try:
             request, self._binary, self._flags = f.decode(
                 self.model, self.version, self._chunks or [b""], self._headers
             )
             self._chunks = []
-            f.server.start_infer(request, self._on_response, DECOUPLED_REFUSAL)
+            f.server.start_infer(request, self._on_response, DECOUPLED_REFUSAL, front=front)
         except Exception as exc:
             self._fail(exc)
 
@@ -268,14 +274,19 @@ class DirectInfer:
 
     def _write(self, status: int, parts: Body, extra: dict[str, str], media_type: str) -> None:
         cycle = self.cycle
+        front = self._front
         if cycle.response_complete:
             return
         cycle.response_started = cycle.response_complete = True
         protocol = self.protocol
         if cycle.disconnected:
+            if front is not None:
+                front.dropped()
             return  # the client went away; nothing to answer
         head, length = encode_head(status, parts, extra, media_type, cycle.default_headers, cycle.keep_alive)
         transport = protocol.transport
+        if front is not None:
+            front.sending()
         if length < _JOIN_LIMIT:
             head += parts
             transport.write(b"".join(head))
@@ -283,6 +294,8 @@ class DirectInfer:
             transport.write(b"".join(head))
             for part in parts:
                 transport.write(part)
+        if front is not None:
+            front.sent()
         if cycle is not self:
             cycle.message_event.set()
         if not cycle.keep_alive:

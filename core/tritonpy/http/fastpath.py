@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ..model_version import is_version
+from ..trace import FrontEnd
 from . import body
 from .errors import error_answer
 from .inference import HttpInference
-from .tensors import HEADER_LENGTH
+from .tensors import HEADER_LENGTH, Body
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -57,6 +58,18 @@ class InferFastPath:
         await self.app(scope, receive, send)
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, model: str, version: str) -> None:
+        front = self.inference.front()
+        if front is None:
+            await self._answer(scope, receive, send, model, version, None)
+            return
+        try:
+            await self._answer(scope, receive, send, model, version, front)
+        finally:
+            front.dropped()  # an answer never sent (the client went away) lets the trace go
+
+    async def _answer(
+        self, scope: Scope, receive: Receive, send: Send, model: str, version: str, front: FrontEnd | None
+    ) -> None:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         inference = self.inference
         try:
@@ -67,11 +80,22 @@ class InferFastPath:
             chunks = await body.read(receive, limit)
             if chunks is None:
                 return  # the client went away; nothing to answer
-            parts, extra, media_type = await inference.run(model, version, chunks, headers)
+            if front is not None:
+                front.received()
+            parts, extra, media_type = await inference.run(model, version, chunks, headers, front)
             status = 200
         except Exception as exc:
             status, answer = error_answer(exc, scope["path"])
             parts, extra, media_type = [answer], {}, "application/json"
+        if front is not None:
+            front.sending()
+        await self._send(send, status, parts, extra, media_type)
+        if front is not None:
+            front.sent()
+
+    async def _send(
+        self, send: Send, status: int, parts: Body, extra: dict[str, str], media_type: str
+    ) -> None:
         length = sum(len(p) for p in parts)
         raw_headers = [
             (b"content-type", media_type.encode()),

@@ -16,6 +16,7 @@ from ..codec import InputSizes
 from ..forwarding import forward_headers, header_pattern
 from ..model_version import parse_version
 from ..runtime.validation import size_error
+from ..trace import FrontEnd, Tracer
 from .compression import choose_encoding, compress, decompress
 from .tensors import HEADER_LENGTH, Body, Placement, decode_raw, decode_request, encode_response
 
@@ -66,6 +67,14 @@ class HttpInference:
         self.forward = header_pattern(
             server.options.http_header_forward_pattern, "--http-header-forward-pattern"
         )
+        #: The server's tracer, for the front end's stamps (None in a front-end worker, whose
+        #: requests the core traces without them).
+        self.tracer: Tracer | None = getattr(server, "tracer", None)
+
+    def front(self) -> FrontEnd | None:
+        """Stamps for a request that begins to arrive now, while tracing is on."""
+        tracer = self.tracer
+        return None if tracer is None or tracer.off else FrontEnd(tracer, "HTTP")
 
     def decode(self, model: str, version: str, chunks: list[bytes], headers: Mapping[str, str]) -> Decoded:
         """The request of a body read as ``chunks`` (at least one) with ``headers``; a W3C
@@ -119,9 +128,14 @@ class HttpInference:
         raise error
 
     async def run(
-        self, model: str, version: str, chunks: list[bytes], headers: Mapping[str, str]
+        self,
+        model: str,
+        version: str,
+        chunks: list[bytes],
+        headers: Mapping[str, str],
+        front: FrontEnd | None = None,
     ) -> tuple[Body, dict[str, str], str]:
         """Decode, run and encode one inference: (body parts, extra headers, media type)."""
         request, binary_output, binary_flags = self.decode(model, version, chunks, headers)
-        response = await self.server.infer_async(request, DECOUPLED_REFUSAL)
+        response = await self.server.infer_async(request, DECOUPLED_REFUSAL, front)
         return encode_infer(response, binary_output, binary_flags, headers.get("accept-encoding", ""))

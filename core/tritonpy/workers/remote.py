@@ -32,6 +32,7 @@ from ..memory.shared import Region, SystemSharedMemory
 from ..options import ServerOptions
 from ..restricted import parse_restrictions
 from ..runtime.spec import IOSpec
+from ..trace import FrontEnd
 from . import wire
 from .control import CORE_GONE, ControlClient
 
@@ -274,9 +275,12 @@ class RemoteServer:
         decoupled_message: str | None = None,
         stream_call: str = "stream_async()",
         here: bool = False,
+        front: FrontEnd | None = None,
     ) -> None:
         """As ``Server.start_infer``, except that a refusal comes to ``on_response`` as an
-        error response (the core refuses it) rather than raised here."""
+        error response (the core refuses it) rather than raised here. A worker has no
+        tracer, so ``front`` is always None: the core traces its requests without front-end
+        stamps."""
 
         def answered(flags: int, what: int, body: Any) -> None:
             if what == wire.RESPONSE:
@@ -300,7 +304,7 @@ class RemoteServer:
         self._send(wire.STREAM, None, request, answered)
 
     async def infer_async(
-        self, request: InferenceRequest, decoupled_message: str | None = None
+        self, request: InferenceRequest, decoupled_message: str | None = None, front: FrontEnd | None = None
     ) -> InferenceResponse:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[InferenceResponse] = loop.create_future()
