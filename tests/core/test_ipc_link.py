@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import subprocess
@@ -228,6 +229,26 @@ def test_arena_blocks_are_bounded_and_coalesce() -> None:
             arena.free(offset)
         assert arena.in_use == 0
         assert arena.alloc(1 << 16) == 0
+    finally:
+        arena.close()
+
+
+def test_a_freed_blocks_pages_beyond_the_resident_part_go_back_to_the_system() -> None:
+    """A large arena costs only what is in flight beyond its resident first bytes."""
+    arena = Arena.create(1 << 24, resident=1 << 16)
+    try:
+        low, high = arena.alloc(1 << 16), arena.alloc(1 << 22)
+        assert low == 0 and high == 1 << 16
+        arena.map[0 : 1 << 16] = b"k" * (1 << 16)
+        arena.map[high : high + (1 << 22)] = b"g" * (1 << 22)
+        held = os.fstat(arena.fd).st_blocks * 512
+        assert held >= (1 << 16) + (1 << 22)
+        arena.free(high)
+        assert os.fstat(arena.fd).st_blocks * 512 <= held - (1 << 22)  # its pages are gone
+        assert arena.map[high : high + 4] == b"\0" * 4
+        arena.free(low)
+        assert arena.map[0:4] == b"kkkk"  # resident pages stay for the next block
+        assert arena.alloc(1 << 24) == 0  # and the whole arena is one free block again
     finally:
         arena.close()
 

@@ -23,7 +23,12 @@ sender's *arena*, a ``memfd`` the peer maps, so that only its offset travels.
   lost). The peer reads ``theirs(offset, nbytes)`` in place and, when done,
   ``release(offset)``s it; releases ride on the next frame it sends (a frame
   of their own if it sends nothing in that turn of the loop) and free the
-  block here. An arena has a fixed size: memory stays bounded.
+  block here. An arena is large (``DEFAULT_ARENA_BYTES``, address space only)
+  so that a tensor of hundreds of MiB crosses it too, written once and read in
+  place, instead of inside a frame (several copies through the socket); the
+  memory it holds stays bounded by what is in flight plus ``resident`` bytes:
+  blocks are taken lowest offset first, and a freed block's pages above
+  ``resident`` go back to the system at once (``MADV_REMOVE``).
 - **Backpressure.** ``send`` never blocks and never drops; past the
   transport's high-water mark ``await drain()`` waits until the peer has read,
   as ``asyncio.StreamWriter.drain`` does.
@@ -47,9 +52,14 @@ from typing import cast
 
 Buffer = bytes | bytearray | memoryview
 
-#: Bytes of each side's arena unless told otherwise (pages cost memory only once written).
-DEFAULT_ARENA_BYTES = 64 << 20
+#: Bytes of each side's arena unless told otherwise: address space, not memory (pages cost
+#: memory only once written, and those above ``DEFAULT_RESIDENT_BYTES`` only while in use).
+DEFAULT_ARENA_BYTES = 2 << 30
+#: The arena's first bytes, whose pages stay once written (most tensors are small and reuse
+#: them); the pages of blocks freed beyond go back to the system.
+DEFAULT_RESIDENT_BYTES = 64 << 20
 _ALIGN = 64
+_PAGE = mmap.PAGESIZE
 _HELLO = b"tritonpy-link-1\0"
 #: Frame header: bytes after the length word, releases in it. Then the releases, then the payload.
 _HEAD = struct.Struct("=IH")
@@ -62,19 +72,21 @@ _KEEP_BUFFER = 1 << 20
 class Arena:
     """A fixed-size shared-memory file; its owner allocates blocks in it, the peer only reads."""
 
-    def __init__(self, fd: int, writable: bool) -> None:
+    def __init__(self, fd: int, writable: bool, resident: int = DEFAULT_RESIDENT_BYTES) -> None:
         self.fd = fd
         self.size = os.fstat(fd).st_size
         self.map = mmap.mmap(fd, self.size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+        #: Where pages of freed blocks start to go back to the system (page-aligned).
+        self.resident = -(-resident // _PAGE) * _PAGE
         self._free: list[tuple[int, int]] = [(0, self.size)]  # (offset, size), by offset
         self._used: dict[int, int] = {}
         self._lock = threading.Lock()
 
     @classmethod
-    def create(cls, size: int) -> Arena:
+    def create(cls, size: int, resident: int = DEFAULT_RESIDENT_BYTES) -> Arena:
         fd = os.memfd_create("tritonpy-arena", os.MFD_CLOEXEC)
         os.ftruncate(fd, size)
-        return cls(fd, writable=True)
+        return cls(fd, writable=True, resident=resident)
 
     def alloc(self, nbytes: int) -> int | None:
         """The offset of a block of at least ``nbytes``; None when no block that large is free."""
@@ -91,7 +103,14 @@ class Arena:
         return None
 
     def free(self, offset: int) -> None:
-        """Give a block back (an offset that is not allocated is ignored)."""
+        """Give a block back (an offset that is not allocated is ignored); its whole pages
+        beyond ``resident`` go back to the system first, before anyone can take it again."""
+        size = self._used.get(offset)  # a dict read needs no lock; the pop below decides
+        if size is not None and offset + size > self.resident:
+            start = -(-max(offset, self.resident) // _PAGE) * _PAGE
+            end = (offset + size) // _PAGE * _PAGE
+            if end > start:
+                self.map.madvise(mmap.MADV_REMOVE, start, end - start)
         with self._lock:
             size = self._used.pop(offset, None)
             if size is None:
@@ -159,6 +178,7 @@ class Link(asyncio.BufferedProtocol):
         on_close: Callable[[Exception | None], None] | None = None,
         arena_bytes: int = DEFAULT_ARENA_BYTES,
         high_water: int = 4 << 20,
+        resident: int = DEFAULT_RESIDENT_BYTES,
     ) -> Link:
         """Exchange arenas with the process at the socket's other end and start reading.
 
@@ -167,7 +187,7 @@ class Link(asyncio.BufferedProtocol):
         ``ConnectionError``. Linux only (``memfd_create``, ``SCM_RIGHTS``).
         """
         loop = asyncio.get_running_loop()
-        mine = Arena.create(arena_bytes)
+        mine = Arena.create(arena_bytes, resident)
         sock.setblocking(False)
         try:
             socket.send_fds(sock, [_HELLO], [mine.fd])
@@ -375,4 +395,4 @@ def _settle(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-__all__ = ["DEFAULT_ARENA_BYTES", "Arena", "Link"]
+__all__ = ["DEFAULT_ARENA_BYTES", "DEFAULT_RESIDENT_BYTES", "Arena", "Link"]
