@@ -18,6 +18,7 @@ writes one JSON object per trace: ``{"id", "model_name", "model_version",
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -237,6 +238,11 @@ class Tracer:
         """Raises ``RuntimeError`` (with the install line) when the mode is ``opentelemetry``
         and the OpenTelemetry SDK is not installed."""
         self.global_state = state or TraceState()
+        #: What a cleared (null) global setting goes back to: the server's start-up value, as
+        #: in Triton (observed on 2.51), not the built-in default.
+        self._startup = dataclasses.replace(
+            self.global_state, trace_level=list(self.global_state.trace_level)
+        )
         self._exporter = (
             OtelExporter(otel or OtelConfig()) if self.global_state.trace_mode == "opentelemetry" else None
         )
@@ -324,12 +330,12 @@ class Tracer:
                     overrides.pop(key, None)
                 overrides.update(parsed)
             else:
-                defaults = TraceState()
                 for key in cleared:
-                    setattr(self.global_state, key, getattr(defaults, key))
+                    value = getattr(self._startup, key)
+                    setattr(self.global_state, key, list(value) if isinstance(value, list) else value)
                 for key, value in parsed.items():
                     setattr(self.global_state, key, value)
-                if "trace_count" in parsed:
+                if "trace_count" in parsed or "trace_count" in cleared:
                     self._traced = 0
             self.off = self._all_off()
             return self._effective(model).as_strings()

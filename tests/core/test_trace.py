@@ -34,6 +34,23 @@ def test_settings_global_and_per_model() -> None:
     assert tracer.settings("m")["trace_rate"] == "1000"
 
 
+def test_a_cleared_global_setting_goes_back_to_its_start_up_value() -> None:
+    """As Triton 2.51 does (observed): not to the built-in default (NVIDIA's L0_trace
+    trace_endpoint_test clears the settings after each case and expects the start's)."""
+    start = ["level=TIMESTAMPS", "rate=1", "count=7", "log-frequency=3", "triton,file=/x/t.json"]
+    tracer = Tracer(state_from_flags(start))
+    first = tracer.settings()
+    tracer.update({"trace_level": ["OFF"], "trace_rate": "5", "trace_count": "2", "log_frequency": "9"})
+    assert tracer.settings()["trace_rate"] == "5" and tracer.off
+    cleared = tracer.update(
+        {"trace_level": None, "trace_rate": None, "trace_count": None, "log_frequency": None}
+    )
+    assert cleared == first == tracer.settings()
+    assert cleared["trace_level"] == ["TIMESTAMPS"] and cleared["trace_rate"] == "1" and not tracer.off
+    tracer.update({"trace_level": ["OFF"]})
+    assert tracer.update({"trace_level": None})["trace_level"] == ["TIMESTAMPS"]  # again: not shared
+
+
 @pytest.mark.parametrize("model", ["", "m"])
 def test_a_trace_level_needs_a_trace_file(model: str) -> None:
     """As Triton 2.51 answers (observed, HTTP 400 / gRPC INVALID_ARGUMENT): a level
