@@ -251,7 +251,7 @@ class Tracer:
         self._seen: dict[str, int] = {}
         self._traced = 0
         self._ids = itertools.count(1)
-        self._records: list[dict[str, Any]] = []
+        self._records: list[Trace] = []
         self._file_index = 0
         #: Trace ids of open OpenTelemetry traces by their context (a child's parent_id).
         self._open: dict[str, int] = {}
@@ -408,17 +408,8 @@ class Tracer:
                 },
             )
             return
-        record: dict[str, Any] = {
-            "id": trace.id,
-            "model_name": trace.model_name,
-            "model_version": trace.model_version,
-            "request_id": trace.request_id,
-            "timestamps": [{"name": name, "ns": ns} for name, ns in trace.stamps],
-        }
-        if trace.parent_id:
-            record["parent_id"] = trace.parent_id
         with self._lock:
-            self._records.append(record)
+            self._records.append(trace)
             frequency = self._effective(trace.model_name).log_frequency
             if frequency > 0 and len(self._records) >= frequency:
                 self._write_locked(numbered=True)
@@ -443,7 +434,32 @@ class Tracer:
         target = Path(f"{path}.{self._file_index}" if numbered else path)
         if numbered:
             self._file_index += 1
+        entries = [entry for trace in records for entry in _entries(trace)]
         try:
-            target.write_text(json.dumps(records, indent=None))
+            target.write_text(json.dumps(entries, separators=(",", ":")))
         except OSError as exc:
             log.error("cannot write trace file %s: %s", target, exc)
+
+
+def _entries(trace: Trace) -> list[dict[str, Any]]:
+    """``trace`` as Triton's trace file has it: an object per stamp, ``{"id", "timestamps":
+    [{"name", "ns"}]}``, in the order they were taken, and before REQUEST_START the trace's
+    own, ``{"id", "model_name", "model_version"}`` with ``request_id`` and ``parent_id``
+    when it has them (NVIDIA's tools merge the objects of an id)."""
+    header: dict[str, Any] = {
+        "id": trace.id,
+        "model_name": trace.model_name,
+        "model_version": trace.model_version,
+    }
+    if trace.request_id:
+        header["request_id"] = trace.request_id
+    if trace.parent_id:
+        header["parent_id"] = trace.parent_id
+    entries: list[dict[str, Any]] = []
+    for name, ns in trace.stamps:
+        if name == "REQUEST_START":
+            entries.append(header)
+        entries.append({"id": trace.id, "timestamps": [{"name": name, "ns": ns}]})
+    if not any(entry is header for entry in entries):
+        entries.insert(0, header)
+    return entries

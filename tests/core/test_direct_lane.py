@@ -32,6 +32,7 @@ from tritonpy_sdk import (
     hookimpl,
 )
 from tritonpy_testbackend import CpuBackend
+from tritonpy_traces import read_traces
 
 
 class Arrays(CpuBackend):
@@ -296,7 +297,7 @@ def test_a_traced_predict_is_traced(tmp_path: Path) -> None:
     with _serve(tmp_path / "models", backend, **options) as server:
         np.testing.assert_array_equal(server.model("plain").predict({"X": X})["Y"], X * 2)
     assert backend.ran == ["execute"]
-    (record,) = json.loads(trace_file.read_text())
+    (record,) = read_traces(trace_file)
     assert record["model_name"] == "plain"
 
 

@@ -13,6 +13,7 @@ import tritonpy
 from tritonpy.trace import Tracer, state_from_flags
 from tritonpy_sdk import Tensor, TritonError
 from tritonpy_testbackend import TestBackend, write_repos, write_sender_models
+from tritonpy_traces import read_traces
 
 
 def test_settings_global_and_per_model() -> None:
@@ -140,7 +141,21 @@ def test_traced_requests_are_written_with_every_stage(test_repos: list[Path], tm
         a = np.ones((1, 4), np.int32)
         for i in range(6):
             server.model("addsub").predict({"INPUT0": a, "INPUT1": a}, request_id=f"r{i}")
-    records = json.loads(trace_file.read_text())
+    # Triton's file: compact JSON, the trace's own object before its REQUEST_START, then an
+    # object per timestamp (observed on 2.51).
+    text = trace_file.read_text()
+    assert ", " not in text and ": " not in text
+    entries = json.loads(text)
+    assert entries[0] == {"id": 1, "model_name": "addsub", "model_version": 1, "request_id": "r1"}
+    assert entries[1] == {
+        "id": 1,
+        "timestamps": [{"name": "REQUEST_START", "ns": entries[1]["timestamps"][0]["ns"]}],
+    }
+    assert all(
+        set(e) == {"id", "timestamps"} and len(e["timestamps"]) == 1 for e in entries if "model_name" not in e
+    )
+    assert len(entries) == 3 * (1 + 8)  # three traces, eight stamps each
+    records = read_traces(trace_file)
     assert [r["request_id"] for r in records] == ["r1", "r3", "r5"]
     names = [t["name"] for t in records[0]["timestamps"]]
     assert names == [
@@ -188,7 +203,7 @@ def test_each_response_of_a_decoupled_model_is_stamped(tmp_path: Path) -> None:
     with server:
         assert len(list(server.model("decoupled_empty_final").infer({"INPUT0": a, "INPUT1": a}))) == 2
         assert len(list(server.model("decoupled").infer({"INPUT0": a, "INPUT1": a}))) == 3
-    first, second = json.loads(trace_file.read_text())
+    first, second = read_traces(trace_file)
     for record, count in ((first, 2), (second, 3)):
         names = [t["name"] for t in record["timestamps"]]
         assert names.count("INFER_RESPONSE_COMPLETE") == count, names
@@ -224,7 +239,7 @@ def test_a_front_end_holds_the_trace_until_its_answer_is_sent(tmp_path: Path, en
         front.sending()
         getattr(front, ending)()
         assert front.trace is None
-    (record,) = json.loads(trace_file.read_text())
+    (record,) = read_traces(trace_file)
     names = [t["name"] for t in record["timestamps"]]
     assert names[:3] == ["HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START"]
     assert names[-2:] == (

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonpy_traces import read_traces
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "model_repository"
@@ -62,7 +63,7 @@ def _traces(server_factory: Any, tmp_path: Path, *flags: str) -> tuple[dict[str,
     _infer(grpcclient, server.grpc_url, "grpc")
     assert server.stop() == 0
     traces = {}
-    for record in json.loads(trace_file.read_text()):
+    for record in read_traces(trace_file):
         names = [t["name"] for t in record["timestamps"]]
         assert len(names) == len(set(names)), names
         traces[record["request_id"]] = {t["name"]: t["ns"] for t in record["timestamps"]}
