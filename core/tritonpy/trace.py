@@ -84,6 +84,8 @@ class Trace:
     #: Who still adds stamps: the core until the request's end, and a front end (``FrontEnd``)
     #: until its answer is sent; ``Tracer.release`` writes the trace when the last is done.
     holds: int = 1
+    #: The traces it was counted among (sampled while a ``trace_count`` was running down).
+    batch: _Batch | None = None
 
     def context(self) -> str:
         """What a request made by this one carries to join its trace: a W3C
@@ -231,6 +233,22 @@ def parse_flags(items: list[str]) -> tuple[TraceState, OtelConfig]:
     return state, otel
 
 
+class _Batch:
+    """The traces one ``trace_count`` lets through, as Triton's ``TraceSetting`` collects
+    them: once the count has run down to 0 and the last of them is finished, they are
+    written to an indexed file of their own (``<trace_file>.<k>``) at once; when the count
+    is set again before that, or at shutdown, they join the other traces."""
+
+    __slots__ = ("traces", "pending", "exhausted", "current")
+
+    def __init__(self) -> None:
+        self.traces: list[Trace] = []
+        self.pending = 0
+        self.exhausted = False
+        #: Whether it is still its setting's batch (set again: no longer).
+        self.current = True
+
+
 class Tracer:
     """Trace settings and the traces of one server."""
 
@@ -249,7 +267,8 @@ class Tracer:
         self._models: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._seen: dict[str, int] = {}
-        self._traced = 0
+        #: The running batch of each count-limited setting: "" global, else a model's override.
+        self._batches: dict[str, _Batch] = {}
         self._ids = itertools.count(1)
         self._records: list[Trace] = []
         self._file_index = 0
@@ -335,8 +354,8 @@ class Tracer:
                     setattr(self.global_state, key, list(value) if isinstance(value, list) else value)
                 for key, value in parsed.items():
                     setattr(self.global_state, key, value)
-                if "trace_count" in parsed or "trace_count" in cleared:
-                    self._traced = 0
+            if "trace_count" in parsed or "trace_count" in cleared:
+                self._retire_batch(model)  # the count starts again, with traces of its own
             self.off = self._all_off()
             return self._effective(model).as_strings()
 
@@ -361,14 +380,15 @@ class Tracer:
             if exporter is None or not parent:
                 if exporter is not None and internal:
                     return None  # its maker is not traced: no orphan spans
-                if state.trace_count >= 0 and self._traced >= state.trace_count:
-                    return None
+                if state.trace_count == 0:
+                    return None  # the count ran out (Triton's setting is then invalid)
                 seen = self._seen.get(model, 0) + 1
                 self._seen[model] = seen
                 if state.trace_rate == 0 or seen % state.trace_rate != 0:
                     return None
-            self._traced += 1
             trace = Trace(next(self._ids), model, request_id)
+            if state.trace_count > 0 and (exporter is None or not parent):
+                trace.batch = self._count_down(model)
         if exporter is not None:
             trace.spans = exporter.start(model, parent, internal)
             with self._lock:
@@ -409,10 +429,51 @@ class Tracer:
             )
             return
         with self._lock:
+            batch = trace.batch
+            if batch is not None and batch.current:
+                batch.traces.append(trace)
+                batch.pending -= 1
+                if batch.exhausted and not batch.pending:
+                    batch.current = False
+                    self._write_locked(batch.traces, numbered=True)
+                return
             self._records.append(trace)
             frequency = self._effective(trace.model_name).log_frequency
             if frequency > 0 and len(self._records) >= frequency:
-                self._write_locked(numbered=True)
+                self._write_locked(self._take_records(), numbered=True)
+
+    def _count_down(self, model: str) -> _Batch:
+        """Take one off the running count that applies to ``model`` (its own override, else the
+        global one; ``trace_count`` then shows what is left, as Triton's does) and return the
+        batch the trace belongs to. With the lock held."""
+        key = model if "trace_count" in self._models.get(model, {}) else ""
+        owner = self._models[model] if key else None
+        left = (owner["trace_count"] if owner is not None else self.global_state.trace_count) - 1
+        if owner is not None:
+            owner["trace_count"] = left
+        else:
+            self.global_state.trace_count = left
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = _Batch()
+        batch.pending += 1
+        if left == 0:
+            batch.exhausted = True
+            del self._batches[key]
+        return batch
+
+    def _retire_batch(self, key: str) -> None:
+        """The count of ``key`` ("" global) was set again: what its running batch collected
+        joins the other traces, and so do those of it still in flight. With the lock held."""
+        batch = self._batches.pop(key, None)
+        if batch is not None:
+            batch.current = False
+            self._records.extend(batch.traces)
+            batch.traces = []
+
+    def _take_records(self) -> list[Trace]:
+        records, self._records = self._records, []
+        return records
 
     def flush(self) -> None:
         """Write what is left (at shutdown); OpenTelemetry: export what is queued, for a
@@ -420,12 +481,13 @@ class Tracer:
         if self._exporter is not None:
             self._exporter.shutdown()
         with self._lock:
+            for key in list(self._batches):
+                self._retire_batch(key)
             if self._records:
-                self._write_locked(numbered=self.global_state.log_frequency > 0)
+                self._write_locked(self._take_records(), numbered=self.global_state.log_frequency > 0)
 
-    def _write_locked(self, numbered: bool) -> None:
+    def _write_locked(self, records: list[Trace], numbered: bool) -> None:
         path = self.global_state.trace_file
-        records, self._records = self._records, []
         if not path:
             log.warning(
                 "dropping %d trace(s): no trace file set (--trace-config triton,file=...)", len(records)

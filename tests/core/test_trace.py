@@ -99,6 +99,37 @@ def test_sampling_rate_and_count() -> None:
     assert sampled == [False, False, True, False, False, True] + [False] * 6
 
 
+def test_a_trace_count_runs_down_and_its_traces_get_a_file_of_their_own(tmp_path: Path) -> None:
+    """Triton's count (NVIDIA's L0_trace "global_count"): ``trace_count`` shows what is left;
+    once it ran out and its last trace finished, its traces are written to ``<file>.0`` at
+    once; traces from before the count stay for the main file (written at shutdown)."""
+    trace_file = tmp_path / "t.json"
+    tracer = Tracer(state_from_flags(["level=TIMESTAMPS", "rate=1", f"triton,file={trace_file}"]))
+    for i in range(3):
+        tracer.finish(tracer.sample("m", f"before{i}"))  # type: ignore[arg-type]
+    tracer.update({"trace_count": "2"})
+    first = tracer.sample("m", "counted0")
+    assert first is not None and tracer.settings()["trace_count"] == "1"
+    second = tracer.sample("m", "counted1")
+    assert second is not None and tracer.settings()["trace_count"] == "0"
+    assert tracer.sample("m", "after") is None  # run out
+    tracer.finish(second)
+    assert not (tmp_path / "t.json.0").exists()  # one of them is still in flight
+    tracer.finish(first)
+    assert [r["request_id"] for r in read_traces(tmp_path / "t.json.0")] == ["counted0", "counted1"]
+    assert not trace_file.exists()
+    # A count set again starts again; one that is set again before it ran out gives its
+    # traces to the main file.
+    tracer.update({"trace_count": "5"})
+    tracer.finish(tracer.sample("m", "unfinished"))  # type: ignore[arg-type]
+    tracer.update({"trace_count": "1"})
+    tracer.finish(tracer.sample("m", "last"))  # type: ignore[arg-type]
+    assert [r["request_id"] for r in read_traces(tmp_path / "t.json.1")] == ["last"]
+    tracer.flush()
+    ids = [r["request_id"] for r in read_traces(trace_file)]
+    assert ids == ["before0", "before1", "before2", "unfinished"]
+
+
 def test_tracing_turned_on_and_off_while_serving_is_seen_by_sampling() -> None:
     """``Tracer.off`` (what the request path reads instead of calling ``sample``)
     follows every update: global levels and per-model overrides."""
