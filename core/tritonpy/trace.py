@@ -270,7 +270,9 @@ class Tracer:
         #: The running batch of each count-limited setting: "" global, else a model's override.
         self._batches: dict[str, _Batch] = {}
         self._ids = itertools.count(1)
-        self._records: list[Trace] = []
+        #: Finished traces not yet written, by the setting they were taken under ("" global, else
+        #: a model with settings of its own), as Triton's settings each keep theirs.
+        self._streams: dict[str, list[Trace]] = {}
         self._file_index = 0
         #: Trace ids of open OpenTelemetry traces by their context (a child's parent_id).
         self._open: dict[str, int] = {}
@@ -437,10 +439,12 @@ class Tracer:
                     batch.current = False
                     self._write_locked(batch.traces, numbered=True)
                 return
-            self._records.append(trace)
+            key = trace.model_name if self._models.get(trace.model_name) else ""
+            stream = self._streams.setdefault(key, [])
+            stream.append(trace)
             frequency = self._effective(trace.model_name).log_frequency
-            if frequency > 0 and len(self._records) >= frequency:
-                self._write_locked(self._take_records(), numbered=True)
+            if frequency > 0 and len(stream) >= frequency:
+                self._write_locked(self._streams.pop(key), numbered=True)
 
     def _count_down(self, model: str) -> _Batch:
         """Take one off the running count that applies to ``model`` (its own override, else the
@@ -468,12 +472,8 @@ class Tracer:
         batch = self._batches.pop(key, None)
         if batch is not None:
             batch.current = False
-            self._records.extend(batch.traces)
+            self._streams.setdefault(key, []).extend(batch.traces)
             batch.traces = []
-
-    def _take_records(self) -> list[Trace]:
-        records, self._records = self._records, []
-        return records
 
     def flush(self) -> None:
         """Write what is left (at shutdown); OpenTelemetry: export what is queued, for a
@@ -483,8 +483,17 @@ class Tracer:
         with self._lock:
             for key in list(self._batches):
                 self._retire_batch(key)
-            if self._records:
-                self._write_locked(self._take_records(), numbered=self.global_state.log_frequency > 0)
+            # What is left of a setting with a log frequency goes to an indexed file of its own,
+            # the rest to the main file, as Triton's settings save theirs when they end.
+            streams, self._streams = self._streams, {}
+            main: list[Trace] = []
+            for key, traces in streams.items():
+                if traces and self._effective(key).log_frequency > 0:
+                    self._write_locked(traces, numbered=True)
+                else:
+                    main += traces
+            if main:
+                self._write_locked(main, numbered=False)
 
     def _write_locked(self, records: list[Trace], numbered: bool) -> None:
         path = self.global_state.trace_file

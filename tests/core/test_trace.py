@@ -130,6 +130,23 @@ def test_a_trace_count_runs_down_and_its_traces_get_a_file_of_their_own(tmp_path
     assert ids == ["before0", "before1", "before2", "unfinished"]
 
 
+def test_a_models_log_frequency_writes_indexed_files_and_its_rest_one_more_at_shutdown(
+    tmp_path: Path,
+) -> None:
+    """NVIDIA's L0_trace: a model's ``log_frequency`` of 2 and three of its traces give
+    ``<file>.0`` with two and, at shutdown, ``<file>.1`` with the last; the other models'
+    traces go to the main file."""
+    trace_file = tmp_path / "t.json"
+    tracer = Tracer(state_from_flags(["level=TIMESTAMPS", "rate=1", f"triton,file={trace_file}"]))
+    tracer.update({"log_frequency": "2"}, model="m")
+    for name in ("m", "other", "m", "m"):
+        tracer.finish(tracer.sample(name, name))  # type: ignore[arg-type]
+    assert len(read_traces(tmp_path / "t.json.0")) == 2
+    tracer.flush()
+    assert [r["model_name"] for r in read_traces(tmp_path / "t.json.1")] == ["m"]
+    assert [r["model_name"] for r in read_traces(trace_file)] == ["other"]
+
+
 def test_tracing_turned_on_and_off_while_serving_is_seen_by_sampling() -> None:
     """``Tracer.off`` (what the request path reads instead of calling ``sample``)
     follows every update: global levels and per-model overrides."""
@@ -266,7 +283,7 @@ def test_a_front_end_holds_the_trace_until_its_answer_is_sent(tmp_path: Path, en
         deadline = time.monotonic() + 30
         while trace.holds > 1 and time.monotonic() < deadline:  # the core's end (REQUEST_END)
             time.sleep(0.001)
-        assert trace.holds == 1 and not server.tracer._records  # not written without the front end
+        assert trace.holds == 1 and not server.tracer._streams  # not written without the front end
         front.sending()
         getattr(front, ending)()
         assert front.trace is None
