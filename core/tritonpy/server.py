@@ -552,7 +552,12 @@ class Server:
                 self._idle_waiters -= 1
 
     def submit(
-        self, request: InferenceRequest, done: OnResponse, internal: bool = False, here: bool = False
+        self,
+        request: InferenceRequest,
+        done: OnResponse,
+        internal: bool = False,
+        here: bool = False,
+        front: FrontEnd | None = None,
     ) -> None:
         """Queue ``request``; ``done(response, flags)`` gets its responses from worker threads.
 
@@ -561,8 +566,9 @@ class Server:
         the request is refused before queueing. ``internal`` marks a request made
         on behalf of one in flight (BLS): it is taken while the server drains.
         ``here``: the caller waits for the answer anyway and may run it itself.
+        ``front``: a front end's stamps (``Tracer.front``) for the request's trace.
         """
-        self._submit(self._admit(request, internal), request, done, internal, here)
+        self._submit(self._admit(request, internal), request, done, internal, here, front)
 
     def _submit_step(self, request: InferenceRequest, done: OnResponse, namespace: str = "") -> None:
         """An ensemble step's request to its member: internal, as BLS requests are.

@@ -132,13 +132,15 @@ class FrontEnd:
         if self.trace is not None:
             self.trace.stamp(self._names[2], time.monotonic_ns())
 
-    def sent(self) -> None:
-        """The answer was handed to the transport: stamped, and the trace let go."""
+    def sent(self, last: bool = True) -> None:
+        """The answer (a stream: one of its answers) was handed to the transport: stamped,
+        and after the ``last`` one the trace let go."""
         trace = self.trace
         if trace is not None:
             trace.stamp(self._names[3], time.monotonic_ns())
-            self.trace = None
-            self._tracer.release(trace)
+            if last:
+                self.trace = None
+                self._tracer.release(trace)
 
     def dropped(self) -> None:
         """Nothing will be sent (the client went away): the trace let go unstamped."""

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tritonpy
 from tritonpy.trace import Tracer, state_from_flags
-from tritonpy_sdk import Tensor, TritonError
+from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, Tensor, TritonError
 from tritonpy_testbackend import TestBackend, write_repos, write_sender_models
 from tritonpy_traces import read_traces
 
@@ -293,3 +293,42 @@ def test_a_front_end_holds_the_trace_until_its_answer_is_sent(tmp_path: Path, en
     assert names[-2:] == (
         ["HTTP_SEND_START", "HTTP_SEND_END"] if ending == "sent" else ["REQUEST_END", "HTTP_SEND_START"]
     )
+
+
+def test_a_stream_stamps_each_answer_it_sends_and_lets_the_trace_go_after_the_last(tmp_path: Path) -> None:
+    """A decoupled model's three responses, each sent by the front end (as ``StreamInfer``
+    sends them): a send stamp pair per response, the trace written once, after the last."""
+    write_sender_models(tmp_path)
+    trace_file = tmp_path / "trace.json"
+    server = tritonpy.Server(
+        model_repository=[tmp_path], trace_config=["level=TIMESTAMPS", "rate=1", f"triton,file={trace_file}"]
+    )
+    server.backends.register("testbk", TestBackend())
+    a = Tensor.from_numpy("INPUT0", np.ones((1, 4), np.int32))
+    b = Tensor.from_numpy("INPUT1", np.ones((1, 4), np.int32))
+    with server:
+        front = server.tracer.front("GRPC")
+        assert front is not None
+        front.received()
+        done = threading.Event()
+
+        def answered(response: object, flags: int) -> None:
+            final = bool(flags & RESPONSE_COMPLETE_FINAL)
+            if response is not None:
+                front.sending()
+                front.sent(last=final)
+            elif final:
+                front.dropped()
+            if final:
+                done.set()
+
+        request = tritonpy.InferenceRequest("decoupled", -1, {"INPUT0": a, "INPUT1": b}, id="s")
+        server.submit(request, answered, front=front)
+        assert done.wait(30)
+    (record,) = read_traces(trace_file)
+    names = [t["name"] for t in record["timestamps"]]
+    assert names.count("GRPC_SEND_START") == names.count("GRPC_SEND_END") == 3
+    assert names.count("INFER_RESPONSE_COMPLETE") == 3 and names[:2] == [
+        "GRPC_WAITREAD_START",
+        "GRPC_WAITREAD_END",
+    ]

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
 import urllib.request
@@ -43,6 +44,20 @@ def _infer(module: Any, url: str, request_id: str) -> None:
     client.close()
 
 
+def _stream(url: str, request_id: str) -> None:
+    client = grpcclient.InferenceServerClient(url)
+    inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
+    for tensor in inputs:
+        tensor.set_data_from_numpy(np.ones((1, 16), np.int32))
+    answers: queue.Queue[Any] = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put(error or result))
+    client.async_stream_infer("simple", inputs, request_id=request_id)
+    answer = answers.get(timeout=30)
+    client.stop_stream()
+    client.close()
+    assert not isinstance(answer, Exception), answer
+
+
 def _verbose(url: str, level: int) -> None:
     body = json.dumps({"log_verbose_level": level}).encode()
     urllib.request.urlopen(urllib.request.Request(f"http://{url}/v2/logging", data=body), timeout=10)
@@ -61,6 +76,7 @@ def _traces(server_factory: Any, tmp_path: Path, *flags: str) -> tuple[dict[str,
     _infer(httpclient, server.url, "http-asgi")
     _verbose(server.url, 0)
     _infer(grpcclient, server.grpc_url, "grpc")
+    _stream(server.grpc_url, "grpc-stream")
     assert server.stop() == 0
     traces = {}
     for record in read_traces(trace_file):
@@ -82,10 +98,11 @@ def test_every_front_end_path_stamps_its_receive_and_send(server_factory: Any, t
         _in_order(stamps, "HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "COMPUTE_START")
         _in_order(stamps, "COMPUTE_END", "HTTP_SEND_START", "HTTP_SEND_END")
         _in_order(stamps, "INFER_RESPONSE_COMPLETE", "HTTP_SEND_END")
-    stamps = traces["grpc"]
-    assert sorted(stamps) == sorted(CORE + GRPC), stamps
-    _in_order(stamps, "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START")
-    _in_order(stamps, "COMPUTE_END", "GRPC_SEND_START", "GRPC_SEND_END")
+    for request_id in ("grpc", "grpc-stream"):
+        stamps = traces[request_id]
+        assert sorted(stamps) == sorted(CORE + GRPC), (request_id, stamps)
+        _in_order(stamps, "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START")
+        _in_order(stamps, "COMPUTE_END", "GRPC_SEND_START", "GRPC_SEND_END")
 
     # NVIDIA's summary tool finds the traces of both front ends (without the front ends'
     # stamps it prints no summary at all).
@@ -96,8 +113,7 @@ def test_every_front_end_path_stamps_its_receive_and_send(server_factory: Any, t
         timeout=60,
         check=True,
     ).stdout
-    assert out.count("Summary for simple (1): trace count = 2") == 1, out
-    assert out.count("Summary for simple (1): trace count = 1") == 1, out
+    assert out.count("Summary for simple (1): trace count = 2") == 2, out  # HTTP: 2, gRPC: 2
     assert "HTTP infer request (avg):" in out and "GRPC infer request (avg):" in out, out
     assert "\tReceive (avg):" in out and "Infer (avg):" in out, out
 
@@ -107,4 +123,5 @@ def test_grpc_aio_stamps_its_receive_only(server_factory: Any, tmp_path: Path, i
     """grpc.aio writes the answer after the handler returned: no moment to stamp its send."""
     traces, _ = _traces(server_factory, tmp_path, "--grpc-implementation", implementation)
     assert sorted(traces["grpc"]) == sorted(CORE + GRPC[:2])
+    assert sorted(traces["grpc-stream"]) == sorted(CORE)  # grpc.aio's stream: no stamps
     assert sorted(traces["http-direct"]) == sorted(CORE + HTTP)

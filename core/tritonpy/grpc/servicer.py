@@ -382,7 +382,7 @@ class InferenceServicer:
 
     def start_model_stream(self, context: Any, call: Streamer) -> StreamInfer:
         """``ModelStreamInfer`` without a coroutine or tasks, for the native transport."""
-        stream = StreamInfer(self.server, self._plans, self._encoder, context, call)
+        stream = StreamInfer(self.server, self._plans, self._encoder, context, call, self._front)
         if self._forward is not None:
             try:
                 stream.forwarded = self._matched(context)
@@ -563,7 +563,7 @@ class InferenceServicer:
 class _Request:
     """One ModelStreamInfer request in flight (``StreamInfer``)."""
 
-    __slots__ = ("data", "msg", "request", "slots", "empty_final")
+    __slots__ = ("data", "msg", "request", "slots", "empty_final", "front")
 
     def __init__(
         self,
@@ -572,12 +572,15 @@ class _Request:
         request: InferenceRequest,
         slots: OutputSlots,
         empty_final: bool,
+        front: FrontEnd | None,
     ) -> None:
         self.data = data  # the message's bytes, for ``message`` (the inputs are views of them)
         self.msg = msg
         self.request = request
         self.slots = slots
         self.empty_final = empty_final
+        #: The trace's front-end stamps, while tracing is on.
+        self.front = front
 
     def message(self) -> pb.ModelInferRequest:
         """The request message (parsed when first asked: its name, version and id as
@@ -605,6 +608,7 @@ class StreamInfer:
         "_plans",
         "_encoder",
         "_call",
+        "_front",
         "_grpc_errors",
         "_traceparent",
         "forwarded",
@@ -621,11 +625,14 @@ class StreamInfer:
         encoder: ResponseEncoder,
         context: Any,
         call: Streamer,
+        front: Callable[[], FrontEnd | None] = lambda: None,
     ) -> None:
         self._server = server
         self._plans = plans
         self._encoder = encoder
         self._call = call
+        #: Makes a request's front-end stamps while tracing is on (``InferenceServicer._front``).
+        self._front = front
         metadata = dict(context.invocation_metadata() or ())  # as ModelStreamInfer reads it
         self._grpc_errors = str(metadata.get("triton_grpc_error", "")).lower() == "true"
         traceparent = metadata.get("traceparent")
@@ -644,6 +651,7 @@ class StreamInfer:
 
     def message(self, data: bytes) -> None:
         entry: _Request | None = None
+        front = self._front()
         try:
             try:
                 decoded = self._plans.decode(data, self._server.shared_memory)
@@ -663,14 +671,16 @@ class StreamInfer:
             request.trace_context = self._traceparent
             if self.forwarded:
                 request.parameters.update(self.forwarded)
-            entry = _Request(data, msg, request, slots, empty_final)
+            entry = _Request(data, msg, request, slots, empty_final, front)
             del data, msg
             self._inflight.add(entry)
             try:
                 # Answered on the loop's next turn, also on its own thread (start_model_infer).
-                self._server.submit(
-                    request, functools.partial(call_soon_threadsafe, self._call.loop, self._answered, entry)
-                )
+                answered = functools.partial(call_soon_threadsafe, self._call.loop, self._answered, entry)
+                if front is None:
+                    self._server.submit(request, answered)
+                else:
+                    self._server.submit(request, answered, front=front)
             except TritonError as exc:
                 self._inflight.discard(entry)
                 exc.__traceback__ = None
@@ -694,6 +704,8 @@ class StreamInfer:
         inflight, self._inflight = self._inflight, set()
         for entry in inflight:
             entry.request.cancel()
+            if entry.front is not None:
+                entry.front.dropped()  # what it still answers is dropped
 
     def _answered(self, entry: _Request, response: InferenceResponse | None, flags: int) -> None:
         """One of ``entry``'s responses (on the loop's thread), as ModelStreamInfer's ``one``
@@ -702,6 +714,10 @@ class StreamInfer:
             return
         call = self._call
         final = bool(flags & RESPONSE_COMPLETE_FINAL)
+        front = entry.front
+        sends = response is not None or entry.empty_final  # a stream message goes out
+        if front is not None and sends:
+            front.sending()
         try:
             if response is not None and response.error is not None:
                 self._failed(entry.message(), response.error)
@@ -730,6 +746,11 @@ class StreamInfer:
             message = report(log, "stream request failed", exc)
             exc.__traceback__ = None
             call.send_message(pb.ModelStreamInferResponse(error_message=message).SerializeToString())
+        if front is not None:
+            if sends:
+                front.sent(last=final)
+            elif final:
+                front.dropped()  # the final flag alone: nothing sent
         if final and entry in self._inflight:
             self._inflight.discard(entry)
             if self._ended and not self._inflight:

@@ -290,7 +290,7 @@ class RemoteServer:
 
         self._send(wire.SINGLE, decoupled_message, request, answered)
 
-    def submit(self, request: InferenceRequest, done: OnResponse) -> None:
+    def submit(self, request: InferenceRequest, done: OnResponse, front: FrontEnd | None = None) -> None:
         """As ``Server.submit`` for a front end: ``done(response, flags)`` gets every
         response of ``request`` (None: flags alone), the last with
         ``RESPONSE_COMPLETE_FINAL``, on the loop's thread. The core refuses a request
