@@ -70,7 +70,8 @@ class TestBackend:
     K responses from ``execute`` itself, then raises. A request with the parameter 'bare' =
     true gets its responses without 'index'. A request with the parameter
     'wait_cancel' = true waits, after its responses, until it is cancelled (recorded in
-    ``WAITING``, then ``CANCELLED``, under its id), then sends FINAL.
+    ``WAITING``, then ``CANCELLED``, under its id), then sends FINAL. The model parameter
+    'activities' = "A_START,X,A_END" reports those custom trace activities for each request.
     """
 
     @hookimpl
@@ -84,6 +85,9 @@ class TestBackend:
         params = instance.model.parameters
         if params.get("fail"):
             raise TritonError.internal(params["fail"])
+        for name in params.get("activities", "").split(",") if params.get("activities") else ():
+            for r in requests:
+                r.report_activity(name)
         if "raise_after" in params:
             for r in requests:
                 for i in range(int(params["raise_after"])):

@@ -15,6 +15,9 @@ Triton's spans, per traced request:
   request's model span (no ``InferRequest`` of their own).
 - ``compute``: child of the model span, with the events ``COMPUTE_START``,
   ``COMPUTE_INPUT_END``, ``COMPUTE_OUTPUT_START``, ``COMPUTE_END``.
+- A backend's custom activities (``InferenceRequest.report_activity``): a span per
+  ``X_START`` … ``X_END`` pair, nested as reported, under the model span; other
+  names are events of the innermost open one.
 
 Spans go through the SDK's batch span processor to an OTLP/HTTP exporter: the
 request path only appends to the processor's queue, and export (and a
@@ -34,9 +37,10 @@ log = logging.getLogger(__name__)
 
 INSTALL = "pip install 'tritonpy[otel]'"
 
-#: Events on the model span; the rest of a request's stamps go on its compute span but for
-#: the front end's (``trace.FRONT_STAMPS``), on ``InferRequest``.
+#: Events on the model span and on the compute span; the front end's (``trace.FRONT_STAMPS``)
+#: go on ``InferRequest``, any other name is a backend's custom activity.
 _MODEL_EVENTS = frozenset({"REQUEST_START", "QUEUE_START", "REQUEST_END"})
+_COMPUTE_EVENTS = frozenset({"COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END"})
 
 
 @dataclass
@@ -147,14 +151,18 @@ class OtelExporter:
         attributes: dict[str, Any],
     ) -> None:
         """Add the request's events and attributes and end its spans (its model span at
-        REQUEST_END, a compute span from COMPUTE_START to COMPUTE_END)."""
+        REQUEST_END, a compute span from COMPUTE_START to COMPUTE_END, a backend's custom
+        activities as ``_custom`` makes them)."""
+        from opentelemetry.trace import set_span_in_context
+
+        from .trace import FRONT_STAMPS
+
         offset = self._offset
         model = spans.model
         model.set_attributes(attributes)
         compute: list[tuple[str, int]] = []
+        custom: list[tuple[str, int]] = []
         end = None
-        from .trace import FRONT_STAMPS
-
         root = spans.root
         root_end = None
         for name, ns in stamps:
@@ -165,20 +173,48 @@ class OtelExporter:
                 model.add_event(name, timestamp=ns + offset)
                 if name == "REQUEST_END":
                     end = ns + offset
-            else:
+            elif name in _COMPUTE_EVENTS:
                 compute.append((name, ns + offset))
+            else:
+                custom.append((name, ns + offset))
         if compute:
-            from opentelemetry.trace import set_span_in_context
-
             span = self._tracer.start_span(
                 "compute", set_span_in_context(model), self._kind, start_time=compute[0][1]
             )
             for name, ns in compute:
                 span.add_event(name, timestamp=ns)
             span.end(end_time=compute[-1][1])
+        if custom:
+            self._custom(model, custom, end)
         model.end(end_time=end)
         if root is not None:  # it ends once the front end sent its answer, as Triton's
             root.end(end_time=max(end or 0, root_end or 0) or None)
+
+    def _custom(self, model: Any, activities: list[tuple[str, int]], end: int | None) -> None:
+        """A backend's custom activities (``InferenceRequest.report_activity``), in the order
+        reported, as Triton's tracer nests them: ``X_START`` opens a span ``X`` (child of the
+        innermost one open, else of the model span) and ``X_END`` closes the innermost, each
+        an event of its span; any other name is an event of the innermost open span, else of
+        the model span. A span never closed ends with the request."""
+        from opentelemetry.trace import set_span_in_context
+
+        stack: list[Any] = []
+        for name, ns in activities:
+            parent = stack[-1] if stack else model
+            if name.endswith("_START") and len(name) > len("_START"):
+                span = self._tracer.start_span(
+                    name[: -len("_START")], set_span_in_context(parent), self._kind, start_time=ns
+                )
+                span.add_event(name, timestamp=ns)
+                stack.append(span)
+            elif name.endswith("_END") and len(name) > len("_END") and stack:
+                span = stack.pop()
+                span.add_event(name, timestamp=ns)
+                span.end(end_time=ns)
+            else:
+                parent.add_event(name, timestamp=ns)
+        for span in reversed(stack):
+            span.end(end_time=end)
 
     def shutdown(self, timeout: float = 2.0) -> None:
         """Export what is queued, for at most ``timeout`` seconds: a collector that does not

@@ -602,6 +602,7 @@ class Server:
                 trace.holds = 2
                 front.trace = trace
             trace.stamp("REQUEST_START", time.monotonic_ns())
+            request._trace_activity = trace.stamp  # the backend's custom activities (report_activity)
             request.trace_context = trace.context()  # what its steps and BLS requests carry
 
         def finished(response: InferenceResponse | None, flags: int) -> None:

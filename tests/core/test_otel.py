@@ -20,6 +20,7 @@ import tritonpy  # noqa: E402
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: E402
 from tritonpy_sdk import TritonError  # noqa: E402
 from tritonpy_serverprocess import ServerProcess, free_port  # noqa: E402
+from tritonpy_testbackend import TestBackend, write_model  # noqa: E402
 from tritonpy_testservers import GrpcServer, LiveServer  # noqa: E402
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -157,8 +158,13 @@ def _repo(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[tritonpy.Server, Receiver, str, str]]:
     receiver = Receiver()
+    repo = _repo(tmp_path_factory.mktemp("otel"))
+    # A model whose backend (in this process only) reports custom trace activities.
+    activities = "OUTER_START,INNER_START,IN_INNER,INNER_END,IN_OUTER,OUTER_END,ON_MODEL,OPEN_START"
+    parameter = f'parameters {{ key: "activities" value {{ string_value: "{activities}" }} }}'
+    write_model(repo, "acts", extra=parameter)
     server = tritonpy.Server(
-        model_repository=[_repo(tmp_path_factory.mktemp("otel"))],
+        model_repository=[repo],
         grpc_address="127.0.0.1",
         grpc_port=free_port(),
         trace_config=[
@@ -171,6 +177,7 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[tritonpy.
             "opentelemetry,bsp_schedule_delay=20",
         ],
     )
+    server.backends.register("testbk", TestBackend())
     server.start()
     http = LiveServer(server)
     http.start()
@@ -391,3 +398,30 @@ def test_without_the_sdk_the_mode_is_refused_with_the_install_line(monkeypatch: 
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
     with pytest.raises(TritonError, match=r"needs the OpenTelemetry SDK .*pip install 'tritonpy\[otel\]'"):
         tritonpy.Server(model_repository=[], trace_config=["mode=opentelemetry"])
+
+
+def test_a_backends_custom_activities_are_spans_and_events_under_the_model_span(
+    traced: tuple[Any, Receiver, str, str],
+) -> None:
+    """``InferenceRequest.report_activity`` as Triton's tracer nests custom activities:
+    ``X_START``/``X_END`` a span X (inside the innermost open one, else the model's), other
+    names events of the innermost open span, else of the model's; one never closed ends
+    with the request."""
+    server, receiver, _, _ = traced
+    a = np.ones((1, 4), np.int32)
+    server.model("acts").predict({"INPUT0": a, "INPUT1": a}, request_id="acts")
+    spans = _by_name(receiver.trace("acts", 6))
+    model, outer, inner, open_ = spans["acts"][0], spans["OUTER"][0], spans["INNER"][0], spans["OPEN"][0]
+    assert outer.parent_span_id == model.span_id and open_.parent_span_id == model.span_id
+    assert inner.parent_span_id == outer.span_id
+    assert _events(inner) == ["INNER_START", "IN_INNER", "INNER_END"]
+    assert _events(outer) == ["OUTER_START", "IN_OUTER", "OUTER_END"]
+    assert _events(open_) == ["OPEN_START"] and open_.end_time_unix_nano == model.end_time_unix_nano
+    in_time = sorted(model.events, key=lambda e: e.time_unix_nano)
+    assert [e.name for e in in_time] == ["REQUEST_START", "QUEUE_START", "ON_MODEL", "REQUEST_END"]
+    assert _events(spans["compute"][0]) == [
+        "COMPUTE_START",
+        "COMPUTE_INPUT_END",
+        "COMPUTE_OUTPUT_START",
+        "COMPUTE_END",
+    ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import tritonpy
 from tritonpy_backend_identity._config import read_settings, shape_to_string
+from tritonpy_sdk import TritonError
 
 CASES = Path(__file__).resolve().parent / "bad_configs"
 NAMES = sorted(p.name for p in CASES.iterdir() if p.is_dir())
@@ -88,6 +89,20 @@ def test_optional_inputs_answer_their_shape_with_wildcards_as_one() -> None:
     assert settings.outputs == ("OUTPUT0", "OUTPUT1")
 
 
-def test_tracing_parameters_are_named_as_ignored() -> None:
+def test_custom_tracing_parameters_are_read_as_identity_cc_reads_them() -> None:
     settings = read_settings(_with(enable_custom_tracing="true", nested_span_count="2"))
-    assert settings.ignored == ("enable_custom_tracing", "nested_span_count")
+    assert (settings.custom_tracing, settings.nested_span_count, settings.single_activity_frequency) == (
+        True,
+        2,
+        1,
+    )
+    # The span count only beside the switch; the frequency only beside the span count.
+    assert read_settings(_with(nested_span_count="2")).nested_span_count == 0
+    assert read_settings(_with(enable_custom_tracing="true", single_activity_frequency="3")) == read_settings(
+        _with(enable_custom_tracing="true")
+    )
+    assert not read_settings(_with(enable_custom_tracing="yes")).custom_tracing
+    with pytest.raises(TritonError, match="'single_activity_frequency' must be 1 or more"):
+        read_settings(
+            _with(enable_custom_tracing="true", nested_span_count="1", single_activity_frequency="0")
+        )

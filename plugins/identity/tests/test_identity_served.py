@@ -207,8 +207,12 @@ def test_concurrent_requests_each_get_their_own_data(server: ServerProcess) -> N
         client.close()
 
 
-def test_custom_tracing_parameters_are_said_to_have_no_effect(server: ServerProcess) -> None:
-    server.wait_for_output("parameter 'enable_custom_tracing' has no effect in tritonpy")
+def test_a_custom_tracing_model_answers_untraced_requests_as_any(client: tuple[Any, Any]) -> None:
+    """Tracing is off here: its custom activities (test_identity_tracing.py) are not reported."""
+    c, module = client
+    x = np.arange(4, dtype=np.float32)
+    result = _infer(c, module, "traced", "INPUT0", x, "FP32")
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
 
 
 def test_the_model_config_is_served_as_written(http: httpclient.InferenceServerClient) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -71,6 +72,8 @@ class InferenceRequest:
     _cancelled: bool = False
     _on_cancel: list[Callable[[], None]] | None = None
     _rescheduled: bool = False
+    #: Records a trace activity ``(name, ns)`` when the request is traced (set by the core).
+    _trace_activity: Callable[[str, int], None] | None = field(default=None, repr=False)
 
     @property
     def response_sender(self) -> ResponseSender | None:
@@ -128,6 +131,25 @@ class InferenceRequest:
     def rescheduled(self) -> bool:
         """Whether the backend called ``reschedule()`` in the current execution."""
         return self._rescheduled
+
+    @property
+    def traced(self) -> bool:
+        """Whether this request is traced (``report_activity`` then records something)."""
+        return self._trace_activity is not None
+
+    def report_activity(self, name: str, timestamp_ns: int | None = None) -> None:
+        """Record a custom activity of the backend in the request's trace (Triton's
+        ``TRITONSERVER_InferenceTraceReportActivity``), stamped ``timestamp_ns`` (of
+        ``time.monotonic_ns()``, the clock of the server's own stamps) or now.
+
+        A name ending ``_START`` and the same name ending ``_END`` open and close a span
+        of that name in OpenTelemetry mode (child of the innermost one still open, else
+        of the model's span); any other name is an event of that span. In the trace file
+        each is a timestamp of its own. Does nothing when the request is not traced.
+        """
+        record = self._trace_activity
+        if record is not None:
+            record(name, time.monotonic_ns() if timestamp_ns is None else timestamp_ns)
 
     # ``tritonserver``'s names of two fields, for code written against its in-process API.
 

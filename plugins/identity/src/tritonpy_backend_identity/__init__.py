@@ -96,13 +96,6 @@ def finalize(backend: Backend) -> None:
 def model_initialize(model: Model) -> None:
     settings = read_settings(model.config)
     logger = model.backend.logger
-    for name in settings.ignored:
-        logger.warning(
-            "model '%s': parameter '%s' has no effect in tritonpy: a backend cannot report "
-            "custom trace activities here",
-            model.name,
-            name,
-        )
     if settings.creation_delay_sec > 0:
         logger.info("Creation delay is set to: %d", settings.creation_delay_sec)  # identity.cc's line
         time.sleep(settings.creation_delay_sec)
@@ -144,7 +137,31 @@ def execute(instance: ModelInstance, requests: Sequence[InferenceRequest]) -> li
     model: ModelState = instance.model.state
     if own.delay_s > 0:
         time.sleep(own.delay_s)
-    return [answer(request, model.settings, model.batching, model.metric) for request in requests]
+    settings = model.settings
+    if settings.custom_tracing:
+        for request in requests:
+            if request.traced:
+                _report_activities(request, settings)
+    return [answer(request, settings, model.batching, model.metric) for request in requests]
+
+
+def _report_activities(request: InferenceRequest, settings: Settings) -> None:
+    """identity.cc's custom trace activities, in its order and with its sleeps: a
+    CUSTOM_ACTIVITY span of 100 ms, a CUSTOM_SINGLE_ACTIVITY, then ``nested_span_count``
+    spans CUSTOM_ACTIVITY<i> inside each other (100 ms each, a single activity in every
+    ``single_activity_frequency``-th), closed innermost first."""
+    request.report_activity("CUSTOM_ACTIVITY_START")
+    time.sleep(0.1)
+    request.report_activity("CUSTOM_ACTIVITY_END")
+    request.report_activity("CUSTOM_SINGLE_ACTIVITY")
+    nested = settings.nested_span_count
+    for count in range(nested):
+        request.report_activity(f"CUSTOM_ACTIVITY{count}_START")
+        time.sleep(0.1)
+        if count % settings.single_activity_frequency == 0:
+            request.report_activity("CUSTOM_SINGLE_ACTIVITY")
+    for count in range(nested):
+        request.report_activity(f"CUSTOM_ACTIVITY{nested - count - 1}_END")
 
 
 @hookimpl

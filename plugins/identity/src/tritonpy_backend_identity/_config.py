@@ -18,10 +18,6 @@ from tritonpy_sdk import DataType, TritonError
 INPUT_PREFIX = "INPUT"
 OUTPUT_PREFIX = "OUTPUT"
 
-#: Parameters of Triton's identity backend for custom trace activities. tritonpy's SDK
-#: gives a backend no way to report activities into a request's trace, so they do nothing.
-TRACING_PARAMETERS = ("enable_custom_tracing", "nested_span_count", "single_activity_frequency")
-
 #: What ``std::stoi`` reads of a string: leading spaces, a sign, digits (the rest is ignored).
 _STOI = re.compile(r"\s*([+-]?\d+)")
 
@@ -44,7 +40,8 @@ class Settings:
     ``execute_delay_ms`` and ``delay_multiplier``: the sleep of each execution
     (``instance_wise_delay_multiplier`` scales it by the instance's index).
     ``creation_delay_sec``: the sleep of ``model_initialize``.
-    ``ignored``: parameters given that have no effect here (custom tracing).
+    ``custom_tracing``, ``nested_span_count``, ``single_activity_frequency``: the custom
+    trace activities each traced request gets (identity.cc's ``enable_custom_tracing``).
     """
 
     outputs: tuple[str, ...]
@@ -52,7 +49,9 @@ class Settings:
     execute_delay_ms: int = 0
     delay_multiplier: int = 0
     creation_delay_sec: int = 0
-    ignored: tuple[str, ...] = ()
+    custom_tracing: bool = False
+    nested_span_count: int = 0
+    single_activity_frequency: int = 1
 
     def delay_ms(self, instance_index: int) -> int:
         """The sleep of one execution on the instance of ``instance_index`` (identity.cc's
@@ -131,13 +130,27 @@ def read_settings(config: dict[str, Any]) -> Settings:
     if "creation_delay_sec" in params:
         # A negative creation delay sleeps no time in identity.cc (sleep_for returns at once).
         creation_delay_sec = max(_int_parameter(params, "creation_delay_sec", negative_ok=True), 0)
+    # Custom tracing, read as identity.cc reads it: the span count only beside the switch,
+    # the frequency only beside the span count.
+    custom_tracing = params.get("enable_custom_tracing") == "true"
+    nested = frequency = 0
+    if "enable_custom_tracing" in params and "nested_span_count" in params:
+        nested = _int_parameter(params, "nested_span_count")
+        if "single_activity_frequency" in params:
+            frequency = _int_parameter(params, "single_activity_frequency")
+            if frequency == 0 and nested > 0:  # identity.cc divides by it
+                raise TritonError.invalid_arg(
+                    "parameter 'single_activity_frequency' must be 1 or more, got '0'"
+                )
     return Settings(
         outputs=tuple(str(o.get("name", "")) for o in outputs),
         optional=optional,
         execute_delay_ms=execute_delay_ms,
         delay_multiplier=delay_multiplier,
         creation_delay_sec=creation_delay_sec,
-        ignored=tuple(p for p in TRACING_PARAMETERS if p in params),
+        custom_tracing=custom_tracing,
+        nested_span_count=nested,
+        single_activity_frequency=frequency or 1,
     )
 
 
