@@ -8,6 +8,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+#: The core's stamps of one request answered once, in the order they are taken.
+CORE_STAMPS = [
+    "REQUEST_START",
+    "QUEUE_START",
+    "COMPUTE_START",
+    "COMPUTE_INPUT_END",
+    "COMPUTE_OUTPUT_START",
+    "COMPUTE_END",
+    "INFER_RESPONSE_COMPLETE",  # handed back to its caller, as Triton's front ends stamp it
+    "REQUEST_END",
+]
+
 
 def read_traces(path: Path) -> list[dict[str, Any]]:
     merged: dict[int, dict[str, Any]] = {}

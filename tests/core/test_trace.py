@@ -13,7 +13,7 @@ import tritonpy
 from tritonpy.trace import Tracer, state_from_flags
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, Tensor, TritonError
 from tritonpy_testbackend import TestBackend, write_repos, write_sender_models
-from tritonpy_traces import read_traces
+from tritonpy_traces import CORE_STAMPS, read_traces
 
 
 def test_settings_global_and_per_model() -> None:
@@ -206,16 +206,7 @@ def test_traced_requests_are_written_with_every_stage(test_repos: list[Path], tm
     records = read_traces(trace_file)
     assert [r["request_id"] for r in records] == ["r1", "r3", "r5"]
     names = [t["name"] for t in records[0]["timestamps"]]
-    assert names == [
-        "REQUEST_START",
-        "QUEUE_START",
-        "COMPUTE_START",
-        "COMPUTE_INPUT_END",
-        "COMPUTE_OUTPUT_START",
-        "COMPUTE_END",
-        "INFER_RESPONSE_COMPLETE",  # handed back to its caller, as Triton's front ends stamp it
-        "REQUEST_END",
-    ]
+    assert names == CORE_STAMPS
     ns = [t["ns"] for t in records[0]["timestamps"]]
     assert ns == sorted(ns)
     assert records[0]["model_name"] == "addsub" and records[0]["model_version"] == 1

@@ -16,21 +16,12 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from tritonpy_traces import read_traces
+from tritonpy_traces import CORE_STAMPS, read_traces
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "model_repository"
 SUMMARY = ROOT / "tests" / "data" / "nvidia_examples" / "server_qa" / "common" / "trace_summary.py"
-CORE = [
-    "REQUEST_START",
-    "QUEUE_START",
-    "COMPUTE_START",
-    "COMPUTE_INPUT_END",
-    "COMPUTE_OUTPUT_START",
-    "COMPUTE_END",
-    "INFER_RESPONSE_COMPLETE",
-    "REQUEST_END",
-]
+CORE = CORE_STAMPS
 HTTP = ["HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"]
 GRPC = ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END"]
 
