@@ -499,9 +499,13 @@ class Server:
 
     def trace_settings(self, model: str = "", changes: dict[str, Any] | None = None) -> dict[str, Any]:
         """The trace extension: read (and with ``changes``, update) global or model settings."""
-        if model and model not in self.manager:
-            # Triton's status (400, INVALID_ARGUMENT, as /ready and /stats) and wording
-            raise TritonError.invalid_arg(f"Request for unknown model : {model}")
+        if model:
+            # Triton's check (the model's latest version ready: a model only in the repository,
+            # or unloaded, is unknown here), status (400, INVALID_ARGUMENT) and wording.
+            try:
+                self.get_version(model)
+            except TritonError:
+                raise TritonError.invalid_arg(f"Request for unknown model : {model}") from None
         if changes:
             return self.tracer.update(changes, model)
         return self.tracer.settings(model)

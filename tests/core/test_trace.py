@@ -323,3 +323,19 @@ def test_a_stream_stamps_each_answer_it_sends_and_lets_the_trace_go_after_the_la
         "GRPC_WAITREAD_START",
         "GRPC_WAITREAD_END",
     ]
+
+
+def test_a_model_not_loaded_has_no_trace_settings(test_repos: list[Path]) -> None:
+    """As Triton 2.51 (observed): a model's settings need it ready; one only in the
+    repository, or unloaded, is unknown (400 / INVALID_ARGUMENT)."""
+    server = tritonpy.Server(model_repository=test_repos, model_control_mode="explicit")
+    server.backends.register("testbk", TestBackend())
+    with server:
+        server.load_model("addsub")
+        assert server.trace_settings("addsub", {"log_frequency": "1"})["log_frequency"] == "1"
+        server.unload_model("addsub")
+        for changes in (None, {"log_frequency": "1"}):
+            with pytest.raises(TritonError, match="^Request for unknown model : addsub$"):
+                server.trace_settings("addsub", changes)
+        with pytest.raises(TritonError, match="unknown model : one_input"):  # in the repository only
+            server.trace_settings("one_input")
