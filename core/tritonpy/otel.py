@@ -129,15 +129,17 @@ class OtelExporter:
         # Stamps are monotonic nanoseconds (differences matter); spans want the epoch.
         self._offset = time.time_ns() - time.monotonic_ns()
 
-    def start(self, model: str, parent: str, internal: bool) -> Spans:
+    def start(self, model: str, parent: str, internal: bool, since: int | None = None) -> Spans:
         """Open a request's spans. ``parent``: a ``traceparent`` value, or ""; ``internal``:
         the request was made by another one (an ensemble step, BLS), whose model span
-        ``parent`` names."""
+        ``parent`` names; ``since``: when the front end began to receive it (a stamp), where
+        ``InferRequest`` starts."""
         context = self._propagator.extract({"traceparent": parent}) if parent else None
         now = time.time_ns()
         root = None
         if not internal:
-            root = self._tracer.start_span("InferRequest", context, self._kind, start_time=now)
+            began = now if since is None else since + self._offset
+            root = self._tracer.start_span("InferRequest", context, self._kind, start_time=began)
             from opentelemetry.trace import set_span_in_context
 
             context = set_span_in_context(root)

@@ -598,7 +598,8 @@ class Server:
         tracer = self.tracer
         trace = None
         if not tracer.off:  # ``sample``'s own first check, read here without its call
-            trace = tracer.sample(request.model_name, request.id, request.trace_context, internal)
+            since = None if front is None else front.stamps[0][1]
+            trace = tracer.sample(request.model_name, request.id, request.trace_context, internal, since)
         if trace is not None:
             trace.model_version = mv.version
             if front is not None:  # its receive stamps first; it holds the trace until it sent

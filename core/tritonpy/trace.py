@@ -11,9 +11,13 @@ Triton sends them.
 With TIMESTAMPS the core stamps each traced request at REQUEST_START,
 QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START,
 COMPUTE_END, INFER_RESPONSE_COMPLETE and REQUEST_END (nanoseconds of a monotonic
-clock), the HTTP and gRPC front ends their receive and send (``FrontEnd``), and
-writes one JSON object per trace: ``{"id", "model_name", "model_version",
-"request_id", "timestamps": [{"name", "ns"}, ...]}``, the file holding a JSON array.
+clock), the HTTP and gRPC front ends their receive and send (``FrontEnd``), a
+backend its own activities (``InferenceRequest.report_activity``), and the file is
+Triton's: a JSON array with, per trace, ``{"id", "model_name", "model_version"}``
+(``request_id``, ``parent_id`` when set) and an ``{"id", "timestamps": [{"name",
+"ns"}]}`` per stamp (``_entries``). Each setting (global, or a model's own) keeps its
+traces apart and writes them as Triton's ``TraceSetting`` does: every
+``log_frequency`` traces, when its ``trace_count`` ran out, or at shutdown.
 """
 
 from __future__ import annotations
@@ -365,7 +369,9 @@ class Tracer:
 
     # -- tracing (hot path) ---------------------------------------------------------------
 
-    def sample(self, model: str, request_id: str, parent: str = "", internal: bool = False) -> Trace | None:
+    def sample(
+        self, model: str, request_id: str, parent: str = "", internal: bool = False, since: int | None = None
+    ) -> Trace | None:
         """A trace for this request when tracing is on and its turn has come.
 
         ``parent``: the context the request carries (a W3C ``traceparent`` from a
@@ -373,6 +379,8 @@ class Tracer:
         a request made by another one (an ensemble step, BLS). With OpenTelemetry a
         request with a context is always traced, whatever the rate and count (as in
         Triton), and an internal request only with one, as a child of its maker's span.
+        ``since``: when a front end began to receive the request (its first stamp), where
+        its OpenTelemetry ``InferRequest`` span starts.
         """
         if self.off:
             return None  # the common case: one read, no lock
@@ -394,7 +402,7 @@ class Tracer:
             if state.trace_count > 0 and (exporter is None or not parent):
                 trace.batch = self._count_down(model)
         if exporter is not None:
-            trace.spans = exporter.start(model, parent, internal)
+            trace.spans = exporter.start(model, parent, internal, since)
             with self._lock:
                 if internal:
                     trace.parent_id = self._open.get(parent, 0)

@@ -252,6 +252,7 @@ def test_traceparent_over_http_and_grpc(traced: tuple[Any, Receiver, str, str]) 
         assert sorted(_events(root)) == sorted(expected + ["INFER_RESPONSE_COMPLETE"])
         last = max(e.time_unix_nano for e in root.events)
         assert root.end_time_unix_nano == max(last, spans["double"][0].end_time_unix_nano)
+        assert root.start_time_unix_nano == min(e.time_unix_nano for e in root.events)  # at receive
         client.close()
 
 
