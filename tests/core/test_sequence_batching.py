@@ -737,3 +737,62 @@ def test_a_backlog_sequence_whose_timeout_runs_out_is_rejected(make: Any) -> Non
     assert h.infer(2, sequence_id=1, sequence_end=True) == 3
     (stats,) = h.server.model_statistics("m")
     assert stats["inference_stats"]["fail"]["count"] >= 1
+
+
+def _queued(
+    h: Harness, sid: int, x: int, flags: int = 0
+) -> tuple[InferenceRequest, list[Any], threading.Event]:
+    """A request of sequence ``sid`` submitted without waiting: (it, its answers, answered)."""
+    request = InferenceRequest("m", -1, {"X": Tensor.from_numpy("X", np.array([[x]], np.int32))})
+    request.correlation_id, request.flags = sid, flags
+    answers: list[Any] = []
+    answered = threading.Event()
+
+    def done(response: InferenceResponse | None, _flags: int) -> None:
+        answers.append(response)
+        answered.set()
+
+    h.server.submit(request, done)
+    return request, answers, answered
+
+
+def _cancelled(answers: list[Any]) -> bool:
+    return len(answers) == 1 and answers[0].error is not None and answers[0].error.code is ErrorCode.CANCELLED
+
+
+@pytest.mark.parametrize("strategy", ["direct { }", "oldest { max_candidate_sequences: 1 }"])
+def test_a_cancelled_queued_request_cancels_its_whole_sequence(make: Any, strategy: str) -> None:
+    """NVIDIA's L0_request_cancellation scheduler_test: with a sequence's request executing
+    and two more queued, cancelling the first queued one answers both CANCELLED once the
+    instance is free (not executing the second), and the sequence is over."""
+    h = make(strategy=strategy, instances=1, max_batch=1, by_corrid=True)
+    h.backend.gate = threading.Event()
+    _, first, first_done = _queued(h, 1, 1, SEQUENCE_START)
+    time.sleep(0.1)  # executing, at the gate
+    queued = [_queued(h, 1, x) for x in (2, 3)]
+    queued[0][0].cancel()
+    h.backend.gate.set()
+    assert first_done.wait(30) and first[0].error is None
+    for _, answers, answered in queued:
+        assert answered.wait(30) and _cancelled(answers), answers
+    assert len(h.backend.batches) == 1  # the queued ones never ran
+    assert "must specify the START flag" in _refusal_any(h, sequence_id=1)
+    (stats,) = h.server.model_statistics("m")
+    assert stats["inference_stats"]["fail"]["count"] == 2
+
+
+def test_a_backlog_sequence_with_a_cancelled_request_is_cancelled_when_a_slot_frees(make: Any) -> None:
+    """The backlog's sequence whose request was cancelled is cancelled whole when it would
+    get the slot (Triton's ReleaseSequenceSlot); the next backlog sequence takes it."""
+    h = make(instances=1, max_batch=1, by_corrid=True)  # one slot in all
+    assert h.infer(1, sequence_id=1, sequence_start=True) == 1
+    backlog = [_queued(h, 2, x, SEQUENCE_START if x == 5 else 0) for x in (5, 6)]
+    _, third, third_done = _queued(h, 3, 7, SEQUENCE_START)
+    time.sleep(0.1)
+    assert not any(answers for _, answers, _ in backlog) and not third  # all wait in the backlog
+    backlog[0][0].cancel()
+    assert h.infer(2, sequence_id=1, sequence_end=True) == 3  # sequence 1 ends: its slot frees
+    for _, answers, answered in backlog:
+        assert answered.wait(30) and _cancelled(answers), answers
+    assert third_done.wait(30) and third[0].error is None  # sequence 3 got the slot
+    assert int(third[0].outputs["Y"].data.reshape(-1)[0]) == 7

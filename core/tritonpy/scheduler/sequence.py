@@ -331,6 +331,9 @@ class SequenceBatcher(Scheduler):
         ]
         heapq.heapify(self._free)
         self._backlog: deque[_Sequence] = deque()
+        #: Requests of cancelled sequences, to be answered CANCELLED once the lock is let go
+        #: (``_answer_dropped``).
+        self._dropped: list[Job] = []
         self._ordered = _Ordered() if config.preserve_ordering else None
         self._open = False
         self._threads: list[threading.Thread] = []
@@ -510,21 +513,60 @@ class SequenceBatcher(Scheduler):
             self._backlog.append(seq)
 
     def _release(self, seq: _Sequence) -> None:
-        """Free ``seq``'s slot for the backlog's first sequence (the lock is held)."""
+        """Free ``seq``'s slot for the backlog's first sequence (the lock is held). A backlog
+        sequence with a cancelled request is cancelled whole instead, as Triton's
+        ``ReleaseSequenceSlot`` does, and the next one takes the slot."""
         if seq.where is None:
             return
         inst, slot = seq.where
         seq.where = None
         seq.state = {}
         self._slots[inst][slot] = None
-        if self._backlog:
+        while self._backlog:
             nxt = self._backlog.popleft()
+            if any(job.request.is_cancelled() for job in nxt.jobs):
+                self._drop(nxt)
+                continue
             nxt.expires_ns = 0  # it has a slot: its requests wait there now
             nxt.where = (inst, slot)
             self._slots[inst][slot] = nxt
             self._wakes[inst].notify()
-        else:
-            heapq.heappush(self._free, (slot, inst))
+            return
+        heapq.heappush(self._free, (slot, inst))
+
+    # -- cancelled sequences -----------------------------------------------------------------
+
+    def _drop_cancelled(self, index: int) -> None:
+        """Cancel whole every sequence in instance ``index``'s slots whose next request was
+        cancelled, as Triton's sequence batcher does before it forms a batch: all its queued
+        requests are answered CANCELLED and its slot goes to the backlog (the lock is held;
+        none of them runs, this instance's batch having ended)."""
+        for seq in self._slots[index]:
+            if seq is not None and seq.jobs and not seq.busy and seq.jobs[0].request.is_cancelled():
+                self._drop(seq)
+
+    def _drop(self, seq: _Sequence) -> None:
+        """End ``seq`` for a cancelled request of it: its queued requests are to be answered
+        CANCELLED, its id starts no request without START, its slot is freed (the lock is held)."""
+        self._dropped.extend(seq.jobs)
+        seq.jobs = deque()
+        if seq.live and self._table.get(seq.key) is seq:
+            del self._table[seq.key]
+        seq.live = False
+        log.debug("sequence %s of model '%s' cancelled", seq.key, self._name)
+        self._release(seq)
+
+    def _answer_dropped(self) -> None:
+        """Answer the requests of cancelled sequences (the lock is held, and let go meanwhile)."""
+        if not self._dropped:
+            return
+        jobs, self._dropped = self._dropped, []
+        self._lock.release()
+        try:
+            for job in jobs:
+                self._cancelled(job)
+        finally:
+            self._lock.acquire()
 
     # -- idle sequences (the reaper thread) -------------------------------------------------
 
@@ -555,6 +597,7 @@ class SequenceBatcher(Scheduler):
                         self._release(seq)
                     else:
                         wake = due if wake is None else min(wake, due)
+                self._answer_dropped()
                 self._reaper.wait(None if wake is None else max(wake - now, 1_000_000) / 1e9)
 
     def _expire_backlog(self, now: int) -> int | None:
@@ -602,6 +645,8 @@ class SequenceBatcher(Scheduler):
                     if self._hold[index] and self._open and self._held(index):
                         self._waits.wait(wake, HOLD_POLL_NS / 1e9)
                         continue
+                    self._drop_cancelled(index)
+                    self._answer_dropped()
                     now = time.monotonic_ns()
                     batch, wait_ns = self._form(index, now)
                     if batch is not None:
@@ -682,6 +727,7 @@ class SequenceBatcher(Scheduler):
             if self._running[index]:
                 self._running[index] = False
                 self._wakes[index].notify()
+            self._answer_dropped()  # backlog sequences cancelled as a slot was freed
 
     def _form(self, index: int, now: int) -> tuple[list[_Entry] | None, int | None]:
         """The next batch of instance ``index`` (taken from its slots), or (None, ns to
