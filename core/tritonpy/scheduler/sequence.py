@@ -528,6 +528,7 @@ class SequenceBatcher(Scheduler):
                 self._drop(nxt)
                 continue
             nxt.expires_ns = 0  # it has a slot: its requests wait there now
+            nxt.last_ns = time.monotonic_ns()  # waiting in the backlog was not idling
             nxt.where = (inst, slot)
             self._slots[inst][slot] = nxt
             self._wakes[inst].notify()
@@ -707,13 +708,17 @@ class SequenceBatcher(Scheduler):
     def _ended(self, index: int, batch: list[_Entry]) -> None:
         """Instance ``index`` finished ``batch``: its sequences may go on (or end)."""
         now = time.monotonic_ns()
+        overdue = False
         with self._lock:
             for entry in batch:
                 if entry is None:
                     continue
                 seq, job = entry
                 seq.busy = False
-                seq.last_ns = now
+                # Idle time counts from a sequence's last request's arrival, as Triton's
+                # reaper counts it: one that ran longer than the idle time leaves a sequence
+                # with nothing queued overdue, for the reaper to release now.
+                overdue = overdue or (not seq.jobs and now - seq.last_ns >= self.config.idle_ns)
                 if job.rescheduled:  # back in its sequence's queue
                     job.rescheduled = False
                 elif job.request.flags & SEQUENCE_END:
@@ -727,6 +732,8 @@ class SequenceBatcher(Scheduler):
             if self._running[index]:
                 self._running[index] = False
                 self._wakes[index].notify()
+            if overdue:
+                self._reaper.notify()
             self._answer_dropped()  # backlog sequences cancelled as a slot was freed
 
     def _form(self, index: int, now: int) -> tuple[list[_Entry] | None, int | None]:
