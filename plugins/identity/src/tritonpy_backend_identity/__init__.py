@@ -7,7 +7,8 @@ model repositories and NVIDIA's QA suites use ``backend: "identity"`` models as
 pass-through steps of ensembles and as stand-ins for real models. With this
 package they load unchanged: the same config rules and messages
 (``_config.py``), the same parameters (``execute_delay_ms``,
-``instance_wise_delay_multiplier``, ``creation_delay_sec``), the same answers
+``instance_wise_delay_multiplier``, ``creation_delay_sec``, and
+``enable_custom_tracing`` with its custom trace activities), the same answers
 (``_respond.py``) and the same custom metric (``_metric.py``).
 
 Each request is answered on its own (no batch is formed in the backend): the
