@@ -598,14 +598,9 @@ class Server:
         tracer = self.tracer
         trace = None
         if not tracer.off:  # ``sample``'s own first check, read here without its call
-            since = None if front is None else front.stamps[0][1]
-            trace = tracer.sample(request.model_name, request.id, request.trace_context, internal, since)
+            trace = tracer.sample(request.model_name, request.id, request.trace_context, internal, front)
         if trace is not None:
             trace.model_version = mv.version
-            if front is not None:  # its receive stamps first; it holds the trace until it sent
-                trace.stamps.extend(front.stamps)
-                trace.holds = 2
-                front.trace = trace
             trace.stamp("REQUEST_START", time.monotonic_ns())
             request._trace_activity = trace.stamp  # the backend's custom activities (report_activity)
             request.trace_context = trace.context()  # what its steps and BLS requests carry

@@ -154,6 +154,11 @@ class FrontEnd:
             self._tracer.release(trace)
 
 
+def no_front() -> None:
+    """``Tracer.front`` where there is no tracer (a front-end worker's requests)."""
+    return None
+
+
 #: The largest number a numeric trace setting takes: Triton 2.51 reads them into an
 #: ``int`` (its message names the range of the field it stores them in).
 _INT_MAX = 2**31 - 1
@@ -370,7 +375,12 @@ class Tracer:
     # -- tracing (hot path) ---------------------------------------------------------------
 
     def sample(
-        self, model: str, request_id: str, parent: str = "", internal: bool = False, since: int | None = None
+        self,
+        model: str,
+        request_id: str,
+        parent: str = "",
+        internal: bool = False,
+        front: FrontEnd | None = None,
     ) -> Trace | None:
         """A trace for this request when tracing is on and its turn has come.
 
@@ -379,8 +389,9 @@ class Tracer:
         a request made by another one (an ensemble step, BLS). With OpenTelemetry a
         request with a context is always traced, whatever the rate and count (as in
         Triton), and an internal request only with one, as a child of its maker's span.
-        ``since``: when a front end began to receive the request (its first stamp), where
-        its OpenTelemetry ``InferRequest`` span starts.
+        ``front``: the stamps of the front end that received the request; a trace taken
+        starts with them (its OpenTelemetry ``InferRequest`` span where they start) and is
+        held for the front end until it sent its answer (``FrontEnd.sent``).
         """
         if self.off:
             return None  # the common case: one read, no lock
@@ -401,7 +412,12 @@ class Tracer:
             trace = Trace(next(self._ids), model, request_id)
             if state.trace_count > 0 and (exporter is None or not parent):
                 trace.batch = self._count_down(model)
+        if front is not None:
+            trace.stamps.extend(front.stamps)
+            trace.holds = 2
+            front.trace = trace
         if exporter is not None:
+            since = None if front is None else front.stamps[0][1]
             trace.spans = exporter.start(model, parent, internal, since)
             with self._lock:
                 if internal:
@@ -460,12 +476,12 @@ class Tracer:
         """Take one off the running count that applies to ``model`` (its own override, else the
         global one; ``trace_count`` then shows what is left, as Triton's does) and return the
         batch the trace belongs to. With the lock held."""
-        key = model if "trace_count" in self._models.get(model, {}) else ""
-        owner = self._models[model] if key else None
-        left = (owner["trace_count"] if owner is not None else self.global_state.trace_count) - 1
-        if owner is not None:
-            owner["trace_count"] = left
+        overrides = self._models.get(model, {})
+        if "trace_count" in overrides:
+            key, left = model, overrides["trace_count"] - 1
+            overrides["trace_count"] = left
         else:
+            key, left = "", self.global_state.trace_count - 1
             self.global_state.trace_count = left
         batch = self._batches.get(key)
         if batch is None:
@@ -536,11 +552,6 @@ def _entries(trace: Trace) -> list[dict[str, Any]]:
         header["request_id"] = trace.request_id
     if trace.parent_id:
         header["parent_id"] = trace.parent_id
-    entries: list[dict[str, Any]] = []
-    for name, ns in trace.stamps:
-        if name == "REQUEST_START":
-            entries.append(header)
-        entries.append({"id": trace.id, "timestamps": [{"name": name, "ns": ns}]})
-    if not any(entry is header for entry in entries):
-        entries.insert(0, header)
-    return entries
+    stamps = [{"id": trace.id, "timestamps": [{"name": name, "ns": ns}]} for name, ns in trace.stamps]
+    at = next((i for i, (name, _) in enumerate(trace.stamps) if name == "REQUEST_START"), 0)
+    return [*stamps[:at], header, *stamps[at:]]

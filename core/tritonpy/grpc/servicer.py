@@ -34,7 +34,7 @@ from ..model_version import parse_version
 from ..repository.overrides import refuse_repository_name, split_load_parameters
 from ..runtime.validation import size_error
 from ..server import Server
-from ..trace import FrontEnd, Tracer
+from ..trace import FrontEnd, Tracer, no_front
 from . import grpc_service_pb2 as pb
 from . import health_pb2
 from .calls import DESERIALIZING
@@ -120,17 +120,15 @@ class InferenceServicer:
         self._forward = header_pattern(
             server.options.grpc_header_forward_pattern, "--grpc-header-forward-pattern"
         )
-        #: The server's tracer, for the front end's stamps (None in a front-end worker).
-        self._tracer: Tracer | None = getattr(server, "tracer", None)
+        tracer: Tracer | None = getattr(server, "tracer", None)  # none in a front-end worker
+        self._front_of = functools.partial(tracer.front, "GRPC") if tracer is not None else no_front
 
     def _front(self) -> FrontEnd | None:
         """Stamps for a request message that has just arrived, while tracing is on: Triton's
         GRPC_WAITREAD_START and _END (both now: the transport tells no earlier moment)."""
-        tracer = self._tracer
-        if tracer is None or tracer.off:
-            return None
-        front = FrontEnd(tracer, "GRPC")
-        front.received()
+        front = self._front_of()
+        if front is not None:
+            front.received()
         return front
 
     # -- health and metadata ----------------------------------------------------------
@@ -677,10 +675,7 @@ class StreamInfer:
             try:
                 # Answered on the loop's next turn, also on its own thread (start_model_infer).
                 answered = functools.partial(call_soon_threadsafe, self._call.loop, self._answered, entry)
-                if front is None:
-                    self._server.submit(request, answered)
-                else:
-                    self._server.submit(request, answered, front=front)
+                self._server.submit(request, answered, front=front)
             except TritonError as exc:
                 self._inflight.discard(entry)
                 exc.__traceback__ = None

@@ -59,13 +59,11 @@ class InferFastPath:
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, model: str, version: str) -> None:
         front = self.inference.front()
-        if front is None:
-            await self._answer(scope, receive, send, model, version, None)
-            return
         try:
             await self._answer(scope, receive, send, model, version, front)
         finally:
-            front.dropped()  # an answer never sent (the client went away) lets the trace go
+            if front is not None:
+                front.dropped()  # an answer never sent (the client went away) lets the trace go
 
     async def _answer(
         self, scope: Scope, receive: Receive, send: Send, model: str, version: str, front: FrontEnd | None

@@ -7,7 +7,8 @@ starlette route (``app.py``), so all three answer alike.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from tritonpy_sdk import InferenceRequest, InferenceResponse, TritonError
@@ -16,7 +17,7 @@ from ..codec import InputSizes
 from ..forwarding import forward_headers, header_pattern
 from ..model_version import parse_version
 from ..runtime.validation import size_error
-from ..trace import FrontEnd, Tracer
+from ..trace import FrontEnd, Tracer, no_front
 from .compression import choose_encoding, compress, decompress
 from .tensors import HEADER_LENGTH, Body, Placement, decode_raw, decode_request, encode_response
 
@@ -67,14 +68,12 @@ class HttpInference:
         self.forward = header_pattern(
             server.options.http_header_forward_pattern, "--http-header-forward-pattern"
         )
-        #: The server's tracer, for the front end's stamps (None in a front-end worker, whose
-        #: requests the core traces without them).
-        self.tracer: Tracer | None = getattr(server, "tracer", None)
-
-    def front(self) -> FrontEnd | None:
-        """Stamps for a request that begins to arrive now, while tracing is on."""
-        tracer = self.tracer
-        return None if tracer is None or tracer.off else FrontEnd(tracer, "HTTP")
+        # The front end's stamps for a request that begins to arrive now, while tracing is on
+        # (none in a front-end worker: the core traces its requests without them).
+        tracer: Tracer | None = getattr(server, "tracer", None)
+        self.front: Callable[[], FrontEnd | None] = (
+            functools.partial(tracer.front, "HTTP") if tracer is not None else no_front
+        )
 
     def decode(self, model: str, version: str, chunks: list[bytes], headers: Mapping[str, str]) -> Decoded:
         """The request of a body read as ``chunks`` (at least one) with ``headers``; a W3C
