@@ -302,6 +302,21 @@ def test_a_priority_beyond_the_levels_is_served_at_the_default_level(make) -> No
     assert h.batches_after_hold() == [["high1", "high2"], ["low", "beyond"]]
 
 
+def test_the_largest_priority_levels_load_and_order(make) -> None:  # type: ignore[no-untyped-def]
+    """``priority_levels`` is a uint64: NVIDIA's L0_model_queue loads 2^64 - 1 levels with
+    the default at 2^32 (a queue per level up front never finished loading)."""
+    h = make(batching=f"priority_levels: {2**64 - 1} default_priority_level: {2**32}", max_batch=2)
+    h.hold()
+    h.send("default1")
+    h.send("lower", priority=2**32 + 7)
+    h.send("default2", priority=2**32)
+    h.send("high", priority=1)
+    h.send("lowest", priority=2**64 - 1)
+    h.backend.release.set()
+    h.wait_for("default1", "lower", "default2", "high", "lowest")
+    assert h.batches_after_hold() == [["high", "default1"], ["default2", "lower"], ["lowest"]]
+
+
 @pytest.mark.parametrize("key", ["priority", "timeout"])
 @pytest.mark.parametrize("value", ["1", -1, 1.5, True])
 def test_priority_and_timeout_must_be_unsigned_integers(make, key: str, value: object) -> None:  # type: ignore[no-untyped-def]

@@ -248,7 +248,8 @@ class ModelStatistics:
             self.cache_miss.add(ns)
 
     def record_rejection(self, arrival: int, reason: str) -> None:
-        """A request that failed before executing (rejected, cancelled)."""
+        """A request that failed outside an execution of the model's own: rejected or
+        cancelled in a queue, an ensemble's failed run."""
         with self._lock:
             self.fail.add(max(0, time.monotonic_ns() - arrival))
             self.failures[reason] += 1

@@ -218,7 +218,9 @@ class DynamicBatcher(Scheduler):
         self.config = config
         self._on_reject = on_reject
         levels = max(1, config.priority_levels)
-        self._levels: dict[int, deque[_Entry]] = {lv: deque() for lv in range(1, levels + 1)}
+        #: The queue of each priority level in use (``_level``), made as a level gets its
+        #: first request and dropped when it empties: ``priority_levels`` may be 2^64 - 1.
+        self._levels: dict[int, deque[_Entry]] = {1: deque()} if levels == 1 else {}
         self._limiter = limiter
         self._needs = list(needs)
         if limiter is not None and len(self._needs) != len(self._instances):
@@ -368,7 +370,7 @@ class DynamicBatcher(Scheduler):
         with self._cond:
             if not self._open:
                 raise stopped(self._name)
-            pending = self._levels[level]
+            pending = self._level(level)
             if policy.max_queue_size and len(pending) >= policy.max_queue_size:
                 raise TritonError.unavailable(f"{request_prefix(job.request.id)}Exceeds maximum queue size")
             pending.append(entry)
@@ -596,6 +598,7 @@ class DynamicBatcher(Scheduler):
                     keep.append(e)
             keep.extend(delayed)
             self._levels[level] = keep
+        self._prune()
         return rejected
 
     def _next_deadline(self) -> int | None:
@@ -608,11 +611,10 @@ class DynamicBatcher(Scheduler):
         if self._only is not None:
             return self._only
         ordered: list[_Entry] = []
-        for level in sorted(self._levels):
-            entries = self._levels[level]
+        for entries in self._levels.values():
             ordered += [e for e in entries if not e.delayed]
-        for level in sorted(self._levels):
-            ordered += [e for e in self._levels[level] if e.delayed]
+        for entries in self._levels.values():
+            ordered += [e for e in entries if e.delayed]
         return ordered
 
     def _form(self, now: int) -> tuple[list[_Entry] | None, int | None]:
@@ -671,7 +673,26 @@ class DynamicBatcher(Scheduler):
                 self._levels[level] = deque(e for e in entries if id(e) not in chosen)
         if only is not None:
             self._only = self._levels[1]
+        else:
+            self._prune()
         return batch
+
+    def _level(self, level: int) -> deque[_Entry]:
+        """The queue of priority ``level``, made when it has none; the levels stay in
+        priority order (``_candidates`` walks them so)."""
+        pending = self._levels.get(level)
+        if pending is None:
+            pending = deque()
+            self._levels[level] = pending
+            if len(self._levels) > 1:
+                self._levels = dict(sorted(self._levels.items()))
+        return pending
+
+    def _prune(self) -> None:
+        """Drop the queues of levels left without requests (``_only`` keeps its own)."""
+        if self._only is None:
+            for level in [lv for lv, q in self._levels.items() if not q]:
+                del self._levels[level]
 
     def _reject(self, entry: _Entry) -> None:
         if self._on_reject is not None:

@@ -510,8 +510,13 @@ class _Run:
         self._deliver(response, RESPONSE_COMPLETE_FINAL)
         end = time.monotonic_ns()
         request = self.job.request
-        times = ExecutionTimes(self.start_ns, self.infer_start_ns or self.start_ns, self.infer_end_ns, end)
-        self.model.stats.record_execution(times, [self.job.arrival_ns], [request.batch_size], [ok])
+        if ok:
+            times = ExecutionTimes(
+                self.start_ns, self.infer_start_ns or self.start_ns, self.infer_end_ns, end
+            )
+            self.model.stats.record_execution(times, [self.job.arrival_ns], [request.batch_size], [True])
+        else:  # as Triton: a failed ensemble request is no execution, and its reason OTHER
+            self.model.stats.record_rejection(self.job.arrival_ns, "OTHER")
         self.scheduler.ended()
 
     def _deliver(self, response: InferenceResponse | None, flags: int) -> None:
