@@ -383,6 +383,26 @@ def test_timeout_override_and_delay_action(make) -> None:  # type: ignore[no-unt
     assert h.batches_after_hold() == [["patient1"], ["patient2"], ["hasty"]]
 
 
+def test_a_delayed_request_stays_ahead_of_lower_levels(make) -> None:  # type: ignore[no-untyped-def]
+    """As Triton's PolicyQueue: a level's delayed requests go after that level's others
+    and before the next level's, and a later arrival at their level goes before them
+    (NVIDIA's L0_model_queue test_priority_with_policy)."""
+    h = make(
+        batching=(
+            "priority_levels: 2 default_priority_level: 2 default_queue_policy { timeout_action: DELAY "
+            "allow_timeout_override: true default_timeout_microseconds: 30000000 }"
+        ),
+        max_batch=1,
+    )
+    h.hold()
+    h.send("hasty", priority=1, timeout=1)  # expires at once: delayed
+    h.send("low", priority=2)
+    h.send("high", priority=1)
+    h.backend.release.set()
+    h.wait_for("hasty", "low", "high")
+    assert h.batches_after_hold() == [["high"], ["hasty"], ["low"]]
+
+
 def test_a_request_timeout_only_shortens_the_default(make) -> None:  # type: ignore[no-untyped-def]
     # As Triton 2.51 (observed): with allow_timeout_override, a timeout longer than
     # default_timeout_microseconds does not extend it, and without a default timeout

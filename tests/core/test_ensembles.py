@@ -142,14 +142,15 @@ def test_an_error_in_a_middle_step_fails_the_request(server: tritonpy.Server, st
     assert info.value.message == "in ensemble 'fails_in_middle', negative input on purpose"
     assert info.value.code is ErrorCode.INVALID_ARG
     assert not any(s.model == "last" and s.id == "mid-err" for s in steps.log.requests)
-    # As Triton: one failure, reason OTHER, and no execution of the ensemble counted.
-    assert counts(server, "fails_in_middle") == (before[0], before[1], before[2] + 1)
+    # As Triton documents it: no execution, reason OTHER, counted twice (the step's
+    # failure and the ensemble request's).
+    assert counts(server, "fails_in_middle") == (before[0], before[1], before[2] + 2)
     failures = {
         line.split('reason="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
         for line in server.metrics().splitlines()
         if line.startswith('nv_inference_request_failure{model="fails_in_middle"')
     }
-    assert failures == {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": before[2] + 1}
+    assert failures == {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": before[2] + 2}
     # The server, the ensemble and its members serve on.
     out = server.model("fails_in_middle").predict({"IN": np.array([[20.0]], np.float32)})
     np.testing.assert_array_equal(out["OUT"], [[110.0]])

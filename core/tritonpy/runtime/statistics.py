@@ -247,12 +247,14 @@ class ModelStatistics:
         with self._lock:
             self.cache_miss.add(ns)
 
-    def record_rejection(self, arrival: int, reason: str) -> None:
+    def record_rejection(self, arrival: int, reason: str, count: int = 1) -> None:
         """A request that failed outside an execution of the model's own: rejected or
-        cancelled in a queue, an ensemble's failed run."""
+        cancelled in a queue, an ensemble's failed run (which Triton counts ``count=2``
+        times)."""
+        ns = max(0, time.monotonic_ns() - arrival)
         with self._lock:
-            self.fail.add(max(0, time.monotonic_ns() - arrival))
-            self.failures[reason] += 1
+            self.fail.add(ns * count, count)
+            self.failures[reason] += count
 
     # -- reading -------------------------------------------------------------------------
 

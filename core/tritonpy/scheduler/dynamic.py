@@ -13,7 +13,7 @@ has waited ``max_queue_delay_microseconds``, and then everything that fits goes
 (``_form``, after Triton's ``GetDynamicBatch``). Queue policies: ``max_queue_size`` rejects arrivals
 into a full level, timeouts (``default_timeout_microseconds`` or, when
 ``allow_timeout_override``, the request's ``timeout`` parameter) either reject
-expired requests (REJECT) or move them behind the rest (DELAY).
+expired requests (REJECT) or move them behind the rest of their level (DELAY).
 ``preserve_ordering`` releases responses in arrival order.
 
 Who forms the batches: an idle instance's worker thread, the *leader*, which
@@ -611,10 +611,9 @@ class DynamicBatcher(Scheduler):
         if self._only is not None:
             return self._only
         ordered: list[_Entry] = []
-        for entries in self._levels.values():
-            ordered += [e for e in entries if not e.delayed]
-        for entries in self._levels.values():
-            ordered += [e for e in entries if e.delayed]
+        for entries in self._levels.values():  # as Triton: a level's delayed requests
+            ordered += [e for e in entries if not e.delayed]  # after its others, before
+            ordered += [e for e in entries if e.delayed]  # the next level's
         return ordered
 
     def _form(self, now: int) -> tuple[list[_Entry] | None, int | None]:

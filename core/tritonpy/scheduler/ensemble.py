@@ -515,8 +515,11 @@ class _Run:
                 self.start_ns, self.infer_start_ns or self.start_ns, self.infer_end_ns, end
             )
             self.model.stats.record_execution(times, [self.job.arrival_ns], [request.batch_size], [True])
-        else:  # as Triton: a failed ensemble request is no execution, and its reason OTHER
-            self.model.stats.record_rejection(self.job.arrival_ns, "OTHER")
+        else:
+            # As Triton (its metrics guide): no execution, reason OTHER, counted twice, "1
+            # from the internally failed request ... as well as 1 from the failed top-level
+            # request".
+            self.model.stats.record_rejection(self.job.arrival_ns, "OTHER", count=2)
         self.scheduler.ended()
 
     def _deliver(self, response: InferenceResponse | None, flags: int) -> None:
