@@ -105,8 +105,12 @@ def test_capacity_and_flags() -> None:
     limiter = RateLimiter(parse_resource_flags(["R:2"]))
     big = Need((("R", 2, True),), 0)
     limiter.register(big)
-    with pytest.raises(TritonError, match="has 1 units"):
+    with pytest.raises(TritonError) as info:
         RateLimiter(parse_resource_flags(["R:1"])).register(big)
+    assert info.value.message == (  # Triton's words
+        'Resource count for "R" is limited to 1 which will prevent scheduling of one or more '
+        "model instances, the minimum required count is 2"
+    )
     with pytest.raises(TritonError, match="expects <name>:<count>"):
         parse_resource_flags(["R"])
     with limiter.lock:
@@ -314,11 +318,10 @@ def test_a_pool_shrinks_when_the_instance_that_needed_most_is_gone(caplog: pytes
     """As Triton's resource manager when instances are removed (a model update or an
     unload): the pool is the largest need left; ``--rate-limit-resource`` stays as set.
     Its verbose account is Triton's ``Max Resource Map``."""
-    limiter = RateLimiter(parse_resource_flags(["E:10"]))
+    limiter = RateLimiter()
     four, three = Need((("R", 4, True),), 0), Need((("R", 3, True),), 0)
-    explicit = Need((("E", 2, False),), 0)
     caplog.set_level(logging.DEBUG, "tritonpy.ratelimiter")
-    for need in (four, three, explicit):
+    for need in (four, three):
         limiter.register(need)
     with limiter.lock:
         assert limiter.acquire("m", [four], lambda: None) == 0  # a pool of 4
@@ -328,5 +331,39 @@ def test_a_pool_shrinks_when_the_instance_that_needed_most_is_gone(caplog: pytes
     with limiter.lock:
         assert limiter.acquire("m", [four], lambda: None) is None  # 3 now: 4 never fits
         limiter.withdraw("m")
-    limiter.unregister(explicit)
+    flagged = RateLimiter(parse_resource_flags(["E:10"]))
+    small, large = Need((("E", 2, False),), 0), Need((("E", 5, False),), 0)
+    flagged.register(small)
+    flagged.register(large)
+    flagged.unregister(large)
     assert "Resource: E\t Count: 10" in caplog.records[-1].getMessage()
+
+
+def test_flags_are_read_as_triton_reads_them() -> None:
+    """Once any ``--rate-limit-resource`` is given, a resource no flag names has none; a
+    device's pool takes the most of its own flag and the per-device one; a global pool
+    the most any flag gives its name, on whatever device (NVIDIA's L0_rate_limiter)."""
+    flags = parse_resource_flags(["R:10:10", "S:2", "T:3:0", "T:5", "G:4:9"])
+    limiter = RateLimiter(flags)
+    with pytest.raises(TritonError, match='"R" is limited to 0 .* the minimum required count is 4$'):
+        limiter.register(Need((("R", 4, False),), 0))  # R only on device 10
+    with pytest.raises(TritonError, match='"U" is limited to 0 '):
+        limiter.register(Need((("U", 1, True),), 0))  # no flag names U
+    limiter.register(Need((("T", 5, False),), 0))  # max(T on device 0: 3, per device: 5)
+    limiter.register(Need((("G", 4, True),), 0))  # a global G: device 9's flag counts
+    limiter.register(Need((("R", 10, False),), 10))
+    with pytest.raises(TritonError, match='"S" is limited to 2 '):
+        limiter.register(Need((("S", 3, False),), 1))
+
+
+def test_a_resource_is_global_or_per_device_across_the_server() -> None:
+    limiter = RateLimiter()
+    limiter.register(Need((("R", 1, True),), 0))
+    with pytest.raises(TritonError) as info:
+        limiter.register(Need((("S", 1, False), ("R", 2, False)), 0))
+    assert info.value.message == (  # Triton's words
+        'Resource "R" is present as both global and device-specific resource in the model configuration.'
+    )
+    limiter.register(Need((("S", 1, False),), 0))  # the refused need changed nothing
+    with pytest.raises(TritonError, match='"S" is present as both'):
+        limiter.register(Need((("S", 1, True),), 1))

@@ -3,8 +3,10 @@
 An instance that declares ``rate_limiter { resources [...] }`` in its instance
 group may execute only while the resources it needs are free; a resource's
 capacity is the most any instance asks for, or what
-``--rate-limit-resource name:count[:device]`` sets. Resources are per device
-unless ``global: true``.
+``--rate-limit-resource name:count[:device]`` sets (once one is given, a
+resource no flag names has none: an instance needing it is refused, as in
+Triton). Resources are per device unless ``global: true``; a name is one or
+the other across the server.
 
 As in Triton, the limiter chooses the instance, before a batch is bound to one:
 a rate-limited model's scheduler offers its idle instances (``acquire``) and
@@ -95,15 +97,26 @@ class RateLimiter:
 
     def register(self, need: Need) -> None:
         """Size the pools so that ``need`` can ever be met (Triton: the largest need of the
-        instances registered, or ``--rate-limit-resource``; an instance needing more than
-        that is refused, before anything changes)."""
+        instances registered, or ``--rate-limit-resource``); as Triton's resource manager,
+        refuse it, before anything changes, when it needs more than the flags give (once
+        any is given, a resource it does not name has none) or names a resource global
+        that another instance has per device, or the other way round."""
         with self._lock:
             for name, count, is_global in need.resources:
-                explicit = self._explicit_size(self._key(name, need.device, is_global))
+                key = self._key(name, need.device, is_global)
+                explicit = self._explicit_size(key)
                 if explicit is not None and explicit < count:
                     raise TritonError.invalid_arg(
-                        f"resource '{name}' has {explicit} units (--rate-limit-resource) "
-                        f"but an instance needs {count}"
+                        f'Resource count for "{name}" is limited to {explicit} which will prevent '
+                        "scheduling of one or more model instances, the minimum required count "
+                        f"is {count}"
+                    )
+                kinds = {is_global for n, _, is_global in need.resources if n == name}
+                kinds |= {d == -1 for (n, d), wanted in self._wanted.items() if n == name and wanted}
+                if len(kinds) > 1:
+                    raise TritonError.invalid_arg(
+                        f'Resource "{name}" is present as both global and device-specific '
+                        "resource in the model configuration."
                     )
             for name, count, is_global in need.resources:
                 key = self._key(name, need.device, is_global)
@@ -128,9 +141,19 @@ class RateLimiter:
             self._log_sizes()
 
     def _explicit_size(self, key: tuple[str, int]) -> int | None:
-        """What ``--rate-limit-resource`` gives the pool ``key`` (None: nothing)."""
+        """What ``--rate-limit-resource`` gives the pool ``key``, as Triton reads the flags:
+        a global resource the most any flag gives its name, whatever the device; a
+        device's the most of its own flag and the per-device one; 0 for a resource no
+        flag names, once any flag is given (None: no flags, the pools size themselves)."""
+        if not self._explicit:
+            return None
         name, device = key
-        return self._explicit.get((name, None if device == -1 else device), self._explicit.get((name, None)))
+        sizes = [
+            count
+            for (n, d), count in self._explicit.items()
+            if n == name and (device == -1 or d is None or d == device)
+        ]
+        return max(sizes, default=0)
 
     def _resize(self, key: tuple[str, int]) -> None:
         explicit = self._explicit_size(key)
