@@ -178,7 +178,9 @@ class Server:
         self.cache: ResponseCache | None = None
         if options.cache_config:
             if len(options.cache_config) > 1:
-                raise TritonError.invalid_arg("only one response cache can be configured")
+                raise TritonError.invalid_arg(  # Triton's words
+                    "found multiple cache configurations, but only a single cache is currently supported"
+                )
             ((cache_name, cache_settings),) = options.cache_config.items()
             self.cache = create_cache(cache_name, cache_settings)
         #: Metric families that backends and models define (exported with Triton's own).

@@ -266,6 +266,45 @@ def test_an_ensemble_with_response_cache_answers_repeats_from_it(tmp_path: Path)
         assert stats["inference_stats"]["cache_miss"]["count"] == 1
 
 
+def test_response_cache_refusals_are_triton_s(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """NVIDIA's L0_response_cache: an ensemble made decoupled by a member cannot cache
+    (Triton's message); a response larger than the cache is answered, not kept, and
+    logged with Triton's line."""
+    write_step_model(tmp_path, "pre", add="1")
+    write_step_model(tmp_path, "streams", extra="model_transaction_policy { decoupled: true }")
+    cache = "response_cache { enable: true }"
+    write_ensemble(
+        tmp_path, "cached", [step("pre", {"X": "IN"}, {"Y": "OUT"})], {"IN": F}, {"OUT": F}, extra=cache
+    )
+    write_ensemble(
+        tmp_path,
+        "cached_stream",
+        [step("streams", {"X": "IN"}, {"Y": "OUT"})],
+        {"IN": F},
+        {"OUT": F},
+        extra=cache,
+    )
+    server = tritonpy.Server(model_repository=tmp_path, cache_config={"local": {"size": "200"}})
+    server.backends.register("stepbk", StepBackend())
+    with server:
+        ((model, _, reason),) = server.failed_models()
+        assert model == "cached_stream"
+        assert reason.endswith(
+            "Response Cache does not currently support model cached_stream with 'decoupled' "
+            "transaction policy. Please disable the response cache."
+        )
+        for _ in range(2):
+            np.testing.assert_array_equal(server.model("cached").predict({"IN": X})["OUT"], X + 1)
+        (stats,) = server.model_statistics("cached")
+        assert stats["inference_stats"]["cache_miss"]["count"] == 2
+        assert stats["inference_stats"]["cache_hit"]["count"] == 0
+    inserts = [r.getMessage() for r in caplog.records if "Failed to insert key" in r.getMessage()]
+    assert len(inserts) == 2
+    assert inserts[0].endswith(
+        "into response cache: Requested byte_size: 268 is greater than total cache size: 200"
+    )
+
+
 def _write_optional(repo: Path) -> None:
     write_step_model(repo, "either", inputs=2, optional=True, add="1000")
     write_step_model(repo, "silent", no_output="yes")

@@ -115,6 +115,11 @@ def test_cache_configuration_errors() -> None:
         create_cache("local", {})
     with pytest.raises(TritonError, match="unknown cache 'redis'"):
         create_cache("redis", {"host": "x"})
+    with pytest.raises(TritonError) as info:
+        tritonpy.Server(cache_config={"local": {"size": "10"}, "redis": {"host": "x"}})
+    assert info.value.message == (  # Triton's words
+        "found multiple cache configurations, but only a single cache is currently supported"
+    )
 
 
 def test_cache_plugins_come_from_entry_points(site: Path) -> None:

@@ -93,8 +93,10 @@ class LocalCache:
     def insert(self, key: bytes, response: InferenceResponse) -> None:
         start = time.monotonic_ns()
         size = _size(response)
-        if size > self.capacity:
-            return  # larger than the whole cache: never stored
+        if size > self.capacity:  # never stored; Triton's local cache's words
+            raise TritonError.internal(
+                f"Requested byte_size: {size} is greater than total cache size: {self.capacity}"
+            )
         outputs = {name: _snapshot(tensor) for name, tensor in response.outputs.items()}
         stored = InferenceResponse(outputs, parameters=dict(response.parameters))
         with self._lock:

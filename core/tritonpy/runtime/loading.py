@@ -458,14 +458,15 @@ class ModelLoader:
             validate_config(config, source=source, folder_name=mdir.name)
             versions = _select_versions(mdir, config, list(version_dirs(mdir.path)))
             plan = plan_ensemble(config, members or (lambda name: None))
+            if plan.decoupled:  # as Triton: an ensemble of a decoupled model is decoupled, and
+                config.model_transaction_policy.decoupled = True  # checked again as such (a
+                validate_config(config, source=source, folder_name=mdir.name)  # response cache)
             if self._submit is None:
                 raise TritonError.unsupported("ensembles run only inside a server")
         except Exception as exc:
             record.error = _reason(exc)
             log.error("failed to load '%s': %s", mdir.key, record.error)
             return record
-        if plan.decoupled:  # as Triton reports it: an ensemble of a decoupled model is decoupled
-            config.model_transaction_policy.decoupled = True
         config_dict = config_to_dict(config)
         outputs = [io.name for io in config.output]
         inherited = {name: labels for name, labels in plan.labels.items() if name in outputs}
@@ -490,7 +491,7 @@ class ModelLoader:
                 # Outputs without labels of their own take those of the member that
                 # makes them, as Triton completes an ensemble's labels.
                 labels={**inherited, **self._labels(mdir, version, config_dict)},
-                cache=self._cache if config.response_cache.enable and not plan.decoupled else None,
+                cache=self._cache if config.response_cache.enable else None,
                 scheduler_factory=lambda model: EnsembleScheduler(
                     model, plan.steps, outputs, submit, max_inflight
                 ),

@@ -720,7 +720,11 @@ class LoadedVersion:
         ``response_cache`` enabled), and count the miss."""
         if self.cache is not None and job.cache_key is not None and response.error is None:
             t = time.monotonic_ns()
-            self.cache.insert(job.cache_key, response)
+            try:
+                self.cache.insert(job.cache_key, response)
+            except Exception as exc:  # a response the cache cannot keep is still answered
+                message = exc.message if isinstance(exc, TritonError) else repr(exc)
+                log.error("Failed to insert key [%s] into response cache: %s", job.cache_key.hex(), message)
             self.stats.record_cache_miss(job.cache_lookup_ns + time.monotonic_ns() - t)
 
     def finish_ensemble_response(

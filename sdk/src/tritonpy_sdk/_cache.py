@@ -23,7 +23,10 @@ CACHE_ENTRY_POINT_GROUP = "tritonpy.caches"
 
 @runtime_checkable
 class ResponseCache(Protocol):
-    """A response cache. ``lookup`` returns None on a miss; ``insert`` may evict."""
+    """A response cache. ``lookup`` returns None on a miss; ``insert`` may evict, and
+    raises (a ``TritonError`` says why) when it cannot keep the response: the server
+    logs Triton's ``Failed to insert key [...] into response cache: <why>`` and answers
+    the request as usual."""
 
     def lookup(self, key: bytes) -> InferenceResponse | None: ...
 
