@@ -258,7 +258,11 @@ def test_refusals_in_tritons_words(make: Any) -> None:
         "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"
     )
     assert _refusal(h, sequence_id=-3, sequence_start=True).startswith("Unable to parse 'sequence_id'")
-    assert "string correlation ID 'abc'" in _refusal(h, sequence_id="abc", sequence_start=True)
+    # As later Triton releases word it (NVIDIA's L0_sequence_corrid_batcher).
+    assert _refusal(h, sequence_id="abc", sequence_start=True) == (
+        "[request id: <id_unknown>] sequence batching control 'CORRID' data-type is 'BYTES', "
+        "but model 'm' expects 'UINT64'"
+    )
 
 
 def test_ids_a_narrow_corrid_cannot_hold_are_refused(make: Any) -> None:
@@ -282,9 +286,12 @@ def test_string_model_refusals(make: Any) -> None:
     h = make(instances=1, corrid="TYPE_STRING")
     assert _refusal(h, sequence_id="", sequence_start=True) == NO_ID
     assert _refusal(h, sequence_id="zz") == _no_start("zz")
-    # An integer id is the string of its digits for a TYPE_STRING CORRID.
-    assert h.infer(4, sequence_id=12, sequence_start=True, sequence_end=True) == 4
-    assert h.backend.batches[-1][1] == [("12", True, True, True)]
+    # An integer id for a TYPE_STRING CORRID is refused, as later Triton releases do.
+    assert _refusal(h, sequence_id=12, sequence_start=True) == (
+        "[request id: <id_unknown>] sequence batching control 'CORRID' data-type is 'UINT64', "
+        "but model 'm' expects 'BYTES'"
+    )
+    assert h.infer(4, sequence_id="12", sequence_start=True, sequence_end=True) == 4
 
 
 def test_start_again_restarts_in_the_same_slot(make: Any) -> None:

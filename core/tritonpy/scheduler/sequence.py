@@ -70,6 +70,7 @@ from tritonpy_sdk import (
     deserialize_bytes_tensor,
 )
 
+from ..codec import request_prefix
 from ._deadline import DeadlineWait, precise_timeouts
 from ._equal_inputs import EqualInputs
 from ._job import Job, Runner, fail_unfinished, internal_error, remaining, reschedule_refused, stopped
@@ -337,6 +338,8 @@ class SequenceBatcher(Scheduler):
         self._ordered = _Ordered() if config.preserve_ordering else None
         self._open = False
         self._threads: list[threading.Thread] = []
+        #: The CONTROL_SEQUENCE_CORRID input (None: none).
+        self._corrid = next((c for c in config.controls if c.kind == "CORRID"), None)
         corrid = config.corrid_type
         self._numeric_corrid = corrid is not None and corrid is not DataType.BYTES
         #: The ids a numeric CORRID control can hold (None: any id).
@@ -420,12 +423,12 @@ class SequenceBatcher(Scheduler):
                 f"inference request to model '{self._name}' must specify a non-zero or non-empty "
                 "correlation ID"
             )
-        if isinstance(key, str) and self._numeric_corrid:
-            raise TritonError.invalid_arg(
-                f"inference request to model '{self._name}' has the string correlation ID '{key}', "
-                f"but the model's CONTROL_SEQUENCE_CORRID input is of type "
-                f"{self.config.corrid_type.config_name if self.config.corrid_type else ''}: "
-                "send an unsigned integer sequence_id"
+        corrid = self._corrid
+        if corrid is not None and key is not None and isinstance(key, str) == self._numeric_corrid:
+            raise TritonError.invalid_arg(  # Triton's words
+                f"{request_prefix(request.id)}sequence batching control '{corrid.name}' data-type is "
+                f"'{'BYTES' if isinstance(key, str) else 'UINT64'}', but model '{self._name}' expects "
+                f"'{corrid.datatype.value}'"
             )
         if isinstance(key, int) and self._corrid_range is not None:
             low, high = self._corrid_range
