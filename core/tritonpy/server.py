@@ -608,7 +608,9 @@ class Server:
             request.trace_context = trace.context()  # what its steps and BLS requests carry
 
         def finished(response: InferenceResponse | None, flags: int) -> None:
-            try:
+            if trace is not None and response is not None and trace.tensors is not None:
+                trace.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs.values())  # as Triton's
+            try:  # InferenceResponse::Send, before the response goes
                 done(response, flags)
             finally:
                 if trace is not None and response is not None and not internal:

@@ -1,12 +1,13 @@
 """Triton's trace extension: settings, sampling, and Triton-style trace files.
 
 Settings are global with per-model overrides: ``trace_level`` (OFF,
-TIMESTAMPS), ``trace_rate`` (trace one request in N), ``trace_count`` (stop
-after N traces; -1 = no limit), ``log_frequency`` (write the file every N
-traces, to ``<trace_file>.<k>``; 0 = at shutdown), ``trace_file`` (set at
-start only) and ``trace_mode`` (``triton``, or ``opentelemetry``: spans exported
-over OTLP/HTTP by ``otel.py``; set at start only). Values travel as strings, as
-Triton sends them.
+TIMESTAMPS, TENSORS: Triton's tensor records, ``tensor_record``),
+``trace_rate`` (trace one request in N), ``trace_count`` (stop after N
+traces; -1 = no limit), ``log_frequency`` (write the file every N traces, to
+``<trace_file>.<k>``; 0 = at shutdown), ``trace_file`` (set at start only) and
+``trace_mode`` (``triton``, or ``opentelemetry``: spans exported over OTLP/HTTP
+by ``otel.py``; set at start only). Values travel as strings, as Triton sends
+them.
 
 With TIMESTAMPS the core stamps each traced request at REQUEST_START,
 QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START,
@@ -28,11 +29,12 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonpy_sdk import TritonError
+from tritonpy_sdk import DataType, Tensor, TritonError
 
 from .otel import OtelConfig, OtelExporter, Spans
 
@@ -90,6 +92,11 @@ class Trace:
     holds: int = 1
     #: The traces it was counted among (sampled while a ``trace_count`` was running down).
     batch: _Batch | None = None
+    #: Whether its level takes timestamps (TENSORS alone takes none, as in Triton's).
+    timestamps: bool = True
+    #: Level TENSORS: Triton's tensor records, each with the number of stamps taken
+    #: before it (``_entries`` puts it there); None without the level.
+    tensors: list[tuple[int, dict[str, Any]]] | None = None
 
     def context(self) -> str:
         """What a request made by this one carries to join its trace: a W3C
@@ -97,7 +104,21 @@ class Trace:
         return self.spans.context() if self.spans is not None else str(self.id)
 
     def stamp(self, name: str, ns: int) -> None:
-        self.stamps.append((name, ns))
+        if self.timestamps:
+            self.stamps.append((name, ns))
+
+    def record_tensors(self, activity: str, tensors: Iterable[Tensor]) -> None:
+        """Level TENSORS: ``tensors`` as Triton's tracer writes them for ``activity``
+        (TENSOR_QUEUE_INPUT, TENSOR_BACKEND_OUTPUT); nothing without the level."""
+        records = self.tensors
+        if records is None:
+            return
+        at = len(self.stamps)
+        for tensor in tensors:
+            try:
+                records.append((at, tensor_record(self.id, activity, tensor)))
+            except Exception as exc:  # never fail a request for its trace
+                log.error("%s: tensor: %s: cannot be traced: %s", activity, tensor.name, exc)
 
 
 #: A front end's stamps, as Triton's front ends name them: received from, received by,
@@ -216,7 +237,10 @@ def parse_flags(items: list[str]) -> tuple[TraceState, OtelConfig]:
                 bad = [v for v in levels if v not in LEVELS]
                 if bad:
                     raise ValueError(f"invalid trace level '{bad[0]}'")
-                state.trace_level = levels
+                # As Triton's command line: each level given is added to the others (OFF adds none).
+                given = [v for v in state.trace_level if v != "OFF"]
+                given += [v for v in levels if v != "OFF" and v not in given]
+                state.trace_level = given or ["OFF"]
             elif key == "rate":
                 # 0: no request is sampled; with OpenTelemetry, only those that carry a
                 # traceparent are traced (as Triton's rate=0).
@@ -272,6 +296,8 @@ class Tracer:
         self._startup = dataclasses.replace(
             self.global_state, trace_level=list(self.global_state.trace_level)
         )
+        #: Whether level TENSORS was refused in OpenTelemetry mode (logged once).
+        self._tensors_refused = False
         self._exporter = (
             OtelExporter(otel or OtelConfig()) if self.global_state.trace_mode == "opentelemetry" else None
         )
@@ -412,8 +438,16 @@ class Tracer:
             trace = Trace(next(self._ids), model, request_id)
             if state.trace_count > 0 and (exporter is None or not parent):
                 trace.batch = self._count_down(model)
+        trace.timestamps = "TIMESTAMPS" in state.trace_level
+        if "TENSORS" in state.trace_level:
+            if exporter is None:
+                trace.tensors = []
+            elif not self._tensors_refused:  # Triton logs it for every tensor
+                self._tensors_refused = True
+                log.error("Tensor level tracing is not supported by the mode: opentelemetry")
         if front is not None:
-            trace.stamps.extend(front.stamps)
+            if trace.timestamps:
+                trace.stamps.extend(front.stamps)
             trace.holds = 2
             front.trace = trace
         if exporter is not None:
@@ -552,6 +586,48 @@ def _entries(trace: Trace) -> list[dict[str, Any]]:
         header["request_id"] = trace.request_id
     if trace.parent_id:
         header["parent_id"] = trace.parent_id
-    stamps = [{"id": trace.id, "timestamps": [{"name": name, "ns": ns}]} for name, ns in trace.stamps]
-    at = next((i for i, (name, _) in enumerate(trace.stamps) if name == "REQUEST_START"), 0)
-    return [*stamps[:at], header, *stamps[at:]]
+    at = next((i for i, (name, _) in enumerate(trace.stamps) if name == "REQUEST_START"), None)
+    tensors = trace.tensors or []
+    entries: list[dict[str, Any]] = []
+    t = 0
+    for i, (name, ns) in enumerate(trace.stamps):
+        while t < len(tensors) and tensors[t][0] <= i:  # a tensor after the stamps before it
+            entries.append(tensors[t][1])
+            t += 1
+        if i == at:
+            entries.append(header)
+        entries.append({"id": trace.id, "timestamps": [{"name": name, "ns": ns}]})
+    entries += [record for _, record in tensors[t:]]
+    if at is None and trace.timestamps:
+        entries.insert(0, header)
+    return entries  # level TENSORS alone: no header, as in Triton
+
+
+def tensor_record(trace_id: int, activity: str, tensor: Tensor) -> dict[str, Any]:
+    """One tensor as Triton's trace file has it: ``{"id", "activity", "tensor": {"name",
+    "data", "shape", "dtype"}}``, the data and shape as comma-separated text (numbers as
+    C++ streams them, ``%g`` for floats; strings quoted; FP16 and BF16 left empty, as
+    Triton leaves them). INT8/UINT8 are numbers (Triton streams them as characters)."""
+    if tensor.is_device:
+        tensor = tensor.to_host()
+    data = tensor.data
+    dtype = tensor.datatype
+    if dtype in (DataType.FP16, DataType.BF16):
+        text = ""
+    elif dtype is DataType.BYTES:
+        text = ",".join(
+            '"' + (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)) + '"'
+            for v in data.reshape(-1)
+        )
+    elif dtype is DataType.BOOL:
+        text = ",".join("1" if v else "0" for v in data.reshape(-1).tolist())
+    elif dtype in (DataType.FP32, DataType.FP64):
+        text = ",".join(format(v, "g") for v in data.reshape(-1).tolist())
+    else:
+        text = ",".join(map(str, data.reshape(-1).tolist()))
+    shape = ",".join(map(str, data.shape))
+    return {
+        "id": trace_id,
+        "activity": activity,
+        "tensor": {"name": tensor.name, "data": text, "shape": shape, "dtype": dtype.value},
+    }

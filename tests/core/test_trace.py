@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonpy
-from tritonpy.trace import Tracer, state_from_flags
+from tritonpy.trace import Tracer, state_from_flags, tensor_record
 from tritonpy_sdk import RESPONSE_COMPLETE_FINAL, Tensor, TritonError
 from tritonpy_testbackend import TestBackend, write_repos, write_sender_models
 from tritonpy_traces import CORE_STAMPS, read_traces
@@ -212,6 +212,65 @@ def test_traced_requests_are_written_with_every_stage(test_repos: list[Path], tm
     assert records[0]["model_name"] == "addsub" and records[0]["model_version"] == 1
 
 
+def test_level_tensors_records_inputs_and_outputs_as_triton_does(
+    test_repos: list[Path], tmp_path: Path
+) -> None:
+    """Triton's tensor records: each input when its batcher queues the request
+    (TENSOR_QUEUE_INPUT), each output of each response sent (TENSOR_BACKEND_OUTPUT), among
+    the stamps in the order taken; with TENSORS alone, no stamps and no header object."""
+    for levels in (["TIMESTAMPS", "TENSORS"], ["TENSORS"]):
+        trace_file = tmp_path / f"{len(levels)}.json"
+        flags = [f"level={level}" for level in levels]
+        server = tritonpy.Server(
+            model_repository=test_repos, trace_config=[*flags, "rate=1", f"triton,file={trace_file}"]
+        )
+        server.backends.register("testbk", TestBackend())
+        with server:
+            a, b = np.array([[1, 2, 3, 4]], np.int32), np.array([[10, 20, 30, 40]], np.int32)
+            server.model("addsub").predict({"INPUT0": a, "INPUT1": b}, request_id="t")
+        entries = json.loads(trace_file.read_text())
+        tensors = [e for e in entries if "activity" in e]
+        assert tensors == [
+            {"id": 1, "activity": "TENSOR_QUEUE_INPUT", "tensor": t}
+            for t in (
+                {"name": "INPUT0", "data": "1,2,3,4", "shape": "1,4", "dtype": "INT32"},
+                {"name": "INPUT1", "data": "10,20,30,40", "shape": "1,4", "dtype": "INT32"},
+            )
+        ] + [
+            {"id": 1, "activity": "TENSOR_BACKEND_OUTPUT", "tensor": t}
+            for t in (
+                {"name": "OUTPUT0", "data": "11,22,33,44", "shape": "1,4", "dtype": "INT32"},
+                {"name": "OUTPUT1", "data": "-9,-18,-27,-36", "shape": "1,4", "dtype": "INT32"},
+            )
+        ]
+        if levels == ["TENSORS"]:
+            assert entries == tensors
+            continue
+        order = [e.get("activity") or e.get("timestamps", [{}])[0].get("name", "header") for e in entries]
+        assert order.index("TENSOR_QUEUE_INPUT") == order.index("QUEUE_START") + 1
+        assert order.index("INFER_RESPONSE_COMPLETE") > order.index("TENSOR_BACKEND_OUTPUT")
+        assert order[0] == "header" and read_traces(trace_file)[0]["request_id"] == "t"
+
+
+def test_tensor_records_write_values_as_triton_s_tracer_streams_them() -> None:
+    def data(array: np.ndarray, datatype: str | None = None) -> str:
+        tensor = Tensor.from_numpy("X", array) if datatype is None else Tensor.from_string_array(array, "X")
+        return tensor_record(7, "TENSOR_QUEUE_INPUT", tensor)["tensor"]["data"]
+
+    assert data(np.array([0.5, 1e-7, 123456789.0, -0.0], np.float32)) == "0.5,1e-07,1.23457e+08,-0"
+    assert data(np.array([[True, False]])) == "1,0"
+    assert data(np.array([-3, 250], np.int16)) == "-3,250"
+    assert data(np.array([-3, 7], np.int8)) == "-3,7"  # numbers (Triton streams characters)
+    assert data(np.array([1.5], np.float16)) == ""  # as Triton: FP16/BF16 left empty
+    assert data(np.array(["a", "bc"], object), "BYTES") == '"a","bc"'
+    record = tensor_record(7, "TENSOR_BACKEND_OUTPUT", Tensor.from_numpy("Y", np.zeros((2, 0, 3), np.int64)))
+    assert record == {
+        "id": 7,
+        "activity": "TENSOR_BACKEND_OUTPUT",
+        "tensor": {"name": "Y", "data": "", "shape": "2,0,3", "dtype": "INT64"},
+    }
+
+
 @pytest.mark.parametrize(
     ("word", "level"),
     [
@@ -227,6 +286,9 @@ def test_the_older_level_words_of_triton_s_command_line_are_taken(word: str, lev
     assert state_from_flags([f"level={word}"]).trace_level == [level]
     with pytest.raises(ValueError, match="invalid trace level 'MEDIUM'"):
         state_from_flags(["level=MEDIUM"])
+    # As Triton's command line: each level flag adds its level to the others.
+    both = ["TIMESTAMPS", "TENSORS"]
+    assert state_from_flags(["level=TIMESTAMPS", "level=OFF", "level=TENSORS"]).trace_level == both
 
 
 def test_each_response_of_a_decoupled_model_is_stamped(tmp_path: Path) -> None:

@@ -342,6 +342,8 @@ class LoadedVersion:
                 return
         if trace is not None:
             trace.stamp("QUEUE_START", arrival)
+            if trace.tensors is not None and not self.sequence:  # as Triton's batcher enqueues
+                trace.record_tensors("TENSOR_QUEUE_INPUT", request.inputs.values())
         job = Job(request, done, arrival, trace, key, lookup_ns)
         if here:
             # Run by the caller, the job never waits in a queue: not counted as pending.
