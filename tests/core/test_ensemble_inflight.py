@@ -4,6 +4,7 @@ waiting request whose ensemble request is cancelled is never sent."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -188,3 +189,11 @@ def test_many_waiting_requests_refused_by_the_member_each_get_its_error(server: 
     assert gate.waiting == 0 and gate._inflight == 0  # no slot lost
     out = model.predict({"IN": np.ones((1, 2), np.float32)})
     np.testing.assert_array_equal(out["OUT"], np.ones((1, 2), np.float32))
+
+
+def test_the_load_logs_the_bound_in_triton_s_words(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # NVIDIA's L0_simple_ensemble greps this line (case and all) to see the bound taken.
+    caplog.set_level(logging.INFO)
+    with serving(tmp_path, lambda repo: write_streaming(repo, "bounded_3", max_inflight=3), StepBackend()):
+        pass
+    assert "Ensemble model 'bounded_3' configured with max_inflight_requests: 3" in caplog.text

@@ -22,7 +22,15 @@ from tritonpy_ensembles import (
     write_step_model,
     write_streaming,
 )
-from tritonpy_sdk import ErrorCode, InferenceResponse, RequestedOutput, TritonError
+from tritonpy_sdk import (
+    RESPONSE_COMPLETE_FINAL,
+    ErrorCode,
+    InferenceRequest,
+    InferenceResponse,
+    RequestedOutput,
+    Tensor,
+    TritonError,
+)
 from tritonpy_testbackend import CANCELLED, WAITING
 
 F = "TYPE_FP32"
@@ -211,6 +219,27 @@ def test_a_decoupled_member_streams_through(server: tritonpy.Server) -> None:
     for r in responses:
         assert r.id == "dec"
         np.testing.assert_array_equal(r.outputs["OUT"].to_numpy(), a + 2 * b)
+
+
+def test_the_last_answer_of_a_decoupled_ensemble_carries_the_final_flag(server: tritonpy.Server) -> None:
+    """As Triton's ensemble: the answer that completes the request carries FINAL, so a
+    gRPC stream client that does not ask for empty final responses sees the request end
+    (NVIDIA's L0_simple_ensemble backpressure tests wait for it)."""
+    a = np.array([[1, 2, 3, 4]], np.int32)
+    got: list[tuple[bool, int]] = []
+    ended = threading.Event()
+
+    def done(response: InferenceResponse | None, flags: int) -> None:
+        got.append((response is not None, flags))
+        if flags & RESPONSE_COMPLETE_FINAL:
+            ended.set()
+
+    request = InferenceRequest(
+        "streaming", -1, {"A": Tensor.from_numpy("A", a), "B": Tensor.from_numpy("B", a)}
+    )
+    server.submit(request, done)
+    assert ended.wait(30)
+    assert got == [(True, 0), (True, 0), (True, RESPONSE_COMPLETE_FINAL)]
 
 
 def test_cancelling_the_request_reaches_the_running_step(server: tritonpy.Server) -> None:

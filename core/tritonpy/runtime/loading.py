@@ -475,7 +475,7 @@ class ModelLoader:
             submit = functools.partial(submit, namespace=mdir.namespace)
         max_inflight = config.ensemble_scheduling.max_inflight_requests
         if max_inflight:
-            log.info("ensemble model '%s' configured with max_inflight_requests: %d", mdir.name, max_inflight)
+            log.info("Ensemble model '%s' configured with max_inflight_requests: %d", mdir.name, max_inflight)
         for version in versions:
             load_start = time.monotonic()
             mv = LoadedVersion(

@@ -507,7 +507,13 @@ class _Run:
     def _finish(self, response: InferenceResponse | None, ok: bool) -> None:
         self.finished = True
         self.infer_end_ns = time.monotonic_ns()
-        self._deliver(response, RESPONSE_COMPLETE_FINAL)
+        outbox = self.outbox
+        if response is None and outbox and outbox[-1][0] is not None and not outbox[-1][1]:
+            # As Triton's ensemble: the last answer, not sent yet, carries the FINAL flag (a
+            # stream client without empty final responses sees the request end).
+            outbox[-1] = (outbox[-1][0], RESPONSE_COMPLETE_FINAL)
+        else:
+            self._deliver(response, RESPONSE_COMPLETE_FINAL)
         end = time.monotonic_ns()
         request = self.job.request
         if ok:
