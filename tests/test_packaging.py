@@ -102,7 +102,11 @@ def test_distributions_and_their_dependencies(wheels: dict[str, email.message.Me
         "tritonpy-backend-tensorrt",
         "tritonpy-backend-fil",
         "tritonpy-backend-identity",
+        "tritonpy-backend-repeat",
+        "tritonpy-backend-square",
     }
+    for example in ("identity", "repeat", "square"):  # Triton's test backends: the SDK and numpy
+        assert _requires(wheels[f"tritonpy-backend-{example}"]) == {"tritonpy-sdk", "numpy"}
     assert _requires(wheels["tritonpy-sdk"]) == {"numpy", "pluggy"}
     core = _requires(wheels["tritonpy"])
     assert "tritonpy-sdk" in core and not core & FRAMEWORKS

@@ -6,7 +6,9 @@ models (``tests/tritonpy_simple_models.py``); it must exit 0 and, where it print
 one, print its PASS line. The sequence clients run in ``test_sequences_served.py``,
 the system shared-memory ones in ``test_shared_memory_served.py``, the model
 control ones in ``test_nvidia_examples_model_control.py``. The examples that
-cannot run here are listed with the reason.
+cannot run here are listed with the reason. ``simple_grpc_custom_repeat.py`` runs a second
+time against Triton's own ``repeat_int32``, served by the repeat backend's port
+(``backend: "repeat"``, plugins/repeat) rather than the Python stand-in.
 """
 
 from __future__ import annotations
@@ -64,10 +66,37 @@ def served(tmp_path_factory: pytest.TempPathFactory, server_factory: Any) -> Any
     return server_factory([repo])
 
 
-@pytest.mark.parametrize("script", sorted(CLIENTS))
-def test_client_example_runs_unchanged(served: Any, script: str) -> None:
-    protocol, marker = CLIENTS[script]
-    url = served.url if protocol == "http" else served.grpc_url
+#: Triton's ``repeat_int32`` as Triton's server repository has it (``src/test/models``).
+REPEAT_BACKEND_MODEL = """
+name: "repeat_int32"
+backend: "repeat"
+max_batch_size: 0
+model_transaction_policy {
+  decoupled: True
+}
+input [
+  { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] },
+  { name: "DELAY" data_type: TYPE_UINT32 dims: [ -1 ] },
+  { name: "WAIT" data_type: TYPE_UINT32 dims: [ 1 ] }
+]
+output [
+  { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] },
+  { name: "IDX" data_type: TYPE_UINT32 dims: [ 1 ] }
+]
+"""
+
+
+@pytest.fixture(scope="module")
+def served_repeat_backend(tmp_path_factory: pytest.TempPathFactory, server_factory: Any) -> Any:
+    pytest.importorskip("tritonpy_backend_repeat", reason="the repeat backend (plugins/repeat)")
+    repo = tmp_path_factory.mktemp("nvidia_repeat_backend")
+    (repo / "repeat_int32" / "1").mkdir(parents=True)
+    (repo / "repeat_int32" / "config.pbtxt").write_text(REPEAT_BACKEND_MODEL)
+    return server_factory([repo])
+
+
+def _run_example(script: str, url: str) -> None:
+    _, marker = CLIENTS[script]
     run = subprocess.run(
         [sys.executable, str(EXAMPLES / script), "-u", url], capture_output=True, text=True, timeout=120
     )
@@ -75,6 +104,19 @@ def test_client_example_runs_unchanged(served: Any, script: str) -> None:
     if marker is not None:
         assert marker in run.stdout, run.stdout + run.stderr
     assert "error" not in run.stdout.lower(), run.stdout
+
+
+@pytest.mark.parametrize("script", sorted(CLIENTS))
+def test_client_example_runs_unchanged(served: Any, script: str) -> None:
+    protocol, _ = CLIENTS[script]
+    _run_example(script, served.url if protocol == "http" else served.grpc_url)
+
+
+@pytest.mark.slow
+def test_custom_repeat_client_against_the_repeat_backend(served_repeat_backend: Any) -> None:
+    """The client's delays are real here, as with Triton's repeat backend: ten responses 1 s
+    apart, then 1 s of WAIT."""
+    _run_example("simple_grpc_custom_repeat.py", served_repeat_backend.grpc_url)
 
 
 @pytest.mark.parametrize("script", sorted(NOT_RUN))

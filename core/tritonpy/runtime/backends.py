@@ -31,6 +31,8 @@ KNOWN_PACKAGES = {
     "fil": "tritonpy-backend-fil",
     "python": "tritonpy-backend-python",
     "identity": "tritonpy-backend-identity",
+    "repeat": "tritonpy-backend-repeat",
+    "square": "tritonpy-backend-square",
 }
 
 
