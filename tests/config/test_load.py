@@ -49,6 +49,21 @@ def test_parse_error_names_source_line_and_column() -> None:
     assert info.value.code.name == "INVALID_ARG"
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("-5", "Expected integer, got: -"),
+        ('"invalid_value"', 'Expected integer, got: "invalid_value"'),
+        ("12345678901", "Integer out of range (12345678901)"),
+    ],
+)
+def test_a_bad_integer_is_worded_as_triton_s_parser_words_it(value: str, problem: str) -> None:
+    # NVIDIA's L0_simple_ensemble greps these (a uint32 field: max_inflight_requests).
+    with pytest.raises(ConfigError) as info:
+        parse_config_text(f"ensemble_scheduling {{ max_inflight_requests: {value} }}", "m/config.pbtxt")
+    assert info.value.message.endswith(problem)
+
+
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="failed to read"):
         load_config_file(tmp_path / "missing.pbtxt")

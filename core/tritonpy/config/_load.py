@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -20,8 +21,24 @@ def parse_config_text(text: str, source: str) -> ModelConfig:
     try:
         text_format.Parse(text, config)
     except text_format.ParseError as exc:
-        raise ConfigError(f"failed to read text proto from {source}: {exc}") from None
+        raise ConfigError(f"failed to read text proto from {source}: {_cpp_words(str(exc))}") from None
     return config
+
+
+#: Python's protobuf words for a bad integer, and the C++ parser's (Triton's log has those).
+_INTEGER_PROBLEMS = (
+    (re.compile(r"Couldn't parse integer: (.*)$"), r"Expected integer, got: \1"),
+    (re.compile(r"Value out of range: -\d+$"), "Expected integer, got: -"),  # for an unsigned field
+    (re.compile(r"Value out of range: (\d+)$"), r"Integer out of range (\1)"),
+)
+
+
+def _cpp_words(problem: str) -> str:
+    for pattern, words in _INTEGER_PROBLEMS:
+        problem, count = pattern.subn(words, problem)
+        if count:
+            break
+    return problem
 
 
 def load_config_file(path: Path) -> ModelConfig:
