@@ -3,6 +3,7 @@ once, errors, output subsets, statistics, decoupled members and cancellation."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -352,11 +353,14 @@ def _write_optional(repo: Path) -> None:
     )
 
 
-def test_tensors_without_data_let_steps_with_optional_inputs_run(tmp_path: Path) -> None:
+def test_tensors_without_data_let_steps_with_optional_inputs_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """As Triton (NVIDIA's L0_optional_input): an optional ensemble input the request
     leaves out, and an output a step's response does not hold, are there without data;
     the step that reads one runs without that input, and an ensemble output without
-    data is left out of the answer."""
+    data is left out of the answer (logged at verbose level, as Triton's)."""
+    caplog.set_level(logging.DEBUG, "tritonpy.scheduler.ensemble")
     steps = StepBackend()
     with serving(tmp_path, _write_optional, steps) as server:
         pick = server.model("pick")
@@ -367,6 +371,7 @@ def test_tensors_without_data_let_steps_with_optional_inputs_run(tmp_path: Path)
         assert given == [("X",), ("X", "X2"), ("X2",)]
         answer = server.model("gap").predict({"IN": X})
         assert set(answer) == {"OUT"} and answer["OUT"].tolist() == (X + 1000).tolist()
+    assert "Composing models did not output tensor t" in caplog.text  # NVIDIA's L0_simple_ensemble
 
 
 def _write_batch_kinds(repo: Path) -> None:

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tritonpy_simple_models import repeat_int32, simple, simple_identity, simple_int8, simple_string
+from tritonpy_simple_models import (
+    REPEAT_CONFIG,
+    repeat_int32,
+    simple,
+    simple_identity,
+    simple_int8,
+    simple_string,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -67,23 +74,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, server_factory: Any) -> Any
 
 
 #: Triton's ``repeat_int32`` as Triton's server repository has it (``src/test/models``).
-REPEAT_BACKEND_MODEL = """
-name: "repeat_int32"
-backend: "repeat"
-max_batch_size: 0
-model_transaction_policy {
-  decoupled: True
-}
-input [
-  { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] },
-  { name: "DELAY" data_type: TYPE_UINT32 dims: [ -1 ] },
-  { name: "WAIT" data_type: TYPE_UINT32 dims: [ 1 ] }
-]
-output [
-  { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] },
-  { name: "IDX" data_type: TYPE_UINT32 dims: [ 1 ] }
-]
-"""
+#: Triton's repeat_int32 on the repeat backend (plugins/repeat), not the Python stand-in.
+REPEAT_BACKEND_MODEL = REPEAT_CONFIG.replace('backend: "python"', 'backend: "repeat"')
 
 
 @pytest.fixture(scope="module")

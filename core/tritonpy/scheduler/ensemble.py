@@ -469,8 +469,9 @@ class _Run:
             dims, batching = self.scheduler.output_dims, self.scheduler.batching
             for name in self.wanted:
                 tensor = tensors[name]
-                if tensor is None:
-                    continue  # without data: left out of the answer
+                if tensor is None:  # without data: left out of the answer (Triton's verbose line)
+                    log.debug("Composing models did not output tensor %s", name)
+                    continue
                 made = scope.batch.get(name, self.batch)
                 shape = batch_reshape(dims.get(name, ()), batching, made, tensor.shape)
                 answer[name] = tensor if shape is None else reshaped(tensor, shape, name)
