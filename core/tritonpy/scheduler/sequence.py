@@ -433,10 +433,10 @@ class SequenceBatcher(Scheduler):
         if isinstance(key, int) and self._corrid_range is not None:
             low, high = self._corrid_range
             if not low <= key <= high:
-                corrid = self.config.corrid_type
+                ctype = self.config.corrid_type
                 raise TritonError.invalid_arg(
                     f"inference request to model '{self._name}' has the correlation ID {key}, which the "
-                    f"model's CONTROL_SEQUENCE_CORRID input of type {corrid.config_name if corrid else ''} "
+                    f"model's CONTROL_SEQUENCE_CORRID input of type {ctype.config_name if ctype else ''} "
                     "cannot hold"
                 )
         flags = request.flags
