@@ -340,7 +340,7 @@ class SequenceBatcher(Scheduler):
         self._threads: list[threading.Thread] = []
         #: The CONTROL_SEQUENCE_CORRID input (None: none).
         self._corrid = next((c for c in config.controls if c.kind == "CORRID"), None)
-        corrid = config.corrid_type
+        corrid = self._corrid.datatype if self._corrid is not None else None
         self._numeric_corrid = corrid is not None and corrid is not DataType.BYTES
         #: The ids a numeric CORRID control can hold (None: any id).
         self._corrid_range: tuple[int, int] | None = None
@@ -430,14 +430,12 @@ class SequenceBatcher(Scheduler):
                 f"'{'BYTES' if isinstance(key, str) else 'UINT64'}', but model '{self._name}' expects "
                 f"'{corrid.datatype.value}'"
             )
-        if isinstance(key, int) and self._corrid_range is not None:
+        if isinstance(key, int) and self._corrid_range is not None and corrid is not None:
             low, high = self._corrid_range
             if not low <= key <= high:
-                ctype = self.config.corrid_type
                 raise TritonError.invalid_arg(
                     f"inference request to model '{self._name}' has the correlation ID {key}, which the "
-                    f"model's CONTROL_SEQUENCE_CORRID input of type {ctype.config_name if ctype else ''} "
-                    "cannot hold"
+                    f"model's CONTROL_SEQUENCE_CORRID input of type {corrid.datatype.config_name} cannot hold"
                 )
         flags = request.flags
         now = time.monotonic_ns()

@@ -8,7 +8,6 @@ the instance until then."""
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
+from tritonpy_grpc_stream import Stream, is_final
 from tritonpy_serverprocess import ServerProcess
 
 pytestmark = [pytest.mark.integration]
@@ -85,50 +85,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.stop()
 
 
-class Stream:
-    """One gRPC ``ModelStreamInfer`` stream and what came back on it, in order."""
-
-    def __init__(self, url: str) -> None:
-        self.client = grpcclient.InferenceServerClient(url)
-        self.got: queue.Queue[tuple[Any, Any]] = queue.Queue()
-        self.client.start_stream(callback=self._put)
-
-    def _put(self, result: Any, error: Any) -> None:
-        self.got.put((result, error))
-
-    def send(self, model: str, inputs: list[Any], request_id: str = "", **kwargs: Any) -> None:
-        self.client.async_stream_infer(
-            model, inputs, request_id=request_id, enable_empty_final_response=True, **kwargs
-        )
-
-    def next(self) -> tuple[Any, Any]:
-        return self.got.get(timeout=30)
-
-    def until_final(self, count: int = 1) -> list[Any]:
-        """Every result up to the ``count``-th final flag (errors raise)."""
-        results: list[Any] = []
-        while count:
-            result, error = self.next()
-            if error is not None:
-                raise error
-            results.append(result)
-            count -= int(_final(result))
-        return results
-
-    def close(self) -> None:
-        self.client.stop_stream()
-        self.client.close()
-
-
 @pytest.fixture
 def stream(server: ServerProcess) -> Iterator[Stream]:
     s = Stream(server.grpc_url)
     yield s
     s.close()
-
-
-def _final(result: Any) -> bool:
-    return bool(result.get_response().parameters["triton_final_response"].bool_param)
 
 
 def _inputs(
@@ -160,9 +121,9 @@ def _answers(results: list[Any]) -> list[tuple[str, int, int]]:
 
 def test_one_response_per_element_then_the_final_flag(stream: Stream) -> None:
     stream.send("repeat_int32", _inputs(grpcclient, [100, 101, -7, 2**31 - 1], delays=[1, 0, 2, 1], wait=1))
-    results = stream.until_final()
+    results = stream.results_until_final()
     assert _answers(results) == [("", 100, 0), ("", 101, 1), ("", -7, 2), ("", 2**31 - 1, 3)]
-    assert [_final(r) for r in results] == [False] * 4 + [True]
+    assert [is_final(r) for r in results] == [False] * 4 + [True]
     final = results[-1]
     assert final.as_numpy("OUT") is None and final.as_numpy("IDX") is None  # the flag alone
     for r in results[:-1]:
@@ -172,14 +133,14 @@ def test_one_response_per_element_then_the_final_flag(stream: Stream) -> None:
 
 def test_an_empty_in_gets_the_final_flag_only(stream: Stream) -> None:
     stream.send("repeat_int32", _inputs(grpcclient, []), request_id="none")
-    (final,) = stream.until_final()
-    assert _final(final) and final.get_response().id == "none"
+    (final,) = stream.results_until_final()
+    assert is_final(final) and final.get_response().id == "none"
     assert final.as_numpy("OUT") is None
 
 
 def test_only_the_requested_outputs_come_back(stream: Stream) -> None:
     stream.send("repeat_int32", _inputs(grpcclient, [5, 6]), outputs=[grpcclient.InferRequestedOutput("OUT")])
-    results = stream.until_final()
+    results = stream.results_until_final()
     assert [int(r.as_numpy("OUT")[0]) for r in results[:-1]] == [5, 6]
     assert all(r.as_numpy("IDX") is None for r in results)
 
@@ -189,7 +150,7 @@ def test_a_request_released_by_wait_streams_beside_the_next(stream: Stream) -> N
     the first still sleeps before its second response (repeat.cc's interleaving)."""
     stream.send("repeat_int32", _inputs(grpcclient, [1, 2], delays=[0, 300], wait=0), request_id="a")
     stream.send("repeat_int32", _inputs(grpcclient, [9], delays=[0], wait=0), request_id="b")
-    answers = _answers(stream.until_final(2))
+    answers = _answers(stream.results_until_final(2))
     assert answers == [("a", 1, 0), ("b", 9, 0), ("a", 2, 1)]
 
 
@@ -198,7 +159,7 @@ def test_wait_holds_the_instance_until_it_has_passed(stream: Stream) -> None:
     request's responses are all sent."""
     stream.send("repeat_int32", _inputs(grpcclient, [1, 2], delays=[0, 200], wait=500), request_id="a")
     stream.send("repeat_int32", _inputs(grpcclient, [9], delays=[0], wait=0), request_id="b")
-    answers = _answers(stream.until_final(2))
+    answers = _answers(stream.results_until_final(2))
     assert answers == [("a", 1, 0), ("a", 2, 1), ("b", 9, 0)]
 
 
@@ -229,7 +190,7 @@ def test_a_left_out_optional_input_is_refused_in_tritons_words(
     assert message in str(error)
     # The stream goes on: the next request is answered.
     stream.send("repeat_optional", _inputs(grpcclient, [4]), request_id="next")
-    assert _answers(stream.until_final()) == [("next", 4, 0)]
+    assert _answers(stream.results_until_final()) == [("next", 4, 0)]
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -259,14 +220,14 @@ def test_a_model_that_is_not_decoupled_refuses_a_shape_mismatch(server: ServerPr
 def test_an_ensemble_streams_the_repeat_steps_responses(stream: Stream) -> None:
     """NVIDIA's L0_decoupled ``simple_repeat``."""
     stream.send("simple_repeat", _inputs(grpcclient, [7, 8, 9]), request_id="e")
-    results = stream.until_final()
+    results = stream.results_until_final()
     assert sorted(_answers(results)) == [("e", 7, 0), ("e", 8, 1), ("e", 9, 2)]
 
 
 def test_the_server_log_tells_each_response(server: ServerProcess, stream: Stream) -> None:
     """repeat.cc's log lines, at INFO."""
     stream.send("repeat_int32", _inputs(grpcclient, [1, 2], delays=[0, 2**32 - 1]))
-    stream.until_final()
+    stream.results_until_final()
     out = server.wait_for_output("sent response 2 of 2")
     # A DELAY above 2^31 - 1 is read as repeat.cc reads it: a negative int32, no sleep.
     assert "waiting -1 ms, then sending response 2 of 2" in out

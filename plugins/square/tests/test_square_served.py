@@ -10,9 +10,7 @@ that a stream of a thousand responses is still running when it is cancelled."""
 from __future__ import annotations
 
 import importlib.util
-import queue
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +18,9 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonpy_grpc_stream import Stream, is_final
 from tritonpy_serverprocess import ServerProcess
+from tritonpy_wait import wait_until
 
 pytestmark = [pytest.mark.integration]
 
@@ -113,44 +113,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.stop()
 
 
-class Stream:
-    """One gRPC ``ModelStreamInfer`` stream and what came back on it, in order."""
-
-    def __init__(self, url: str) -> None:
-        self.client = grpcclient.InferenceServerClient(url)
-        self.got: queue.Queue[tuple[Any, Any]] = queue.Queue()
-        self.client.start_stream(callback=self._put)
-        self.cancelled = False
-
-    def _put(self, result: Any, error: Any) -> None:
-        self.got.put((result, error))
-
-    def send(self, model: str, inputs: list[Any], request_id: str = "") -> None:
-        self.client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)
-
-    def next(self) -> tuple[Any, Any]:
-        return self.got.get(timeout=30)
-
-    def until_final(self, count: int = 1) -> list[tuple[Any, Any]]:
-        """Every (result, error) up to the ``count``-th final flag."""
-        got: list[tuple[Any, Any]] = []
-        while count:
-            result, error = self.next()
-            got.append((result, error))
-            count -= int(result is not None and _final(result))
-        return got
-
-    def cancel(self) -> None:
-        """End the stream, cancelling its requests in flight (tritonclient's way)."""
-        self.client.stop_stream(cancel_requests=True)
-        self.cancelled = True
-
-    def close(self) -> None:
-        if not self.cancelled:
-            self.client.stop_stream()
-        self.client.close()
-
-
 @pytest.fixture
 def stream(server: ServerProcess) -> Iterator[Stream]:
     s = Stream(server.grpc_url)
@@ -158,19 +120,12 @@ def stream(server: ServerProcess) -> Iterator[Stream]:
     s.close()
 
 
-def _final(result: Any) -> bool:
-    return bool(result.get_response().parameters["triton_final_response"].bool_param)
-
-
-def _log_match(server: ServerProcess, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+def _log_match(server: ServerProcess, pattern: str) -> re.Match[str]:
     """The first match of ``pattern`` in the server's log, once it is there."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = re.search(pattern, server.output())
-        if found is not None:
-            return found
-        assert time.monotonic() < deadline, f"{pattern!r} never logged:\n{server.output()}"
-        time.sleep(0.02)
+    wait_until(lambda: re.search(pattern, server.output()), f"{pattern!r} logged:\n{server.output()}")
+    found = re.search(pattern, server.output())
+    assert found is not None
+    return found
 
 
 def _in(module: Any, value: int | list[list[int]]) -> list[Any]:
@@ -197,14 +152,14 @@ def test_in_responses_of_in_then_the_final_flag(stream: Stream) -> None:
     stream.send("square_int32", _in(grpcclient, 3))
     got = stream.until_final()
     assert _outs(got) == [[3], [3], [3], "FINAL"]
-    assert [_final(result) for result, _ in got] == [False, False, False, True]
+    assert [is_final(result) for result, _ in got] == [False, False, False, True]
     assert got[0][0].as_numpy("OUT").dtype == np.int32
 
 
 def test_zero_gets_the_final_flag_only(stream: Stream) -> None:
     stream.send("square_int32", _in(grpcclient, 0), request_id="zero")
     ((final, error),) = stream.until_final()
-    assert error is None and _final(final) and final.get_response().id == "zero"
+    assert error is None and is_final(final) and final.get_response().id == "zero"
     assert final.as_numpy("OUT") is None
 
 
@@ -255,7 +210,7 @@ def test_requests_stream_at_once_and_a_cancelled_one_stops(server: ServerProcess
     while "short-final" not in seen:
         result, error = stream.next()
         assert error is None
-        seen.append(result.get_response().id + ("-final" if _final(result) else ""))
+        seen.append(result.get_response().id + ("-final" if is_final(result) else ""))
     assert "long-final" not in seen
     stream.cancel()
     at = _log_match(server, r"cancelled at response (\d+) of 1000\b")
@@ -268,7 +223,7 @@ def test_a_negative_in_is_a_stream_until_cancelled(server: ServerProcess, stream
     stream.send("square_slow", _in(grpcclient, -2))
     for _ in range(3):
         result, error = stream.next()
-        assert error is None and result.as_numpy("OUT").tolist() == [-2] and not _final(result)
+        assert error is None and result.as_numpy("OUT").tolist() == [-2] and not is_final(result)
     stream.cancel()
     at = _log_match(server, rf"cancelled at response (\d+) of {2**64 - 2}\b")
     assert int(at.group(1)) >= 4  # after the three seen
